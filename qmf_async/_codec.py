@@ -1,0 +1,707 @@
+"""QMF v1 message codec: bodies <-> lists of messages.  Pure: no I/O.
+
+``decode(body, schemas)`` splits a body into its messages (several may be packed in
+one AMQP body) and ``encode(messages, schemas)`` packs them back.  Content, event and
+method-request bodies name a class and are decoded with that class's compiled codec
+from the :class:`SchemaRegistry`; decoding a schema response adds the class to it.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+import attrs
+
+from ._amqp010 import WireMap, decode_map, encode_map
+from ._compile import Decoder, Encoder, FieldSpec, compile_decoder, compile_encoder
+from ._errors import DecodeError, EncodeError, UnknownClassError
+from ._messages import (
+    AttachRequest, AttachResponse, BrokerRequest, BrokerResponse, ClassIndication, ClassQuery,
+    CommandComplete, ConsoleAdded, EventIndication, GetQuery, Heartbeat, Message,
+    MethodRequest, MethodResponse, ObjectRecord, PackageIndication, PackageQuery,
+    SchemaRequest, SchemaResponse, UndecodedTail,
+)
+from ._schema import SchemaArgument, SchemaClass, SchemaMethod, SchemaProperty, SchemaStatistic
+from ._values import ClassKey, ClassKind, ObjectId, QmfType
+
+__all__ = [
+    "SchemaRegistry",
+    "ClassCodec",
+    "ObjectValue",
+    "Typed",
+    "UnknownSchemaError",
+    "decode",
+    "encode",
+    "iter_decode",
+]
+
+MAGIC = b"AM2"
+_HEADER = struct.Struct(">3scI")
+_U16 = struct.Struct(">H")
+_U32 = struct.Struct(">I")
+_U32x2 = struct.Struct(">II")
+_QQ = struct.Struct(">QQ")
+_RECORD_HDR = struct.Struct(">QQQQQ")
+_EVENT_HDR = struct.Struct(">QB")
+_SCHEMA_COUNTS = struct.Struct(">HHH")
+
+
+class UnknownSchemaError(DecodeError):
+    """A body names a class whose schema the registry does not hold.
+
+    ``class_key`` names it; ``offset`` is where its message starts in the body.
+    """
+
+    def __init__(self, class_key: ClassKey, opcode: str, offset: int) -> None:
+        super().__init__(f"no schema for {class_key} (needed to decode {opcode!r})", offset)
+        self.class_key = class_key
+        self.opcode = opcode
+
+
+@attrs.frozen(slots=True)
+class ObjectValue:
+    """A value of QMF type ``object`` (20): an embedded, unmanaged object."""
+
+    schema: SchemaClass
+    properties: tuple[Any, ...]
+    statistics: tuple[Any, ...]
+
+
+@attrs.frozen(slots=True)
+class Typed:
+    """A value with an explicit QMF type, as embedded in an ``object`` value."""
+
+    type: QmfType = attrs.field(converter=QmfType)
+    value: Any
+
+
+def _specs(items: Iterable[SchemaProperty | SchemaStatistic | SchemaArgument]) -> list[FieldSpec]:
+    return [(i.name, i.type, bool(getattr(i, "optional", False))) for i in items]
+
+
+class ClassCodec:
+    """Compiled decoders and encoders for one schema (compiled lazily, once)."""
+
+    __slots__ = ("schema", "class_key", "wire_key", "_registry", "_props", "_stats",
+                 "_event", "_methods")
+
+    def __init__(self, schema: SchemaClass, registry: SchemaRegistry) -> None:
+        self.schema = schema
+        self.class_key = schema.class_key
+        self.wire_key = schema.class_key.to_wire()
+        self._registry = registry
+        self._props: tuple[Decoder, Encoder] | None = None
+        self._stats: tuple[Decoder, Encoder] | None = None
+        self._event: tuple[Decoder, Encoder] | None = None
+        self._methods: dict[tuple[str, bool], tuple[Decoder, Encoder, tuple[str, ...]]] = {}
+
+    def _compile(self, specs: list[FieldSpec], presence: bool, name: str) -> tuple[Decoder, Encoder]:
+        oc = self._registry._object_codec
+        return (compile_decoder(specs, presence=presence, object_codec=oc, name=name),
+                compile_encoder(specs, presence=presence, object_codec=oc))
+
+    @property
+    def properties(self) -> tuple[Decoder, Encoder]:
+        if self._props is None:
+            self._props = self._compile(_specs(self.schema.properties), True, "decode_props")
+        return self._props
+
+    @property
+    def statistics(self) -> tuple[Decoder, Encoder]:
+        if self._stats is None:
+            self._stats = self._compile(_specs(self.schema.statistics), False, "decode_stats")
+        return self._stats
+
+    @property
+    def event(self) -> tuple[Decoder, Encoder]:
+        if self._event is None:
+            self._event = self._compile(_specs(self.schema.arguments), False, "decode_event")
+        return self._event
+
+    def method_args(self, method: SchemaMethod, output: bool) -> tuple[Decoder, Encoder, tuple[str, ...]]:
+        """Codec of a method's input (I, IO) or output (O, IO) arguments."""
+        key = (method.name, output)
+        found = self._methods.get(key)
+        if found is None:
+            args = method.out_args if output else method.in_args
+            dec, enc = self._compile(_specs(args), False, "decode_args")
+            found = (dec, enc, tuple(a.name for a in args))
+            self._methods[key] = found
+        return found
+
+    def decode_record(self, buf: bytes, pos: int, opcode: str, seq: int) -> tuple[ObjectRecord, int]:
+        """Decode the part of a ``c``/``i``/``g`` message after the class key."""
+        try:
+            ts, created, deleted, oa, ob = _RECORD_HDR.unpack_from(buf, pos)
+        except struct.error:
+            raise DecodeError("truncated object header", pos) from None
+        pos += 40
+        props = stats = None
+        if opcode != "i":
+            props, pos = self.properties[0](buf, pos)
+        if opcode != "c":
+            stats, pos = self.statistics[0](buf, pos)
+        return ObjectRecord(opcode, seq, self.schema, ts, created, deleted, ObjectId(oa, ob),
+                            props, stats), pos
+
+
+class SchemaRegistry:
+    """The schemas a decoder knows, by class key; several hash versions of a class
+    live side by side.  Decoding a schema response adds its class."""
+
+    def __init__(self, schemas: Iterable[SchemaClass] = ()) -> None:
+        self._by_key: dict[ClassKey, SchemaClass] = {}
+        self._codecs: dict[bytes, ClassCodec] = {}
+        self._object_codec = (self._decode_object_value, self._encode_object_value)
+        self._typed_codecs: dict[QmfType, tuple[Decoder, Encoder]] = {}
+        for schema in schemas:
+            self.add(schema)
+
+    def add(self, schema: SchemaClass) -> bool:
+        """Add a schema; returns False when the same class key was already known
+        (the first schema received for a key is kept)."""
+        key = schema.class_key
+        if key in self._by_key:
+            return False
+        self._by_key[key] = schema
+        codec = ClassCodec(schema, self)
+        self._codecs[codec.wire_key] = codec
+        return True
+
+    def get(self, key: ClassKey) -> SchemaClass | None:
+        """The schema of ``key``, or None."""
+        return self._by_key.get(key)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._by_key
+
+    def __len__(self) -> int:
+        return len(self._by_key)
+
+    def __iter__(self) -> Iterator[SchemaClass]:
+        return iter(list(self._by_key.values()))
+
+    def packages(self) -> list[str]:
+        """Names of the packages with at least one schema, sorted."""
+        return sorted({k.package for k in self._by_key})
+
+    def classes(self, package: str | None = None) -> list[SchemaClass]:
+        """Schemas of ``package`` (all packages when None)."""
+        return [s for k, s in self._by_key.items() if package is None or k.package == package]
+
+    def find(self, name: str, package: str | None = None) -> list[SchemaClass]:
+        """All schemas (every hash version) of class ``name``."""
+        return [s for k, s in self._by_key.items()
+                if k.name == name and (package is None or k.package == package)]
+
+    def codec(self, schema: SchemaClass | ClassKey) -> ClassCodec:
+        """The compiled codec of a schema (added to the registry when new).
+
+        Raises:
+            UnknownClassError: given a class key the registry does not hold.
+        """
+        key = schema if isinstance(schema, ClassKey) else schema.class_key
+        if isinstance(schema, SchemaClass) and key not in self._by_key:
+            self.add(schema)
+        found = self._by_key.get(key)
+        if found is None:
+            raise UnknownClassError(f"no schema for {key}")
+        return self._codecs[key.to_wire()]
+
+    def _codec_by_wire(self, wire_key: bytes) -> ClassCodec | None:
+        return self._codecs.get(wire_key)
+
+    # values of QMF type 20 (object) embed a type code, then a class or a value
+    def _decode_object_value(self, buf: bytes, pos: int) -> tuple[Any, int]:
+        if pos >= len(buf):
+            raise DecodeError("truncated object value", pos)
+        inner = buf[pos]
+        pos += 1
+        if inner != QmfType.OBJECT:
+            try:
+                t = QmfType(inner)
+            except ValueError:
+                raise DecodeError(f"unknown QMF type code {inner} in object value", pos) from None
+            dec = self._typed(t)[0]
+            (value,), pos = dec(buf, pos)
+            return Typed(t, value), pos
+        key, kpos, pos = _read_class_key(buf, pos)
+        codec = self._codecs.get(buf[kpos:pos])
+        if codec is None:
+            raise UnknownSchemaError(key, "object value", kpos)
+        props, pos = codec.properties[0](buf, pos)
+        stats, pos = codec.statistics[0](buf, pos)
+        return ObjectValue(codec.schema, props, stats), pos
+
+    def _encode_object_value(self, out: bytearray, value: Any) -> None:
+        if isinstance(value, Typed):
+            out.append(int(value.type))
+            self._typed(value.type)[1](out, (value.value,))
+            return
+        if not isinstance(value, ObjectValue):
+            raise EncodeError(f"object value expected, got {type(value).__name__}")
+        codec = self.codec(value.schema)
+        out.append(QmfType.OBJECT)
+        out += codec.wire_key
+        codec.properties[1](out, value.properties)
+        codec.statistics[1](out, value.statistics)
+
+    def _typed(self, t: QmfType) -> tuple[Decoder, Encoder]:
+        found = self._typed_codecs.get(t)
+        if found is None:
+            spec: list[FieldSpec] = [("value", t, False)]
+            found = (compile_decoder(spec, object_codec=self._object_codec),
+                     compile_encoder(spec, object_codec=self._object_codec))
+            self._typed_codecs[t] = found
+        return found
+
+
+# --------------------------------------------------------------------------- readers
+
+def _str8(buf: bytes, pos: int) -> tuple[str, int]:
+    if pos >= len(buf):
+        raise DecodeError("truncated str8", pos)
+    end = pos + 1 + buf[pos]
+    if end > len(buf):
+        raise DecodeError("str8 runs past the end of the body", pos)
+    try:
+        return buf[pos + 1:end].decode("utf-8"), end
+    except UnicodeDecodeError as exc:
+        raise DecodeError(f"invalid UTF-8 in str8: {exc.reason}", pos) from exc
+
+
+def _str16(buf: bytes, pos: int) -> tuple[str, int]:
+    if pos + 2 > len(buf):
+        raise DecodeError("truncated str16", pos)
+    end = pos + 2 + ((buf[pos] << 8) | buf[pos + 1])
+    if end > len(buf):
+        raise DecodeError("str16 runs past the end of the body", pos)
+    try:
+        return buf[pos + 2:end].decode("utf-8"), end
+    except UnicodeDecodeError as exc:
+        raise DecodeError(f"invalid UTF-8 in str16: {exc.reason}", pos) from exc
+
+
+def _unpack(st: struct.Struct, buf: bytes, pos: int, what: str) -> tuple[Any, ...]:
+    try:
+        return st.unpack_from(buf, pos)
+    except struct.error:
+        raise DecodeError(f"truncated {what}", pos) from None
+
+
+def _read_class_key(buf: bytes, pos: int) -> tuple[ClassKey, int, int]:
+    """(key, start, end): the class key at ``pos``; ``buf[start:end]`` is its wire form."""
+    start = pos
+    pkg, pos = _str8(buf, pos)
+    name, pos = _str8(buf, pos)
+    if pos + 16 > len(buf):
+        raise DecodeError("truncated class hash", pos)
+    return ClassKey(pkg, name, bytes(buf[pos:pos + 16])), start, pos + 16
+
+
+def _uuid(buf: bytes, pos: int) -> tuple[uuid.UUID, int]:
+    if pos + 16 > len(buf):
+        raise DecodeError("truncated uuid", pos)
+    return uuid.UUID(bytes=bytes(buf[pos:pos + 16])), pos + 16
+
+
+def _read_map(buf: bytes, pos: int) -> tuple[WireMap, int]:
+    return decode_map(buf, pos, len(buf), 0)
+
+
+def _decode_schema(buf: bytes, pos: int, seq: int) -> tuple[SchemaResponse, int]:
+    if pos >= len(buf):
+        raise DecodeError("truncated schema response", pos)
+    kind_code = buf[pos]
+    try:
+        kind = ClassKind(kind_code)
+    except ValueError:
+        raise DecodeError(f"unknown schema kind {kind_code}", pos) from None
+    key, _, pos = _read_class_key(buf, pos + 1)
+    props: list[SchemaProperty] = []
+    stats: list[SchemaStatistic] = []
+    methods: list[SchemaMethod] = []
+    args: list[SchemaArgument] = []
+    if kind == ClassKind.OBJECT:
+        pc, sc, mc = _unpack(_SCHEMA_COUNTS, buf, pos, "schema counts")
+        pos += 6
+        for _ in range(pc):
+            m, pos = _read_map(buf, pos)
+            props.append(SchemaProperty.from_map(m))
+        for _ in range(sc):
+            m, pos = _read_map(buf, pos)
+            stats.append(SchemaStatistic.from_map(m))
+        for _ in range(mc):
+            m, pos = _read_map(buf, pos)
+            kwargs, argc = SchemaMethod.header_from_map(m)
+            margs = []
+            for _ in range(argc):
+                a, pos = _read_map(buf, pos)
+                margs.append(SchemaArgument.from_map(a))
+            methods.append(SchemaMethod(arguments=margs, **kwargs))
+    else:
+        (ac,) = _unpack(_U16, buf, pos, "event argument count")
+        pos += 2
+        for _ in range(ac):
+            a, pos = _read_map(buf, pos)
+            args.append(SchemaArgument.from_map(a))
+    schema = SchemaClass(kind, key, props, stats, methods, args)
+    return SchemaResponse(seq, schema), pos
+
+
+def _decode_method_request(buf: bytes, pos: int, seq: int,
+                           schemas: SchemaRegistry) -> tuple[MethodRequest, int]:
+    oa, ob = _unpack(_QQ, buf, pos, "object id")
+    key, kstart, kend = _read_class_key(buf, pos + 16)
+    name, pos = _str8(buf, kend)
+    codec = schemas._codec_by_wire(buf[kstart:kend])
+    oid = ObjectId(oa, ob)
+    method = codec.schema.find_method(name) if codec is not None else None
+    if method is not None and codec is not None:
+        dec, _, names = codec.method_args(method, output=False)
+        try:
+            values, end = dec(buf, pos)
+        except DecodeError:
+            values, end = None, -1
+        # Arguments are delimited by the schema; if what follows is not another
+        # message, keep the whole remainder raw as qpidd would read it.
+        if values is not None and (end == len(buf) or buf[end:end + 3] == MAGIC):
+            return MethodRequest(seq, oid, key, name, dict(zip(names, values))), end
+    return MethodRequest(seq, oid, key, name, None, bytes(buf[pos:])), len(buf)
+
+
+def _decode_method_response(buf: bytes, pos: int, seq: int, schemas: SchemaRegistry,
+                            methods: Mapping[int, tuple[SchemaClass, SchemaMethod] | SchemaMethod] | None
+                            ) -> tuple[MethodResponse, int]:
+    (status,) = _unpack(_U32, buf, pos, "method status")
+    pos += 4
+    short = False
+    if pos + 2 <= len(buf) and pos + 2 + ((buf[pos] << 8) | buf[pos + 1]) <= len(buf):
+        text, pos = _str16(buf, pos)
+    else:
+        # qpidd writes the status text of an unknown-method error as str8
+        text, pos = _str8(buf, pos)
+        short = True
+    raw = bytes(buf[pos:])
+    target = methods.get(seq) if methods else None
+    if target is not None and status == 0:
+        if isinstance(target, tuple):
+            schema, method = target
+        else:
+            schema, method = None, target
+        if schema is not None:
+            dec, _, names = schemas.codec(schema).method_args(method, output=True)
+        else:
+            dec, _, names = _standalone_args(method)
+        values, end = dec(buf, pos)
+        if end != len(buf):
+            raise DecodeError(f"{len(buf) - end} bytes after the output arguments", end)
+        return MethodResponse(seq, status, text, dict(zip(names, values)), b"", short), end
+    return MethodResponse(seq, status, text, None, raw, short), len(buf)
+
+
+_STANDALONE: dict[tuple[SchemaMethod, bool], tuple[Decoder, Encoder, tuple[str, ...]]] = {}
+
+
+def _standalone_args(method: SchemaMethod, output: bool = True) -> tuple[Decoder, Encoder, tuple[str, ...]]:
+    """Codec for a method's arguments without a registry (no object-typed args)."""
+    key = (method, output)
+    found = _STANDALONE.get(key)
+    if found is None:
+        args = method.out_args if output else method.in_args
+        specs = _specs(args)
+        found = (compile_decoder(specs, presence=False), compile_encoder(specs, presence=False),
+                 tuple(a.name for a in args))
+        if len(_STANDALONE) < 4096:
+            _STANDALONE[key] = found
+    return found
+
+
+def iter_decode(body: bytes, schemas: SchemaRegistry, *,
+                methods: Mapping[int, Any] | None = None,
+                defer_unknown: bool = False) -> Iterator[Message]:
+    """Yield the messages of ``body`` one by one; see :func:`decode`."""
+    buf = bytes(body) if not isinstance(body, bytes) else body
+    n = len(buf)
+    if n == 0:
+        raise DecodeError("empty body", 0)
+    pos = 0
+    while pos < n:
+        start = pos
+        if n - pos < 8:
+            raise DecodeError("truncated message header", pos)
+        if buf[pos:pos + 3] != MAGIC:
+            raise DecodeError("bad magic (not a QMF v1 'AM2' message)", pos)
+        op = chr(buf[pos + 3])
+        seq = _U32.unpack_from(buf, pos + 4)[0]
+        pos += 8
+        msg: Message
+        if op in "cig":
+            pstart = pos
+            if pos + 2 > n:
+                raise DecodeError("truncated class key", pos)
+            kend = pos + 1 + buf[pos]
+            if kend >= n:
+                raise DecodeError("truncated class key", pos)
+            kend += 1 + buf[kend] + 16
+            codec = schemas._codecs.get(buf[pstart:kend])
+            if codec is None:
+                key, _, _ = _read_class_key(buf, pstart)
+                if defer_unknown:
+                    yield UndecodedTail(op, seq, key, buf, start)
+                    return
+                raise UnknownSchemaError(key, op, start)
+            msg, pos = codec.decode_record(buf, kend, op, seq)
+        elif op == "h":
+            (ts,) = _unpack(struct.Struct(">Q"), buf, pos, "heartbeat")
+            msg, pos = Heartbeat(ts, seq), pos + 8
+        elif op == "e":
+            key, kstart, pos = _read_class_key(buf, pos)
+            codec = schemas._codecs.get(buf[kstart:pos])
+            if codec is None:
+                if defer_unknown:
+                    yield UndecodedTail(op, seq, key, buf, start)
+                    return
+                raise UnknownSchemaError(key, op, start)
+            ts, sev = _unpack(_EVENT_HDR, buf, pos, "event header")
+            values, pos = codec.event[0](buf, pos + 9)
+            names = [a.name for a in codec.schema.arguments]
+            msg = EventIndication(seq, codec.schema, ts, sev, dict(zip(names, values)))
+        elif op == "z":
+            (code,) = _unpack(_U32, buf, pos, "completion code")
+            text, pos = _str8(buf, pos + 4)
+            msg = CommandComplete(seq, code, text)
+        elif op == "m":
+            msg, pos = _decode_method_response(buf, pos, seq, schemas, methods)
+        elif op == "M":
+            msg, pos = _decode_method_request(buf, pos, seq, schemas)
+        elif op == "G":
+            query, pos = _read_map(buf, pos)
+            msg = GetQuery(seq, query)
+        elif op == "s":
+            msg, pos = _decode_schema(buf, pos, seq)
+            schemas.add(msg.schema)
+        elif op == "q":
+            if pos >= n:
+                raise DecodeError("truncated class indication", pos)
+            kind = buf[pos]
+            if kind not in (1, 2):
+                raise DecodeError(f"unknown class kind {kind}", pos)
+            key, _, pos = _read_class_key(buf, pos + 1)
+            msg = ClassIndication(seq, kind, key)
+        elif op == "S":
+            key, _, pos = _read_class_key(buf, pos)
+            msg = SchemaRequest(seq, key)
+        elif op == "p":
+            name, pos = _str8(buf, pos)
+            msg = PackageIndication(seq, name)
+        elif op == "Q":
+            name, pos = _str8(buf, pos)
+            msg = ClassQuery(seq, name)
+        elif op == "P":
+            msg = PackageQuery(seq)
+        elif op == "B":
+            msg = BrokerRequest(seq)
+        elif op == "b":
+            bid, pos = _uuid(buf, pos)
+            msg = BrokerResponse(bid, seq)
+        elif op == "A":
+            label, pos = _str8(buf, pos)
+            sysid, pos = _uuid(buf, pos)
+            bb, ab = _unpack(_U32x2, buf, pos, "attach banks")
+            msg, pos = AttachRequest(seq, label, sysid, bb, ab), pos + 8
+        elif op == "a":
+            bb, ab = _unpack(_U32x2, buf, pos, "attach banks")
+            msg, pos = AttachResponse(seq, bb, ab), pos + 8
+        elif op == "x":
+            msg = ConsoleAdded(seq)
+        else:
+            raise DecodeError(f"unknown opcode {op!r}", start + 3)
+        yield msg
+
+
+def decode(body: bytes, schemas: SchemaRegistry, *,
+           methods: Mapping[int, Any] | None = None,
+           defer_unknown: bool = False) -> list[Message]:
+    """Decode every QMF message of an AMQP body.
+
+    ``methods`` maps a sequence number to the :class:`SchemaMethod` (or a
+    ``(SchemaClass, SchemaMethod)`` pair) a method response answers, so that its
+    output arguments are decoded; without it they stay raw.  With
+    ``defer_unknown``, a message naming an unknown class ends the list with an
+    :class:`UndecodedTail` instead of raising.
+
+    Raises:
+        DecodeError: the body is malformed (:class:`UnknownSchemaError` when it
+            names a class that ``schemas`` does not hold).
+    """
+    try:
+        return list(iter_decode(body, schemas, methods=methods, defer_unknown=defer_unknown))
+    except DecodeError:
+        raise
+    except RecursionError as exc:
+        raise DecodeError("nesting too deep") from exc
+    except (ValueError, TypeError, IndexError, OverflowError, struct.error, UnknownClassError) as exc:
+        raise DecodeError(f"malformed body: {exc}") from exc
+
+
+# --------------------------------------------------------------------------- writers
+
+def _put_str8(out: bytearray, text: str) -> None:
+    raw = text.encode("utf-8")
+    if len(raw) > 255:
+        raise EncodeError(f"{text[:20]!r}... is longer than 255 bytes (str8)")
+    out.append(len(raw))
+    out += raw
+
+
+def _put_str16(out: bytearray, text: str) -> None:
+    raw = text.encode("utf-8")
+    if len(raw) > 0xFFFF:
+        raise EncodeError("text longer than 65535 bytes (str16)")
+    out += _U16.pack(len(raw))
+    out += raw
+
+
+def _encode_schema(out: bytearray, schema: SchemaClass) -> None:
+    out.append(int(schema.kind))
+    out += schema.class_key.to_wire()
+    if schema.kind == ClassKind.OBJECT:
+        out += _SCHEMA_COUNTS.pack(len(schema.properties), len(schema.statistics),
+                                   len(schema.methods))
+        for p in schema.properties:
+            encode_map(out, p.to_map())
+        for s in schema.statistics:
+            encode_map(out, s.to_map())
+        for m in schema.methods:
+            encode_map(out, m.to_map())
+            for a in m.arguments:
+                encode_map(out, a.to_map())
+    else:
+        out += _U16.pack(len(schema.arguments))
+        for a in schema.arguments:
+            encode_map(out, a.to_map())
+
+
+def _args_tuple(names: tuple[str, ...], args: Mapping[str, Any], what: str) -> tuple[Any, ...]:
+    missing = [n for n in names if n not in args]
+    if missing:
+        raise EncodeError(f"{what}: missing argument(s) {', '.join(missing)}")
+    extra = set(args) - set(names)
+    if extra:
+        raise EncodeError(f"{what}: unknown argument(s) {', '.join(sorted(extra))}")
+    return tuple(args[n] for n in names)
+
+
+def _encode_one(out: bytearray, msg: Message, schemas: SchemaRegistry,
+                methods: Mapping[int, Any] | None) -> None:
+    op = msg.OPCODE
+    if isinstance(msg, UndecodedTail):
+        out += msg.remaining
+        return
+    seq = msg.seq
+    if not isinstance(seq, int) or not 0 <= seq <= 0xFFFFFFFF:
+        raise EncodeError(f"sequence number {seq!r} is not a uint32")
+    out += _HEADER.pack(MAGIC, op.encode(), seq)
+    if isinstance(msg, ObjectRecord):
+        codec = schemas.codec(msg.schema)
+        out += codec.wire_key
+        oid = msg.object_id
+        try:
+            out += _RECORD_HDR.pack(msg.timestamp, msg.created, msg.deleted, oid.first, oid.second)
+        except struct.error as exc:
+            raise EncodeError(f"object header: {exc}") from exc
+        if op != "i":
+            if msg.properties is None:
+                raise EncodeError(f"{op!r} record needs properties")
+            codec.properties[1](out, msg.properties)
+        if op != "c":
+            if msg.statistics is None:
+                raise EncodeError(f"{op!r} record needs statistics")
+            codec.statistics[1](out, msg.statistics)
+    elif isinstance(msg, Heartbeat):
+        out += struct.pack(">Q", msg.timestamp)
+    elif isinstance(msg, EventIndication):
+        codec = schemas.codec(msg.schema)
+        out += codec.wire_key
+        out += _EVENT_HDR.pack(msg.timestamp, msg.severity)
+        names = tuple(a.name for a in msg.schema.arguments)
+        codec.event[1](out, _args_tuple(names, msg.arguments, str(msg.class_key)))
+    elif isinstance(msg, CommandComplete):
+        out += _U32.pack(msg.code)
+        _put_str8(out, msg.text)
+    elif isinstance(msg, MethodResponse):
+        out += _U32.pack(msg.status)
+        (_put_str8 if msg.short_text else _put_str16)(out, msg.text)
+        if msg.arguments is None:
+            out += msg.raw_arguments
+        else:
+            target = methods.get(seq) if methods else None
+            if target is None:
+                raise EncodeError("encoding method response arguments needs the method "
+                                  "(pass methods={seq: method})")
+            if isinstance(target, tuple):
+                _, enc, names = schemas.codec(target[0]).method_args(target[1], output=True)
+            else:
+                _, enc, names = _standalone_args(target)
+            enc(out, _args_tuple(names, msg.arguments, "method response"))
+    elif isinstance(msg, MethodRequest):
+        out += msg.object_id.to_bytes()
+        out += msg.class_key.to_wire()
+        _put_str8(out, msg.method)
+        if msg.arguments is None:
+            out += msg.raw_arguments
+        else:
+            codec = schemas.codec(msg.class_key)
+            _, enc, names = codec.method_args(codec.schema.method(msg.method), output=False)
+            enc(out, _args_tuple(names, msg.arguments, msg.method))
+    elif isinstance(msg, GetQuery):
+        encode_map(out, msg.query)
+    elif isinstance(msg, SchemaResponse):
+        _encode_schema(out, msg.schema)
+    elif isinstance(msg, ClassIndication):
+        out.append(int(msg.kind))
+        out += msg.class_key.to_wire()
+    elif isinstance(msg, SchemaRequest):
+        out += msg.class_key.to_wire()
+    elif isinstance(msg, (PackageIndication,)):
+        _put_str8(out, msg.package)
+    elif isinstance(msg, ClassQuery):
+        _put_str8(out, msg.package)
+    elif isinstance(msg, BrokerResponse):
+        out += msg.broker_id.bytes
+    elif isinstance(msg, AttachRequest):
+        _put_str8(out, msg.label)
+        out += msg.system_id.bytes
+        out += _U32x2.pack(msg.broker_bank, msg.agent_bank)
+    elif isinstance(msg, AttachResponse):
+        out += _U32x2.pack(msg.broker_bank, msg.agent_bank)
+    elif isinstance(msg, (BrokerRequest, PackageQuery, ConsoleAdded)):
+        pass
+    else:  # pragma: no cover - guarded by the Message union
+        raise EncodeError(f"cannot encode {type(msg).__name__}")
+
+
+def encode(messages: Message | Iterable[Message], schemas: SchemaRegistry | None = None, *,
+           methods: Mapping[int, Any] | None = None) -> bytes:
+    """Encode one message or several (packed in one body).
+
+    Raises:
+        EncodeError: a value does not fit its type, or a needed schema is missing.
+    """
+    if schemas is None:
+        schemas = SchemaRegistry()
+    if not isinstance(messages, Iterable):
+        messages = (messages,)
+    out = bytearray()
+    try:
+        for msg in messages:
+            _encode_one(out, msg, schemas, methods)
+    except EncodeError:
+        raise
+    except (UnknownClassError, struct.error, OverflowError, UnicodeEncodeError) as exc:
+        raise EncodeError(str(exc)) from exc
+    return bytes(out)

@@ -1,0 +1,286 @@
+"""Per-schema compiled value codecs.
+
+For a sequence of typed fields (the properties, statistics or arguments of a
+class) this module generates one Python function that decodes them all and one
+that encodes them.  Runs of fixed-size fields become a single precompiled
+``struct`` layout; strings, maps and lists are read inline.  The generated code is
+compiled once per schema hash and cached by :class:`~qmf_async.wire.SchemaRegistry`.
+
+Generated decoders have the signature ``decode(buf, pos) -> (tuple, pos)`` and
+raise only :class:`DecodeError`; encoders ``encode(out, values)`` append to a
+``bytearray`` and raise only :class:`EncodeError`.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ._amqp010 import (
+    decode_array, decode_list, decode_map, encode_array, encode_list, encode_map,
+)
+from ._errors import DecodeError, EncodeError
+from ._values import ObjectId, QmfType
+
+__all__ = ["FieldSpec", "compile_decoder", "compile_encoder", "Decoder", "Encoder"]
+
+#: (name, type, optional)
+FieldSpec = tuple[str, QmfType, bool]
+Decoder = Callable[[bytes, int], tuple[tuple[Any, ...], int]]
+Encoder = Callable[[bytearray, Sequence[Any]], None]
+ObjectValueCodec = tuple[Callable[[bytes, int], tuple[Any, int]], Callable[[bytearray, Any], None]]
+
+_FIXED_FMT = {
+    QmfType.UINT8: "B", QmfType.UINT16: "H", QmfType.UINT32: "I", QmfType.UINT64: "Q",
+    QmfType.INT8: "b", QmfType.INT16: "h", QmfType.INT32: "i", QmfType.INT64: "q",
+    QmfType.ABSTIME: "Q", QmfType.DELTATIME: "Q", QmfType.BOOL: "?",
+    QmfType.FLOAT: "f", QmfType.DOUBLE: "d", QmfType.REF: "QQ", QmfType.UUID: "16s",
+}
+
+
+def _runs(fields: Sequence[tuple[int, QmfType, bool]]) -> list[list[tuple[int, QmfType, bool]]]:
+    """Group consecutive mandatory fixed-size fields into runs; others stand alone."""
+    groups: list[list[tuple[int, QmfType, bool]]] = []
+    current: list[tuple[int, QmfType, bool]] = []
+    for f in fields:
+        if f[1] in _FIXED_FMT and not f[2]:
+            current.append(f)
+            continue
+        if current:
+            groups.append(current)
+            current = []
+        groups.append([f])
+    if current:
+        groups.append(current)
+    return groups
+
+
+def _decode_lines(i: int, t: QmfType, indent: str, env: dict[str, Any]) -> list[str]:
+    """Source lines that read field ``i`` of type ``t`` into ``v{i}``."""
+    v = f"v{i}"
+    if t in _FIXED_FMT:
+        fmt = ">" + _FIXED_FMT[t]
+        name = f"_s{len(env)}"
+        env[name] = struct.Struct(fmt)
+        if t == QmfType.REF:
+            return [f"{indent}a, b = {name}.unpack_from(buf, pos); pos += 16",
+                    f"{indent}{v} = _OID(a, b)"]
+        if t == QmfType.UUID:
+            return [f"{indent}{v} = _UUID(bytes=buf[pos:pos + 16]); pos += 16"]
+        return [f"{indent}{v}, = {name}.unpack_from(buf, pos); pos += {struct.calcsize(fmt)}"]
+    if t == QmfType.SSTR:
+        return [f"{indent}n = buf[pos]; {v} = buf[pos + 1:pos + 1 + n].decode(); pos += 1 + n"]
+    if t == QmfType.LSTR:
+        return [f"{indent}n = (buf[pos] << 8) | buf[pos + 1]; "
+                f"{v} = buf[pos + 2:pos + 2 + n].decode(); pos += 2 + n"]
+    if t == QmfType.MAP:
+        return [f"{indent}{v}, pos = _map(buf, pos, len(buf), 1)"]
+    if t == QmfType.LIST:
+        return [f"{indent}{v}, pos = _list(buf, pos, len(buf), 1)"]
+    if t == QmfType.ARRAY:
+        return [f"{indent}{v}, pos = _array(buf, pos, len(buf), 1)"]
+    if t == QmfType.OBJECT:
+        return [f"{indent}{v}, pos = _object(buf, pos)"]
+    raise DecodeError(f"schema uses unsupported type code {int(t)}")
+
+
+def compile_decoder(fields: Sequence[FieldSpec], *, presence: bool = True,
+                    object_codec: ObjectValueCodec | None = None,
+                    name: str = "decode") -> Decoder:
+    """Compile a decoder for ``fields`` (in schema order).
+
+    With ``presence``, optional fields are preceded by presence bitmask octets (one
+    bit per optional field, lowest bit first) and absent ones decode to ``None``.
+    """
+    env: dict[str, Any] = {
+        "_OID": ObjectId, "_UUID": uuid.UUID, "_map": decode_map, "_list": decode_list,
+        "_array": decode_array, "_DecodeError": DecodeError, "_struct_error": struct.error,
+    }
+    if object_codec is not None:
+        env["_object"] = object_codec[0]
+    else:
+        env["_object"] = _no_object
+    indexed = [(i, QmfType(t), bool(opt) and presence) for i, (_, t, opt) in enumerate(fields)]
+    lines = [f"def {name}(buf, pos):", "    try:", "        pass"]
+    optional = [i for i, _, opt in indexed if opt]
+    for k in range((len(optional) + 7) // 8):
+        lines.append(f"        p{k} = buf[pos]; pos += 1")
+    bit_of = {i: (n // 8, 1 << (n % 8)) for n, i in enumerate(optional)}
+    for group in _runs(indexed):
+        if len(group) > 1:
+            fmt = ">" + "".join(_FIXED_FMT[t] for _, t, _ in group)
+            sname = f"_s{len(env)}"
+            env[sname] = struct.Struct(fmt)
+            targets = []
+            post = []
+            for i, t, _ in group:
+                if t == QmfType.REF:
+                    targets += [f"r{i}a", f"r{i}b"]
+                    post.append(f"        v{i} = _OID(r{i}a, r{i}b)")
+                elif t == QmfType.UUID:
+                    targets.append(f"u{i}")
+                    post.append(f"        v{i} = _UUID(bytes=u{i})")
+                else:
+                    targets.append(f"v{i}")
+            lines.append(f"        {', '.join(targets)}, = {sname}.unpack_from(buf, pos); "
+                         f"pos += {struct.calcsize(fmt)}")
+            lines += post
+            continue
+        i, t, opt = group[0]
+        if opt:
+            byte, mask = bit_of[i]
+            lines.append(f"        if p{byte} & {mask}:")
+            lines += _decode_lines(i, t, "            ", env)
+            lines.append("        else:")
+            lines.append(f"            v{i} = None")
+        else:
+            lines += _decode_lines(i, t, "        ", env)
+    lines += [
+        "    except (IndexError, _struct_error) as exc:",
+        "        raise _DecodeError('truncated object values', pos) from exc",
+        "    except UnicodeDecodeError as exc:",
+        "        raise _DecodeError('invalid UTF-8 in a string value', pos) from exc",
+        "    if pos > len(buf):",
+        "        raise _DecodeError('truncated object values', len(buf))",
+    ]
+    values = ", ".join(f"v{i}" for i, _, _ in indexed)
+    lines.append(f"    return ({values}{',' if len(indexed) == 1 else ''}), pos")
+    src = "\n".join(lines) + "\n"
+    exec(compile(src, f"<qmf codec {name}>", "exec"), env)  # noqa: S102 - generated from schema types
+    fn: Decoder = env[name]
+    return fn
+
+
+def _no_object(buf: bytes, pos: int) -> tuple[Any, int]:
+    raise DecodeError("object-typed values need a schema registry", pos)
+
+
+# ----------------------------------------------------------------------------- encoders
+
+def _check_int(v: Any) -> None:
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise EncodeError(f"integer expected, got {type(v).__name__}")
+
+
+def _enc_str(out: bytearray, v: Any, width: int) -> None:
+    if not isinstance(v, str):
+        raise EncodeError(f"str expected, got {type(v).__name__}")
+    raw = v.encode()
+    n = len(raw)
+    if n >= 1 << (8 * width):
+        raise EncodeError(f"string of {n} bytes is too long for a str{8 * width}")
+    out += n.to_bytes(width, "big")
+    out += raw
+
+
+def _enc_ref(out: bytearray, v: Any) -> None:
+    if isinstance(v, ObjectId):
+        out += v.first.to_bytes(8, "big")
+        out += v.second.to_bytes(8, "big")
+    elif isinstance(v, (bytes, bytearray)) and len(v) == 16:
+        out += v
+    else:
+        raise EncodeError(f"object reference expected, got {type(v).__name__}")
+
+
+def _enc_uuid(out: bytearray, v: Any) -> None:
+    if isinstance(v, uuid.UUID):
+        out += v.bytes
+    elif isinstance(v, (bytes, bytearray)) and len(v) == 16:
+        out += v
+    else:
+        raise EncodeError(f"uuid expected, got {type(v).__name__}")
+
+
+def _enc_bool(out: bytearray, v: Any) -> None:
+    if not isinstance(v, (bool, int)):
+        raise EncodeError(f"bool expected, got {type(v).__name__}")
+    out.append(1 if v else 0)
+
+
+def _enc_float(st: struct.Struct) -> Callable[[bytearray, Any], None]:
+    def enc(out: bytearray, v: Any) -> None:
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise EncodeError(f"number expected, got {type(v).__name__}")
+        try:
+            out += st.pack(v)
+        except (struct.error, OverflowError) as exc:
+            raise EncodeError(f"{v!r} does not fit a {st.format}") from exc
+    return enc
+
+
+def _enc_int(st: struct.Struct) -> Callable[[bytearray, Any], None]:
+    def enc(out: bytearray, v: Any) -> None:
+        _check_int(v)
+        try:
+            out += st.pack(v)
+        except struct.error as exc:
+            raise EncodeError(f"{v!r} is out of range for {st.format[1:]}") from exc
+    return enc
+
+
+def _value_encoder(t: QmfType, object_codec: ObjectValueCodec | None) -> Callable[[bytearray, Any], None]:
+    if t in (QmfType.FLOAT, QmfType.DOUBLE):
+        return _enc_float(struct.Struct(">" + _FIXED_FMT[t]))
+    if t == QmfType.BOOL:
+        return _enc_bool
+    if t == QmfType.REF:
+        return _enc_ref
+    if t == QmfType.UUID:
+        return _enc_uuid
+    if t in _FIXED_FMT:
+        return _enc_int(struct.Struct(">" + _FIXED_FMT[t]))
+    if t == QmfType.SSTR:
+        return lambda out, v: _enc_str(out, v, 1)
+    if t == QmfType.LSTR:
+        return lambda out, v: _enc_str(out, v, 2)
+    if t == QmfType.MAP:
+        return encode_map
+    if t == QmfType.LIST:
+        return encode_list
+    if t == QmfType.ARRAY:
+        return encode_array
+    if t == QmfType.OBJECT:
+        if object_codec is None:
+            def no_object(out: bytearray, v: Any) -> None:
+                raise EncodeError("object-typed values need a schema registry")
+            return no_object
+        return object_codec[1]
+    raise EncodeError(f"schema uses unsupported type code {int(t)}")
+
+
+def compile_encoder(fields: Sequence[FieldSpec], *, presence: bool = True,
+                    object_codec: ObjectValueCodec | None = None) -> Encoder:
+    """Build an encoder for ``fields``; the inverse of :func:`compile_decoder`.
+
+    ``None`` for an optional field clears its presence bit; ``None`` for a
+    mandatory field raises :class:`EncodeError`.
+    """
+    encs = [(name, _value_encoder(QmfType(t), object_codec), bool(opt) and presence)
+            for name, t, opt in fields]
+    optional_idx = [i for i, (_, _, opt) in enumerate(encs) if opt]
+    nbytes = (len(optional_idx) + 7) // 8
+    count = len(encs)
+
+    def encode(out: bytearray, values: Sequence[Any]) -> None:
+        if len(values) != count:
+            raise EncodeError(f"expected {count} values, got {len(values)}")
+        if nbytes:
+            bits = 0
+            for n, i in enumerate(optional_idx):
+                if values[i] is not None:
+                    bits |= 1 << n
+            out += bits.to_bytes(nbytes, "little")
+        for (name, enc, opt), v in zip(encs, values):
+            if v is None:
+                if opt:
+                    continue
+                raise EncodeError(f"{name!r} is mandatory and has no value")
+            try:
+                enc(out, v)
+            except EncodeError as exc:
+                raise EncodeError(f"{name!r}: {exc}") from exc
+
+    return encode

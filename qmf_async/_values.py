@@ -1,0 +1,197 @@
+"""Small value types of the QMF v1 protocol: type codes, class keys and object ids."""
+
+from __future__ import annotations
+
+import enum
+import re
+
+import attrs
+
+from ._errors import UsageError
+
+__all__ = ["QmfType", "Access", "ClassKind", "ClassKey", "ObjectId", "SEVERITY_NAMES"]
+
+
+class QmfType(enum.IntEnum):
+    """QMF v1 value type codes (properties, statistics, arguments)."""
+
+    UINT8 = 1
+    UINT16 = 2
+    UINT32 = 3
+    UINT64 = 4
+    SSTR = 6
+    LSTR = 7
+    ABSTIME = 8
+    DELTATIME = 9
+    REF = 10
+    BOOL = 11
+    FLOAT = 12
+    DOUBLE = 13
+    UUID = 14
+    MAP = 15
+    INT8 = 16
+    INT16 = 17
+    INT32 = 18
+    INT64 = 19
+    OBJECT = 20
+    LIST = 21
+    ARRAY = 22
+
+
+class Access(enum.IntEnum):
+    """Property access codes."""
+
+    RC = 1  #: read-create
+    RW = 2  #: read-write
+    RO = 3  #: read-only
+
+
+class ClassKind(enum.IntEnum):
+    """Schema class kinds."""
+
+    OBJECT = 1
+    EVENT = 2
+
+
+#: Event severity names by level (syslog order), as the classic console prints them.
+SEVERITY_NAMES = ("emerg", "alert", "crit", "error", "warn", "notice", "info", "debug")
+
+_KEY_RE = re.compile(r"^(?P<pkg>[^:]*):(?P<cls>[^(]*)\((?P<hash>[0-9a-fA-F]{32})\)$")
+
+
+def _check_hash(instance: object, attribute: attrs.Attribute[bytes], value: bytes) -> None:
+    if not isinstance(value, bytes) or len(value) != 16:
+        raise UsageError("class hash must be 16 bytes")
+
+
+@attrs.frozen(slots=True, cache_hash=True)
+class ClassKey:
+    """Identity of a schema class: package, class name and 16-byte schema hash.
+
+    Text form: ``package:class(hash-hex)``.
+    """
+
+    package: str
+    name: str
+    hash: bytes = attrs.field(validator=_check_hash)
+
+    def __str__(self) -> str:
+        return f"{self.package}:{self.name}({self.hash.hex()})"
+
+    @property
+    def hash_hex(self) -> str:
+        """The schema hash as 32 hex digits."""
+        return self.hash.hex()
+
+    @classmethod
+    def parse(cls, text: str) -> ClassKey:
+        """Parse the text form ``package:class(hash-hex)``.
+
+        Raises:
+            UsageError: the text is not a class key.
+        """
+        m = _KEY_RE.match(text)
+        if m is None:
+            raise UsageError(f"not a class key: {text!r}")
+        return cls(m["pkg"], m["cls"], bytes.fromhex(m["hash"]))
+
+    def to_wire(self) -> bytes:
+        """The wire form: package (str8), class name (str8), hash (bin128)."""
+        pkg = self.package.encode()
+        name = self.name.encode()
+        if len(pkg) > 255 or len(name) > 255:
+            raise UsageError("package and class names are at most 255 bytes")
+        return bytes((len(pkg),)) + pkg + bytes((len(name),)) + name + self.hash
+
+
+_M28 = (1 << 28) - 1
+_M20 = (1 << 20) - 1
+_M12 = (1 << 12) - 1
+_M64 = (1 << 64) - 1
+
+
+@attrs.frozen(slots=True, cache_hash=True, repr=False)
+class ObjectId:
+    """A QMF v1 128-bit object id, held as its two 64-bit halves.
+
+    ``first`` packs flags (4 bits), boot sequence (12), broker bank (20) and agent
+    bank (28); ``second`` is the object number assigned by the agent.  Text form:
+    ``flags-sequence-brokerBank-agentBank-object`` (``0-1-1-0-26``).
+    """
+
+    first: int
+    second: int
+
+    @classmethod
+    def make(cls, *, flags: int = 0, sequence: int = 0, broker_bank: int = 0,
+             agent_bank: int = 0, object: int = 0) -> ObjectId:  # noqa: A002
+        """Build an id from its parts.
+
+        Raises:
+            UsageError: a part does not fit its bit width.
+        """
+        for name, value, mask in (("flags", flags, 0xF), ("sequence", sequence, _M12),
+                                  ("broker_bank", broker_bank, _M20),
+                                  ("agent_bank", agent_bank, _M28), ("object", object, _M64)):
+            if not isinstance(value, int) or value < 0 or value > mask:
+                raise UsageError(f"object id {name} {value!r} out of range")
+        return cls((flags << 60) | (sequence << 48) | (broker_bank << 28) | agent_bank, object)
+
+    @property
+    def flags(self) -> int:
+        return self.first >> 60
+
+    @property
+    def sequence(self) -> int:
+        """Boot sequence of the agent (0 for persistent ids)."""
+        return (self.first >> 48) & _M12
+
+    @property
+    def broker_bank(self) -> int:
+        return (self.first >> 28) & _M20
+
+    @property
+    def agent_bank(self) -> int:
+        return self.first & _M28
+
+    @property
+    def object(self) -> int:
+        return self.second
+
+    def to_bytes(self) -> bytes:
+        """The 16-byte wire form."""
+        return self.first.to_bytes(8, "big") + self.second.to_bytes(8, "big")
+
+    @classmethod
+    def from_bytes(cls, raw: bytes) -> ObjectId:
+        """Build from the 16-byte wire form.
+
+        Raises:
+            UsageError: ``raw`` is not 16 bytes.
+        """
+        if len(raw) != 16:
+            raise UsageError("an object id is 16 bytes")
+        return cls(int.from_bytes(raw[:8], "big"), int.from_bytes(raw[8:], "big"))
+
+    @classmethod
+    def parse(cls, text: str) -> ObjectId:
+        """Parse the text form ``flags-sequence-brokerBank-agentBank-object``.
+
+        Raises:
+            UsageError: the text is not an object id.
+        """
+        parts = text.strip().split("-")
+        if len(parts) != 5 or not all(p.isdigit() for p in parts):
+            raise UsageError(f"not an object id: {text!r}")
+        f, s, b, a, o = (int(p) for p in parts)
+        return cls.make(flags=f, sequence=s, broker_bank=b, agent_bank=a, object=o)
+
+    def __str__(self) -> str:
+        return f"{self.flags}-{self.sequence}-{self.broker_bank}-{self.agent_bank}-{self.second}"
+
+    def __repr__(self) -> str:
+        return f"ObjectId('{self}')"
+
+    def agent_key(self) -> tuple[int, int]:
+        """(broker bank, agent bank) of the agent that owns the object."""
+        return self.broker_bank, self.agent_bank

@@ -1,0 +1,57 @@
+"""The public wire API: QMF v1 bodies <-> message values, for tools, tests and
+anyone debugging a management bus.  Pure: no I/O.
+
+>>> from qmf_async import wire
+>>> schemas = wire.SchemaRegistry()
+>>> wire.decode(b"AM2z\\x00\\x00\\x00\\x07\\x00\\x00\\x00\\x00\\x02OK", schemas)
+[CommandComplete(seq=7, code=0, text='OK')]
+"""
+
+from __future__ import annotations
+
+from ._amqp010 import WireArray, WireList, WireMap
+from ._codec import (
+    ObjectValue, SchemaRegistry, Typed, UnknownSchemaError, decode, encode, iter_decode,
+)
+from ._errors import DecodeError, EncodeError
+from ._messages import (
+    AttachRequest, AttachResponse, BrokerRequest, BrokerResponse, ClassIndication, ClassQuery,
+    CommandComplete, ConsoleAdded, EventIndication, GetQuery, Heartbeat, Message,
+    MethodRequest, MethodResponse, ObjectRecord, PackageIndication, PackageQuery,
+    SchemaRequest, SchemaResponse, UndecodedTail,
+)
+
+__all__ = [
+    "decode",
+    "encode",
+    "iter_decode",
+    "SchemaRegistry",
+    "DecodeError",
+    "EncodeError",
+    "UnknownSchemaError",
+    "Message",
+    "BrokerRequest",
+    "BrokerResponse",
+    "CommandComplete",
+    "PackageQuery",
+    "PackageIndication",
+    "ClassQuery",
+    "ClassIndication",
+    "SchemaRequest",
+    "SchemaResponse",
+    "Heartbeat",
+    "ObjectRecord",
+    "EventIndication",
+    "GetQuery",
+    "MethodRequest",
+    "MethodResponse",
+    "AttachRequest",
+    "AttachResponse",
+    "ConsoleAdded",
+    "UndecodedTail",
+    "ObjectValue",
+    "Typed",
+    "WireMap",
+    "WireList",
+    "WireArray",
+]
