@@ -214,11 +214,19 @@ def decode_map(buf: bytes, pos: int, end: int, depth: int = 0) -> tuple[WireMap,
     Raises:
         DecodeError: malformed, truncated, duplicate keys, or nested too deeply.
     """
-    pos, mend = _container(buf, pos, end, depth)
-    if mend - pos < 4:
-        raise DecodeError("map shorter than its count field", pos)
-    count = _U32.unpack_from(buf, pos)[0]
-    pos += 4
+    if depth > MAX_DEPTH:
+        raise DecodeError(f"nesting deeper than {MAX_DEPTH}", pos)
+    if pos + 8 > end:
+        raise DecodeError("truncated map header", pos)
+    size, count = _U32x2.unpack_from(buf, pos)
+    mend = pos + 4 + size
+    if mend > end or size < 4:
+        raise DecodeError(f"map size {size} runs past its container", pos)
+    pos += 8
+    if count == 0:
+        if pos != mend:
+            raise DecodeError(f"map size mismatch: {mend - pos} bytes left over", pos)
+        return WireMap(), pos
     if count * 2 > mend - pos:
         raise DecodeError(f"map count {count} exceeds its size", pos)
     result = WireMap()

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import struct
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import attrs
 
 from ._amqp010 import WireMap, decode_map, encode_map
-from ._compile import Decoder, Encoder, FieldSpec, compile_decoder, compile_encoder
+from ._compile import (
+    Decoder, Encoder, FieldSpec, compile_decoder, compile_encoder, compile_record_decoder,
+)
 from ._errors import DecodeError, EncodeError, UnknownClassError
 from ._messages import (
     AttachRequest, AttachResponse, BrokerRequest, BrokerResponse, ClassIndication, ClassQuery,
@@ -35,7 +37,6 @@ __all__ = [
     "UnknownSchemaError",
     "decode",
     "encode",
-    "iter_decode",
 ]
 
 MAGIC = b"AM2"
@@ -43,8 +44,9 @@ _HEADER = struct.Struct(">3scI")
 _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 _U32x2 = struct.Struct(">II")
+_U64 = struct.Struct(">Q")
 _QQ = struct.Struct(">QQ")
-_RECORD_HDR = struct.Struct(">QQQQQ")
+_RECORD_HDR = struct.Struct(">QQQ")
 _EVENT_HDR = struct.Struct(">QB")
 _SCHEMA_COUNTS = struct.Struct(">HHH")
 
@@ -86,7 +88,7 @@ class ClassCodec:
     """Compiled decoders and encoders for one schema (compiled lazily, once)."""
 
     __slots__ = ("schema", "class_key", "wire_key", "_registry", "_props", "_stats",
-                 "_event", "_methods")
+                 "_event", "_methods", "_records")
 
     def __init__(self, schema: SchemaClass, registry: SchemaRegistry) -> None:
         self.schema = schema
@@ -97,6 +99,7 @@ class ClassCodec:
         self._stats: tuple[Decoder, Encoder] | None = None
         self._event: tuple[Decoder, Encoder] | None = None
         self._methods: dict[tuple[str, bool], tuple[Decoder, Encoder, tuple[str, ...]]] = {}
+        self._records: dict[str, Callable[[bytes, int, int], tuple[ObjectRecord, int]]] = {}
 
     def _compile(self, specs: list[FieldSpec], presence: bool, name: str) -> tuple[Decoder, Encoder]:
         oc = self._registry._object_codec
@@ -132,20 +135,15 @@ class ClassCodec:
             self._methods[key] = found
         return found
 
-    def decode_record(self, buf: bytes, pos: int, opcode: str, seq: int) -> tuple[ObjectRecord, int]:
-        """Decode the part of a ``c``/``i``/``g`` message after the class key."""
-        try:
-            ts, created, deleted, oa, ob = _RECORD_HDR.unpack_from(buf, pos)
-        except struct.error:
-            raise DecodeError("truncated object header", pos) from None
-        pos += 40
-        props = stats = None
-        if opcode != "i":
-            props, pos = self.properties[0](buf, pos)
-        if opcode != "c":
-            stats, pos = self.statistics[0](buf, pos)
-        return ObjectRecord(opcode, seq, self.schema, ts, created, deleted, ObjectId(oa, ob),
-                            props, stats), pos
+    def record_decoder(self, opcode: str) -> Callable[[bytes, int, int], tuple[ObjectRecord, int]]:
+        """The compiled decoder of a ``c``/``i``/``g`` record after its class key."""
+        fn = self._records.get(opcode)
+        if fn is None:
+            fn = compile_record_decoder(opcode, _specs(self.schema.properties),
+                                        _specs(self.schema.statistics), ObjectRecord,
+                                        self.schema, self._registry._object_codec)
+            self._records[opcode] = fn
+        return fn
 
 
 class SchemaRegistry:
@@ -157,6 +155,9 @@ class SchemaRegistry:
         self._codecs: dict[bytes, ClassCodec] = {}
         self._object_codec = (self._decode_object_value, self._encode_object_value)
         self._typed_codecs: dict[QmfType, tuple[Decoder, Encoder]] = {}
+        # opcode byte -> wire class key -> compiled record decoder (filled on first use)
+        self._records: dict[bytes, dict[bytes, Callable[[bytes, int, int], tuple[ObjectRecord, int]]]] = {
+            b"c": {}, b"i": {}, b"g": {}}
         for schema in schemas:
             self.add(schema)
 
@@ -213,6 +214,15 @@ class SchemaRegistry:
 
     def _codec_by_wire(self, wire_key: bytes) -> ClassCodec | None:
         return self._codecs.get(wire_key)
+
+    def _record_decoder(self, opb: bytes, wire_key: bytes
+                        ) -> Callable[[bytes, int, int], tuple[ObjectRecord, int]] | None:
+        codec = self._codecs.get(wire_key)
+        if codec is None:
+            return None
+        fn = codec.record_decoder(opb.decode())
+        self._records[opb][wire_key] = fn
+        return fn
 
     # values of QMF type 20 (object) embed a type code, then a class or a value
     def _decode_object_value(self, buf: bytes, pos: int) -> tuple[Any, int]:
@@ -354,11 +364,12 @@ def _decode_schema(buf: bytes, pos: int, seq: int) -> tuple[SchemaResponse, int]
 
 def _decode_method_request(buf: bytes, pos: int, seq: int,
                            schemas: SchemaRegistry) -> tuple[MethodRequest, int]:
-    oa, ob = _unpack(_QQ, buf, pos, "object id")
+    if pos + 16 > len(buf):
+        raise DecodeError("truncated object id", pos)
+    oid = ObjectId(buf[pos:pos + 16])
     key, kstart, kend = _read_class_key(buf, pos + 16)
     name, pos = _str8(buf, kend)
     codec = schemas._codec_by_wire(buf[kstart:kend])
-    oid = ObjectId(oa, ob)
     method = codec.schema.find_method(name) if codec is not None else None
     if method is not None and codec is not None:
         dec, _, names = codec.method_args(method, output=False)
@@ -420,107 +431,119 @@ def _standalone_args(method: SchemaMethod, output: bool = True) -> tuple[Decoder
     return found
 
 
-def iter_decode(body: bytes, schemas: SchemaRegistry, *,
-                methods: Mapping[int, Any] | None = None,
-                defer_unknown: bool = False) -> Iterator[Message]:
-    """Yield the messages of ``body`` one by one; see :func:`decode`."""
-    buf = bytes(body) if not isinstance(body, bytes) else body
+def _decode_other(op: str, buf: bytes, pos: int, seq: int, start: int, schemas: SchemaRegistry,
+                  methods: Mapping[int, Any] | None) -> tuple[Message, int]:
+    """Decode one message other than ``c``/``i``/``g``/``e`` after its header."""
+    n = len(buf)
+    msg: Message
+    if op == "h":
+        (ts,) = _unpack(_U64, buf, pos, "heartbeat")
+        return Heartbeat(ts, seq), pos + 8
+    if op == "z":
+        (code,) = _unpack(_U32, buf, pos, "completion code")
+        text, pos = _str8(buf, pos + 4)
+        return CommandComplete(seq, code, text), pos
+    if op == "m":
+        return _decode_method_response(buf, pos, seq, schemas, methods)
+    if op == "M":
+        return _decode_method_request(buf, pos, seq, schemas)
+    if op == "G":
+        query, pos = _read_map(buf, pos)
+        return GetQuery(seq, query), pos
+    if op == "s":
+        msg, pos = _decode_schema(buf, pos, seq)
+        schemas.add(msg.schema)
+        return msg, pos
+    if op == "q":
+        if pos >= n:
+            raise DecodeError("truncated class indication", pos)
+        kind = buf[pos]
+        if kind not in (1, 2):
+            raise DecodeError(f"unknown class kind {kind}", pos)
+        key, _, pos = _read_class_key(buf, pos + 1)
+        return ClassIndication(seq, kind, key), pos
+    if op == "S":
+        key, _, pos = _read_class_key(buf, pos)
+        return SchemaRequest(seq, key), pos
+    if op == "p":
+        name, pos = _str8(buf, pos)
+        return PackageIndication(seq, name), pos
+    if op == "Q":
+        name, pos = _str8(buf, pos)
+        return ClassQuery(seq, name), pos
+    if op == "P":
+        return PackageQuery(seq), pos
+    if op == "B":
+        return BrokerRequest(seq), pos
+    if op == "b":
+        bid, pos = _uuid(buf, pos)
+        return BrokerResponse(bid, seq), pos
+    if op == "A":
+        label, pos = _str8(buf, pos)
+        sysid, pos = _uuid(buf, pos)
+        bb, ab = _unpack(_U32x2, buf, pos, "attach banks")
+        return AttachRequest(seq, label, sysid, bb, ab), pos + 8
+    if op == "a":
+        bb, ab = _unpack(_U32x2, buf, pos, "attach banks")
+        return AttachResponse(seq, bb, ab), pos + 8
+    if op == "x":
+        return ConsoleAdded(seq), pos
+    raise DecodeError(f"unknown opcode {op!r}", start + 3)
+
+
+def _decode(buf: bytes, schemas: SchemaRegistry, methods: Mapping[int, Any] | None,
+            defer_unknown: bool) -> list[Message]:
     n = len(buf)
     if n == 0:
         raise DecodeError("empty body", 0)
+    out: list[Message] = []
+    append = out.append
+    records = schemas._records
+    unpack_header = _HEADER.unpack_from
     pos = 0
     while pos < n:
         start = pos
         if n - pos < 8:
             raise DecodeError("truncated message header", pos)
-        if buf[pos:pos + 3] != MAGIC:
+        magic, opb, seq = unpack_header(buf, pos)
+        if magic != MAGIC:
             raise DecodeError("bad magic (not a QMF v1 'AM2' message)", pos)
-        op = chr(buf[pos + 3])
-        seq = _U32.unpack_from(buf, pos + 4)[0]
         pos += 8
-        msg: Message
-        if op in "cig":
-            pstart = pos
+        table = records.get(opb)
+        if table is not None:  # c, i, g: the hot path
             if pos + 2 > n:
                 raise DecodeError("truncated class key", pos)
             kend = pos + 1 + buf[pos]
             if kend >= n:
                 raise DecodeError("truncated class key", pos)
-            kend += 1 + buf[kend] + 16
-            codec = schemas._codecs.get(buf[pstart:kend])
-            if codec is None:
-                key, _, _ = _read_class_key(buf, pstart)
-                if defer_unknown:
-                    yield UndecodedTail(op, seq, key, buf, start)
-                    return
-                raise UnknownSchemaError(key, op, start)
-            msg, pos = codec.decode_record(buf, kend, op, seq)
-        elif op == "h":
-            (ts,) = _unpack(struct.Struct(">Q"), buf, pos, "heartbeat")
-            msg, pos = Heartbeat(ts, seq), pos + 8
-        elif op == "e":
+            kend += 17 + buf[kend]
+            fn = table.get(buf[pos:kend])
+            if fn is None:
+                fn = schemas._record_decoder(opb, buf[pos:kend])
+                if fn is None:
+                    key, _, _ = _read_class_key(buf, pos)
+                    if defer_unknown:
+                        append(UndecodedTail(opb.decode(), seq, key, buf, start))
+                        return out
+                    raise UnknownSchemaError(key, opb.decode(), start)
+            msg, pos = fn(buf, kend, seq)
+            append(msg)
+        elif opb == b"e":
             key, kstart, pos = _read_class_key(buf, pos)
             codec = schemas._codecs.get(buf[kstart:pos])
             if codec is None:
                 if defer_unknown:
-                    yield UndecodedTail(op, seq, key, buf, start)
-                    return
-                raise UnknownSchemaError(key, op, start)
+                    append(UndecodedTail("e", seq, key, buf, start))
+                    return out
+                raise UnknownSchemaError(key, "e", start)
             ts, sev = _unpack(_EVENT_HDR, buf, pos, "event header")
             values, pos = codec.event[0](buf, pos + 9)
             names = [a.name for a in codec.schema.arguments]
-            msg = EventIndication(seq, codec.schema, ts, sev, dict(zip(names, values)))
-        elif op == "z":
-            (code,) = _unpack(_U32, buf, pos, "completion code")
-            text, pos = _str8(buf, pos + 4)
-            msg = CommandComplete(seq, code, text)
-        elif op == "m":
-            msg, pos = _decode_method_response(buf, pos, seq, schemas, methods)
-        elif op == "M":
-            msg, pos = _decode_method_request(buf, pos, seq, schemas)
-        elif op == "G":
-            query, pos = _read_map(buf, pos)
-            msg = GetQuery(seq, query)
-        elif op == "s":
-            msg, pos = _decode_schema(buf, pos, seq)
-            schemas.add(msg.schema)
-        elif op == "q":
-            if pos >= n:
-                raise DecodeError("truncated class indication", pos)
-            kind = buf[pos]
-            if kind not in (1, 2):
-                raise DecodeError(f"unknown class kind {kind}", pos)
-            key, _, pos = _read_class_key(buf, pos + 1)
-            msg = ClassIndication(seq, kind, key)
-        elif op == "S":
-            key, _, pos = _read_class_key(buf, pos)
-            msg = SchemaRequest(seq, key)
-        elif op == "p":
-            name, pos = _str8(buf, pos)
-            msg = PackageIndication(seq, name)
-        elif op == "Q":
-            name, pos = _str8(buf, pos)
-            msg = ClassQuery(seq, name)
-        elif op == "P":
-            msg = PackageQuery(seq)
-        elif op == "B":
-            msg = BrokerRequest(seq)
-        elif op == "b":
-            bid, pos = _uuid(buf, pos)
-            msg = BrokerResponse(bid, seq)
-        elif op == "A":
-            label, pos = _str8(buf, pos)
-            sysid, pos = _uuid(buf, pos)
-            bb, ab = _unpack(_U32x2, buf, pos, "attach banks")
-            msg, pos = AttachRequest(seq, label, sysid, bb, ab), pos + 8
-        elif op == "a":
-            bb, ab = _unpack(_U32x2, buf, pos, "attach banks")
-            msg, pos = AttachResponse(seq, bb, ab), pos + 8
-        elif op == "x":
-            msg = ConsoleAdded(seq)
+            append(EventIndication(seq, codec.schema, ts, sev, dict(zip(names, values))))
         else:
-            raise DecodeError(f"unknown opcode {op!r}", start + 3)
-        yield msg
+            msg, pos = _decode_other(opb.decode("latin-1"), buf, pos, seq, start, schemas, methods)
+            append(msg)
+    return out
 
 
 def decode(body: bytes, schemas: SchemaRegistry, *,
@@ -538,8 +561,9 @@ def decode(body: bytes, schemas: SchemaRegistry, *,
         DecodeError: the body is malformed (:class:`UnknownSchemaError` when it
             names a class that ``schemas`` does not hold).
     """
+    buf = body if type(body) is bytes else bytes(body)
     try:
-        return list(iter_decode(body, schemas, methods=methods, defer_unknown=defer_unknown))
+        return _decode(buf, schemas, methods, defer_unknown)
     except DecodeError:
         raise
     except RecursionError as exc:
@@ -611,7 +635,8 @@ def _encode_one(out: bytearray, msg: Message, schemas: SchemaRegistry,
         out += codec.wire_key
         oid = msg.object_id
         try:
-            out += _RECORD_HDR.pack(msg.timestamp, msg.created, msg.deleted, oid.first, oid.second)
+            out += _RECORD_HDR.pack(msg.timestamp, msg.created, msg.deleted)
+            out += oid.raw
         except struct.error as exc:
             raise EncodeError(f"object header: {exc}") from exc
         if op != "i":

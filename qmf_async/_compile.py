@@ -22,7 +22,7 @@ from ._amqp010 import (
     decode_array, decode_list, decode_map, encode_array, encode_list, encode_map,
 )
 from ._errors import DecodeError, EncodeError
-from ._values import ObjectId, QmfType
+from ._values import ObjectId, QmfType, oid_from_wire
 
 __all__ = ["FieldSpec", "compile_decoder", "compile_encoder", "Decoder", "Encoder"]
 
@@ -36,40 +36,34 @@ _FIXED_FMT = {
     QmfType.UINT8: "B", QmfType.UINT16: "H", QmfType.UINT32: "I", QmfType.UINT64: "Q",
     QmfType.INT8: "b", QmfType.INT16: "h", QmfType.INT32: "i", QmfType.INT64: "q",
     QmfType.ABSTIME: "Q", QmfType.DELTATIME: "Q", QmfType.BOOL: "?",
-    QmfType.FLOAT: "f", QmfType.DOUBLE: "d", QmfType.REF: "QQ", QmfType.UUID: "16s",
+    QmfType.FLOAT: "f", QmfType.DOUBLE: "d", QmfType.REF: "16s", QmfType.UUID: "16s",
 }
 
 
-def _runs(fields: Sequence[tuple[int, QmfType, bool]]) -> list[list[tuple[int, QmfType, bool]]]:
-    """Group consecutive mandatory fixed-size fields into runs; others stand alone."""
-    groups: list[list[tuple[int, QmfType, bool]]] = []
-    current: list[tuple[int, QmfType, bool]] = []
-    for f in fields:
-        if f[1] in _FIXED_FMT and not f[2]:
-            current.append(f)
+Item = tuple[str, QmfType, "tuple[int, int] | None"]  # (variable, type, presence bit)
+
+
+def _runs(items: Sequence[Item]) -> list[list[Item]]:
+    """Group consecutive mandatory fixed-size items into runs; others stand alone."""
+    groups: list[list[Item]] = []
+    current: list[Item] = []
+    for item in items:
+        if item[1] in _FIXED_FMT and item[2] is None:
+            current.append(item)
             continue
         if current:
             groups.append(current)
             current = []
-        groups.append([f])
+        groups.append([item])
     if current:
         groups.append(current)
     return groups
 
 
-def _decode_lines(i: int, t: QmfType, indent: str, env: dict[str, Any]) -> list[str]:
-    """Source lines that read field ``i`` of type ``t`` into ``v{i}``."""
-    v = f"v{i}"
+def _decode_lines(v: str, t: QmfType, indent: str, env: dict[str, Any]) -> list[str]:
+    """Source lines that read one value of type ``t`` into variable ``v``."""
     if t in _FIXED_FMT:
-        fmt = ">" + _FIXED_FMT[t]
-        name = f"_s{len(env)}"
-        env[name] = struct.Struct(fmt)
-        if t == QmfType.REF:
-            return [f"{indent}a, b = {name}.unpack_from(buf, pos); pos += 16",
-                    f"{indent}{v} = _OID(a, b)"]
-        if t == QmfType.UUID:
-            return [f"{indent}{v} = _UUID(bytes=buf[pos:pos + 16]); pos += 16"]
-        return [f"{indent}{v}, = {name}.unpack_from(buf, pos); pos += {struct.calcsize(fmt)}"]
+        return _fixed_run_lines([(v, t, None)], indent, env)
     if t == QmfType.SSTR:
         return [f"{indent}n = buf[pos]; {v} = buf[pos + 1:pos + 1 + n].decode(); pos += 1 + n"]
     if t == QmfType.LSTR:
@@ -86,57 +80,62 @@ def _decode_lines(i: int, t: QmfType, indent: str, env: dict[str, Any]) -> list[
     raise DecodeError(f"schema uses unsupported type code {int(t)}")
 
 
-def compile_decoder(fields: Sequence[FieldSpec], *, presence: bool = True,
-                    object_codec: ObjectValueCodec | None = None,
-                    name: str = "decode") -> Decoder:
-    """Compile a decoder for ``fields`` (in schema order).
-
-    With ``presence``, optional fields are preceded by presence bitmask octets (one
-    bit per optional field, lowest bit first) and absent ones decode to ``None``.
-    """
-    env: dict[str, Any] = {
-        "_OID": ObjectId, "_UUID": uuid.UUID, "_map": decode_map, "_list": decode_list,
-        "_array": decode_array, "_DecodeError": DecodeError, "_struct_error": struct.error,
-    }
-    if object_codec is not None:
-        env["_object"] = object_codec[0]
-    else:
-        env["_object"] = _no_object
-    indexed = [(i, QmfType(t), bool(opt) and presence) for i, (_, t, opt) in enumerate(fields)]
-    lines = [f"def {name}(buf, pos):", "    try:", "        pass"]
-    optional = [i for i, _, opt in indexed if opt]
-    for k in range((len(optional) + 7) // 8):
-        lines.append(f"        p{k} = buf[pos]; pos += 1")
-    bit_of = {i: (n // 8, 1 << (n % 8)) for n, i in enumerate(optional)}
-    for group in _runs(indexed):
-        if len(group) > 1:
-            fmt = ">" + "".join(_FIXED_FMT[t] for _, t, _ in group)
-            sname = f"_s{len(env)}"
-            env[sname] = struct.Struct(fmt)
-            targets = []
-            post = []
-            for i, t, _ in group:
-                if t == QmfType.REF:
-                    targets += [f"r{i}a", f"r{i}b"]
-                    post.append(f"        v{i} = _OID(r{i}a, r{i}b)")
-                elif t == QmfType.UUID:
-                    targets.append(f"u{i}")
-                    post.append(f"        v{i} = _UUID(bytes=u{i})")
-                else:
-                    targets.append(f"v{i}")
-            lines.append(f"        {', '.join(targets)}, = {sname}.unpack_from(buf, pos); "
-                         f"pos += {struct.calcsize(fmt)}")
-            lines += post
-            continue
-        i, t, opt = group[0]
-        if opt:
-            byte, mask = bit_of[i]
-            lines.append(f"        if p{byte} & {mask}:")
-            lines += _decode_lines(i, t, "            ", env)
-            lines.append("        else:")
-            lines.append(f"            v{i} = None")
+def _fixed_run_lines(group: Sequence[Item], indent: str, env: dict[str, Any]) -> list[str]:
+    """One ``struct`` unpack for a run of fixed-size values."""
+    fmt = ">" + "".join(_FIXED_FMT[t] for _, t, _ in group)
+    sname = f"_s{len(env)}"
+    env[sname] = struct.Struct(fmt)
+    targets: list[str] = []
+    post: list[str] = []
+    for v, t, _ in group:
+        if t == QmfType.REF:
+            targets.append(f"{v}_r")
+            post.append(f"{indent}{v} = _OID({v}_r)")
+        elif t == QmfType.UUID:
+            targets.append(f"{v}_u")
+            post.append(f"{indent}{v} = _UUID(bytes={v}_u)")
         else:
-            lines += _decode_lines(i, t, "        ", env)
+            targets.append(v)
+    return [f"{indent}{', '.join(targets)}, = {sname}.unpack_from(buf, pos); "
+            f"pos += {struct.calcsize(fmt)}"] + post
+
+
+def _presence_items(fields: Sequence[FieldSpec], prefix: str, presence: bool
+                    ) -> tuple[list[Item], list[Item]]:
+    """(presence-byte items, value items) for ``fields``."""
+    values: list[Item] = []
+    n_opt = 0
+    for i, (_, t, opt) in enumerate(fields):
+        bit = None
+        if opt and presence:
+            bit = (n_opt // 8, 1 << (n_opt % 8))
+            n_opt += 1
+        values.append((f"{prefix}{i}", QmfType(t), bit))
+    pbytes: list[Item] = [(f"{prefix}p{k}", QmfType.UINT8, None) for k in range((n_opt + 7) // 8)]
+    return pbytes, values
+
+
+def _generate(name: str, args: str, items: Sequence[Item], result: str,
+              env: dict[str, Any], object_codec: ObjectValueCodec | None) -> Any:
+    env.update({
+        "_OID": oid_from_wire, "_UUID": uuid.UUID, "_map": decode_map, "_list": decode_list,
+        "_array": decode_array, "_DecodeError": DecodeError, "_struct_error": struct.error,
+        "_object": object_codec[0] if object_codec is not None else _no_object,
+    })
+    lines = [f"def {name}({args}):", "    try:", "        pass"]
+    for group in _runs(items):
+        if len(group) > 1:
+            lines += _fixed_run_lines(group, "        ", env)
+            continue
+        v, t, bit = group[0]
+        if bit is not None:
+            pvar = v.rstrip("0123456789") + f"p{bit[0]}"
+            lines.append(f"        if {pvar} & {bit[1]}:")
+            lines += _decode_lines(v, t, "            ", env)
+            lines.append("        else:")
+            lines.append(f"            {v} = None")
+        else:
+            lines += _decode_lines(v, t, "        ", env)
     lines += [
         "    except (IndexError, _struct_error) as exc:",
         "        raise _DecodeError('truncated object values', pos) from exc",
@@ -144,13 +143,56 @@ def compile_decoder(fields: Sequence[FieldSpec], *, presence: bool = True,
         "        raise _DecodeError('invalid UTF-8 in a string value', pos) from exc",
         "    if pos > len(buf):",
         "        raise _DecodeError('truncated object values', len(buf))",
+        f"    return {result}, pos",
     ]
-    values = ", ".join(f"v{i}" for i, _, _ in indexed)
-    lines.append(f"    return ({values}{',' if len(indexed) == 1 else ''}), pos")
     src = "\n".join(lines) + "\n"
     exec(compile(src, f"<qmf codec {name}>", "exec"), env)  # noqa: S102 - generated from schema types
-    fn: Decoder = env[name]
+    return env[name]
+
+
+def _tuple_expr(items: Sequence[Item]) -> str:
+    return "(" + "".join(f"{v}, " for v, _, _ in items) + ")"
+
+
+def compile_decoder(fields: Sequence[FieldSpec], *, presence: bool = True,
+                    object_codec: ObjectValueCodec | None = None,
+                    name: str = "decode") -> Decoder:
+    """Compile a decoder for ``fields`` (in schema order): ``(buf, pos) -> (tuple, pos)``.
+
+    With ``presence``, optional fields are preceded by presence bitmask octets (one
+    bit per optional field, lowest bit first) and absent ones decode to ``None``.
+    """
+    pbytes, values = _presence_items(fields, "v", presence)
+    fn: Decoder = _generate(name, "buf, pos", pbytes + values, _tuple_expr(values), {},
+                            object_codec)
     return fn
+
+
+def compile_record_decoder(opcode: str, props: Sequence[FieldSpec], stats: Sequence[FieldSpec],
+                           make_record: Callable[..., Any], schema: Any,
+                           object_codec: ObjectValueCodec | None = None
+                           ) -> Callable[[bytes, int, int], tuple[Any, int]]:
+    """Compile the decoder of a whole ``c``/``i``/``g`` record after its class key:
+    timestamps, object id, presence octets, properties and statistics, read with
+    as few ``struct`` calls as the schema allows: ``(buf, pos, seq) -> (record, pos)``.
+    """
+    header: list[Item] = [(v, QmfType.UINT64, None) for v in ("ts", "cr", "de")]
+    header.append(("oid", QmfType.REF, None))
+    items = list(header)
+    props_expr = stats_expr = "None"
+    if opcode != "i":
+        pbytes, pvalues = _presence_items(props, "v", True)
+        items += pbytes + pvalues
+        props_expr = _tuple_expr(pvalues)
+    if opcode != "c":
+        _, svalues = _presence_items(stats, "w", False)
+        items += svalues
+        stats_expr = _tuple_expr(svalues)
+    result = (f"_REC({opcode!r}, seq, _SCHEMA, ts, cr, de, oid, "
+              f"{props_expr}, {stats_expr})")
+    env = {"_REC": make_record, "_SCHEMA": schema}
+    return _generate(f"decode_{opcode}_record", "buf, pos, seq", items, result, env,
+                     object_codec)
 
 
 def _no_object(buf: bytes, pos: int) -> tuple[Any, int]:
@@ -177,8 +219,7 @@ def _enc_str(out: bytearray, v: Any, width: int) -> None:
 
 def _enc_ref(out: bytearray, v: Any) -> None:
     if isinstance(v, ObjectId):
-        out += v.first.to_bytes(8, "big")
-        out += v.second.to_bytes(8, "big")
+        out += v.raw
     elif isinstance(v, (bytes, bytearray)) and len(v) == 16:
         out += v
     else:

@@ -110,17 +110,21 @@ _M12 = (1 << 12) - 1
 _M64 = (1 << 64) - 1
 
 
-@attrs.frozen(slots=True, cache_hash=True, repr=False)
-class ObjectId:
-    """A QMF v1 128-bit object id, held as its two 64-bit halves.
+def _check_oid(instance: object, attribute: attrs.Attribute[bytes], value: bytes) -> None:
+    if type(value) is not bytes or len(value) != 16:
+        raise UsageError("an object id is 16 bytes")
 
-    ``first`` packs flags (4 bits), boot sequence (12), broker bank (20) and agent
-    bank (28); ``second`` is the object number assigned by the agent.  Text form:
-    ``flags-sequence-brokerBank-agentBank-object`` (``0-1-1-0-26``).
+
+@attrs.frozen(slots=True, repr=False)
+class ObjectId:
+    """A QMF v1 128-bit object id, held as its 16-byte wire form ``raw``.
+
+    The first 64 bits pack flags (4 bits), boot sequence (12), broker bank (20) and
+    agent bank (28); the second 64 bits are the object number assigned by the
+    agent.  Text form: ``flags-sequence-brokerBank-agentBank-object`` (``0-1-1-0-26``).
     """
 
-    first: int
-    second: int
+    raw: bytes = attrs.field(validator=_check_oid)
 
     @classmethod
     def make(cls, *, flags: int = 0, sequence: int = 0, broker_bank: int = 0,
@@ -135,7 +139,30 @@ class ObjectId:
                                   ("agent_bank", agent_bank, _M28), ("object", object, _M64)):
             if not isinstance(value, int) or value < 0 or value > mask:
                 raise UsageError(f"object id {name} {value!r} out of range")
-        return cls((flags << 60) | (sequence << 48) | (broker_bank << 28) | agent_bank, object)
+        first = (flags << 60) | (sequence << 48) | (broker_bank << 28) | agent_bank
+        return cls(first.to_bytes(8, "big") + object.to_bytes(8, "big"))
+
+    @classmethod
+    def from_ints(cls, first: int, second: int) -> ObjectId:
+        """Build from the two 64-bit halves.
+
+        Raises:
+            UsageError: a half does not fit 64 bits.
+        """
+        try:
+            return cls(first.to_bytes(8, "big") + second.to_bytes(8, "big"))
+        except (OverflowError, AttributeError):
+            raise UsageError("object id halves must be unsigned 64-bit integers") from None
+
+    @property
+    def first(self) -> int:
+        """The first 64 bits (flags, sequence, broker bank, agent bank)."""
+        return int.from_bytes(self.raw[:8], "big")
+
+    @property
+    def second(self) -> int:
+        """The second 64 bits (the object number)."""
+        return int.from_bytes(self.raw[8:], "big")
 
     @property
     def flags(self) -> int:
@@ -158,9 +185,12 @@ class ObjectId:
     def object(self) -> int:
         return self.second
 
+    def __hash__(self) -> int:
+        return hash(self.raw)
+
     def to_bytes(self) -> bytes:
         """The 16-byte wire form."""
-        return self.first.to_bytes(8, "big") + self.second.to_bytes(8, "big")
+        return self.raw
 
     @classmethod
     def from_bytes(cls, raw: bytes) -> ObjectId:
@@ -169,9 +199,7 @@ class ObjectId:
         Raises:
             UsageError: ``raw`` is not 16 bytes.
         """
-        if len(raw) != 16:
-            raise UsageError("an object id is 16 bytes")
-        return cls(int.from_bytes(raw[:8], "big"), int.from_bytes(raw[8:], "big"))
+        return cls(bytes(raw))
 
     @classmethod
     def parse(cls, text: str) -> ObjectId:
@@ -187,7 +215,9 @@ class ObjectId:
         return cls.make(flags=f, sequence=s, broker_bank=b, agent_bank=a, object=o)
 
     def __str__(self) -> str:
-        return f"{self.flags}-{self.sequence}-{self.broker_bank}-{self.agent_bank}-{self.second}"
+        first = self.first
+        return (f"{first >> 60}-{(first >> 48) & _M12}-{(first >> 28) & _M20}-"
+                f"{first & _M28}-{self.second}")
 
     def __repr__(self) -> str:
         return f"ObjectId('{self}')"
@@ -195,3 +225,14 @@ class ObjectId:
     def agent_key(self) -> tuple[int, int]:
         """(broker bank, agent bank) of the agent that owns the object."""
         return self.broker_bank, self.agent_bank
+
+
+_new = object.__new__
+_set_raw = ObjectId.__dict__["raw"].__set__  # slot descriptor, bypasses the frozen __setattr__
+
+
+def oid_from_wire(raw: bytes) -> ObjectId:
+    """Fast constructor for decoders: ``raw`` is known to be 16 bytes."""
+    oid = _new(ObjectId)
+    _set_raw(oid, raw)
+    return oid

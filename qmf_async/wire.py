@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ._amqp010 import WireArray, WireList, WireMap
 from ._codec import (
-    ObjectValue, SchemaRegistry, Typed, UnknownSchemaError, decode, encode, iter_decode,
+    ObjectValue, SchemaRegistry, Typed, UnknownSchemaError, decode, encode,
 )
 from ._errors import DecodeError, EncodeError
 from ._messages import (
@@ -24,7 +24,6 @@ from ._messages import (
 __all__ = [
     "decode",
     "encode",
-    "iter_decode",
     "SchemaRegistry",
     "DecodeError",
     "EncodeError",
