@@ -141,7 +141,7 @@ class ObjectRecord:
 
     opcode: str
     seq: int
-    schema: SchemaClass
+    schema: SchemaClass = attrs.field(repr=lambda s: str(s.class_key))
     timestamp: int
     created: int
     deleted: int
@@ -177,7 +177,7 @@ class EventIndication:
 
     OPCODE: ClassVar[str] = "e"
     seq: int
-    schema: SchemaClass
+    schema: SchemaClass = attrs.field(repr=lambda s: str(s.class_key))
     timestamp: int
     severity: int
     arguments: Mapping[str, Any]

@@ -15,7 +15,7 @@ import attrs
 
 from ._amqp010 import WireMap
 from ._errors import DecodeError, UnknownClassError
-from ._values import Access, ClassKey, ClassKind, QmfType
+from ._values import Access, ClassKey, ClassKind, QmfType, to_access, to_qmf_type
 
 __all__ = [
     "SchemaProperty",
@@ -158,8 +158,8 @@ class SchemaProperty:
     """A property of an object class (configuration, sent in ``c`` and ``g``)."""
 
     name: str
-    type: QmfType = attrs.field(converter=QmfType)
-    access: Access = attrs.field(default=Access.RO, converter=Access)
+    type: QmfType = attrs.field(converter=to_qmf_type)
+    access: Access = attrs.field(default=Access.RO, converter=to_access)
     index: bool = False
     optional: bool = False
     unit: str | None = None
@@ -189,7 +189,7 @@ class SchemaStatistic:
     """A statistic of an object class (instrumentation, sent in ``i`` and ``g``)."""
 
     name: str
-    type: QmfType = attrs.field(converter=QmfType)
+    type: QmfType = attrs.field(converter=to_qmf_type)
     unit: str | None = None
     desc: str | None = None
     extra: WireMap = _extra_field()
@@ -211,7 +211,7 @@ class SchemaArgument:
     """An argument of a method (with ``direction`` I, O or IO) or of an event."""
 
     name: str
-    type: QmfType = attrs.field(converter=QmfType)
+    type: QmfType = attrs.field(converter=to_qmf_type)
     direction: str | None = None
     unit: str | None = None
     min: int | None = None

@@ -9,7 +9,8 @@ import attrs
 
 from ._errors import UsageError
 
-__all__ = ["QmfType", "Access", "ClassKind", "ClassKey", "ObjectId", "SEVERITY_NAMES"]
+__all__ = ["QmfType", "Access", "ClassKind", "ClassKey", "ObjectId", "SEVERITY_NAMES", "to_qmf_type",
+           "to_access"]
 
 
 class QmfType(enum.IntEnum):
@@ -36,6 +37,53 @@ class QmfType(enum.IntEnum):
     OBJECT = 20
     LIST = 21
     ARRAY = 22
+
+
+_TYPE_ALIASES = {
+    "objid": 10, "ref": 10, "uint8": 1, "uint16": 2, "uint32": 3, "uint64": 4,
+    "u8": 1, "u16": 2, "u32": 3, "u64": 4, "int8": 16, "int16": 17, "int32": 18, "int64": 19,
+    "s8": 16, "s16": 17, "s32": 18, "s64": 19, "bool": 11, "boolean": 11, "sstr": 6, "str8": 6,
+    "lstr": 7, "str16": 7, "abstime": 8, "deltatime": 9, "float": 12, "double": 13, "uuid": 14,
+    "map": 15, "ftable": 15, "object": 20, "list": 21, "array": 22,
+}
+
+
+def to_qmf_type(value: object) -> QmfType:
+    """A QmfType from a code, a member, or a name (``"uint32"``, ``"objId"``, ``"sstr"``...).
+
+    Raises:
+        UsageError: unknown type.
+    """
+    if isinstance(value, QmfType):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        try:
+            return QmfType(value)
+        except ValueError:
+            raise UsageError(f"unknown QMF type code {value}") from None
+    if isinstance(value, str):
+        code = _TYPE_ALIASES.get(value.lower())
+        if code is None and value.upper() in QmfType.__members__:
+            return QmfType[value.upper()]
+        if code is not None:
+            return QmfType(code)
+    raise UsageError(f"unknown QMF type {value!r}")
+
+
+def to_access(value: object) -> "Access":
+    """An Access from a code, a member or a name (``"RO"``, ``"RW"``, ``"RC"``).
+
+    Raises:
+        UsageError: unknown access.
+    """
+    if isinstance(value, Access):
+        return value
+    if isinstance(value, str) and value.upper() in Access.__members__:
+        return Access[value.upper()]
+    try:
+        return Access(value)
+    except ValueError:
+        raise UsageError(f"unknown access {value!r}") from None
 
 
 class Access(enum.IntEnum):

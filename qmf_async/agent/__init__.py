@@ -1,0 +1,33 @@
+"""The agent side of QMF: serve your application's objects, methods and events.
+
+>>> from qmf_async.agent import Agent, object_class
+"""
+
+from __future__ import annotations
+
+from .._schema import SchemaArgument, SchemaMethod, SchemaProperty, SchemaStatistic
+from ._agent import Agent, MethodHandler
+from ._declare import compute_hash, event_class, method, object_class
+from ._objects import ManagedObject
+
+#: Short aliases for declaring schemas.
+Property = SchemaProperty
+Statistic = SchemaStatistic
+Arg = SchemaArgument
+
+__all__ = [
+    "Agent",
+    "ManagedObject",
+    "MethodHandler",
+    "object_class",
+    "event_class",
+    "method",
+    "compute_hash",
+    "Property",
+    "Statistic",
+    "Arg",
+    "SchemaProperty",
+    "SchemaStatistic",
+    "SchemaMethod",
+    "SchemaArgument",
+]

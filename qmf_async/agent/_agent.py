@@ -1,0 +1,683 @@
+"""The asyncio QMF v1 agent: serves schemas, objects, methods and events.
+
+One :class:`Agent` owns one broker connection (through the transport module), a
+private queue bound on ``qpid.management`` for ``agent.<brokerBank>.<agentBank>``
+and on ``amq.direct`` under its own name, and two background tasks: a sender that
+drains a bounded outgoing queue (so no request handler ever waits on the network)
+and a publisher that sends changed objects and a heartbeat every interval.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import itertools
+import logging
+import random
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from .. import _codec as codec
+from .._errors import (
+    ArgumentError, DecodeError, EncodeError, MethodError, QmfError, QmfTimeout, TransportError,
+    UnknownClassError, UsageError,
+)
+from .._messages import (
+    AttachRequest, AttachResponse, ClassIndication, ClassQuery, CommandComplete, ConsoleAdded,
+    EventIndication, GetQuery, Heartbeat, Message, MethodRequest, MethodResponse, ObjectRecord,
+    PackageIndication, PackageQuery, SchemaRequest, SchemaResponse,
+)
+from .._schema import SchemaArgument, SchemaClass, SchemaMethod
+from .._transport import Delivery, TlsOptions, Transport
+from .._values import ClassKey, ClassKind, ObjectId, QmfType
+from ._objects import ManagedObject, now_ns
+
+__all__ = ["Agent", "MethodHandler", "reply_target"]
+
+log = logging.getLogger("qmf_async.agent")
+
+MANAGEMENT = "qpid.management"
+DIRECT = "amq.direct"
+
+#: ``async def handler(obj, **in_args) -> Mapping[str, Any] | None`` (or a plain function)
+MethodHandler = Callable[..., "Awaitable[Mapping[str, Any] | None] | Mapping[str, Any] | None"]
+
+STATUS_TEXT = {
+    0: "OK", 1: "UnknownObject", 2: "UnknownMethod", 3: "NotImplemented",
+    4: "InvalidParameter", 5: "FeatureNotImplemented", 6: "Forbidden", 7: "Exception",
+    8: "UnknownPackage", 9: "UnknownClass",
+}
+
+_INT_TYPES = {QmfType.UINT8, QmfType.UINT16, QmfType.UINT32, QmfType.UINT64, QmfType.INT8,
+              QmfType.INT16, QmfType.INT32, QmfType.INT64, QmfType.ABSTIME, QmfType.DELTATIME}
+
+
+def reply_target(reply_to: str) -> tuple[str, str]:
+    """(exchange, routing key) of a 0-9-1 reply key: ``K`` or ``EXCHANGE/K``."""
+    if "/" in reply_to:
+        exchange, _, key = reply_to.partition("/")
+        return exchange, key
+    return DIRECT, reply_to
+
+
+def _validate(method: SchemaMethod, args: Mapping[str, Any]) -> str | None:
+    """Range and length checks of input arguments; the error text or None."""
+    for a in method.in_args:
+        v = args.get(a.name)
+        if v is None:
+            continue
+        if a.type in _INT_TYPES or a.type in (QmfType.FLOAT, QmfType.DOUBLE):
+            if a.min is not None and v < a.min:
+                return f"argument {a.name!r}={v} is below its minimum {a.min}"
+            if a.max is not None and v > a.max:
+                return f"argument {a.name!r}={v} is above its maximum {a.max}"
+        if a.type in (QmfType.SSTR, QmfType.LSTR) and a.maxlen is not None:
+            if len(v.encode()) > a.maxlen:
+                return f"argument {a.name!r} is longer than {a.maxlen} bytes"
+    return None
+
+
+class Agent:
+    """A QMF v1 agent on an AMQP 0-9-1 broker.
+
+    Use as ``async with Agent(url, schemas=[...]) as agent:``; add objects with
+    :meth:`add_object` / :meth:`create_object`, register method handlers with
+    :meth:`method` and raise events with :meth:`raise_event`.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        label: str = "qmf-async-agent",
+        schemas: Iterable[SchemaClass] = (),
+        interval: float = 10.0,
+        broker_bank: int = 1,
+        agent_bank: int | None = None,
+        attach: bool = True,
+        attach_timeout: float = 2.0,
+        boot_sequence: int = 1,
+        system_id: uuid.UUID | None = None,
+        method_timeout: float = 30.0,
+        max_concurrency: int = 64,
+        max_outgoing: int = 10_000,
+        max_per_body: int = 22,
+        max_get_per_body: int = 11,
+        reconnect: bool = True,
+        tls: TlsOptions | None = None,
+        connect_timeout: float = 10.0,
+    ) -> None:
+        """Prepare an agent; nothing is sent before :meth:`start`.
+
+        ``interval`` is the publish and heartbeat interval in seconds.  Without a
+        management broker (``attach=False`` or no answer to ``A`` within
+        ``attach_timeout``) the agent uses ``broker_bank``/``agent_bank`` (a random
+        agent bank when None).
+
+        Raises:
+            UsageError: a bad interval, bank or limit.
+        """
+        if interval <= 0 or method_timeout <= 0 or max_concurrency < 1 or max_outgoing < 1:
+            raise UsageError("interval, method_timeout, max_concurrency and max_outgoing "
+                             "must be positive")
+        if agent_bank is not None and not 0 <= agent_bank < (1 << 28):
+            raise UsageError(f"agent bank {agent_bank} does not fit 28 bits")
+        if not 0 <= broker_bank < (1 << 20):
+            raise UsageError(f"broker bank {broker_bank} does not fit 20 bits")
+        self.url = url
+        self.label = label
+        self.interval = interval
+        self.broker_bank = broker_bank
+        self.agent_bank = agent_bank if agent_bank is not None else random.randrange(100, 1 << 20)
+        self.boot_sequence = boot_sequence
+        self.system_id = system_id or uuid.uuid4()
+        self.attach = attach
+        self.attach_timeout = attach_timeout
+        self.method_timeout = method_timeout
+        self.max_per_body = max_per_body
+        self.max_get_per_body = max_get_per_body
+        self.reconnect = reconnect
+        self.attached = False
+        self._tls = tls
+        self._connect_timeout = connect_timeout
+        self.registry = codec.SchemaRegistry()
+        self._event_severity: dict[ClassKey, int] = {}
+        self._handlers: dict[tuple[str, str], MethodHandler] = {}
+        self._objects: dict[ObjectId, ManagedObject] = {}
+        self._pending_ids: list[ManagedObject] = []
+        self._numbers = itertools.count(1)
+        self._outgoing: asyncio.Queue[tuple[str, str, bytes, str | None]] = asyncio.Queue(max_outgoing)
+        self._semaphore = asyncio.Semaphore(max_concurrency)
+        self._transport: Transport | None = None
+        self._queue: str | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._publisher: asyncio.Task[None] | None = None
+        self._sender: asyncio.Task[None] | None = None
+        self._supervisor: asyncio.Task[None] | None = None
+        self._attach_waiters: dict[int, asyncio.Future[AttachResponse]] = {}
+        self._seq = itertools.count(1)
+        self._wake = asyncio.Event()
+        self._running = False
+        self._lost = asyncio.Event()
+        #: counters: published bodies, dropped outgoing bodies, bad requests
+        self.stats = {"published": 0, "dropped": 0, "bad_requests": 0, "requests": 0}
+        for schema in schemas:
+            self.add_schema(schema)
+
+    # ------------------------------------------------------------------ schema & objects
+
+    def add_schema(self, schema: SchemaClass, *, severity: int = 6) -> None:
+        """Serve ``schema`` (``severity`` is the default for an event class)."""
+        self.registry.add(schema)
+        if schema.kind == ClassKind.EVENT:
+            self._event_severity[schema.class_key] = severity
+        if self._running:
+            self._broadcast_schema(schema)
+
+    def _schema_for(self, name: str | ClassKey | SchemaClass, kind: ClassKind,
+                    package: str | None = None) -> SchemaClass:
+        if isinstance(name, SchemaClass):
+            return name
+        if isinstance(name, ClassKey):
+            found = self.registry.get(name)
+            if found is None:
+                raise UnknownClassError(f"no schema {name}")
+            return found
+        matches = [s for s in self.registry.find(name, package) if s.kind == kind]
+        if not matches:
+            raise UnknownClassError(f"no {kind.name.lower()} class {name!r}")
+        return matches[-1]
+
+    def create_object(self, class_name: str | ClassKey | SchemaClass, *, package: str | None = None,
+                      persistent: bool = False, **values: Any) -> ManagedObject:
+        """Create, add and return an object of a served class.
+
+        Raises:
+            UnknownClassError: no such class.
+            ArgumentError: unknown element names or missing mandatory properties.
+        """
+        schema = self._schema_for(class_name, ClassKind.OBJECT, package)
+        return self.add_object(ManagedObject(schema, values, persistent=persistent))
+
+    def add_object(self, obj: ManagedObject) -> ManagedObject:
+        """Add an object; it is published at the next interval.
+
+        Raises:
+            UnknownClassError: its class is not served by this agent.
+        """
+        if obj.schema.class_key not in self.registry:
+            raise UnknownClassError(f"{obj.schema.class_key} is not served by this agent")
+        obj._agent = self
+        obj.number = next(self._numbers)
+        self._assign_id(obj)
+        return obj
+
+    def _assign_id(self, obj: ManagedObject) -> None:
+        obj.object_id = ObjectId.make(sequence=0 if obj.persistent else self.boot_sequence & 0xFFF,
+                                      broker_bank=self.broker_bank, agent_bank=self.agent_bank,
+                                      object=obj.number)
+        self._objects[obj.object_id] = obj
+
+    def delete_object(self, obj: ManagedObject) -> None:
+        """Mark ``obj`` deleted; it is published once more, with its delete time."""
+        if not obj.deleted:
+            obj.deleted = now_ns()
+            obj.props_changed = obj.stats_changed = True
+
+    def objects(self, class_name: str | None = None) -> list[ManagedObject]:
+        """Live objects (of ``class_name`` when given)."""
+        return [o for o in self._objects.values() if not o.deleted
+                and (class_name is None or o.schema.class_key.name == class_name)]
+
+    def find_object(self, object_id: ObjectId) -> ManagedObject | None:
+        return self._objects.get(object_id)
+
+    def method(self, class_name: str, method_name: str) -> Callable[[MethodHandler], MethodHandler]:
+        """Decorator registering the handler of ``class_name.method_name``.
+
+        The handler is called as ``handler(obj, **in_args)`` and returns the output
+        arguments (a mapping) or None.  Raising :class:`MethodError` returns its
+        status; ``PermissionError`` returns FORBIDDEN (6), ``NotImplementedError``
+        FEATURE_NOT_IMPLEMENTED (5), ``ValueError``/``TypeError`` INVALID_PARAMETER (4)
+        and anything else EXCEPTION (7).
+        """
+        def register(fn: MethodHandler) -> MethodHandler:
+            self.set_method_handler(class_name, method_name, fn)
+            return fn
+        return register
+
+    def set_method_handler(self, class_name: str, method_name: str, fn: MethodHandler) -> None:
+        """Register ``fn`` for ``class_name.method_name`` (see :meth:`method`)."""
+        self._handlers[(class_name, method_name)] = fn
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def __aenter__(self) -> Agent:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        """Connect, attach (when a management broker answers), bind and start publishing.
+
+        Raises:
+            TransportError: the broker cannot be reached.
+            QmfTimeout: connecting timed out.
+        """
+        if self._running:
+            return
+        await self._connect()
+        self._running = True
+        self._sender = asyncio.create_task(self._send_loop(), name="qmf-agent-sender")
+        self._publisher = asyncio.create_task(self._publish_loop(), name="qmf-agent-publisher")
+        self._supervisor = asyncio.create_task(self._supervise(), name="qmf-agent-supervisor")
+        for schema in self.registry:
+            self._broadcast_schema(schema)
+
+    async def _connect(self) -> None:
+        transport = Transport(self.url, tls=self._tls, name=f"qmf-agent {self.label}")
+        await transport.connect(self._connect_timeout)
+        try:
+            transport.set_dispatcher(self._dispatch)
+            transport.on_lost(self._on_lost)
+            await transport.declare_management_exchange()
+            queue = await transport.open_endpoint(None)
+            await transport.bind(queue, DIRECT, queue)
+            self._transport, self._queue = transport, queue
+            self._lost.clear()
+            if self.attach:
+                await self._attach()
+            await transport.bind(queue, MANAGEMENT, self.agent_key)
+        except BaseException:
+            await transport.close()
+            raise
+
+    async def _attach(self) -> None:
+        assert self._transport is not None and self._queue is not None
+        seq = next(self._seq)
+        fut: asyncio.Future[AttachResponse] = asyncio.get_running_loop().create_future()
+        self._attach_waiters[seq] = fut
+        request = AttachRequest(seq, self.label, self.system_id,
+                                self.broker_bank if self.attached else 0,
+                                self.agent_bank if self.attached else 0)
+        await self._transport.publish(codec.encode(request), exchange=MANAGEMENT,
+                                      routing_key="broker", reply_to=self._queue)
+        try:
+            answer = await asyncio.wait_for(fut, self.attach_timeout)
+        except asyncio.TimeoutError:
+            log.info("agent %s: no management broker answered; using banks %d.%d",
+                     self.label, self.broker_bank, self.agent_bank)
+            return
+        finally:
+            self._attach_waiters.pop(seq, None)
+        if (answer.broker_bank, answer.agent_bank) != (self.broker_bank, self.agent_bank):
+            self.broker_bank, self.agent_bank = answer.broker_bank, answer.agent_bank
+            old = list(self._objects.values())
+            self._objects.clear()
+            for obj in old:
+                self._assign_id(obj)
+        self.attached = True
+        log.info("agent %s attached as %d.%d", self.label, self.broker_bank, self.agent_bank)
+
+    @property
+    def agent_key(self) -> str:
+        """The routing key requests to this agent use: ``agent.<brokerBank>.<agentBank>``."""
+        return f"agent.{self.broker_bank}.{self.agent_bank}"
+
+    async def stop(self, timeout: float = 5.0) -> None:
+        """Flush what is queued (bounded by ``timeout``), stop the tasks and disconnect."""
+        if not self._running:
+            return
+        self._running = False
+        with contextlib.suppress(asyncio.TimeoutError, QmfError):
+            await asyncio.wait_for(self._flush(), timeout)
+        for task in (self._publisher, self._supervisor, self._sender, *self._tasks):
+            if task is not None:
+                task.cancel()
+        await asyncio.gather(*(t for t in (self._publisher, self._supervisor, self._sender,
+                                           *self._tasks) if t is not None),
+                             return_exceptions=True)
+        self._tasks.clear()
+        if self._transport is not None:
+            await self._transport.close(timeout)
+            self._transport = None
+
+    async def _flush(self) -> None:
+        while not self._outgoing.empty() and self._transport is not None \
+                and self._transport.is_open:
+            await asyncio.sleep(0.01)
+
+    def _on_lost(self, exc: BaseException) -> None:
+        log.warning("agent %s lost its broker connection: %s", self.label, exc)
+        self._lost.set()
+
+    async def _supervise(self) -> None:
+        """Reconnect with backoff after a lost connection; then re-publish everything."""
+        delay = 0.2
+        while self._running:
+            await self._lost.wait()
+            if not self.reconnect:
+                return
+            old = self._transport
+            self._transport = None
+            if old is not None:
+                with contextlib.suppress(QmfError):
+                    await old.close(1.0)
+            while self._running:
+                try:
+                    await self._connect()
+                except (TransportError, QmfTimeout) as exc:
+                    log.info("agent %s: reconnect failed (%s); retrying in %.1fs",
+                             self.label, exc, delay)
+                    await asyncio.sleep(delay * (0.5 + random.random()))
+                    delay = min(delay * 2, 10.0)
+                    continue
+                delay = 0.2
+                self.republish()
+                for schema in self.registry:
+                    self._broadcast_schema(schema)
+                log.info("agent %s reconnected", self.label)
+                break
+
+    # ------------------------------------------------------------------ sending
+
+    def _enqueue(self, exchange: str, key: str, body: bytes, reply_to: str | None = None) -> None:
+        try:
+            self._outgoing.put_nowait((exchange, key, body, reply_to))
+        except asyncio.QueueFull:
+            self.stats["dropped"] += 1
+            if self.stats["dropped"] in (1, 10, 100) or self.stats["dropped"] % 1000 == 0:
+                log.warning("agent %s: outgoing queue full, %d bodies dropped so far",
+                            self.label, self.stats["dropped"])
+
+    async def _send_loop(self) -> None:
+        while True:
+            exchange, key, body, reply_to = await self._outgoing.get()
+            transport = self._transport
+            if transport is None or not transport.is_open:
+                self.stats["dropped"] += 1
+                continue
+            try:
+                await transport.publish(body, exchange=exchange, routing_key=key,
+                                        reply_to=reply_to,
+                                        content_type="x-application/qmf" if reply_to else None)
+                self.stats["published"] += 1
+            except QmfError as exc:
+                self.stats["dropped"] += 1
+                log.warning("agent %s: publish to %s/%s failed: %s", self.label, exchange, key, exc)
+
+    def _send(self, exchange: str, key: str, messages: Sequence[Message],
+              methods: Mapping[int, Any] | None = None) -> None:
+        try:
+            body = codec.encode(messages, self.registry, methods=methods)
+        except EncodeError as exc:
+            log.error("agent %s: cannot encode %s: %s", self.label,
+                      "".join(m.OPCODE for m in messages), exc)
+            return
+        self._enqueue(exchange, key, body)
+
+    def _reply(self, reply_to: str, messages: Sequence[Message], per_body: int,
+               methods: Mapping[int, Any] | None = None) -> None:
+        """Send replies, packing consecutive indications; ``z`` and ``m`` go alone."""
+        exchange, key = reply_target(reply_to)
+        batch: list[Message] = []
+        for msg in messages:
+            alone = msg.OPCODE in "zm"
+            if batch and (alone or len(batch) >= per_body or batch[0].OPCODE != msg.OPCODE):
+                self._send(exchange, key, batch, methods)
+                batch = []
+            if alone:
+                self._send(exchange, key, [msg], methods)
+            else:
+                batch.append(msg)
+        if batch:
+            self._send(exchange, key, batch, methods)
+
+    def _broadcast_schema(self, schema: SchemaClass) -> None:
+        key = schema.class_key
+        self._send(MANAGEMENT, "schema.package", [PackageIndication(0, key.package)])
+        self._send(MANAGEMENT, "schema.class", [ClassIndication(0, schema.kind, key)])
+
+    # ------------------------------------------------------------------ publishing
+
+    async def _publish_loop(self) -> None:
+        while True:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.interval)
+            self._wake.clear()
+            try:
+                self.publish_now()
+            except Exception:  # keep publishing whatever one object did
+                log.exception("agent %s: publishing failed", self.label)
+
+    def republish(self) -> None:
+        """Mark every object changed and publish at once (what ``x`` asks for)."""
+        for obj in self._objects.values():
+            obj.props_changed = obj.stats_changed = True
+        self._wake.set()
+
+    def publish_now(self) -> None:
+        """Publish changed objects (``c``/``i``) and a heartbeat now."""
+        ts = now_ns()
+        by_class: dict[ClassKey, list[ObjectRecord]] = {}
+        for oid, obj in list(self._objects.items()):
+            records = by_class.setdefault(obj.schema.class_key, [])
+            if obj.deleted:
+                records.append(obj.record("c", 0, ts))
+                records.append(obj.record("i", 0, ts))
+                del self._objects[oid]
+                continue
+            if obj.props_changed:
+                records.append(obj.record("c", 0, ts))
+            if obj.stats_changed:
+                records.append(obj.record("i", 0, ts))
+            obj.props_changed = obj.stats_changed = False
+        prefix = f"console.obj.{self.broker_bank}.{self.agent_bank}."
+        for key, records in by_class.items():
+            rkey = f"{prefix}{key.package}.{key.name}"
+            for i in range(0, len(records), self.max_per_body):
+                self._send(MANAGEMENT, rkey, records[i:i + self.max_per_body])
+        self._send(MANAGEMENT, f"console.heartbeat.{self.broker_bank}.{self.agent_bank}",
+                   [Heartbeat(ts)])
+
+    def raise_event(self, event: str | ClassKey | SchemaClass, severity: int | None = None, *,
+                    package: str | None = None, **arguments: Any) -> None:
+        """Publish an event now (``e`` on ``console.event.<bb>.<ab>.<package>.<event>``).
+
+        Raises:
+            UnknownClassError: no such event class.
+            ArgumentError: missing, unknown or mistyped arguments, or a bad severity.
+        """
+        schema = self._schema_for(event, ClassKind.EVENT, package)
+        sev = self._event_severity.get(schema.class_key, 6) if severity is None else severity
+        if not 0 <= sev <= 7:
+            raise ArgumentError(f"severity {sev} is not 0 (emerg) .. 7 (debug)")
+        msg = EventIndication(0, schema, now_ns(), sev, arguments)
+        try:
+            body = codec.encode(msg, self.registry)
+        except EncodeError as exc:
+            raise ArgumentError(f"event {schema.class_key.name}: {exc}") from exc
+        key = schema.class_key
+        self._enqueue(MANAGEMENT, f"console.event.{self.broker_bank}.{self.agent_bank}."
+                      f"{key.package}.{key.name}", body)
+
+    # ------------------------------------------------------------------ requests
+
+    def _dispatch(self, delivery: Delivery) -> None:
+        try:
+            messages = codec.decode(delivery.body, self.registry)
+        except DecodeError as exc:
+            self.stats["bad_requests"] += 1
+            log.warning("agent %s: malformed message on %s dropped: %s", self.label,
+                        delivery.routing_key, exc)
+            return
+        for msg in messages:
+            self.stats["requests"] += 1
+            try:
+                self._handle(msg, delivery.reply_to)
+            except Exception:
+                self.stats["bad_requests"] += 1
+                log.exception("agent %s: failed to handle %r", self.label, msg.OPCODE)
+
+    def _handle(self, msg: Message, reply_to: str | None) -> None:
+        if isinstance(msg, AttachResponse):
+            fut = self._attach_waiters.get(msg.seq)
+            if fut is not None and not fut.done():
+                fut.set_result(msg)
+            return
+        if isinstance(msg, ConsoleAdded):
+            self.republish()
+            return
+        if isinstance(msg, (CommandComplete, Heartbeat)):
+            return
+        if reply_to is None:
+            self.stats["bad_requests"] += 1
+            log.warning("agent %s: %r request without reply-to dropped", self.label, msg.OPCODE)
+            return
+        if isinstance(msg, GetQuery):
+            self._reply(reply_to, self._get(msg), self.max_get_per_body)
+        elif isinstance(msg, MethodRequest):
+            task = asyncio.create_task(self._method(msg, reply_to))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        elif isinstance(msg, PackageQuery):
+            replies: list[Message] = [PackageIndication(msg.seq, p) for p in self.registry.packages()]
+            self._reply(reply_to, replies + [CommandComplete(msg.seq)], self.max_per_body)
+        elif isinstance(msg, ClassQuery):
+            replies = [ClassIndication(msg.seq, s.kind, s.class_key)
+                       for s in self.registry.classes(msg.package)]
+            self._reply(reply_to, replies + [CommandComplete(msg.seq)], self.max_per_body)
+        elif isinstance(msg, SchemaRequest):
+            schema = self.registry.get(msg.class_key)
+            if schema is None:
+                self._reply(reply_to, [CommandComplete(msg.seq, 1, "Schema not found")], 1)
+            else:
+                self._reply(reply_to, [SchemaResponse(msg.seq, schema)], 1)
+        else:
+            self.stats["bad_requests"] += 1
+            log.warning("agent %s: unexpected %r message ignored", self.label, msg.OPCODE)
+
+    def _get(self, msg: GetQuery) -> list[Message]:
+        """Answer a G: the matching objects as ``g`` records, then ``z``."""
+        q = msg.query
+        if not q:
+            return []  # as qpidd: an empty query gets no answer
+        try:
+            selected = self._select(q)
+        except (UsageError, ValueError) as exc:
+            return [CommandComplete(msg.seq, 4, f"invalid query: {exc}")]
+        ts = now_ns()
+        out: list[Message] = [o.record("g", msg.seq, ts) for o in selected]
+        out.append(CommandComplete(msg.seq))
+        return out
+
+    def _select(self, q: Mapping[str, Any]) -> list[ManagedObject]:
+        objects: Iterable[ManagedObject] = self._objects.values()
+        if "_objectid" in q:
+            raw = q["_objectid"]
+            if isinstance(raw, ObjectId):
+                oid = raw
+            elif isinstance(raw, (bytes, bytearray)) and len(raw) == 16:
+                oid = ObjectId(bytes(raw))
+            else:
+                oid = ObjectId.parse(str(raw.decode() if isinstance(raw, bytes) else raw))
+            found = self._objects.get(oid)
+            objects = [found] if found is not None else []
+        cls = q.get("_class")
+        pkg = q.get("_package")
+        hsh = q.get("_hash")
+        if "_key" in q:
+            key = ClassKey.parse(str(q["_key"]))
+            cls, pkg, hsh = key.name, key.package, key.hash
+        if isinstance(cls, bytes):
+            cls = cls.decode()
+        if isinstance(pkg, bytes):
+            pkg = pkg.decode()
+        if isinstance(hsh, str):
+            hsh = bytes.fromhex(hsh)
+        result = []
+        for o in objects:
+            k = o.schema.class_key
+            if o.deleted:
+                continue
+            if cls is not None and k.name != cls:
+                continue
+            if pkg is not None and k.package != pkg:
+                continue
+            if hsh is not None and k.hash != hsh:
+                continue
+            result.append(o)
+        return result
+
+    async def _method(self, msg: MethodRequest, reply_to: str) -> None:
+        async with self._semaphore:
+            status, text, out, target = await self._run_method(msg)
+        response = MethodResponse(msg.seq, status, text, out if status == 0 else None)
+        methods = {msg.seq: target} if status == 0 and target is not None else None
+        if status == 0 and target is None:
+            response = MethodResponse(msg.seq, 0, text)
+        try:
+            body = codec.encode(response, self.registry, methods=methods)
+        except EncodeError as exc:
+            log.error("agent %s: handler of %s returned bad output: %s", self.label, msg.method, exc)
+            body = codec.encode(MethodResponse(msg.seq, 7, f"bad output arguments: {exc}"))
+        exchange, key = reply_target(reply_to)
+        self._enqueue(exchange, key, body)
+
+    async def _run_method(self, msg: MethodRequest
+                          ) -> tuple[int, str, Mapping[str, Any] | None, Any]:
+        obj = self._objects.get(msg.object_id)
+        key = msg.class_key
+        if obj is None or obj.deleted:
+            if key.package not in self.registry.packages():
+                return 8, f"UnknownPackage: {key.package}", None, None
+            if not self.registry.find(key.name, key.package):
+                return 9, f"UnknownClass: {key.package}:{key.name}", None, None
+            return 1, "UnknownObject", None, None
+        schema = obj.schema
+        if (key.package, key.name) != (schema.class_key.package, schema.class_key.name):
+            return 4, (f"InvalidParameter: object {msg.object_id} is a {schema.class_key.name}, "
+                       f"not a {key.name}"), None, None
+        method = schema.find_method(msg.method)
+        if method is None:
+            return 2, "UnknownMethod", None, None
+        if msg.arguments is None:
+            return 4, "InvalidParameter: arguments do not match the method's schema", None, None
+        error = _validate(method, msg.arguments)
+        if error is not None:
+            return 4, f"InvalidParameter: {error}", None, None
+        handler = self._handlers.get((schema.class_key.name, method.name))
+        if handler is None:
+            return 3, "NotImplemented", None, None
+        try:
+            result = handler(obj, **msg.arguments)
+            if inspect.isawaitable(result):
+                result = await asyncio.wait_for(result, self.method_timeout)
+        except asyncio.TimeoutError:
+            log.warning("agent %s: %s.%s timed out after %ss", self.label, schema.class_key.name,
+                        method.name, self.method_timeout)
+            return 7, f"Exception: method timed out after {self.method_timeout}s", None, None
+        except MethodError as exc:
+            return exc.status, exc.text, None, None
+        except PermissionError as exc:
+            return 6, f"Forbidden: {exc}", None, None
+        except NotImplementedError as exc:
+            return 5, f"FeatureNotImplemented: {exc}", None, None
+        except (ValueError, TypeError, ArgumentError) as exc:
+            return 4, f"InvalidParameter: {exc}", None, None
+        except Exception as exc:  # the handler's bug is the caller's status 7
+            log.exception("agent %s: %s.%s raised", self.label, schema.class_key.name, method.name)
+            return 7, f"Exception: {type(exc).__name__}: {exc}", None, None
+        out = dict(result or {})
+        # IO arguments default to what came in
+        for a in method.out_args:
+            if a.name not in out and a.name in msg.arguments:
+                out[a.name] = msg.arguments[a.name]
+        missing = [a.name for a in method.out_args if a.name not in out]
+        if missing:
+            return 7, f"Exception: handler returned no {', '.join(missing)}", None, None
+        return 0, "OK", out, (schema, method)

@@ -1,0 +1,157 @@
+"""Objects an agent manages: their values, change flags and life times."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from .._errors import ArgumentError, UnknownClassError
+from .._messages import ObjectRecord
+from .._schema import SchemaClass
+from .._values import ObjectId, QmfType
+
+if TYPE_CHECKING:
+    from ._agent import Agent
+
+__all__ = ["ManagedObject", "zero_value"]
+
+_ZEROS: dict[QmfType, Any] = {
+    QmfType.SSTR: "", QmfType.LSTR: "", QmfType.BOOL: False, QmfType.FLOAT: 0.0,
+    QmfType.DOUBLE: 0.0,
+}
+
+
+def zero_value(t: QmfType) -> Any:
+    """The value a statistic starts with: 0, "", False, 0.0 or an empty map/list."""
+    if t == QmfType.MAP:
+        return {}
+    if t in (QmfType.LIST, QmfType.ARRAY):
+        return []
+    return _ZEROS.get(t, 0)
+
+
+def now_ns() -> int:
+    return time.time_ns()
+
+
+class ManagedObject:
+    """One object published by an :class:`~qmf_async.agent.Agent`.
+
+    Read values with ``obj["name"]`` or :meth:`get`; change them with
+    :meth:`set`, :meth:`inc` and :meth:`dec`.  Changes are published at the next
+    interval: properties in a ``c`` message, statistics in an ``i`` message.
+    """
+
+    __slots__ = ("schema", "object_id", "created", "deleted", "_props", "_stats", "_pindex",
+                 "_sindex", "props_changed", "stats_changed", "_agent", "persistent", "number")
+
+    def __init__(self, schema: SchemaClass, values: Mapping[str, Any], *,
+                 persistent: bool = False) -> None:
+        """Raises: ArgumentError for unknown names or missing mandatory properties."""
+        self.schema = schema
+        self._pindex = {p.name: i for i, p in enumerate(schema.properties)}
+        self._sindex = {s.name: i for i, s in enumerate(schema.statistics)}
+        unknown = set(values) - set(self._pindex) - set(self._sindex)
+        if unknown:
+            raise ArgumentError(f"{schema.class_key.name} has no element(s) "
+                                f"{', '.join(sorted(unknown))}")
+        props: list[Any] = []
+        for p in schema.properties:
+            if p.name in values:
+                props.append(values[p.name])
+            elif p.optional:
+                props.append(None)
+            else:
+                raise ArgumentError(f"{schema.class_key.name}: property {p.name!r} is mandatory")
+        self._props = props
+        self._stats = [values.get(s.name, zero_value(s.type)) for s in schema.statistics]
+        self.created = now_ns()
+        self.deleted = 0
+        self.object_id: ObjectId | None = None
+        self.number = 0
+        self.persistent = persistent
+        self.props_changed = True
+        self.stats_changed = True
+        self._agent: Agent | None = None
+
+    def __getitem__(self, name: str) -> Any:
+        i = self._pindex.get(name)
+        if i is not None:
+            return self._props[i]
+        i = self._sindex.get(name)
+        if i is not None:
+            return self._stats[i]
+        raise KeyError(name)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            return default
+
+    def set(self, **values: Any) -> None:
+        """Set properties and statistics by name.
+
+        Raises:
+            ArgumentError: an unknown name.
+        """
+        for name, value in values.items():
+            i = self._pindex.get(name)
+            if i is not None:
+                if self._props[i] != value:
+                    self._props[i] = value
+                    self.props_changed = True
+                continue
+            i = self._sindex.get(name)
+            if i is None:
+                raise ArgumentError(f"{self.schema.class_key.name} has no element {name!r}")
+            if self._stats[i] != value:
+                self._stats[i] = value
+                self.stats_changed = True
+
+    def inc(self, name: str, delta: int = 1) -> None:
+        """Add ``delta`` to a statistic. Raises: ArgumentError for an unknown name."""
+        i = self._sindex.get(name)
+        if i is None:
+            raise ArgumentError(f"{self.schema.class_key.name} has no statistic {name!r}")
+        if delta:
+            self._stats[i] += delta
+            self.stats_changed = True
+
+    def dec(self, name: str, delta: int = 1) -> None:
+        """Subtract ``delta`` from a statistic."""
+        self.inc(name, -delta)
+
+    @property
+    def properties(self) -> dict[str, Any]:
+        return {p.name: v for p, v in zip(self.schema.properties, self._props) if v is not None}
+
+    @property
+    def statistics(self) -> dict[str, Any]:
+        return {s.name: v for s, v in zip(self.schema.statistics, self._stats)}
+
+    @property
+    def is_deleted(self) -> bool:
+        return self.deleted != 0
+
+    def matches_key(self, key: Mapping[str, Any]) -> bool:
+        """True when every index property named in ``key`` has that value."""
+        return all(self.get(k) == v for k, v in key.items())
+
+    def record(self, opcode: str, seq: int = 0, timestamp: int | None = None) -> ObjectRecord:
+        """This object's state as a ``c``, ``i`` or ``g`` record.
+
+        Raises:
+            UnknownClassError: the object was never added to an agent.
+        """
+        if self.object_id is None:
+            raise UnknownClassError("object has no id: add it to an agent first")
+        ts = now_ns() if timestamp is None else timestamp
+        props = tuple(self._props) if opcode != "i" else None
+        stats = tuple(self._stats) if opcode != "c" else None
+        return ObjectRecord(opcode, seq, self.schema, ts, self.created, self.deleted,
+                            self.object_id, props, stats)
+
+    def __repr__(self) -> str:
+        return f"<ManagedObject {self.schema.class_key.name} {self.object_id}>"
