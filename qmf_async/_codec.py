@@ -414,16 +414,18 @@ def _decode_method_response(buf: bytes, pos: int, seq: int, schemas: SchemaRegis
     return MethodResponse(seq, status, text, None, raw, short), len(buf)
 
 
-_STANDALONE: dict[tuple[SchemaMethod, bool], tuple[Decoder, Encoder, tuple[str, ...]]] = {}
+_STANDALONE: dict[tuple[Any, ...], tuple[Decoder, Encoder, tuple[str, ...]]] = {}
 
 
 def _standalone_args(method: SchemaMethod, output: bool = True) -> tuple[Decoder, Encoder, tuple[str, ...]]:
     """Codec for a method's arguments without a registry (no object-typed args)."""
-    key = (method, output)
+    args = method.out_args if output else method.in_args
+    specs = _specs(args)
+    # Keyed by what the codec depends on: schema records hold ``extra`` maps and are
+    # not hashable themselves.
+    key = (tuple(specs), output)
     found = _STANDALONE.get(key)
     if found is None:
-        args = method.out_args if output else method.in_args
-        specs = _specs(args)
         found = (compile_decoder(specs, presence=False), compile_encoder(specs, presence=False),
                  tuple(a.name for a in args))
         if len(_STANDALONE) < 4096:

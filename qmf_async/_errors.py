@@ -31,6 +31,8 @@ __all__ = [
     "NotConnectedError",
     "ConnectionLostError",
     "QmfTimeout",
+    "AgentGoneError",
+    "QueryTimeout",
     "AgentError",
     "MethodError",
     "CommandError",
@@ -85,6 +87,10 @@ class ConnectionLostError(TransportError):
     """The broker connection was lost while a request was pending."""
 
 
+class AgentGoneError(TransportError):
+    """The agent a request was addressed to left (stopped heartbeating) or was deleted."""
+
+
 class QmfTimeout(QmfError, TimeoutError):
     """No (complete) reply arrived in time."""
 
@@ -107,12 +113,18 @@ class CommandError(AgentError):
 
 
 class PartialResultError(QmfError):
-    """Part of a multi-agent query failed; ``partial`` holds what did arrive."""
+    """Part of a multi-agent query failed; ``partial`` holds what did arrive and
+    ``errors`` what went wrong (one per failed agent)."""
 
     def __init__(self, message: str, partial: list[Any], errors: list[BaseException]) -> None:
         super().__init__(message)
         self.partial = partial
         self.errors = errors
+
+
+class QueryTimeout(PartialResultError, QmfTimeout):
+    """Some agents did not finish answering a query in time; ``partial`` holds
+    what did arrive."""
 
 
 STATUS_NAMES = {

@@ -257,7 +257,7 @@ class ObjectId:
             UsageError: the text is not an object id.
         """
         parts = text.strip().split("-")
-        if len(parts) != 5 or not all(p.isdigit() for p in parts):
+        if len(parts) != 5 or not all(p.isascii() and p.isdigit() for p in parts):
             raise UsageError(f"not an object id: {text!r}")
         f, s, b, a, o = (int(p) for p in parts)
         return cls.make(flags=f, sequence=s, broker_bank=b, agent_bank=a, object=o)

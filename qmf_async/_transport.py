@@ -1,0 +1,798 @@
+"""AMQP 0-9-1 transport: the only module of qmf-async that imports aiormq (and pamqp).
+
+It speaks QMF terms (endpoints, bindings, publish a body with a reply key, deliveries)
+and no aiormq type crosses its interface, so a second transport (AMQP 1.0 to qpidd) can
+offer the same surface.
+
+Design notes:
+
+* Three channels: one consumes (all endpoints), one publishes, one runs declarations and
+  bindings.  A broker error that closes a channel (publishing to a missing exchange, a bad
+  binding) therefore never stops consumption; the publish and control channels are
+  reopened on next use.
+* aiormq starts one task per delivery.  Our consumer callback does no I/O: it appends
+  the :class:`Delivery` to one FIFO buffer, and one reader task hands the buffer to the
+  dispatcher, in arrival order, one delivery at a time.  On endpoints opened with
+  ``no_ack=False`` the reader acknowledges after dispatch (``multiple=True``, once per
+  batch), so ``basic_qos`` prefetch bounds what the buffer holds and the broker keeps the
+  rest (and applies ``x-max-length`` to it).  On ``no_ack=True`` endpoints the broker
+  pushes without limit; they are meant for replies, whose volume the requester controls.
+* Nothing here cancels an aiormq RPC: control operations run as shielded tasks, the
+  connect timeout closes the whole connection instead of leaving a half-open channel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import ssl
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from types import MappingProxyType
+from typing import Any, Final, TypeVar
+from urllib.parse import quote, unquote, urlsplit
+
+import aiormq
+import attrs
+from pamqp import commands as spec
+
+from ._errors import (
+    ConnectionLostError,
+    NotConnectedError,
+    QmfError,
+    QmfTimeout,
+    TransportError,
+    UsageError,
+)
+
+__all__ = ["Delivery", "TlsOptions", "Transport", "parse_url"]
+
+log = logging.getLogger("qmf_async.transport")
+
+_T = TypeVar("_T")
+
+MANAGEMENT_EXCHANGE: Final = "qpid.management"
+_DEFAULT_PORTS: Final = {"amqp": 5672, "amqps": 5671}
+_EMPTY_HEADERS: Final[Mapping[str, Any]] = MappingProxyType({})
+#: most deliveries handed to the dispatcher between two acks / two yields to the loop
+_MAX_BATCH: Final = 256
+
+
+@attrs.frozen
+class TlsOptions:
+    """TLS settings for ``amqps://`` URLs.
+
+    ``cafile`` defaults to the system trust store; ``certfile``/``keyfile`` give a
+    client certificate; ``verify_hostname=False`` keeps certificate verification but
+    skips the host name check.
+    """
+
+    cafile: str | None = None
+    certfile: str | None = None
+    keyfile: str | None = None
+    verify_hostname: bool = True
+
+
+@attrs.frozen
+class Delivery:
+    """One received AMQP message, in QMF terms.
+
+    ``endpoint`` is the name of the queue (endpoint) it came from; ``headers`` is the
+    application headers table (empty mapping when absent).
+    """
+
+    body: bytes
+    exchange: str
+    routing_key: str
+    reply_to: str | None
+    content_type: str | None
+    headers: Mapping[str, Any]
+    user_id: str | None
+    endpoint: str
+
+
+@attrs.frozen
+class _Target:
+    """A parsed broker URL (credentials kept out of ``repr`` and ``where``)."""
+
+    scheme: str
+    host: str
+    port: int
+    vhost: str
+    user: str = attrs.field(repr=False)
+
+    @property
+    def where(self) -> str:
+        return f"{self.scheme}://{self.host}:{self.port}/{quote(self.vhost, safe='')}"
+
+
+def parse_url(url: str) -> _Target:
+    """Check an ``amqp://`` or ``amqps://`` URL and return its parts.
+
+    The vhost is the percent-decoded path without its leading ``/`` (``/`` when the path
+    is empty); user and password default to ``guest``.
+
+    Raises:
+        UsageError: the URL is not a string or is malformed.
+    """
+    if not isinstance(url, str):
+        raise UsageError(f"broker URL must be a str, not {type(url).__name__}")
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise UsageError(f"malformed broker URL {_censor(url)!r}: {exc}") from exc
+    scheme = parts.scheme.lower()
+    if scheme not in _DEFAULT_PORTS:
+        raise UsageError(f"broker URL {_censor(url)!r} must start with amqp:// or amqps://")
+    if not parts.hostname:
+        raise UsageError(f"broker URL {_censor(url)!r} has no host")
+    path = parts.path
+    if path in ("", "/"):
+        vhost = "/"
+    else:
+        raw = path[1:]
+        if "/" in raw:
+            raise UsageError(
+                f"broker URL {_censor(url)!r}: the vhost is one path segment; "
+                "write '/' inside it as %2F"
+            )
+        vhost = unquote(raw)
+    user = unquote(parts.username) if parts.username is not None else "guest"
+    return _Target(scheme, parts.hostname, port or _DEFAULT_PORTS[scheme], vhost, user)
+
+
+def _censor(url: str) -> str:
+    """Hide the password of a URL for messages."""
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+        netloc = parts.netloc.replace(f":{parts.password}@", ":******@", 1)
+        return parts._replace(netloc=netloc).geturl()
+    except ValueError:
+        return "<unparsable URL>"
+
+
+def _ssl_context(tls: TlsOptions) -> ssl.SSLContext:
+    """Build a verifying client SSLContext from ``tls``.
+
+    Raises:
+        UsageError: a CA, certificate or key file cannot be loaded.
+    """
+    try:
+        ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=tls.cafile)
+        if tls.certfile:
+            ctx.load_cert_chain(tls.certfile, tls.keyfile)
+        elif tls.keyfile:
+            raise UsageError("TlsOptions.keyfile given without certfile")
+    except (OSError, ssl.SSLError) as exc:
+        raise UsageError(f"cannot load TLS files: {exc}") from exc
+    ctx.check_hostname = tls.verify_hostname
+    return ctx
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    """Done-callback: mark a background task's exception as retrieved."""
+    if not task.cancelled():
+        task.exception()
+
+
+class Transport:
+    """One AMQP 0-9-1 connection carrying a QMF bus.
+
+    Lifecycle: ``connect()`` once, then ``declare_management_exchange()``,
+    ``open_endpoint()``, ``bind()``, ``publish()``; ``close()`` at the end.  Every
+    delivery of every endpoint goes to the one dispatcher given to
+    :meth:`set_dispatcher`; deliveries wait (unacknowledged) until one is set.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        tls: TlsOptions | None = None,
+        prefetch: int = 1000,
+        name: str = "qmf-async",
+    ) -> None:
+        """Prepare a transport; nothing is sent before :meth:`connect`.
+
+        ``prefetch`` is the ``basic_qos`` prefetch count of acknowledging endpoints
+        (0 = unlimited); ``name`` is shown by the broker as the connection name.
+
+        Raises:
+            UsageError: ``prefetch`` is negative or not an int.
+        """
+        if not isinstance(prefetch, int) or isinstance(prefetch, bool) or prefetch < 0:
+            raise UsageError(f"prefetch must be an int >= 0, not {prefetch!r}")
+        self._url = url
+        self._tls = tls
+        self._prefetch = prefetch
+        self._name = name
+        self._batch = min(_MAX_BATCH, max(1, prefetch // 2)) if prefetch else _MAX_BATCH
+
+        self._state = "new"  # new, connecting, open, lost, closing, closed
+        self._target: _Target | None = None
+        self._conn: aiormq.Connection | None = None
+        self._consume_ch: Any = None
+        self._publish_ch: Any = None
+        self._control_ch: Any = None
+        self._publish_lock = asyncio.Lock()
+        self._control_lock = asyncio.Lock()
+        self._endpoints: dict[str, str] = {}  # endpoint -> consumer tag
+
+        self._buffer: collections.deque[tuple[Delivery, int]] = collections.deque()
+        self._dispatch: Callable[[Delivery], None] | None = None
+        self._wakeup: asyncio.Future[None] | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._stop_reader = False
+
+        self._lost_callbacks: list[Callable[[BaseException], None]] = []
+        self._lost_exc: ConnectionLostError | None = None
+        self._lost_fired = False
+        self._setup_task: asyncio.Task[None] | None = None
+        self._close_task: asyncio.Task[None] | None = None
+        self._background: set[asyncio.Task[Any]] = set()
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def is_open(self) -> bool:
+        """True while connected and not closing."""
+        conn = self._conn
+        return self._state == "open" and conn is not None and not conn.is_closed
+
+    @property
+    def where(self) -> str:
+        """The broker address without credentials (for messages and logs)."""
+        if self._target is None:
+            return _censor(self._url) if isinstance(self._url, str) else repr(self._url)
+        return self._target.where
+
+    @property
+    def backlog(self) -> int:
+        """Deliveries received but not yet handed to the dispatcher."""
+        return len(self._buffer)
+
+    # ------------------------------------------------------------------ connect
+
+    async def connect(self, timeout: float = 10.0) -> None:
+        """Open the connection and its channels; may be called once.
+
+        Raises:
+            UsageError: malformed URL, bad TLS files, TLS options on an ``amqp://``
+                URL, or the transport was already connected or closed.
+            TransportError: the broker refused the connection (unreachable, wrong
+                credentials, unknown vhost, ...); the cause is chained.
+            QmfTimeout: no connection within ``timeout`` seconds.
+        """
+        if self._state != "new":
+            raise UsageError(f"connect() called on a transport that is {self._state}")
+        target = parse_url(self._url)
+        if self._tls is not None and target.scheme != "amqps":
+            raise UsageError("TLS options given for an amqp:// URL; use amqps://")
+        context = _ssl_context(self._tls or TlsOptions()) if target.scheme == "amqps" else None
+        self._target = target
+        self._state = "connecting"
+
+        setup = asyncio.get_running_loop().create_task(self._open(target, context))
+        self._setup_task = setup
+        try:
+            done, _ = await asyncio.wait({setup}, timeout=timeout)
+        except asyncio.CancelledError:
+            setup.cancel()
+            await asyncio.shield(self._abandon_setup(setup))
+            raise
+        if not done:
+            setup.cancel()
+            await asyncio.shield(self._abandon_setup(setup))
+            raise QmfTimeout(f"no connection to {target.where} within {timeout} s")
+        if setup.cancelled() or self._state != "connecting":  # close() ran meanwhile
+            await asyncio.shield(self._abandon_setup(setup))
+            raise NotConnectedError(f"transport to {target.where} closed while connecting")
+        exc = setup.exception()
+        if exc is None and (self._conn is None or self._conn.is_closed):
+            exc = ConnectionLostError(f"connection to {target.where} closed during setup")
+        if exc is not None:
+            await asyncio.shield(self._abandon_setup(setup))
+            if isinstance(exc, QmfError):
+                raise exc
+            raise self._connect_error(exc) from exc
+        self._state = "open"
+        self._reader = asyncio.get_running_loop().create_task(
+            self._read_loop(), name=f"qmf-transport-reader {target.where}"
+        )
+
+    async def _open(self, target: _Target, context: ssl.SSLContext | None) -> None:
+        conn = aiormq.Connection(self._url, context=context)
+        conn.vhost = target.vhost  # our parsing of the URL path is authoritative
+        self._conn = conn
+        await conn.connect(client_properties={"connection_name": self._name})
+        self._consume_ch = await conn.channel(publisher_confirms=False)
+        self._publish_ch = await conn.channel(publisher_confirms=False)
+        self._control_ch = await conn.channel(publisher_confirms=False)
+        if self._prefetch:
+            await self._consume_ch.basic_qos(prefetch_count=self._prefetch)
+        conn.closing.add_done_callback(self._on_connection_closed)
+        self._consume_ch.closing.add_done_callback(self._on_consume_channel_closed)
+        callbacks = getattr(self._consume_ch, "on_consumer_cancel_callbacks", None)
+        if callbacks is not None:
+            callbacks.add(self._on_consumer_cancelled)
+
+    async def _abandon_setup(self, setup: asyncio.Task[None]) -> None:
+        """Wait for a cancelled or failed setup, then close what it opened."""
+        await asyncio.gather(setup, return_exceptions=True)
+        conn, self._conn = self._conn, None
+        self._consume_ch = self._publish_ch = self._control_ch = None
+        if self._state == "connecting":
+            self._state = "closed"
+        if conn is not None and not conn.is_closed:
+            try:
+                await asyncio.wait_for(conn.close(None), timeout=5.0)
+            except Exception as exc:  # best effort cleanup
+                log.debug("closing a failed connection attempt: %r", exc)
+
+    def _connect_error(self, exc: BaseException) -> TransportError:
+        where = self.where
+        user = self._target.user if self._target else "?"
+        if isinstance(exc, (aiormq.ProbableAuthenticationError, aiormq.AuthenticationError)):
+            return TransportError(f"authentication failed for user {user!r} at {where}: {exc}")
+        if isinstance(exc, aiormq.ConnectionNotAllowed):
+            return TransportError(f"access to {where} not allowed for user {user!r}: {exc}")
+        if isinstance(exc, aiormq.InvalidFrameError) and "Connection.Close" in str(exc):
+            vhost = self._target.vhost if self._target else "?"
+            return TransportError(
+                f"{where} closed the connection while opening vhost {vhost!r} "
+                f"(unknown vhost, or no access for user {user!r}?)"
+            )
+        if isinstance(exc, (aiormq.AMQPConnectionError, OSError)):
+            detail = exc.__cause__ if exc.__cause__ is not None else exc
+            return TransportError(f"cannot connect to {where}: {detail}")
+        return TransportError(f"cannot connect to {where}: {exc!r}")
+
+    # ------------------------------------------------------------------ declarations
+
+    async def declare_management_exchange(self) -> None:
+        """Declare the durable topic exchange ``qpid.management`` (always the same way).
+
+        Raises:
+            NotConnectedError: the transport is not open.
+            TransportError: the broker refused (e.g. it exists with other arguments).
+        """
+        await self._control(
+            "exchange.declare qpid.management",
+            lambda ch: ch.exchange_declare(
+                exchange=MANAGEMENT_EXCHANGE,
+                exchange_type="topic",
+                durable=True,
+                auto_delete=False,
+                internal=False,
+            ),
+        )
+
+    async def open_endpoint(
+        self,
+        name: str | None = None,
+        *,
+        bindings: Sequence[tuple[str, str]] = (),
+        max_length: int | None = None,
+        dead_letter_exchange: str | None = None,
+        dead_letter_routing_key: str | None = None,
+        no_ack: bool = True,
+    ) -> str:
+        """Declare an exclusive auto-delete queue, bind it and consume from it.
+
+        ``name=None`` lets the broker name the queue.  ``max_length`` caps the ready
+        messages, dropping the oldest (to ``dead_letter_exchange`` when given); it
+        only bites with ``no_ack=False``, where unacknowledged deliveries are limited
+        by ``prefetch``.  Returns the queue name.
+
+        Raises:
+            UsageError: bad ``max_length`` or bindings.
+            NotConnectedError: the transport is not open.
+            TransportError: the broker refused the declaration or a binding.
+        """
+        if max_length is not None and (
+            not isinstance(max_length, int) or isinstance(max_length, bool) or max_length < 0
+        ):
+            raise UsageError(f"max_length must be an int >= 0, not {max_length!r}")
+        pairs = [(str(ex), str(key)) for ex, key in bindings]
+        arguments: dict[str, Any] = {}
+        if max_length is not None:
+            arguments["x-max-length"] = max_length
+            arguments["x-overflow"] = "drop-head"
+        if dead_letter_exchange is not None:
+            arguments["x-dead-letter-exchange"] = dead_letter_exchange
+            if dead_letter_routing_key is not None:
+                arguments["x-dead-letter-routing-key"] = dead_letter_routing_key
+
+        async def run(ch: Any) -> str:
+            ok = await ch.queue_declare(
+                queue=name or "",
+                exclusive=True,
+                auto_delete=True,
+                arguments=arguments or None,
+            )
+            queue: str = ok.queue
+            for exchange, key in pairs:
+                await ch.queue_bind(queue, exchange, routing_key=key)
+            consume_ch = self._consume_ch
+            if consume_ch is None or consume_ch.is_closed:
+                raise NotConnectedError(f"transport to {self.where} is not open")
+            consume_ok = await consume_ch.basic_consume(
+                queue, self._consumer(queue, no_ack), no_ack=no_ack
+            )
+            self._endpoints[queue] = consume_ok.consumer_tag
+            return queue
+
+        return await self._control(f"open endpoint {name or '(server-named)'}", run)
+
+    async def bind(self, endpoint: str, exchange: str, routing_key: str) -> None:
+        """Bind ``endpoint`` to ``exchange`` with ``routing_key``.
+
+        Raises:
+            NotConnectedError: the transport is not open.
+            TransportError: the broker refused (unknown exchange or queue).
+        """
+        await self._control(
+            f"queue.bind {endpoint} -> {exchange}/{routing_key}",
+            lambda ch: ch.queue_bind(endpoint, exchange, routing_key=routing_key),
+        )
+
+    async def unbind(self, endpoint: str, exchange: str, routing_key: str) -> None:
+        """Remove the binding of ``endpoint`` to ``exchange`` with ``routing_key``.
+
+        Raises:
+            NotConnectedError: the transport is not open.
+            TransportError: the broker refused.
+        """
+        await self._control(
+            f"queue.unbind {endpoint} -> {exchange}/{routing_key}",
+            lambda ch: ch.queue_unbind(endpoint, exchange, routing_key=routing_key),
+        )
+
+    async def _control(self, what: str, op: Callable[[Any], Coroutine[Any, Any, _T]]) -> _T:
+        """Run ``op`` on the control channel as a shielded task and map its errors.
+
+        A cancelled caller does not cancel the aiormq RPCs (that would close the
+        channel): the operation finishes in the background.
+        """
+        self._check_open()
+        task = asyncio.get_running_loop().create_task(self._control_op(what, op))
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if not task.done():
+                task.add_done_callback(_retrieve)
+                self._background.add(task)
+                task.add_done_callback(self._background.discard)
+            raise
+
+    async def _control_op(self, what: str, op: Callable[[Any], Coroutine[Any, Any, _T]]) -> _T:
+        try:
+            async with self._control_lock:
+                ch = self._control_ch
+                if ch is None or ch.is_closed:
+                    self._check_open()
+                    ch = self._control_ch = await self._conn_checked().channel(
+                        publisher_confirms=False
+                    )
+                return await op(ch)
+        except QmfError:
+            raise
+        except Exception as exc:
+            raise self._op_error(what, exc) from exc
+
+    def _op_error(self, what: str, exc: BaseException) -> QmfError:
+        if self._state != "open" or self._conn is None or self._conn.is_closed:
+            if self._lost_exc is not None:
+                return NotConnectedError(f"{what}: {self._lost_exc}")
+            return NotConnectedError(f"{what}: transport to {self.where} is not open")
+        if isinstance(exc, (TypeError, ValueError)):
+            return UsageError(f"{what}: {exc}")
+        return TransportError(f"{what} failed on {self.where}: {exc}")
+
+    # ------------------------------------------------------------------ publish
+
+    async def publish(
+        self,
+        body: bytes,
+        *,
+        exchange: str,
+        routing_key: str,
+        reply_to: str | None = None,
+        content_type: str | None = "x-application/qmf",
+        headers: Mapping[str, Any] | None = None,
+        user_id: str | None = None,
+    ) -> None:
+        """Send ``body`` to ``exchange`` with ``routing_key``; no broker confirm.
+
+        ``reply_to`` is the plain reply key (the responder publishes to
+        ``amq.direct`` with it).  ``user_id`` must equal the authenticated user or
+        RabbitMQ drops the message and closes the publish channel (reopened on the
+        next publish).
+
+        Raises:
+            UsageError: the body, a header value or the routing key cannot be sent.
+            NotConnectedError: the transport is not open (never opened, closed, lost).
+            TransportError: the publish channel could not be (re)opened.
+        """
+        ch = self._publish_ch
+        if self._state != "open" or ch is None or ch.is_closed:
+            ch = await self._reopen_publish_channel()
+        properties = spec.Basic.Properties(
+            content_type=content_type,
+            headers=(headers if type(headers) is dict else dict(headers)) if headers else None,
+            reply_to=reply_to,
+            user_id=user_id,
+        )
+        try:
+            await ch.basic_publish(
+                body,
+                exchange=exchange,
+                routing_key=routing_key,
+                properties=properties,
+                mandatory=False,
+                wait=False,
+            )
+        except QmfError:
+            raise
+        except Exception as exc:
+            raise self._op_error(f"publish to {exchange}/{routing_key}", exc) from exc
+
+    async def _reopen_publish_channel(self) -> Any:
+        self._check_open()
+        async with self._publish_lock:
+            ch = self._publish_ch
+            if ch is not None and not ch.is_closed:
+                return ch
+            self._check_open()
+            log.info("reopening the publish channel on %s", self.where)
+            try:
+                ch = await self._conn_checked().channel(publisher_confirms=False)
+            except Exception as exc:
+                raise self._op_error("open publish channel", exc) from exc
+            self._publish_ch = ch
+            return ch
+
+    def _check_open(self) -> None:
+        if self._state != "open":
+            if self._lost_exc is not None:
+                raise NotConnectedError(str(self._lost_exc)) from self._lost_exc
+            raise NotConnectedError(f"transport to {self.where} is {self._state}")
+
+    def _conn_checked(self) -> aiormq.Connection:
+        conn = self._conn
+        if conn is None or conn.is_closed:
+            raise NotConnectedError(f"transport to {self.where} is not open")
+        return conn
+
+    # ------------------------------------------------------------------ receive
+
+    def set_dispatcher(self, dispatch: Callable[[Delivery], None]) -> None:
+        """Hand every delivery to ``dispatch`` (sync), in order, from one reader task.
+
+        An exception raised by ``dispatch`` is logged and the delivery counts as
+        handled.
+
+        Raises:
+            Nothing.
+        """
+        self._dispatch = dispatch
+        self._wake()
+
+    def on_lost(self, callback: Callable[[BaseException], None]) -> None:
+        """Call ``callback(ConnectionLostError)`` once if the connection drops.
+
+        Not called after :meth:`close`.  Registered after the loss, it is called soon.
+        An exception raised by ``callback`` is logged.
+
+        Raises:
+            Nothing.
+        """
+        self._lost_callbacks.append(callback)
+        if self._lost_fired and self._lost_exc is not None:
+            exc = self._lost_exc
+            asyncio.get_running_loop().call_soon(self._call_lost, callback, exc)
+
+    def _consumer(self, endpoint: str, no_ack: bool) -> Callable[[Any], Coroutine[Any, Any, None]]:
+        buffer = self._buffer
+        append = buffer.append
+        empty = _EMPTY_HEADERS
+
+        async def on_message(message: Any) -> None:
+            # aiormq runs this in a task of its own; no await here keeps the order.
+            props = message.header.properties
+            deliver = message.delivery
+            append(
+                (
+                    Delivery(
+                        message.body,
+                        deliver.exchange,
+                        deliver.routing_key,
+                        props.reply_to,
+                        props.content_type,
+                        props.headers or empty,
+                        props.user_id,
+                        endpoint,
+                    ),
+                    0 if no_ack else deliver.delivery_tag,
+                )
+            )
+            wakeup = self._wakeup
+            if wakeup is not None and not wakeup.done():
+                wakeup.set_result(None)
+
+        return on_message
+
+    def _wake(self) -> None:
+        wakeup = self._wakeup
+        if wakeup is not None and not wakeup.done():
+            wakeup.set_result(None)
+
+    async def _read_loop(self) -> None:
+        buffer = self._buffer
+        popleft = buffer.popleft
+        loop = asyncio.get_running_loop()
+        try:
+            while not self._stop_reader:  # close(): the rest is dropped
+                dispatch = self._dispatch
+                if not buffer or dispatch is None:
+                    if self._state == "lost":  # drained what came before the loss
+                        break
+                    self._wakeup = loop.create_future()
+                    try:
+                        await self._wakeup
+                    finally:
+                        self._wakeup = None
+                    continue
+                last_tag = 0
+                for _ in range(min(self._batch, len(buffer))):
+                    delivery, tag = popleft()
+                    try:
+                        dispatch(delivery)
+                    except Exception:
+                        log.exception(
+                            "dispatcher failed on a delivery from %s (routing key %r)",
+                            delivery.endpoint,
+                            delivery.routing_key,
+                        )
+                    if tag:
+                        last_tag = tag
+                if last_tag:
+                    await self._ack(last_tag)
+                if buffer:
+                    await asyncio.sleep(0)
+        finally:
+            if self._state == "lost":
+                self._fire_lost()
+
+    async def _ack(self, tag: int) -> None:
+        ch = self._consume_ch
+        if ch is None or ch.is_closed or self._state != "open":
+            return
+        try:
+            await ch.basic_ack(tag, multiple=True, wait=False)
+        except Exception as exc:  # the loss is reported by on_lost
+            log.debug("ack %d failed: %r", tag, exc)
+
+    # ------------------------------------------------------------------ loss
+
+    def _on_connection_closed(self, closing: asyncio.Future[Any]) -> None:
+        cause = None if closing.cancelled() else closing.exception()
+        self._mark_lost(cause, "connection closed")
+
+    def _on_consume_channel_closed(self, closing: asyncio.Future[Any]) -> None:
+        if self._state != "open":
+            return
+        cause = None if closing.cancelled() else closing.exception()
+        # let a connection loss, reported in the same loop turn, win with its own words
+        asyncio.get_running_loop().call_soon(self._mark_lost, cause, "consumer channel closed")
+
+    def _on_consumer_cancelled(self, frame: Any) -> None:
+        tag = getattr(frame, "consumer_tag", None)
+        endpoint = next((ep for ep, t in self._endpoints.items() if t == tag), tag)
+        self._mark_lost(None, f"the broker cancelled the consumer of endpoint {endpoint!r}")
+
+    def _mark_lost(self, cause: BaseException | None, what: str) -> None:
+        if self._state != "open":
+            return  # closing on purpose, or already lost
+        self._state = "lost"
+        if isinstance(cause, asyncio.CancelledError):
+            cause = None  # aiormq's way of saying "closed" carries no information
+        detail = (
+            f": {cause}"
+            if cause is not None and str(cause)
+            else (f": {cause!r}" if cause is not None else "")
+        )
+        lost = ConnectionLostError(f"connection to {self.where} lost ({what}){detail}")
+        lost.__cause__ = cause
+        self._lost_exc = lost
+        log.warning("%s", lost)
+        conn = self._conn
+        if conn is not None and not conn.is_closed:
+            self._spawn(conn.close(cause or ConnectionLostError(what)))
+        reader = self._reader
+        if reader is None or reader.done():
+            asyncio.get_running_loop().call_soon(self._fire_lost)
+        else:
+            self._wake()
+
+    def _fire_lost(self) -> None:
+        if self._lost_fired or self._lost_exc is None:
+            return
+        self._lost_fired = True
+        for callback in list(self._lost_callbacks):
+            self._call_lost(callback, self._lost_exc)
+
+    @staticmethod
+    def _call_lost(callback: Callable[[BaseException], None], exc: BaseException) -> None:
+        try:
+            callback(exc)
+        except Exception:
+            log.exception("on_lost callback %r failed", callback)
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        task.add_done_callback(_retrieve)
+
+    # ------------------------------------------------------------------ close
+
+    async def close(self, timeout: float = 5.0) -> None:
+        """Close the connection; idempotent, bounded by ``timeout``, shielded.
+
+        Deliveries not yet dispatched are dropped; ``on_lost`` callbacks are not
+        called.  Cancelling the caller does not interrupt the cleanup.
+
+        Raises:
+            Nothing: failures while closing are logged.
+        """
+        if self._close_task is None:
+            self._close_task = asyncio.get_running_loop().create_task(self._shutdown(timeout))
+        await asyncio.shield(self._close_task)
+
+    async def _shutdown(self, timeout: float) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        was = self._state
+        if was != "lost":
+            self._state = "closing"
+        self._stop_reader = True
+        self._wake()
+        setup = self._setup_task
+        if setup is not None and not setup.done():
+            setup.cancel()
+            await asyncio.wait({setup}, timeout=max(0.0, deadline - loop.time()))
+        conn = self._conn
+        if conn is not None and not conn.is_closed:
+            try:
+                await asyncio.wait_for(conn.close(None), max(0.01, deadline - loop.time()))
+            except TimeoutError:
+                log.warning("closing the connection to %s timed out; aborting it", self.where)
+                for name in ("_reader_task", "_writer_task"):
+                    task = getattr(conn, name, None)
+                    if task is not None and not task.done():
+                        task.cancel()
+            except Exception as exc:  # closing must not raise
+                log.debug("closing the connection to %s: %r", self.where, exc)
+        pending = [t for t in (self._reader, *self._background) if t is not None and not t.done()]
+        if pending:
+            await asyncio.wait(pending, timeout=max(0.01, deadline - loop.time()))
+            for task in pending:
+                if not task.done():
+                    task.cancel()
+        self._buffer.clear()
+        if self._state != "lost":
+            self._state = "closed"
+
+    async def __aenter__(self) -> Transport:
+        await self.connect()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        return f"<Transport {self.where} {self._state}>"
