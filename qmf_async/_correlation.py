@@ -1,0 +1,161 @@
+"""Protocol core: sequence numbers mapped to pending waits.  No I/O.
+
+A console sends a request with a fresh sequence number and waits for the reply
+(request/response) or for indications ending in ``z`` (query/indication).  A
+:class:`Correlator` owns the numbers of one broker connection; its entries are
+removed when they complete, time out, are cancelled or fail, so numbers are
+released in every case.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable
+from typing import Any
+
+from ._errors import CommandError, QmfError
+from ._messages import CommandComplete, Message
+
+__all__ = ["Correlator", "Pending"]
+
+_SEQ_MASK = 0xFFFFFFFF
+
+
+class Pending:
+    """One outstanding request.
+
+    ``query`` entries collect indications (``p``, ``q``, ``g``, ``s``) until ``z``;
+    other entries complete with their first reply.  ``on_item`` (queries) is called
+    with each indication as it arrives, for streaming callers.
+    """
+
+    __slots__ = ("seq", "query", "agent", "future", "items", "on_item", "holds", "done_msg",
+                 "expect", "context")
+
+    def __init__(self, seq: int, *, query: bool, agent: Any = None, expect: str = "",
+                 on_item: Callable[[Message], None] | None = None, context: Any = None) -> None:
+        self.seq = seq
+        self.query = query
+        self.agent = agent
+        self.expect = expect
+        self.future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.items: list[Message] = []
+        self.on_item = on_item
+        self.holds = 0  # bodies for this seq held back until their schema arrives
+        self.done_msg: CommandComplete | None = None
+        self.context = context
+
+    def _finish(self) -> None:
+        if self.future.done():
+            return
+        z = self.done_msg
+        assert z is not None
+        if z.code != 0:
+            exc = CommandError(z.code, z.text)
+            exc.partial = list(self.items)  # type: ignore[attr-defined]
+            self.future.set_exception(exc)
+        else:
+            self.future.set_result(self.items)
+
+
+class Correlator:
+    """Sequence numbers -> :class:`Pending` entries of one connection."""
+
+    def __init__(self, start: int | None = None) -> None:
+        self._next = start if start is not None else random.randrange(1, 1 << 31)
+        self._pending: dict[int, Pending] = {}
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def __contains__(self, seq: int) -> bool:
+        return seq in self._pending
+
+    def get(self, seq: int) -> Pending | None:
+        return self._pending.get(seq)
+
+    def next_seq(self) -> int:
+        """A sequence number that is neither 0 nor in use."""
+        while True:
+            seq = self._next
+            self._next = (self._next + 1) & _SEQ_MASK
+            if seq != 0 and seq not in self._pending:
+                return seq
+
+    def register(self, *, query: bool, agent: Any = None, expect: str = "",
+                 on_item: Callable[[Message], None] | None = None, context: Any = None,
+                 seq: int | None = None) -> Pending:
+        """A new pending entry under a fresh (or the given) sequence number."""
+        if seq is None:
+            seq = self.next_seq()
+        entry = Pending(seq, query=query, agent=agent, expect=expect, on_item=on_item,
+                        context=context)
+        self._pending[seq] = entry
+        entry.future.add_done_callback(lambda _f, s=seq, e=entry: self._release(s, e))
+        return entry
+
+    def _release(self, seq: int, entry: Pending) -> None:
+        if self._pending.get(seq) is entry:
+            del self._pending[seq]
+
+    def discard(self, entry: Pending) -> None:
+        """Drop an entry (timeout, cancellation); its number is free again."""
+        self._release(entry.seq, entry)
+        if not entry.future.done():
+            entry.future.cancel()
+
+    def resolve(self, msg: Message) -> bool:
+        """Route a reply to its entry; False when no entry waits for ``msg.seq``."""
+        entry = self._pending.get(msg.seq)
+        if entry is None or entry.future.done():
+            return False
+        if isinstance(msg, CommandComplete):
+            if entry.query or msg.code != 0:
+                entry.done_msg = msg
+                if entry.holds == 0:
+                    entry._finish()
+            else:
+                entry.future.set_result(msg)
+            return True
+        if entry.query:
+            entry.items.append(msg)
+            if entry.on_item is not None:
+                entry.on_item(msg)
+            return True
+        if entry.expect and msg.OPCODE not in entry.expect:
+            return False
+        entry.future.set_result(msg)
+        return True
+
+    def hold(self, seq: int) -> bool:
+        """A body for ``seq`` waits for a schema: keep the query open until :meth:`unhold`."""
+        entry = self._pending.get(seq)
+        if entry is None or not entry.query:
+            return False
+        entry.holds += 1
+        return True
+
+    def unhold(self, seq: int) -> None:
+        entry = self._pending.get(seq)
+        if entry is None:
+            return
+        entry.holds = max(0, entry.holds - 1)
+        if entry.holds == 0 and entry.done_msg is not None:
+            entry._finish()
+
+    def fail_all(self, exc: QmfError) -> None:
+        """Fail every pending wait with ``exc`` (connection lost, closed)."""
+        for entry in list(self._pending.values()):
+            if not entry.future.done():
+                entry.future.set_exception(exc)
+        self._pending.clear()
+
+    def fail_agent(self, agent: Any, exc: QmfError) -> int:
+        """Fail the waits addressed to ``agent``; returns how many."""
+        count = 0
+        for entry in list(self._pending.values()):
+            if entry.agent == agent and not entry.future.done():
+                entry.future.set_exception(exc)
+                count += 1
+        return count

@@ -1,0 +1,1126 @@
+"""The console: :class:`Session` and its :class:`Broker` connections.
+
+A Session holds one schema cache shared by all its brokers, the known agents,
+the user's console callbacks and subscriptions.  Each Broker owns one transport,
+a reply queue (``amq.direct`` under its own name) and a length-capped topic queue
+on ``qpid.management``; every delivery goes through one synchronous dispatcher
+that decodes it and routes replies by sequence number (``_correlation``) and
+unsolicited data to callbacks and subscriptions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import random
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from typing import Any
+
+from . import _codec as codec
+from ._console import Console
+from ._correlation import Correlator, Pending
+from ._errors import (
+    AgentGoneError, CommandError, ConnectionLostError, DecodeError, MethodError,
+    NotConnectedError, PartialResultError, QmfError, QmfTimeout, QueryTimeout, TransportError,
+    UnknownClassError, UsageError,
+)
+from ._messages import (
+    BrokerRequest, BrokerResponse, ClassIndication, ClassQuery, CommandComplete,
+    EventIndication, GetQuery, Heartbeat, Message, MethodRequest, MethodResponse, ObjectRecord,
+    PackageIndication, PackageQuery, SchemaRequest, SchemaResponse, UndecodedTail,
+)
+from ._objects import RemoteAgent, Event, MethodResult, QmfObject
+from ._schema import SchemaClass, SchemaMethod
+from ._selector import Selector, compile_selector
+from ._subscriptions import Subscription
+from ._transport import Delivery, TlsOptions, Transport, parse_url
+from ._values import ClassKey, ObjectId
+
+__all__ = ["Session", "Broker"]
+
+log = logging.getLogger("qmf_async.session")
+
+MANAGEMENT = "qpid.management"
+DIRECT = "amq.direct"
+BROKER_AGENT_CLASS = ("org.apache.qpid.broker", "agent")
+
+TransportFactory = Callable[..., Any]
+
+
+def _agent_banks(routing_key: str, prefix: str) -> tuple[int, int] | None:
+    """(brokerBank, agentBank) from ``console.obj.<bb>.<ab>...``-style keys."""
+    if not routing_key.startswith(prefix):
+        return None
+    parts = routing_key[len(prefix):].split(".", 2)
+    if len(parts) < 2:
+        return None
+    try:
+        return int(parts[0]), int(parts[1])
+    except ValueError:
+        return None
+
+
+class _AgentState:
+    __slots__ = ("agent", "last_seen", "interval", "last_heartbeat")
+
+    def __init__(self, agent: RemoteAgent, now: float, interval: float) -> None:
+        self.agent = agent
+        self.last_seen = now
+        self.interval = interval
+        self.last_heartbeat = 0.0
+
+
+class Broker:
+    """One broker connection of a :class:`Session`.
+
+    ``broker_id`` is set when a management broker answered ``B``;
+    ``has_management`` tells whether one did.  ``topic_dropped`` counts
+    unsolicited messages the broker dropped because this console was too slow.
+    """
+
+    def __init__(self, session: Session, url: str, *, tls: TlsOptions | None,
+                 timeout: float) -> None:
+        self.session = session
+        self.url = url
+        self.where = parse_url(url).where
+        self.tls = tls
+        self.timeout = timeout
+        self.broker_id: uuid.UUID | None = None
+        self.has_management = False
+        self.connected = False
+        self.topic_dropped = 0
+        self.reconnects = 0
+        self.error: BaseException | None = None
+        self._transport: Any = None
+        self._correlator = Correlator()
+        self._reply_queue: str | None = None
+        self._topic_queue: str | None = None
+        self._loss_queue: str | None = None
+        self._agents: dict[tuple[int, int], _AgentState] = {}
+        self._method_targets: dict[int, tuple[SchemaClass, SchemaMethod]] = {}
+        self._held: dict[ClassKey, list[tuple[UndecodedTail, Delivery]]] = {}
+        self._held_count = 0
+        self._fetching: set[ClassKey] = set()
+        self._reconnect_task: asyncio.Task[None] | None = None
+        self._closing = False
+
+    # ------------------------------------------------------------------ connection
+
+    def __repr__(self) -> str:
+        state = "connected" if self.connected else "disconnected"
+        return f"<Broker {self.where} {state}>"
+
+    async def _connect(self) -> None:
+        session = self.session
+        transport = session._transport_factory(self.url, tls=self.tls,
+                                               prefetch=session.prefetch,
+                                               name="qmf-async console")
+        await transport.connect(self.timeout)
+        try:
+            transport.set_dispatcher(self._dispatch)
+            transport.on_lost(self._on_lost)
+            await transport.declare_management_exchange()
+            name = f"qmf-reply-{uuid.uuid4().hex[:16]}"
+            self._reply_queue = await transport.open_endpoint(name, bindings=[(DIRECT, name)])
+            loss = f"qmf-loss-{uuid.uuid4().hex[:16]}"
+            self._loss_queue = await transport.open_endpoint(loss, bindings=[(DIRECT, loss)])
+            topic = f"qmf-topic-{uuid.uuid4().hex[:16]}"
+            self._topic_queue = await transport.open_endpoint(
+                topic, bindings=[(MANAGEMENT, k) for k in session._binding_keys()],
+                max_length=session.topic_max_length, dead_letter_exchange=DIRECT,
+                dead_letter_routing_key=loss, no_ack=False)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await transport.close(1.0)
+            raise
+        self._transport = transport
+        self.connected = True
+        self.error = None
+        await self._handshake()
+
+    async def _handshake(self) -> None:
+        """B/b, then the agent list of a management broker."""
+        entry = self._correlator.register(query=False, expect="b", seq=0)
+        try:
+            await self._publish(BrokerRequest(), "broker")
+            msg = await asyncio.wait_for(entry.future, self.session.broker_timeout)
+        except asyncio.TimeoutError:
+            self.has_management = False
+            log.info("no management broker answered B on %s; finding agents by heartbeats",
+                     self.where)
+        else:
+            self.broker_id = msg.broker_id
+            self.has_management = True
+            self.session._notify("broker_info", self)
+            await self._load_broker_agents()
+        finally:
+            self._correlator.discard(entry)
+
+    async def _load_broker_agents(self) -> None:
+        """Ask the broker's own agent (1.0) for its ``agent`` objects."""
+        self._see_agent(1, 0, label="broker")
+        try:
+            records = await self._query(self._agents[(1, 0)].agent,
+                                        {"_class": "agent", "_package": BROKER_AGENT_CLASS[0]},
+                                        self.session.broker_timeout)
+        except QmfError as exc:
+            log.info("agent list of %s not available: %s", self.where, exc)
+            return
+        for rec in records:
+            if isinstance(rec, ObjectRecord):
+                self._agent_object(rec)
+
+    def _on_lost(self, exc: BaseException) -> None:
+        if self._closing:
+            return
+        self.connected = False
+        self.error = exc
+        lost = ConnectionLostError(f"connection to {self.where} lost: {exc}")
+        lost.__cause__ = exc
+        self._correlator.fail_all(lost)
+        self._method_targets.clear()
+        self._drop_held("connection lost")
+        for state in list(self._agents.values()):
+            self.session._agent_left(state.agent)
+        self._agents.clear()
+        self.session._notify("broker_disconnected", self)
+        if self.session.manage_connections:
+            self._start_reconnect()
+
+    def _start_reconnect(self) -> None:
+        if self._reconnect_task is None or self._reconnect_task.done():
+            self._reconnect_task = asyncio.get_running_loop().create_task(self._reconnect_loop())
+
+    async def _reconnect_loop(self) -> None:
+        delay = self.session.reconnect_min_delay
+        old, self._transport = self._transport, None
+        if old is not None:
+            with contextlib.suppress(Exception):
+                await old.close(1.0)
+        while not self._closing:
+            try:
+                await self._connect()
+            except (TransportError, QmfTimeout, OSError) as exc:
+                self.error = exc
+                self.session._notify("broker_connection_failed", self, exc)
+                await asyncio.sleep(delay * (0.5 + random.random()))
+                delay = min(delay * 2, self.session.reconnect_max_delay)
+                continue
+            self.reconnects += 1
+            self.session._notify("broker_connected", self)
+            return
+
+    async def _close(self) -> None:
+        self._closing = True
+        if self._reconnect_task is not None:
+            self._reconnect_task.cancel()
+            with contextlib.suppress(BaseException):
+                await self._reconnect_task
+        self._correlator.fail_all(NotConnectedError(f"broker {self.where} was removed"))
+        self._drop_held("session closed")
+        transport, self._transport = self._transport, None
+        self.connected = False
+        if transport is not None:
+            await transport.close(self.session.close_timeout)
+
+    def _check(self) -> Any:
+        transport = self._transport
+        if not self.connected or transport is None:
+            raise NotConnectedError(f"not connected to {self.where}"
+                                    + (f" ({self.error})" if self.error else ""))
+        return transport
+
+    async def _publish(self, msg: Message, routing_key: str,
+                       methods: Mapping[int, Any] | None = None) -> None:
+        transport = self._check()
+        body = codec.encode(msg, self.session.schemas, methods=methods)
+        await transport.publish(body, exchange=MANAGEMENT, routing_key=routing_key,
+                                reply_to=self._reply_queue)
+
+    # ------------------------------------------------------------------ requests
+
+    async def _request(self, agent: RemoteAgent | None, msg_factory: Callable[[int], Message],
+                       routing_key: str, *, query: bool, expect: str, timeout: float) -> Any:
+        """Send one request and wait for its reply (or its indications and ``z``)."""
+        self._check()
+        entry = self._correlator.register(query=query, agent=agent, expect=expect)
+        try:
+            await self._publish(msg_factory(entry.seq), routing_key)
+            return await asyncio.wait_for(asyncio.shield(entry.future), timeout)
+        except asyncio.TimeoutError:
+            raise QmfTimeout(f"no complete answer from {agent or routing_key} on {self.where} "
+                             f"within {timeout}s") from None
+        finally:
+            self._correlator.discard(entry)
+
+    async def _query(self, agent: RemoteAgent, query: Mapping[str, Any], timeout: float) -> list[Message]:
+        return await self._request(agent, lambda seq: GetQuery(seq, dict(query)), agent.key,
+                                   query=True, expect="", timeout=timeout)
+
+    # ------------------------------------------------------------------ agents
+
+    def _see_agent(self, bb: int, ab: int, *, label: str | None = None,
+                   heartbeat: bool = False) -> _AgentState:
+        now = time.monotonic()
+        state = self._agents.get((bb, ab))
+        if state is None:
+            agent = RemoteAgent(self, bb, ab, label or "", self.where)
+            state = _AgentState(agent, now, self.session.agent_interval)
+            self._agents[(bb, ab)] = state
+            self.session._agent_arrived(agent)
+        elif label and state.agent.label != label:
+            state.agent = RemoteAgent(self, bb, ab, label, self.where)
+        if heartbeat:
+            if state.last_heartbeat:
+                gap = now - state.last_heartbeat
+                # follow the agent's real interval, smoothing jitter
+                state.interval = max(0.05, 0.7 * state.interval + 0.3 * gap) \
+                    if state.interval else gap
+            state.last_heartbeat = now
+        state.last_seen = now
+        return state
+
+    def _agent_object(self, rec: ObjectRecord) -> None:
+        """An ``org.apache.qpid.broker:agent`` object from the management broker."""
+        values = rec.properties_dict() if rec.properties is not None else {}
+        bb, ab = values.get("brokerBank"), values.get("agentBank")
+        if not isinstance(bb, int) or not isinstance(ab, int):
+            return
+        if rec.deleted:
+            state = self._agents.pop((bb, ab), None)
+            if state is not None:
+                self._agent_gone(state.agent, "deleted by the management broker")
+            return
+        self._see_agent(bb, ab, label=str(values.get("label", "")))
+
+    def _agent_gone(self, agent: RemoteAgent, why: str) -> None:
+        exc = AgentGoneError(f"{agent} on {self.where} left: {why}")
+        self._correlator.fail_agent(agent, exc)
+        self.session._agent_left(agent)
+
+    def _age_agents(self, now: float) -> None:
+        for key, state in list(self._agents.items()):
+            if key == (1, 0) and self.has_management:
+                continue
+            limit = self.session.missed_heartbeats * max(state.interval,
+                                                         self.session.min_agent_interval)
+            if now - state.last_seen > limit:
+                del self._agents[key]
+                self._agent_gone(state.agent, f"no heartbeat for {now - state.last_seen:.1f}s")
+
+    def agents(self) -> list[RemoteAgent]:
+        """The agents currently known on this broker."""
+        return [s.agent for s in self._agents.values()]
+
+    # ------------------------------------------------------------------ dispatch
+
+    def _dispatch(self, delivery: Delivery) -> None:
+        if delivery.endpoint == self._loss_queue:
+            self.topic_dropped += 1
+            if self.topic_dropped in (1, 100) or self.topic_dropped % 10_000 == 0:
+                log.warning("console too slow for %s: %d unsolicited messages dropped so far",
+                            self.where, self.topic_dropped)
+            return
+        self._decode_and_route(delivery.body, delivery)
+
+    def _decode_and_route(self, body: bytes, delivery: Delivery) -> None:
+        session = self.session
+        try:
+            messages = codec.decode(body, session.schemas, methods=self._method_targets,
+                                    defer_unknown=True)
+        except DecodeError as exc:
+            session.malformed += 1
+            log.warning("malformed QMF body from %s (%s) dropped: %s", self.where,
+                        delivery.routing_key, exc)
+            return
+        for msg in messages:
+            try:
+                self._route(msg, delivery)
+            except Exception:
+                log.exception("failed to handle %r from %s", msg.OPCODE, self.where)
+
+    def _route(self, msg: Message, delivery: Delivery) -> None:
+        session = self.session
+        if isinstance(msg, UndecodedTail):
+            self._hold(msg, delivery)
+            return
+        if isinstance(msg, SchemaResponse):
+            session._schema_seen(msg.schema)
+        if isinstance(msg, MethodResponse):
+            self._method_targets.pop(msg.seq, None)
+        if (msg.seq or isinstance(msg, BrokerResponse)) and self._correlator.resolve(msg):
+            if isinstance(msg, MethodResponse) and session.console is not None:
+                session._notify("method_response", self, msg.seq, _method_result(msg))
+            return
+        if isinstance(msg, ObjectRecord):
+            if msg.opcode != "g":
+                self._content(msg, delivery)
+        elif isinstance(msg, EventIndication):
+            self._event(msg, delivery)
+        elif isinstance(msg, Heartbeat):
+            banks = _agent_banks(delivery.routing_key, "console.heartbeat.")
+            if banks is not None:
+                state = self._see_agent(*banks, heartbeat=True)
+                session._notify("heartbeat", state.agent, msg.timestamp)
+        elif isinstance(msg, PackageIndication):
+            session._package_seen(msg.package)
+        elif isinstance(msg, ClassIndication):
+            session._package_seen(msg.class_key.package)
+            session._class_seen(msg.kind, msg.class_key)
+
+    def _agent_for(self, banks: tuple[int, int] | None, oid: ObjectId | None = None) -> RemoteAgent | None:
+        if banks is None and oid is not None:
+            banks = oid.agent_key()
+        if banks is None:
+            return None
+        return self._see_agent(*banks).agent
+
+    def _content(self, rec: ObjectRecord, delivery: Delivery) -> None:
+        banks = _agent_banks(delivery.routing_key, "console.obj.")
+        agent = self._agent_for(banks, rec.object_id)
+        key = rec.schema.class_key
+        if (key.package, key.name) == BROKER_AGENT_CLASS and rec.properties is not None:
+            self._agent_object(rec)
+        self.session._object_update(self, agent, rec)
+
+    def _event(self, msg: EventIndication, delivery: Delivery) -> None:
+        banks = _agent_banks(delivery.routing_key, "console.event.")
+        agent = self._agent_for(banks)
+        event = Event(msg.schema.class_key, msg.timestamp, msg.severity, dict(msg.arguments),
+                      agent, msg.schema)
+        self.session._event(self, event)
+
+    # ------------------------------------------------------------------ unknown schemas
+
+    def _hold(self, tail: UndecodedTail, delivery: Delivery) -> None:
+        """Keep a body whose class is unknown until its schema arrives (bounded)."""
+        session = self.session
+        if self._held_count >= session.max_held:
+            session.held_dropped += 1
+            log.warning("too many bodies waiting for schemas on %s; dropping one of %s",
+                        self.where, tail.class_key)
+            return
+        key = tail.class_key
+        self._held.setdefault(key, []).append((tail, delivery))
+        self._held_count += 1
+        self._correlator.hold(tail.seq)
+        if key not in self._fetching:
+            self._fetching.add(key)
+            banks = (_agent_banks(delivery.routing_key, "console.obj.")
+                     or _agent_banks(delivery.routing_key, "console.event."))
+            pending = self._correlator.get(tail.seq)
+            agent = pending.agent if pending is not None else None
+            if agent is None and banks is not None:
+                agent = self._see_agent(*banks).agent
+            asyncio.get_running_loop().create_task(self._fetch_schema(key, agent))
+
+    async def _fetch_schema(self, key: ClassKey, agent: RemoteAgent | None) -> None:
+        targets = []
+        if agent is not None:
+            targets.append((agent, agent.key))
+        if self.has_management:
+            targets.append((None, "broker"))
+        error: BaseException | None = None
+        try:
+            for who, routing in targets:
+                try:
+                    reply = await self._request(who, lambda seq: SchemaRequest(seq, key), routing,
+                                                query=False, expect="s",
+                                                timeout=self.session.schema_timeout)
+                except (QmfError, CommandError) as exc:
+                    error = exc
+                    continue
+                if isinstance(reply, SchemaResponse):
+                    self.session._schema_seen(reply.schema)
+                    return
+            self._drop_held(f"schema {key} could not be fetched: {error}", key)
+        finally:
+            self._fetching.discard(key)
+
+    def _release_held(self, key: ClassKey) -> None:
+        held = self._held.pop(key, None)
+        if not held:
+            return
+        for tail, delivery in held:
+            self._held_count -= 1
+            self._decode_and_route(tail.remaining, delivery)
+            self._correlator.unhold(tail.seq)
+
+    def _drop_held(self, why: str, key: ClassKey | None = None) -> None:
+        keys = [key] if key is not None else list(self._held)
+        for k in keys:
+            for tail, _ in self._held.pop(k, []):
+                self._held_count -= 1
+                self.session.held_dropped += 1
+                entry = self._correlator.get(tail.seq)
+                if entry is not None and not entry.future.done():
+                    entry.future.set_exception(QmfError(why))
+        if keys and why:
+            log.warning("dropped bodies held for unknown schemas on %s: %s", self.where, why)
+
+
+def _method_result(msg: MethodResponse) -> MethodResult:
+    return MethodResult(msg.status, msg.text, msg.arguments or {})
+
+
+class Session:
+    """An asyncio QMF console session over one or more brokers.
+
+    ``async with Session() as session: broker = await session.add_broker(url)``.
+    Every wait has a timeout; closing is bounded and safe under cancellation.
+    """
+
+    def __init__(
+        self,
+        console: Console | None = None,
+        rcv_objects: bool = True,
+        rcv_events: bool = True,
+        rcv_heartbeats: bool = True,
+        user_bindings: bool = False,
+        manage_connections: bool = False,
+        *,
+        timeout: float = 10.0,
+        broker_timeout: float = 2.0,
+        schema_timeout: float = 5.0,
+        agent_interval: float = 10.0,
+        min_agent_interval: float = 0.1,
+        missed_heartbeats: int = 3,
+        topic_max_length: int = 100_000,
+        prefetch: int = 1000,
+        max_held: int = 10_000,
+        reconnect_min_delay: float = 0.5,
+        reconnect_max_delay: float = 30.0,
+        close_timeout: float = 5.0,
+        _transport_factory: TransportFactory | None = None,
+    ) -> None:
+        """Raises: UsageError for non-positive timeouts or limits."""
+        for name, value in (("timeout", timeout), ("broker_timeout", broker_timeout),
+                            ("schema_timeout", schema_timeout), ("agent_interval", agent_interval)):
+            if value <= 0:
+                raise UsageError(f"{name} must be positive")
+        self.console = console
+        self.rcv_objects = rcv_objects
+        self.rcv_events = rcv_events
+        self.rcv_heartbeats = rcv_heartbeats
+        self.user_bindings = user_bindings
+        self.manage_connections = manage_connections
+        self.timeout = timeout
+        self.broker_timeout = broker_timeout
+        self.schema_timeout = schema_timeout
+        self.agent_interval = agent_interval
+        self.min_agent_interval = min_agent_interval
+        self.missed_heartbeats = missed_heartbeats
+        self.topic_max_length = topic_max_length
+        self.prefetch = prefetch
+        self.max_held = max_held
+        self.reconnect_min_delay = reconnect_min_delay
+        self.reconnect_max_delay = reconnect_max_delay
+        self.close_timeout = close_timeout
+        self._transport_factory: TransportFactory = _transport_factory or Transport
+        #: the schema cache shared by every broker and agent of this session
+        self.schemas = codec.SchemaRegistry()
+        self.brokers: list[Broker] = []
+        self._packages: set[str] = set()
+        self._classes: dict[ClassKey, int] = {}
+        self._user_keys: list[str] = []
+        self._event_subs: list[Subscription[Event]] = []
+        self._update_subs: list[Subscription[QmfObject]] = []
+        self._agent_subs: list[Subscription[tuple[str, RemoteAgent]]] = []
+        self._latest: dict[tuple[int, ObjectId], tuple[tuple[Any, ...] | None, tuple[Any, ...] | None]] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._ager: asyncio.Task[None] | None = None
+        self._closed = False
+        #: bodies that failed to decode, and bodies dropped while waiting for a schema
+        self.malformed = 0
+        self.held_dropped = 0
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def connect(cls, url: str, *, timeout: float | None = None, tls: TlsOptions | None = None,
+                      **kwargs: Any) -> AsyncIterator[Session]:
+        """``async with Session.connect(url) as session:`` -- one broker, closed on exit.
+
+        Raises:
+            TransportError, QmfTimeout, UsageError: as :meth:`add_broker`.
+        """
+        session = cls(**kwargs)
+        try:
+            await session.add_broker(url, timeout=timeout, tls=tls)
+            yield session
+        finally:
+            await session.close()
+
+    async def __aenter__(self) -> Session:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def add_broker(self, url: str = "amqp://guest:guest@localhost:5672/", *,
+                         timeout: float | None = None, tls: TlsOptions | None = None,
+                         cafile: str | None = None, certfile: str | None = None,
+                         keyfile: str | None = None, verify_hostname: bool = True) -> Broker:
+        """Connect to a broker: queues, bindings, ``B``/``b`` and the agent list.
+
+        ``amqps://`` URLs use TLS (``tls=`` or the ``cafile``/``certfile``/``keyfile``/
+        ``verify_hostname`` shortcuts).  With ``manage_connections=True`` a failed
+        connect is retried in the background and the Broker is returned at once.
+
+        Raises:
+            UsageError: bad URL or a closed session.
+            TransportError: the broker cannot be reached or refused the login.
+            QmfTimeout: connecting took longer than ``timeout``.
+        """
+        if self._closed:
+            raise UsageError("the session is closed")
+        if tls is None and (cafile or certfile or keyfile or not verify_hostname):
+            tls = TlsOptions(cafile, certfile, keyfile, verify_hostname)
+        broker = Broker(self, url, tls=tls, timeout=timeout or self.timeout)
+        self.brokers.append(broker)
+        self._start_ager()
+        try:
+            await broker._connect()
+        except (TransportError, QmfTimeout) as exc:
+            if self.manage_connections:
+                broker.error = exc
+                self._notify("broker_connection_failed", broker, exc)
+                broker._start_reconnect()
+                return broker
+            self.brokers.remove(broker)
+            raise
+        except BaseException:
+            self.brokers.remove(broker)
+            with contextlib.suppress(Exception):
+                await broker._close()
+            raise
+        self._notify("broker_connected", broker)
+        return broker
+
+    async def del_broker(self, broker: Broker) -> None:
+        """Disconnect and forget a broker; its pending requests fail with NotConnectedError."""
+        if broker in self.brokers:
+            self.brokers.remove(broker)
+        for state in list(broker._agents.values()):
+            self._agent_left(state.agent)
+        broker._agents.clear()
+        await broker._close()
+
+    async def close(self) -> None:
+        """Close every broker connection (bounded by ``close_timeout`` each); idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        closing = asyncio.ensure_future(self._close_all())
+        try:
+            await asyncio.shield(closing)
+        except asyncio.CancelledError:
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(closing, self.close_timeout)
+            raise
+
+    async def _close_all(self) -> None:
+        if self._ager is not None:
+            self._ager.cancel()
+        for task in list(self._tasks):
+            task.cancel()
+        brokers, self.brokers = list(self.brokers), []
+        await asyncio.gather(*(b._close() for b in brokers), return_exceptions=True)
+        for sub in self._event_subs + self._update_subs + self._agent_subs:
+            sub.close()
+
+    def _start_ager(self) -> None:
+        if self._ager is None or self._ager.done():
+            self._ager = asyncio.get_running_loop().create_task(self._age_loop())
+
+    async def _age_loop(self) -> None:
+        while not self._closed:
+            await asyncio.sleep(max(self.min_agent_interval, 0.05))
+            now = time.monotonic()
+            for broker in list(self.brokers):
+                broker._age_agents(now)
+
+    # ------------------------------------------------------------------ bindings
+
+    def _binding_keys(self) -> list[str]:
+        keys = ["schema.#"]
+        if self.rcv_heartbeats:
+            keys.append("console.heartbeat.#")
+        if self.user_bindings:
+            keys.extend(self._user_keys)
+        else:
+            if self.rcv_objects:
+                keys.append("console.obj.#")
+            if self.rcv_events:
+                keys.append("console.event.#")
+        # the management broker's agent objects keep the agent list current
+        if self.user_bindings or not self.rcv_objects:
+            keys.append("console.obj.*.*.org.apache.qpid.broker.agent")
+        return list(dict.fromkeys(keys))
+
+    async def _add_binding(self, *keys: str) -> None:
+        if not self.user_bindings:
+            raise UsageError("bind_* needs Session(user_bindings=True)")
+        new = [k for k in keys if k not in self._user_keys]
+        self._user_keys.extend(new)
+        for broker in self.brokers:
+            if broker.connected and broker._topic_queue:
+                for k in new:
+                    await broker._transport.bind(broker._topic_queue, MANAGEMENT, k)
+
+    async def bind_package(self, package: str) -> None:
+        """Receive objects and events of ``package`` (user_bindings only)."""
+        await self._add_binding(f"console.obj.*.*.{package}.#", f"console.event.*.*.{package}.#")
+
+    async def bind_class(self, package: str, class_name: str) -> None:
+        """Receive updates of one object class (user_bindings only)."""
+        await self._add_binding(f"console.obj.*.*.{package}.{class_name}")
+
+    async def bind_class_key(self, class_key: ClassKey) -> None:
+        """Receive updates of the class of ``class_key`` (user_bindings only)."""
+        await self.bind_class(class_key.package, class_key.name)
+
+    async def bind_event(self, package: str, event_name: str = "*") -> None:
+        """Receive one event class, or every event of a package (user_bindings only)."""
+        key = f"console.event.*.*.{package}.{event_name}"
+        await self._add_binding(key if event_name != "*" else f"console.event.*.*.{package}.#")
+
+    async def bind_agent(self, agent: RemoteAgent) -> None:
+        """Receive everything one agent publishes (user_bindings only)."""
+        await self._add_binding(f"console.obj.{agent.broker_bank}.{agent.agent_bank}.#",
+                                f"console.event.{agent.broker_bank}.{agent.agent_bank}.#")
+
+    # ------------------------------------------------------------------ notifications
+
+    def _notify(self, name: str, *args: Any) -> None:
+        console = self.console
+        if console is None:
+            return
+        fn = getattr(console, name, None)
+        if fn is None:
+            return
+        try:
+            result = fn(*args)
+        except Exception:
+            log.exception("console callback %s raised", name)
+            return
+        if inspect.isawaitable(result):
+            task = asyncio.ensure_future(result)
+            self._tasks.add(task)
+            task.add_done_callback(self._callback_done)
+
+    def _callback_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("console callback raised", exc_info=task.exception())
+
+    def _package_seen(self, package: str) -> None:
+        if package not in self._packages:
+            self._packages.add(package)
+            self._notify("new_package", package)
+
+    def _class_seen(self, kind: int, key: ClassKey) -> None:
+        if key not in self._classes:
+            self._classes[key] = int(kind)
+            self._notify("new_class", int(kind), key)
+
+    def _schema_seen(self, schema: SchemaClass) -> None:
+        self.schemas.add(schema)
+        self._package_seen(schema.class_key.package)
+        self._class_seen(schema.kind, schema.class_key)
+        for broker in self.brokers:
+            broker._release_held(schema.class_key)
+
+    def _agent_arrived(self, agent: RemoteAgent) -> None:
+        self._notify("new_agent", agent)
+        for sub in self._agent_subs:
+            sub._put(("added", agent))
+
+    def _agent_left(self, agent: RemoteAgent) -> None:
+        self._notify("del_agent", agent)
+        for sub in self._agent_subs:
+            sub._put(("removed", agent))
+
+    def _object_update(self, broker: Broker, agent: RemoteAgent | None, rec: ObjectRecord) -> None:
+        if not (self.console is not None or self._update_subs):
+            return
+        key = (id(broker), rec.object_id)
+        props, stats = self._latest.get(key, (None, None))
+        if rec.properties is not None:
+            props = rec.properties
+        if rec.statistics is not None:
+            stats = rec.statistics
+        if rec.deleted:
+            self._latest.pop(key, None)
+        else:
+            self._latest[key] = (props, stats)
+        obj = QmfObject(self, broker, agent, rec.schema, rec.object_id, props, stats,
+                        (rec.timestamp, rec.created, rec.deleted))
+        if rec.opcode == "c":
+            self._notify("object_props", broker, obj)
+        else:
+            self._notify("object_stats", broker, obj)
+        for sub in self._update_subs:
+            sub._put(obj)
+
+    def _event(self, broker: Broker, event: Event) -> None:
+        self._notify("event", broker, event)
+        for sub in self._event_subs:
+            sub._put(event)
+
+    # ------------------------------------------------------------------ subscriptions
+
+    def events(self, *, where: str | Selector | None = None, _class: str | None = None,
+               _package: str | None = None, severity: int | None = None,
+               maxsize: int = 10_000) -> Subscription[Event]:
+        """An async iterator over events (filtered by class, package, the most
+        severe ``severity`` level accepted, and a ``where`` selector over arguments).
+
+        Raises:
+            SelectorError (a UsageError): ``where`` does not parse.
+        """
+        selector = compile_selector(where)
+
+        def accept(ev: Event) -> bool:
+            k = ev.class_key
+            if _class is not None and k.name != _class:
+                return False
+            if _package is not None and k.package != _package:
+                return False
+            if severity is not None and ev.severity > severity:
+                return False
+            return selector is None or selector(ev.arguments)
+
+        sub: Subscription[Event] = Subscription(maxsize, accept, self._event_subs.remove)
+        self._event_subs.append(sub)
+        return sub
+
+    def object_updates(self, *, _class: str | None = None, _package: str | None = None,
+                       where: str | Selector | None = None,
+                       maxsize: int = 10_000) -> Subscription[QmfObject]:
+        """An async iterator over object updates (``c``/``i``), merged with the last
+        known properties/statistics of the same object.
+
+        Raises:
+            SelectorError (a UsageError): ``where`` does not parse.
+        """
+        selector = compile_selector(where)
+
+        def accept(obj: QmfObject) -> bool:
+            k = obj.get_class_key()
+            if _class is not None and k.name != _class:
+                return False
+            if _package is not None and k.package != _package:
+                return False
+            return selector is None or selector(obj.values())
+
+        sub: Subscription[QmfObject] = Subscription(maxsize, accept, self._update_subs.remove)
+        self._update_subs.append(sub)
+        return sub
+
+    def agent_changes(self, *, maxsize: int = 1000) -> Subscription[tuple[str, RemoteAgent]]:
+        """An async iterator of ``("added" | "removed", agent)``."""
+        sub: Subscription[tuple[str, RemoteAgent]] = Subscription(maxsize, None, self._agent_subs.remove)
+        self._agent_subs.append(sub)
+        return sub
+
+    # ------------------------------------------------------------------ agents
+
+    def get_agents(self, broker: Broker | None = None) -> list[RemoteAgent]:
+        """Agents currently known (on one broker, or all)."""
+        brokers = [broker] if broker is not None else self.brokers
+        return [a for b in brokers for a in b.agents()]
+
+    async def wait_for_agents(self, count: int = 1, *, timeout: float | None = None,
+                              label: str | None = None) -> list[RemoteAgent]:
+        """Wait until at least ``count`` agents (with ``label``, if given) are known.
+
+        Raises:
+            QmfTimeout: not enough agents appeared in time.
+        """
+        deadline = time.monotonic() + (timeout or self.timeout)
+        while True:
+            found = [a for a in self.get_agents() if label is None or a.label == label]
+            if len(found) >= count:
+                return found
+            if time.monotonic() >= deadline:
+                raise QmfTimeout(f"{len(found)} of {count} agents known after "
+                                 f"{timeout or self.timeout}s")
+            await asyncio.sleep(0.02)
+
+    # ------------------------------------------------------------------ schema
+
+    def _connected_brokers(self, broker: Broker | None = None) -> list[Broker]:
+        brokers = [broker] if broker is not None else list(self.brokers)
+        live = [b for b in brokers if b.connected]
+        if not live:
+            where = ", ".join(b.where for b in brokers) or "no broker added"
+            raise NotConnectedError(f"not connected ({where})")
+        return live
+
+    async def _schema_query(self, make: Callable[[int], Message], expect: str,
+                            timeout: float | None) -> list[Message]:
+        """Send a P or Q to every management broker, or to every agent without one."""
+        results: list[Message] = []
+        errors: list[BaseException] = []
+        waits: list[Awaitable[Any]] = []
+        for b in self._connected_brokers():
+            if b.has_management:
+                waits.append(b._request(None, make, "broker", query=True, expect=expect,
+                                        timeout=timeout or self.timeout))
+            else:
+                for a in b.agents():
+                    waits.append(b._request(a, make, a.key, query=True, expect=expect,
+                                            timeout=timeout or self.timeout))
+        for outcome in await asyncio.gather(*waits, return_exceptions=True):
+            if isinstance(outcome, BaseException):
+                errors.append(outcome)
+            else:
+                results.extend(outcome)
+        if errors and not results:
+            raise errors[0]
+        return results
+
+    async def get_packages(self, *, _timeout: float | None = None) -> list[str]:
+        """Names of the schema packages known on the bus (asks the brokers or agents).
+
+        Raises:
+            NotConnectedError, QmfTimeout, TransportError.
+        """
+        found = await self._schema_query(PackageQuery, "p", _timeout)
+        for msg in found:
+            if isinstance(msg, PackageIndication):
+                self._package_seen(msg.package)
+        return sorted(self._packages)
+
+    async def get_classes(self, package: str, *, _timeout: float | None = None) -> list[ClassKey]:
+        """Class keys of ``package`` (every hash version), asking the bus.
+
+        Raises:
+            NotConnectedError, QmfTimeout, TransportError.
+        """
+        found = await self._schema_query(lambda seq: ClassQuery(seq, package), "q", _timeout)
+        for msg in found:
+            if isinstance(msg, ClassIndication):
+                self._class_seen(msg.kind, msg.class_key)
+        return sorted((k for k in self._classes if k.package == package), key=str)
+
+    async def get_schema(self, class_key: ClassKey | str, *, _timeout: float | None = None
+                         ) -> SchemaClass:
+        """The full schema of a class (from the cache, else fetched).
+
+        Raises:
+            UnknownClassError: nobody knows that class.
+            NotConnectedError, QmfTimeout, TransportError.
+        """
+        key = ClassKey.parse(class_key) if isinstance(class_key, str) else class_key
+        found = self.schemas.get(key)
+        if found is not None:
+            return found
+        errors: list[BaseException] = []
+        for b in self._connected_brokers():
+            targets = [(None, "broker")] if b.has_management else [(a, a.key) for a in b.agents()]
+            for agent, routing in targets:
+                try:
+                    reply = await b._request(agent, lambda seq: SchemaRequest(seq, key), routing,
+                                             query=False, expect="s",
+                                             timeout=_timeout or self.schema_timeout)
+                except (QmfError, CommandError) as exc:
+                    errors.append(exc)
+                    continue
+                if isinstance(reply, SchemaResponse):
+                    self._schema_seen(reply.schema)
+                    return reply.schema
+        raise UnknownClassError(f"no schema for {key}") from (errors[0] if errors else None)
+
+    async def _find_schemas(self, _class: str | None, _package: str | None,
+                            _key: ClassKey | None) -> list[SchemaClass]:
+        if _key is not None:
+            return [await self.get_schema(_key)]
+        return self.schemas.find(_class, _package) if _class else []
+
+    # ------------------------------------------------------------------ objects
+
+    def _targets(self, brokers: list[Broker], _agent: RemoteAgent | None,
+                 _objectId: ObjectId | None) -> list[tuple[Broker, RemoteAgent]]:
+        if _agent is not None:
+            if _agent.broker not in brokers:
+                raise UsageError(f"{_agent} does not belong to the selected broker(s)")
+            return [(_agent.broker, _agent)]
+        targets = []
+        for b in brokers:
+            if _objectId is not None:
+                state = b._agents.get(_objectId.agent_key())
+                agent = state.agent if state is not None else b._see_agent(*_objectId.agent_key()).agent
+                targets.append((b, agent))
+            else:
+                targets.extend((b, a) for a in b.agents())
+        return targets
+
+    def _prepare_query(self, _class: str | None, _package: str | None, _key: ClassKey | str | None,
+                       _objectId: ObjectId | str | None) -> tuple[dict[str, Any], ClassKey | None,
+                                                                  ObjectId | None]:
+        if isinstance(_key, str):
+            _key = ClassKey.parse(_key)
+        if isinstance(_objectId, str):
+            _objectId = ObjectId.parse(_objectId)
+        query: dict[str, Any] = {}
+        if _key is not None:
+            query["_class"], query["_package"] = _key.name, _key.package
+        if _class is not None:
+            query["_class"] = _class
+        if _package is not None:
+            query["_package"] = _package
+        if _objectId is not None:
+            query = {"_objectid": str(_objectId)}
+        if not query or ("_package" in query and "_class" not in query):
+            raise UsageError("get_objects needs _class, _key or _objectId")
+        return query, _key, _objectId
+
+    async def get_objects(self, _class: str | None = None, _package: str | None = None,
+                          _key: ClassKey | str | None = None,
+                          _objectId: ObjectId | str | None = None, _agent: RemoteAgent | None = None,
+                          _broker: Broker | None = None, _timeout: float | None = None,
+                          where: str | Selector | None = None, **property_equals: Any
+                          ) -> list[QmfObject]:
+        """Query agents for objects and return proxies.
+
+        Filters: ``_class`` (and ``_package``), ``_key`` (one hash version),
+        ``_objectId``; ``_agent``/``_broker`` narrow who is asked; ``where`` is a JMS
+        selector over properties and statistics and ``name=value`` keywords compare
+        elements for equality, both applied to what arrives.
+
+        Raises:
+            UsageError: no class, key or object id given; a bad selector.
+            NotConnectedError: no selected broker is connected.
+            QueryTimeout: some agents did not finish in time (``partial`` holds the
+                objects that did arrive).
+            PartialResultError: some agents failed (errors in ``errors``).
+        """
+        out: list[QmfObject] = []
+        await self._collect(out.append, _class, _package, _key, _objectId, _agent, _broker,
+                            _timeout, where, property_equals)
+        return out
+
+    async def iter_objects(self, _class: str | None = None, _package: str | None = None,
+                           _key: ClassKey | str | None = None,
+                           _objectId: ObjectId | str | None = None, _agent: RemoteAgent | None = None,
+                           _broker: Broker | None = None, _timeout: float | None = None,
+                           where: str | Selector | None = None, **property_equals: Any
+                           ) -> AsyncIterator[QmfObject]:
+        """Like :meth:`get_objects`, yielding proxies as they arrive; errors are
+        raised after what did arrive was yielded."""
+        queue: asyncio.Queue[QmfObject | None] = asyncio.Queue()
+        task = asyncio.ensure_future(self._collect(queue.put_nowait, _class, _package, _key,
+                                                   _objectId, _agent, _broker, _timeout, where,
+                                                   property_equals))
+        task.add_done_callback(lambda _t: queue.put_nowait(None))
+        try:
+            while True:
+                item = await queue.get()
+                if item is None:
+                    break
+                yield item
+            await task
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+
+    async def _collect(self, emit: Callable[[QmfObject], None], _class: str | None,
+                       _package: str | None, _key: ClassKey | str | None,
+                       _objectId: ObjectId | str | None, _agent: RemoteAgent | None,
+                       _broker: Broker | None, _timeout: float | None,
+                       where: str | Selector | None, property_equals: Mapping[str, Any]) -> None:
+        query, key, oid = self._prepare_query(_class, _package, _key, _objectId)
+        selector = compile_selector(where)
+        brokers = self._connected_brokers(_broker)
+        timeout = self.timeout if _timeout is None else _timeout
+        targets = self._targets(brokers, _agent, oid)
+        delivered: list[QmfObject] = []
+
+        def on_item(broker: Broker, agent: RemoteAgent) -> Callable[[Message], None]:
+            def take(msg: Message) -> None:
+                if not isinstance(msg, ObjectRecord):
+                    return
+                if key is not None and msg.schema.class_key != key:
+                    return
+                if oid is not None and msg.object_id != oid:
+                    return
+                obj = QmfObject(self, broker, agent, msg.schema, msg.object_id, msg.properties,
+                                msg.statistics, (msg.timestamp, msg.created, msg.deleted))
+                for name, want in property_equals.items():
+                    if obj.get(name) != want:
+                        return
+                if selector is not None and not selector(obj.values()):
+                    return
+                delivered.append(obj)
+                emit(obj)
+            return take
+
+        entries: list[tuple[Broker, RemoteAgent, Pending]] = []
+        try:
+            for broker, agent in targets:
+                entry = broker._correlator.register(query=True, agent=agent,
+                                                    on_item=on_item(broker, agent))
+                entries.append((broker, agent, entry))
+                await broker._publish(GetQuery(entry.seq, query), agent.key)
+            if not entries:
+                return
+            done, pending = await asyncio.wait([e.future for _, _, e in entries], timeout=timeout)
+            errors: list[BaseException] = []
+            for broker, agent, entry in entries:
+                if entry.future in pending:
+                    errors.append(QmfTimeout(f"{agent} on {broker.where} did not finish "
+                                             f"within {timeout}s"))
+                elif entry.future.cancelled():
+                    errors.append(QmfError(f"query to {agent} was cancelled"))
+                elif entry.future.exception() is not None:
+                    errors.append(entry.future.exception())  # type: ignore[arg-type]
+            if errors:
+                cls = QueryTimeout if all(isinstance(e, QmfTimeout) for e in errors) \
+                    else PartialResultError
+                failed = ", ".join(str(e) for e in errors[:3])
+                raise cls(f"{len(errors)} of {len(entries)} agent(s) failed: {failed}",
+                          list(delivered), errors) from errors[0]
+        finally:
+            for broker, _agent2, entry in entries:
+                broker._correlator.discard(entry)
+
+    async def _call_method(self, obj: QmfObject, method: SchemaMethod, in_args: dict[str, Any],
+                           timeout: float | None) -> MethodResult:
+        broker = obj.get_broker()
+        assert broker is not None
+        broker._check()
+        oid = obj.get_object_id()
+        bb, ab = oid.agent_key()
+        state = broker._agents.get((bb, ab))
+        agent = state.agent if state is not None else obj.get_agent()
+        schema = obj.get_schema()
+        entry = broker._correlator.register(query=False, agent=agent, expect="m")
+        seq = entry.seq
+        broker._method_targets[seq] = (schema, method)
+        wait = timeout if timeout is not None else self.timeout
+        try:
+            request = MethodRequest(seq, oid, schema.class_key, method.name, in_args)
+            await broker._publish(request, f"agent.{bb}.{ab}")
+            try:
+                reply = await asyncio.wait_for(asyncio.shield(entry.future), wait)
+            except asyncio.TimeoutError:
+                raise QmfTimeout(f"{schema.class_key.name}.{method.name} on {oid}: no response "
+                                 f"within {wait}s") from None
+        finally:
+            broker._correlator.discard(entry)
+            broker._method_targets.pop(seq, None)
+        if isinstance(reply, CommandComplete):
+            raise MethodError(reply.code, reply.text)
+        assert isinstance(reply, MethodResponse)
+        if reply.status != 0:
+            raise MethodError(reply.status, reply.text)
+        return _method_result(reply)

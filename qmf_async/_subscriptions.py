@@ -1,0 +1,108 @@
+"""Bounded async iterators over unsolicited data (events, updates, agents)."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+from ._errors import UsageError
+
+__all__ = ["Subscription"]
+
+T = TypeVar("T")
+
+
+class Subscription(Generic[T]):
+    """An async iterator with a bounded buffer.
+
+    When the buffer is full the oldest item is dropped and counted in
+    ``dropped``; the iterator never blocks the session.  Use as
+    ``async with session.events() as events: async for ev in events: ...`` or call
+    :meth:`close`.  ``get(timeout)`` waits for one item.
+    """
+
+    def __init__(self, maxsize: int, accept: Callable[[T], bool] | None = None,
+                 on_close: Callable[[Subscription[T]], None] | None = None) -> None:
+        if maxsize < 1:
+            raise UsageError("maxsize must be at least 1")
+        self._items: collections.deque[T] = collections.deque()
+        self._maxsize = maxsize
+        self._accept = accept
+        self._on_close = on_close
+        self._waiter: asyncio.Future[None] | None = None
+        self._closed = False
+        self._error: BaseException | None = None
+        #: items dropped because the consumer was slower than the bus
+        self.dropped = 0
+
+    def _put(self, item: T) -> None:
+        if self._closed:
+            return
+        if self._accept is not None:
+            try:
+                if not self._accept(item):
+                    return
+            except Exception:
+                return
+        if len(self._items) >= self._maxsize:
+            self._items.popleft()
+            self.dropped += 1
+        self._items.append(item)
+        w = self._waiter
+        if w is not None and not w.done():
+            w.set_result(None)
+
+    def _fail(self, exc: BaseException) -> None:
+        self._error = exc
+        self.close()
+
+    def close(self) -> None:
+        """Stop receiving; a waiting ``async for`` ends."""
+        if self._closed:
+            return
+        self._closed = True
+        w = self._waiter
+        if w is not None and not w.done():
+            w.set_result(None)
+        if self._on_close is not None:
+            self._on_close(self)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __aiter__(self) -> Subscription[T]:
+        return self
+
+    async def __anext__(self) -> T:
+        while not self._items:
+            if self._closed:
+                if self._error is not None:
+                    raise self._error
+                raise StopAsyncIteration
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        return self._items.popleft()
+
+    async def get(self, timeout: float | None = None) -> T:
+        """The next item.
+
+        Raises:
+            TimeoutError: none arrived within ``timeout`` (``asyncio.TimeoutError``).
+            StopAsyncIteration: the subscription is closed and empty.
+        """
+        return await asyncio.wait_for(self.__anext__(), timeout)
+
+    async def __aenter__(self) -> Subscription[T]:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        self.close()
