@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Wire-level demo: set up .venv, make sure a local RabbitMQ runs, run the smoke example.
+# The main demo: set up .venv, make sure a local RabbitMQ runs, start the
+# management-broker role and the demo agent, then run the console demo against them
+# (queues with statistics, method calls, events).  Everything started is stopped on exit.
 # QMF_URL (default amqp://guest:guest@localhost:5672/) names the broker.
 set -euo pipefail
 
@@ -8,4 +10,42 @@ cd "$ROOT"
 
 bash scripts/setup.sh
 bash scripts/rabbitmq.sh
-exec .venv/bin/python examples/wire_smoke.py --url "${QMF_URL:-amqp://guest:guest@localhost:5672/}"
+
+URL="${QMF_URL:-amqp://guest:guest@localhost:5672/}"
+PY="$ROOT/.venv/bin/python"
+LOGDIR="$(mktemp -d "${TMPDIR:-/tmp}/qmf-demo.XXXXXX")"
+pids=()
+cleanup() {
+    for pid in "${pids[@]}"; do kill -INT "$pid" 2>/dev/null || true; done
+    for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+    rm -rf "$LOGDIR"
+}
+trap cleanup EXIT
+
+# wait_ready LOGFILE PID WHAT: until the process prints its ready line (20 s at most)
+wait_ready() {
+    local deadline=$((SECONDS + 20))
+    until grep -qi "ready" "$1" 2>/dev/null; do
+        if ! kill -0 "$2" 2>/dev/null; then
+            echo "demo: $3 exited early:" >&2
+            cat "$1" >&2
+            exit 1
+        fi
+        if [ "$SECONDS" -ge "$deadline" ]; then
+            echo "demo: $3 did not become ready in 20 s:" >&2
+            cat "$1" >&2
+            exit 1
+        fi
+        sleep 0.1
+    done
+}
+
+"$PY" -m qmf_async.agent.broker --url "$URL" --interval 1 >"$LOGDIR/broker.log" 2>&1 &
+pids+=($!)
+wait_ready "$LOGDIR/broker.log" "${pids[-1]}" "the management-broker role"
+
+"$PY" examples/demo_agent.py --url "$URL" --interval 1 >"$LOGDIR/agent.log" 2>&1 &
+pids+=($!)
+wait_ready "$LOGDIR/agent.log" "${pids[-1]}" "the demo agent"
+
+"$PY" examples/console_demo.py --url "$URL"
