@@ -1072,7 +1072,10 @@ class Session:
                 entries.append((broker, agent, entry))
                 await broker._publish(GetQuery(entry.seq, query), agent.key)
             if not entries:
-                return
+                where = ", ".join(b.where for b in brokers)
+                raise PartialResultError(f"no agent is known on {where} (no management broker "
+                                         f"answered and no heartbeat arrived yet; see "
+                                         f"wait_for_agents)", [], [])
             done, pending = await asyncio.wait([e.future for _, _, e in entries], timeout=timeout)
             errors: list[BaseException] = []
             for broker, agent, entry in entries:
