@@ -6,9 +6,10 @@
 from __future__ import annotations
 
 from .._schema import SchemaArgument, SchemaMethod, SchemaProperty, SchemaStatistic
-from ._agent import Agent, MethodHandler
+from ._agent import Agent, MethodHandler, RequestContext, current_request
 from ._declare import compute_hash, event_class, method, object_class
 from ._objects import ManagedObject
+from ._xml import XmlSchemas, load_schema_xml, load_schema_xml_with_severity
 
 #: Short aliases for declaring schemas.
 Property = SchemaProperty
@@ -19,10 +20,15 @@ __all__ = [
     "Agent",
     "ManagedObject",
     "MethodHandler",
+    "RequestContext",
+    "current_request",
     "object_class",
     "event_class",
     "method",
     "compute_hash",
+    "load_schema_xml",
+    "load_schema_xml_with_severity",
+    "XmlSchemas",
     "Property",
     "Statistic",
     "Arg",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import inspect
 import itertools
 import logging
@@ -18,6 +19,8 @@ import random
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
+
+import attrs
 
 from .. import _codec as codec
 from .._errors import (
@@ -34,7 +37,7 @@ from .._transport import Delivery, TlsOptions, Transport
 from .._values import ClassKey, ClassKind, ObjectId, QmfType
 from ._objects import ManagedObject, now_ns
 
-__all__ = ["Agent", "MethodHandler", "reply_target"]
+__all__ = ["Agent", "MethodHandler", "RequestContext", "current_request", "reply_target"]
 
 log = logging.getLogger("qmf_async.agent")
 
@@ -52,6 +55,21 @@ STATUS_TEXT = {
 
 _INT_TYPES = {QmfType.UINT8, QmfType.UINT16, QmfType.UINT32, QmfType.UINT64, QmfType.INT8,
               QmfType.INT16, QmfType.INT32, QmfType.INT64, QmfType.ABSTIME, QmfType.DELTATIME}
+
+
+@attrs.frozen
+class RequestContext:
+    """Who is calling: available to method handlers through :data:`current_request`."""
+
+    seq: int
+    reply_to: str
+    user_id: str | None
+    routing_key: str
+
+
+#: The request a method handler is serving (``current_request.get()`` inside a handler).
+current_request: contextvars.ContextVar[RequestContext] = contextvars.ContextVar(
+    "qmf_current_request")
 
 
 def reply_target(reply_to: str) -> tuple[str, str]:
@@ -77,6 +95,24 @@ def _validate(method: SchemaMethod, args: Mapping[str, Any]) -> str | None:
             if len(v.encode()) > a.maxlen:
                 return f"argument {a.name!r} is longer than {a.maxlen} bytes"
     return None
+
+
+class _ServedSchemas(codec.SchemaRegistry):
+    """The schemas an agent serves.
+
+    The codec adds the schema of every ``s`` message it decodes; while the agent
+    decodes a request body (``frozen``) that is refused, so a peer cannot make the
+    agent serve, list or describe classes it does not have.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.frozen = False
+
+    def add(self, schema: SchemaClass) -> bool:
+        if self.frozen:
+            return False
+        return super().add(schema)
 
 
 class Agent:
@@ -142,7 +178,7 @@ class Agent:
         self.attached = False
         self._tls = tls
         self._connect_timeout = connect_timeout
-        self.registry = codec.SchemaRegistry()
+        self.registry = _ServedSchemas()
         self._event_severity: dict[ClassKey, int] = {}
         self._handlers: dict[tuple[str, str], MethodHandler] = {}
         self._objects: dict[ObjectId, ManagedObject] = {}
@@ -163,8 +199,9 @@ class Agent:
         self._lost = asyncio.Event()
         #: counters: published bodies, dropped outgoing bodies, bad requests
         self.stats = {"published": 0, "dropped": 0, "bad_requests": 0, "requests": 0}
+        severities: Mapping[ClassKey, int] = getattr(schemas, "severities", None) or {}
         for schema in schemas:
-            self.add_schema(schema)
+            self.add_schema(schema, severity=severities.get(schema.class_key, 6))
 
     # ------------------------------------------------------------------ schema & objects
 
@@ -318,8 +355,14 @@ class Agent:
             self.broker_bank, self.agent_bank = answer.broker_bank, answer.agent_bank
             old = list(self._objects.values())
             self._objects.clear()
+            renamed: dict[ObjectId, ObjectId] = {}
             for obj in old:
+                before = obj.object_id
                 self._assign_id(obj)
+                if before is not None and obj.object_id is not None:
+                    renamed[before] = obj.object_id
+            for obj in old:
+                obj._rename_references(renamed)
         self.attached = True
         log.info("agent %s attached as %d.%d", self.label, self.broker_bank, self.agent_bank)
 
@@ -508,6 +551,7 @@ class Agent:
     # ------------------------------------------------------------------ requests
 
     def _dispatch(self, delivery: Delivery) -> None:
+        self.registry.frozen = True
         try:
             messages = codec.decode(delivery.body, self.registry)
         except DecodeError as exc:
@@ -515,15 +559,18 @@ class Agent:
             log.warning("agent %s: malformed message on %s dropped: %s", self.label,
                         delivery.routing_key, exc)
             return
+        finally:
+            self.registry.frozen = False
         for msg in messages:
             self.stats["requests"] += 1
             try:
-                self._handle(msg, delivery.reply_to)
+                self._handle(msg, delivery.reply_to, delivery)
             except Exception:
                 self.stats["bad_requests"] += 1
                 log.exception("agent %s: failed to handle %r", self.label, msg.OPCODE)
 
-    def _handle(self, msg: Message, reply_to: str | None) -> None:
+    def _handle(self, msg: Message, reply_to: str | None,
+                delivery: Delivery | None = None) -> None:
         if isinstance(msg, AttachResponse):
             fut = self._attach_waiters.get(msg.seq)
             if fut is not None and not fut.done():
@@ -541,7 +588,9 @@ class Agent:
         if isinstance(msg, GetQuery):
             self._reply(reply_to, self._get(msg), self.max_get_per_body)
         elif isinstance(msg, MethodRequest):
-            task = asyncio.create_task(self._method(msg, reply_to))
+            ctx = RequestContext(msg.seq, reply_to, delivery.user_id if delivery else None,
+                                 delivery.routing_key if delivery else "")
+            task = asyncio.create_task(self._method(msg, reply_to, ctx))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
         elif isinstance(msg, PackageQuery):
@@ -613,7 +662,10 @@ class Agent:
             result.append(o)
         return result
 
-    async def _method(self, msg: MethodRequest, reply_to: str) -> None:
+    async def _method(self, msg: MethodRequest, reply_to: str,
+                      ctx: RequestContext | None = None) -> None:
+        if ctx is not None:
+            current_request.set(ctx)
         async with self._semaphore:
             status, text, out, target = await self._run_method(msg)
         response = MethodResponse(msg.seq, status, text, out if status == 0 else None)

@@ -110,6 +110,15 @@ class ManagedObject:
                 self._stats[i] = value
                 self.stats_changed = True
 
+    def _rename_references(self, renamed: Mapping[ObjectId, ObjectId]) -> None:
+        """Point reference properties at the new ids of renamed objects."""
+        for i, p in enumerate(self.schema.properties):
+            if p.type == QmfType.REF:
+                new = renamed.get(self._props[i])
+                if new is not None:
+                    self._props[i] = new
+                    self.props_changed = True
+
     def inc(self, name: str, delta: int = 1) -> None:
         """Add ``delta`` to a statistic. Raises: ArgumentError for an unknown name."""
         i = self._sindex.get(name)
