@@ -4,18 +4,35 @@ from __future__ import annotations
 
 from ._errors import (
     AgentError, ArgumentError, CommandError, ConnectionLostError, DecodeError, EncodeError,
-    MethodError, NotConnectedError, PartialResultError, ProtocolError, QmfError, QmfTimeout,
-    TransportError, UnknownClassError, UsageError,
+    AgentGoneError, MethodError, NotConnectedError, PartialResultError, ProtocolError, QmfError,
+    QmfTimeout, QueryTimeout, TransportError, UnknownClassError, UsageError,
 )
+from ._console import Console
+from ._objects import Event, MethodResult, QmfObject, RemoteAgent
 from ._schema import (
     SchemaArgument, SchemaClass, SchemaMethod, SchemaProperty, SchemaStatistic,
 )
+from ._selector import Selector, SelectorError
+from ._session import Broker, Session
+from ._subscriptions import Subscription
+from ._transport import TlsOptions
 from ._values import SEVERITY_NAMES, Access, ClassKey, ClassKind, ObjectId, QmfType
 
 __version__ = "0.1.0"
 
 __all__ = [
     "__version__",
+    "Session",
+    "Broker",
+    "Console",
+    "QmfObject",
+    "MethodResult",
+    "Event",
+    "RemoteAgent",
+    "Subscription",
+    "Selector",
+    "SelectorError",
+    "TlsOptions",
     "QmfError",
     "UsageError",
     "ArgumentError",
@@ -31,6 +48,8 @@ __all__ = [
     "MethodError",
     "CommandError",
     "PartialResultError",
+    "QueryTimeout",
+    "AgentGoneError",
     "ClassKey",
     "ObjectId",
     "QmfType",
