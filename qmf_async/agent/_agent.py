@@ -278,7 +278,9 @@ class Agent:
         arguments (a mapping) or None.  Raising :class:`MethodError` returns its
         status; ``PermissionError`` returns FORBIDDEN (6), ``NotImplementedError``
         FEATURE_NOT_IMPLEMENTED (5), ``ValueError``/``TypeError`` INVALID_PARAMETER (4)
-        and anything else EXCEPTION (7).
+        and anything else EXCEPTION (7).  ``method_timeout`` bounds coroutine
+        handlers; a plain function runs in the event loop and must not block (run
+        blocking work with ``asyncio.to_thread`` inside an async handler).
         """
         def register(fn: MethodHandler) -> MethodHandler:
             self.set_method_handler(class_name, method_name, fn)
@@ -312,8 +314,7 @@ class Agent:
         self._sender = asyncio.create_task(self._send_loop(), name="qmf-agent-sender")
         self._publisher = asyncio.create_task(self._publish_loop(), name="qmf-agent-publisher")
         self._supervisor = asyncio.create_task(self._supervise(), name="qmf-agent-supervisor")
-        for schema in self.registry:
-            self._broadcast_schema(schema)
+        self._broadcast_all()
 
     async def _connect(self) -> None:
         transport = Transport(self.url, tls=self._tls, name=f"qmf-agent {self.label}")
@@ -421,8 +422,7 @@ class Agent:
                     continue
                 delay = 0.2
                 self.republish()
-                for schema in self.registry:
-                    self._broadcast_schema(schema)
+                self._broadcast_all()
                 log.info("agent %s reconnected", self.label)
                 break
 
@@ -480,10 +480,18 @@ class Agent:
         if batch:
             self._send(exchange, key, batch, methods)
 
-    def _broadcast_schema(self, schema: SchemaClass) -> None:
+    def _broadcast_schema(self, schema: SchemaClass, announce_package: bool = True) -> None:
         key = schema.class_key
-        self._send(MANAGEMENT, "schema.package", [PackageIndication(0, key.package)])
+        if announce_package:
+            self._send(MANAGEMENT, "schema.package", [PackageIndication(0, key.package)])
         self._send(MANAGEMENT, "schema.class", [ClassIndication(0, schema.kind, key)])
+
+    def _broadcast_all(self) -> None:
+        announced: set[str] = set()
+        for schema in self.registry:
+            package = schema.class_key.package
+            self._broadcast_schema(schema, package not in announced)
+            announced.add(package)
 
     # ------------------------------------------------------------------ publishing
 
@@ -705,11 +713,15 @@ class Agent:
         handler = self._handlers.get((schema.class_key.name, method.name))
         if handler is None:
             return 3, "NotImplemented", None, None
+        deadline = asyncio.timeout(self.method_timeout)
         try:
             result = handler(obj, **msg.arguments)
             if inspect.isawaitable(result):
-                result = await asyncio.wait_for(result, self.method_timeout)
-        except asyncio.TimeoutError:
+                async with deadline:
+                    result = await result
+        except TimeoutError as exc:
+            if not deadline.expired():  # the handler's own timeout, not ours
+                return 7, f"Exception: {type(exc).__name__}: {exc}", None, None
             log.warning("agent %s: %s.%s timed out after %ss", self.label, schema.class_key.name,
                         method.name, self.method_timeout)
             return 7, f"Exception: method timed out after {self.method_timeout}s", None, None
