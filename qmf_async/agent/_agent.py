@@ -517,14 +517,16 @@ class Agent:
         by_class: dict[ClassKey, list[ObjectRecord]] = {}
         for oid, obj in list(self._objects.items()):
             records = by_class.setdefault(obj.schema.class_key, [])
+            has_stats = bool(obj.schema.statistics)  # as qpidd: no empty ``i`` records
             if obj.deleted:
                 records.append(obj.record("c", 0, ts))
-                records.append(obj.record("i", 0, ts))
+                if has_stats:
+                    records.append(obj.record("i", 0, ts))
                 del self._objects[oid]
                 continue
             if obj.props_changed:
                 records.append(obj.record("c", 0, ts))
-            if obj.stats_changed:
+            if obj.stats_changed and has_stats:
                 records.append(obj.record("i", 0, ts))
             obj.props_changed = obj.stats_changed = False
         prefix = f"console.obj.{self.broker_bank}.{self.agent_bank}."
