@@ -31,7 +31,7 @@ class Pending:
     """
 
     __slots__ = ("seq", "query", "agent", "future", "items", "on_item", "holds", "done_msg",
-                 "expect", "context")
+                 "done_arrival", "expect", "context")
 
     def __init__(self, seq: int, *, query: bool, agent: Any = None, expect: str = "",
                  on_item: Callable[[Message], None] | None = None, context: Any = None) -> None:
@@ -44,6 +44,7 @@ class Pending:
         self.on_item = on_item
         self.holds = 0  # bodies for this seq held back until their schema arrives
         self.done_msg: CommandComplete | None = None
+        self.done_arrival: int | None = None  # receive order of the body with the z
         self.context = context
 
     def _finish(self) -> None:
@@ -105,14 +106,24 @@ class Correlator:
         if not entry.future.done():
             entry.future.cancel()
 
-    def resolve(self, msg: Message) -> bool:
-        """Route a reply to its entry; False when no entry waits for ``msg.seq``."""
+    def resolve(self, msg: Message, *, arrival: int | None = None) -> bool:
+        """Route a reply to its entry; False when no entry waits for ``msg.seq``.
+
+        ``arrival`` is the position of the reply's body in the order bodies were
+        received (None: the newest).  A query whose ``z`` came while some of its
+        bodies wait for a schema stays open for those bodies, received before the
+        ``z``; replies received after it (duplicates) are ignored, as they are
+        once the query is finished.
+        """
         entry = self._pending.get(msg.seq)
         if entry is None or entry.future.done():
+            return False
+        if self._after_end(entry, arrival):
             return False
         if isinstance(msg, CommandComplete):
             if entry.query or msg.code != 0:
                 entry.done_msg = msg
+                entry.done_arrival = arrival
                 if entry.holds == 0:
                     entry._finish()
             else:
@@ -127,6 +138,17 @@ class Correlator:
             return False
         entry.future.set_result(msg)
         return True
+
+    @staticmethod
+    def _after_end(entry: Pending, arrival: int | None) -> bool:
+        if not entry.query or entry.done_msg is None:
+            return False
+        return arrival is None or entry.done_arrival is None or arrival > entry.done_arrival
+
+    def after_end(self, seq: int, arrival: int | None) -> bool:
+        """True when a body received at ``arrival`` for query ``seq`` came after its ``z``."""
+        entry = self._pending.get(seq)
+        return entry is not None and self._after_end(entry, arrival)
 
     def hold(self, seq: int) -> bool:
         """A body for ``seq`` waits for a schema: keep the query open until :meth:`unhold`."""

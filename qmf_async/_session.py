@@ -102,7 +102,8 @@ class Broker:
         self._loss_queue: str | None = None
         self._agents: dict[tuple[int, int], _AgentState] = {}
         self._method_targets: dict[int, tuple[SchemaClass, SchemaMethod]] = {}
-        self._held: dict[ClassKey, list[tuple[UndecodedTail, Delivery]]] = {}
+        self._held: dict[ClassKey, list[tuple[UndecodedTail, Delivery, int]]] = {}
+        self._arrivals = 0  # bodies received, in order
         self._held_count = 0
         self._fetching: set[ClassKey] = set()
         self._reconnect_task: asyncio.Task[None] | None = None
@@ -325,9 +326,11 @@ class Broker:
                 log.warning("console too slow for %s: %d unsolicited messages dropped so far",
                             self.where, self.topic_dropped)
             return
-        self._decode_and_route(delivery.body, delivery)
+        self._arrivals += 1
+        self._decode_and_route(delivery.body, delivery, self._arrivals)
 
-    def _decode_and_route(self, body: bytes, delivery: Delivery) -> None:
+    def _decode_and_route(self, body: bytes, delivery: Delivery, arrival: int) -> None:
+        # ``arrival`` orders bodies as received, also when one was held for a schema
         session = self.session
         try:
             messages = codec.decode(body, session.schemas, methods=self._method_targets,
@@ -339,20 +342,21 @@ class Broker:
             return
         for msg in messages:
             try:
-                self._route(msg, delivery)
+                self._route(msg, delivery, arrival)
             except Exception:
                 log.exception("failed to handle %r from %s", msg.OPCODE, self.where)
 
-    def _route(self, msg: Message, delivery: Delivery) -> None:
+    def _route(self, msg: Message, delivery: Delivery, arrival: int) -> None:
         session = self.session
         if isinstance(msg, UndecodedTail):
-            self._hold(msg, delivery)
+            self._hold(msg, delivery, arrival)
             return
         if isinstance(msg, SchemaResponse):
             session._schema_seen(msg.schema)
         if isinstance(msg, MethodResponse):
             self._method_targets.pop(msg.seq, None)
-        if (msg.seq or isinstance(msg, BrokerResponse)) and self._correlator.resolve(msg):
+        if (msg.seq or isinstance(msg, BrokerResponse)) and self._correlator.resolve(
+                msg, arrival=arrival):
             if isinstance(msg, MethodResponse) and session.console is not None:
                 session._notify("method_response", self, msg.seq, _method_result(msg))
             return
@@ -396,16 +400,18 @@ class Broker:
 
     # ------------------------------------------------------------------ unknown schemas
 
-    def _hold(self, tail: UndecodedTail, delivery: Delivery) -> None:
+    def _hold(self, tail: UndecodedTail, delivery: Delivery, arrival: int) -> None:
         """Keep a body whose class is unknown until its schema arrives (bounded)."""
         session = self.session
+        if self._correlator.after_end(tail.seq, arrival):
+            return  # received after its query's z: a duplicate, ignored as when not held
         if self._held_count >= session.max_held:
             session.held_dropped += 1
             log.warning("too many bodies waiting for schemas on %s; dropping one of %s",
                         self.where, tail.class_key)
             return
         key = tail.class_key
-        self._held.setdefault(key, []).append((tail, delivery))
+        self._held.setdefault(key, []).append((tail, delivery, arrival))
         self._held_count += 1
         self._correlator.hold(tail.seq)
         if key not in self._fetching:
@@ -445,15 +451,15 @@ class Broker:
         held = self._held.pop(key, None)
         if not held:
             return
-        for tail, delivery in held:
+        for tail, delivery, arrival in held:
             self._held_count -= 1
-            self._decode_and_route(tail.remaining, delivery)
+            self._decode_and_route(tail.remaining, delivery, arrival)
             self._correlator.unhold(tail.seq)
 
     def _drop_held(self, why: str, key: ClassKey | None = None) -> None:
         keys = [key] if key is not None else list(self._held)
         for k in keys:
-            for tail, _ in self._held.pop(k, []):
+            for tail, _, _ in self._held.pop(k, []):
                 self._held_count -= 1
                 self.session.held_dropped += 1
                 entry = self._correlator.get(tail.seq)
@@ -949,9 +955,15 @@ class Session:
     def _targets(self, brokers: list[Broker], _agent: RemoteAgent | None,
                  _objectId: ObjectId | None) -> list[tuple[Broker, RemoteAgent]]:
         if _agent is not None:
-            if _agent.broker not in brokers:
+            broker = _agent.broker
+            if broker not in brokers:
+                if broker in self.brokers and not broker.connected:
+                    raise NotConnectedError(f"not connected to {broker.where}")
                 raise UsageError(f"{_agent} does not belong to the selected broker(s)")
-            return [(_agent.broker, _agent)]
+            if (_agent.broker_bank, _agent.agent_bank) not in broker._agents:
+                # aged out or deleted: nobody would answer, fail now instead of timing out
+                raise AgentGoneError(f"{_agent} on {broker.where} is gone")
+            return [(broker, _agent)]
         targets = []
         for b in brokers:
             if _objectId is not None:
@@ -997,7 +1009,9 @@ class Session:
 
         Raises:
             UsageError: no class, key or object id given; a bad selector.
-            NotConnectedError: no selected broker is connected.
+            NotConnectedError: no selected broker is connected (or it was removed).
+            ConnectionLostError, AgentGoneError: every asked agent failed that way
+                (the connection dropped, or the agents left, mid-query).
             QueryTimeout: some agents did not finish in time (``partial`` holds the
                 objects that did arrive).
             PartialResultError: some agents failed (errors in ``errors``).
@@ -1087,6 +1101,11 @@ class Session:
                 elif entry.future.exception() is not None:
                     errors.append(entry.future.exception())  # type: ignore[arg-type]
             if errors:
+                if len(errors) == len(entries) and all(isinstance(e, TransportError)
+                                                       for e in errors):
+                    # nobody answered because the connection (or every asked agent)
+                    # went away: that is the error, not a partial result
+                    raise errors[0]
                 cls = QueryTimeout if all(isinstance(e, QmfTimeout) for e in errors) \
                     else PartialResultError
                 failed = ", ".join(str(e) for e in errors[:3])
