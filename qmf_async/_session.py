@@ -107,6 +107,7 @@ class Broker:
         self._held_count = 0
         self._fetching: set[ClassKey] = set()
         self._reconnect_task: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
         self._closing = False
 
     # ------------------------------------------------------------------ connection
@@ -217,6 +218,8 @@ class Broker:
 
     async def _close(self) -> None:
         self._closing = True
+        for task in list(self._tasks):
+            task.cancel()
         if self._reconnect_task is not None:
             self._reconnect_task.cancel()
             with contextlib.suppress(BaseException):
@@ -422,7 +425,9 @@ class Broker:
             agent = pending.agent if pending is not None else None
             if agent is None and banks is not None:
                 agent = self._see_agent(*banks).agent
-            asyncio.get_running_loop().create_task(self._fetch_schema(key, agent))
+            task = asyncio.get_running_loop().create_task(self._fetch_schema(key, agent))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
 
     async def _fetch_schema(self, key: ClassKey, agent: RemoteAgent | None) -> None:
         targets = []
