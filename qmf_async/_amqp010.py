@@ -38,6 +38,9 @@ __all__ = [
 #: Maximum nesting of maps, lists and arrays accepted from the wire.
 MAX_DEPTH = 32
 
+#: Maximum item count of an array of zero-width items (void, bit) accepted from the wire.
+MAX_ZERO_WIDTH_ITEMS = 16
+
 _U8 = struct.Struct(">B")
 _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
@@ -73,6 +76,21 @@ class WireArray(list[Any]):
     def __init__(self, items: Any = (), code: int | None = None) -> None:
         super().__init__(items)
         self.code: int | None = code
+
+
+# Fast constructors for decoders: an empty container without running the Python
+# ``__init__`` (``dict.__new__``/``list.__new__`` plus the ``types`` slot).
+_dict_new = dict.__new__
+_list_new = list.__new__
+_set_map_types = WireMap.__dict__["types"].__set__
+_set_list_types = WireList.__dict__["types"].__set__
+
+
+def new_wire_map() -> WireMap:
+    """An empty :class:`WireMap` (fast path for decoders)."""
+    m = _dict_new(WireMap)
+    _set_map_types(m, {})
+    return m
 
 
 # --------------------------------------------------------------------------- sizes
@@ -226,13 +244,16 @@ def decode_map(buf: bytes, pos: int, end: int, depth: int = 0) -> tuple[WireMap,
     if count == 0:
         if pos != mend:
             raise DecodeError(f"map size mismatch: {mend - pos} bytes left over", pos)
-        return WireMap(), pos
+        return new_wire_map(), pos
     if count * 2 > mend - pos:
         raise DecodeError(f"map count {count} exceeds its size", pos)
-    result = WireMap()
-    types = result.types
+    result = _dict_new(WireMap)
+    types: dict[str, int] = {}
+    _set_map_types(result, types)
     for _ in range(count):
-        klen = buf[pos] if pos < mend else _need(pos, 1, mend)
+        if pos >= mend:
+            raise DecodeError("truncated map entry", pos)
+        klen = buf[pos]
         pos += 1
         _need(pos, klen + 1, mend)
         key = _text(buf[pos:pos + klen], 0x85, pos)
@@ -262,8 +283,9 @@ def decode_list(buf: bytes, pos: int, end: int, depth: int = 0) -> tuple[WireLis
     pos += 4
     if count > lend - pos:
         raise DecodeError(f"list count {count} exceeds its size", pos)
-    result = WireList()
-    types = result.types
+    result = _list_new(WireList)
+    types: list[int] = []
+    _set_list_types(result, types)
     for _ in range(count):
         _need(pos, 1, lend)
         code = buf[pos]
@@ -288,7 +310,13 @@ def decode_array(buf: bytes, pos: int, end: int, depth: int = 0) -> tuple[WireAr
     count = _U32.unpack_from(buf, pos + 1)[0]
     pos += 5
     width = _fixed_width(code)
-    if count > max(aend - pos, 0) and not (width == 0 and count <= 65536):
+    if width == 0:
+        # void/bit items take no bytes: only a small count is accepted, or a few
+        # bytes of input could claim gigabytes of decoded items
+        if count > MAX_ZERO_WIDTH_ITEMS:
+            raise DecodeError(f"array of {count} zero-width items (limit "
+                              f"{MAX_ZERO_WIDTH_ITEMS})", pos)
+    elif count > aend - pos:
         raise DecodeError(f"array count {count} exceeds its size", pos)
     if width > 0 and count * width != aend - pos:
         raise DecodeError(f"array of {count} x {width} bytes does not fill its size", pos)
@@ -490,6 +518,8 @@ def encode_array(out: bytearray, value: Sequence[Any]) -> None:
     code = value.code if isinstance(value, WireArray) else None
     if code is None:
         code = infer_code(value[0]) if value else 0xF0
+    if code >> 4 == 0xF and len(value) > MAX_ZERO_WIDTH_ITEMS:
+        raise EncodeError(f"array of {len(value)} zero-width items (limit {MAX_ZERO_WIDTH_ITEMS})")
 
     def body(buf: bytearray) -> None:
         buf += bytes((code,))

@@ -19,10 +19,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ._amqp010 import (
-    decode_array, decode_list, decode_map, encode_array, encode_list, encode_map,
+    decode_array, decode_list, decode_map, encode_array, encode_list, encode_map, new_wire_map,
 )
 from ._errors import DecodeError, EncodeError
-from ._values import ObjectId, QmfType, oid_from_wire
+from ._values import ObjectId, QmfType
 
 __all__ = ["FieldSpec", "compile_decoder", "compile_encoder", "Decoder", "Encoder"]
 
@@ -41,6 +41,8 @@ _FIXED_FMT = {
 
 
 Item = tuple[str, QmfType, "tuple[int, int] | None"]  # (variable, type, presence bit)
+
+_EMPTY_MAP = b"\0\0\0\x04\0\0\0\0"  # an AMQP 0-10 map: size 4, count 0
 
 
 def _runs(items: Sequence[Item]) -> list[list[Item]]:
@@ -70,7 +72,11 @@ def _decode_lines(v: str, t: QmfType, indent: str, env: dict[str, Any]) -> list[
         return [f"{indent}n = (buf[pos] << 8) | buf[pos + 1]; "
                 f"{v} = buf[pos + 2:pos + 2 + n].decode(); pos += 2 + n"]
     if t == QmfType.MAP:
-        return [f"{indent}{v}, pos = _map(buf, pos, len(buf), 1)"]
+        # most maps qpidd sends are empty (queue/exchange arguments ...)
+        return [f"{indent}if buf[pos:pos + 8] == _EMPTY_MAP:",
+                f"{indent}    {v} = _new_map(); pos += 8",
+                f"{indent}else:",
+                f"{indent}    {v}, pos = _map(buf, pos, len(buf), 1)"]
     if t == QmfType.LIST:
         return [f"{indent}{v}, pos = _list(buf, pos, len(buf), 1)"]
     if t == QmfType.ARRAY:
@@ -90,7 +96,7 @@ def _fixed_run_lines(group: Sequence[Item], indent: str, env: dict[str, Any]) ->
     for v, t, _ in group:
         if t == QmfType.REF:
             targets.append(f"{v}_r")
-            post.append(f"{indent}{v} = _OID({v}_r)")
+            post.append(f"{indent}{v} = _new(_ObjectId); _set_oid({v}, {v}_r)")
         elif t == QmfType.UUID:
             targets.append(f"{v}_u")
             post.append(f"{indent}{v} = _UUID(bytes={v}_u)")
@@ -116,9 +122,14 @@ def _presence_items(fields: Sequence[FieldSpec], prefix: str, presence: bool
 
 
 def _generate(name: str, args: str, items: Sequence[Item], result: str,
-              env: dict[str, Any], object_codec: ObjectValueCodec | None) -> Any:
+              env: dict[str, Any], object_codec: ObjectValueCodec | None,
+              build: Sequence[str] = (), label: str = "") -> Any:
+    """Generate and compile ``def name(args)`` reading ``items`` in order and
+    returning ``(result, pos)``; ``build`` lines run before the return."""
     env.update({
-        "_OID": oid_from_wire, "_UUID": uuid.UUID, "_map": decode_map, "_list": decode_list,
+        "_new": object.__new__, "_ObjectId": ObjectId,
+        "_set_oid": ObjectId.__dict__["raw"].__set__, "_EMPTY_MAP": _EMPTY_MAP,
+        "_new_map": new_wire_map, "_UUID": uuid.UUID, "_map": decode_map, "_list": decode_list,
         "_array": decode_array, "_DecodeError": DecodeError, "_struct_error": struct.error,
         "_object": object_codec[0] if object_codec is not None else _no_object,
     })
@@ -143,10 +154,14 @@ def _generate(name: str, args: str, items: Sequence[Item], result: str,
         "        raise _DecodeError('invalid UTF-8 in a string value', pos) from exc",
         "    if pos > len(buf):",
         "        raise _DecodeError('truncated object values', len(buf))",
+        *(f"    {line}" for line in build),
         f"    return {result}, pos",
     ]
     src = "\n".join(lines) + "\n"
-    exec(compile(src, f"<qmf codec {name}>", "exec"), env)  # noqa: S102 - generated from schema types
+    # the label (a class key, escaped: names come from the wire) names the code in
+    # tracebacks and profiles
+    fname = f"<qmf codec {name} {ascii(label)[1:-1]}>" if label else f"<qmf codec {name}>"
+    exec(compile(src, fname, "exec"), env)  # noqa: S102 - generated from schema types
     return env[name]
 
 
@@ -188,11 +203,41 @@ def compile_record_decoder(opcode: str, props: Sequence[FieldSpec], stats: Seque
         _, svalues = _presence_items(stats, "w", False)
         items += svalues
         stats_expr = _tuple_expr(svalues)
-    result = (f"_REC({opcode!r}, seq, _SCHEMA, ts, cr, de, oid, "
-              f"{props_expr}, {stats_expr})")
-    env = {"_REC": make_record, "_SCHEMA": schema}
-    return _generate(f"decode_{opcode}_record", "buf, pos, seq", items, result, env,
-                     object_codec)
+    values = [repr(opcode), "seq", "_SCHEMA", "ts", "cr", "de", "oid", props_expr, stats_expr]
+    env: dict[str, Any] = {"_REC": make_record, "_SCHEMA": schema}
+    name = f"decode_{opcode}_record"
+    label = str(getattr(schema, "class_key", ""))
+    setters = _slot_setters(make_record, len(values))
+    fn: Callable[[bytes, int, int], tuple[Any, int]]
+    if setters is None:
+        fn = _generate(name, "buf, pos, seq", items, f"_REC({', '.join(values)})", env,
+                       object_codec, label=label)
+        return fn
+    # A frozen attrs class: fill its slots directly, as its __init__ would, without
+    # the per-field ``object.__setattr__`` calls of the generated __init__.
+    build = ["rec = _new(_REC)"]
+    for i, (setter, value) in enumerate(zip(setters, values, strict=True)):
+        env[f"_set{i}"] = setter
+        build.append(f"_set{i}(rec, {value})")
+    fn = _generate(name, "buf, pos, seq", items, "rec", env, object_codec, build, label)
+    return fn
+
+
+def _slot_setters(cls: Any, count: int) -> list[Callable[[Any, Any], None]] | None:
+    """The slot setters of an attrs slots class with ``count`` plain fields (no
+    converters, validators or post-init), in field order; None otherwise."""
+    fields = getattr(cls, "__attrs_attrs__", None)
+    if (fields is None or len(fields) != count or "__slots__" not in cls.__dict__
+            or hasattr(cls, "__attrs_post_init__")
+            or any(f.converter is not None or f.validator is not None for f in fields)):
+        return None
+    setters = []
+    for f in fields:
+        descr = cls.__dict__.get(f.name)
+        if descr is None or not hasattr(descr, "__set__"):
+            return None
+        setters.append(descr.__set__)
+    return setters
 
 
 def _no_object(buf: bytes, pos: int) -> tuple[Any, int]:
