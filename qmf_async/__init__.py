@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ._errors import (
-    AgentError, ArgumentError, CommandError, ConnectionLostError, DecodeError, EncodeError,
+    AgentError, ArgumentError, AuthenticationError, CommandError, ConnectionLostError, DecodeError, EncodeError,
     AgentGoneError, MethodError, NotConnectedError, PartialResultError, ProtocolError, QmfError,
     QmfTimeout, QueryTimeout, TransportError, UnknownClassError, UsageError,
 )
@@ -42,6 +42,7 @@ __all__ = [
     "DecodeError",
     "TransportError",
     "NotConnectedError",
+    "AuthenticationError",
     "ConnectionLostError",
     "QmfTimeout",
     "AgentError",

@@ -28,6 +28,7 @@ __all__ = [
     "DecodeError",
     "EncodeError",
     "TransportError",
+    "AuthenticationError",
     "NotConnectedError",
     "ConnectionLostError",
     "QmfTimeout",
@@ -77,6 +78,10 @@ class DecodeError(ProtocolError, ValueError):
 
 class TransportError(QmfError):
     """The AMQP connection failed, was refused, or was lost."""
+
+
+class AuthenticationError(TransportError):
+    """The broker refused the login (bad user or password, or no access to the vhost)."""
 
 
 class NotConnectedError(TransportError):

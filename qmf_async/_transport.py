@@ -37,6 +37,7 @@ import attrs
 from pamqp import commands as spec
 
 from ._errors import (
+    AuthenticationError,
     ConnectionLostError,
     NotConnectedError,
     QmfError,
@@ -336,9 +337,9 @@ class Transport:
         where = self.where
         user = self._target.user if self._target else "?"
         if isinstance(exc, (aiormq.ProbableAuthenticationError, aiormq.AuthenticationError)):
-            return TransportError(f"authentication failed for user {user!r} at {where}: {exc}")
+            return AuthenticationError(f"authentication failed for user {user!r} at {where}: {exc}")
         if isinstance(exc, aiormq.ConnectionNotAllowed):
-            return TransportError(f"access to {where} not allowed for user {user!r}: {exc}")
+            return AuthenticationError(f"access to {where} not allowed for user {user!r}: {exc}")
         if isinstance(exc, aiormq.InvalidFrameError) and "Connection.Close" in str(exc):
             vhost = self._target.vhost if self._target else "?"
             return TransportError(

@@ -1,0 +1,7 @@
+"""``python -m qmf_async``: the ``qmf`` command-line tools."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,57 @@
+"""``qmf``: command-line tools on the public qmf-async API.
+
+Subcommands: shell, repl, stat, config, events, queue-stats (``qmf --help``).
+Needs the ``cli`` extra: ``pip install 'qmf-async[cli]'``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import sys
+from collections.abc import Sequence
+
+from .. import __version__
+from ._common import EXIT_USAGE, EXPECTED_ERRORS, fail
+
+__all__ = ["main", "SUBCOMMANDS"]
+
+#: subcommand name -> module of this package with ``add_parser(subparsers)`` and
+#: ``async def run(args) -> int``
+SUBCOMMANDS = {
+    "shell": "shell",
+    "repl": "repl",
+    "stat": "stat",
+    "config": "config",
+    "events": "events",
+    "queue-stats": "queue_stats",
+}
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="qmf", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"qmf-async {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for module_name in SUBCOMMANDS.values():
+        module = importlib.import_module(f".{module_name}", __name__)
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``qmf``; returns the exit code (0 ok, see ``_common`` for the others)."""
+    try:
+        parser = _parser()
+    except ImportError as exc:
+        print(f"qmf: the command-line tools need the cli extra "
+              f"(pip install 'qmf-async[cli]'): {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    args = parser.parse_args(argv)
+    try:
+        return int(asyncio.run(args.run(args)) or 0)
+    except EXPECTED_ERRORS as exc:
+        return fail(exc, f"qmf {args.command}")
+    except KeyboardInterrupt:
+        return 130

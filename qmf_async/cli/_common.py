@@ -1,0 +1,121 @@
+"""What every ``qmf`` subcommand shares: the URL, connecting, errors and exit codes.
+
+The tools use the public API only (``qmf_async`` and ``qmf_async.wire``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+from collections.abc import AsyncIterator
+from typing import Any
+
+from qmf_async import (
+    AuthenticationError, MethodError, PartialResultError, QmfError, QmfTimeout, Session,
+    TransportError, UnknownClassError, UsageError,
+)
+
+__all__ = [
+    "DEFAULT_URL",
+    "EXIT_OK",
+    "EXIT_ERROR",
+    "EXIT_USAGE",
+    "EXIT_UNREACHABLE",
+    "EXIT_AUTH",
+    "EXIT_NOT_FOUND",
+    "EXIT_METHOD",
+    "EXIT_NO_AGENT",
+    "ToolError",
+    "add_url_argument",
+    "resolve_url",
+    "connect",
+    "exit_code",
+    "fail",
+    "print_json",
+]
+
+DEFAULT_URL = "amqp://guest:guest@localhost:5672/"
+
+EXIT_OK = 0
+EXIT_ERROR = 1          #: anything else
+EXIT_USAGE = 2          #: bad command line or bad URL (argparse uses 2 too)
+EXIT_UNREACHABLE = 3    #: the broker cannot be reached, or the connection was lost
+EXIT_AUTH = 4           #: the broker refused the login
+EXIT_NOT_FOUND = 5      #: unknown class, object, queue, exchange ...
+EXIT_METHOD = 6         #: a method call returned an error status
+EXIT_NO_AGENT = 7       #: no management agent answered (timeout)
+
+
+class ToolError(Exception):
+    """An expected failure of a tool: printed as one line, exits with ``code``."""
+
+    def __init__(self, message: str, code: int = EXIT_ERROR) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def add_url_argument(parser: argparse.ArgumentParser, *, nargs: str = "?") -> None:
+    """The broker URL positional: optional, from QMF_URL, else the local default."""
+    parser.add_argument("url", nargs=nargs, default=None,
+                        help=f"broker URL (default: $QMF_URL or {DEFAULT_URL})")
+
+
+def resolve_url(url: str | None) -> str:
+    return url or os.environ.get("QMF_URL") or DEFAULT_URL
+
+
+@contextlib.asynccontextmanager
+async def connect(url: str | None, *, timeout: float = 10.0, **session_options: Any
+                  ) -> AsyncIterator[Session]:
+    """A session with one broker added; closed on exit.
+
+    Raises:
+        ToolError: the broker cannot be reached or refused the login (with the exit code).
+    """
+    session = Session(**session_options)
+    try:
+        await session.add_broker(resolve_url(url), timeout=timeout)
+        yield session
+    finally:
+        await session.close()
+
+
+def exit_code(exc: BaseException) -> int:
+    """The exit code of an expected failure."""
+    if isinstance(exc, ToolError):
+        return exc.code
+    if isinstance(exc, AuthenticationError):
+        return EXIT_AUTH
+    if isinstance(exc, TransportError):
+        return EXIT_UNREACHABLE
+    if isinstance(exc, UnknownClassError):
+        return EXIT_NOT_FOUND
+    if isinstance(exc, MethodError):
+        return EXIT_METHOD
+    if isinstance(exc, (QmfTimeout, PartialResultError)):
+        return EXIT_NO_AGENT
+    if isinstance(exc, UsageError):
+        return EXIT_USAGE
+    return EXIT_ERROR
+
+
+def fail(exc: BaseException, tool: str = "qmf") -> int:
+    """Print one line on stderr for an expected failure; return its exit code."""
+    if isinstance(exc, MethodError):
+        text = f"method failed: status {exc.status}: {exc.text}"
+    else:
+        text = str(exc) or type(exc).__name__
+    print(f"{tool}: error: {text}", file=sys.stderr)
+    return exit_code(exc)
+
+
+def print_json(data: Any) -> None:
+    """Machine output: one JSON document on stdout (non-JSON values as strings)."""
+    json.dump(data, sys.stdout, indent=2, sort_keys=True, default=str)
+    sys.stdout.write("\n")
+
+
+EXPECTED_ERRORS = (QmfError, ToolError)
