@@ -15,6 +15,7 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 
 from qmf_async._errors import (
+    AuthenticationError,
     ConnectionLostError,
     NotConnectedError,
     QmfTimeout,
@@ -123,11 +124,11 @@ async def test_tls_to_a_plain_port_is_transport_error(amqp_url: str) -> None:
     assert info.value.__cause__ is not None
 
 
-async def test_wrong_password_is_transport_error(amqp_url: str) -> None:
+async def test_wrong_password_is_authentication_error(amqp_url: str) -> None:
     t = Transport(_with_password(amqp_url, "wrong-" + _token()))
     with pytest.raises(TransportError, match="authentication failed") as info:
         await t.connect()
-    assert type(info.value) is TransportError
+    assert type(info.value) is AuthenticationError
     assert info.value.__cause__ is not None  # the aiormq error, chained
     assert "wrong-" not in str(info.value)  # no password in messages
     assert not t.is_open
