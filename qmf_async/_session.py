@@ -14,13 +14,13 @@ import asyncio
 import contextlib
 import inspect
 import logging
-import random
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 from . import _codec as codec
+from ._backoff import retry_with_backoff
 from ._console import Console
 from ._correlation import Correlator, Pending
 from ._errors import (
@@ -198,23 +198,21 @@ class Broker:
             self._reconnect_task = asyncio.get_running_loop().create_task(self._reconnect_loop())
 
     async def _reconnect_loop(self) -> None:
-        delay = self.session.reconnect_min_delay
         old, self._transport = self._transport, None
         if old is not None:
             with contextlib.suppress(Exception):
                 await old.close(1.0)
-        while not self._closing:
-            try:
-                await self._connect()
-            except (TransportError, QmfTimeout, OSError) as exc:
-                self.error = exc
-                self.session._notify("broker_connection_failed", self, exc)
-                await asyncio.sleep(delay * (0.5 + random.random()))
-                delay = min(delay * 2, self.session.reconnect_max_delay)
-                continue
+
+        def failed(exc: BaseException, delay: float) -> None:
+            self.error = exc
+            self.session._notify("broker_connection_failed", self, exc)
+
+        if await retry_with_backoff(self._connect, running=lambda: not self._closing,
+                                    on_failure=failed,
+                                    min_delay=self.session.reconnect_min_delay,
+                                    max_delay=self.session.reconnect_max_delay):
             self.reconnects += 1
             self.session._notify("broker_connected", self)
-            return
 
     async def _close(self) -> None:
         self._closing = True
@@ -901,7 +899,9 @@ class Session:
         """Names of the schema packages known on the bus (asks the brokers or agents).
 
         Raises:
-            NotConnectedError, QmfTimeout, TransportError.
+            NotConnectedError: no broker is connected.
+            QmfTimeout: no complete answer in time.
+            TransportError: the connection failed or was lost.
         """
         found = await self._schema_query(PackageQuery, "p", _timeout)
         for msg in found:
@@ -913,7 +913,9 @@ class Session:
         """Class keys of ``package`` (every hash version), asking the bus.
 
         Raises:
-            NotConnectedError, QmfTimeout, TransportError.
+            NotConnectedError: no broker is connected.
+            QmfTimeout: no complete answer in time.
+            TransportError: the connection failed or was lost.
         """
         found = await self._schema_query(lambda seq: ClassQuery(seq, package), "q", _timeout)
         for msg in found:
@@ -927,7 +929,7 @@ class Session:
 
         Raises:
             UnknownClassError: nobody knows that class.
-            NotConnectedError, QmfTimeout, TransportError.
+            NotConnectedError: no broker is connected.
         """
         key = ClassKey.parse(class_key) if isinstance(class_key, str) else class_key
         found = self.schemas.get(key)

@@ -24,15 +24,15 @@ import attrs
 
 from .. import _codec as codec
 from .._errors import (
-    ArgumentError, DecodeError, EncodeError, MethodError, QmfError, QmfTimeout, TransportError,
-    UnknownClassError, UsageError,
+    ArgumentError, DecodeError, EncodeError, MethodError, QmfError, UnknownClassError, UsageError,
 )
 from .._messages import (
     AttachRequest, AttachResponse, ClassIndication, ClassQuery, CommandComplete, ConsoleAdded,
     EventIndication, GetQuery, Heartbeat, Message, MethodRequest, MethodResponse, ObjectRecord,
     PackageIndication, PackageQuery, SchemaRequest, SchemaResponse,
 )
-from .._schema import SchemaArgument, SchemaClass, SchemaMethod
+from .._schema import SchemaClass, SchemaMethod
+from .._backoff import retry_with_backoff
 from .._transport import Delivery, TlsOptions, Transport
 from .._values import ClassKey, ClassKind, ObjectId, QmfType
 from ._objects import ManagedObject, now_ns
@@ -401,7 +401,6 @@ class Agent:
 
     async def _supervise(self) -> None:
         """Reconnect with backoff after a lost connection; then re-publish everything."""
-        delay = 0.2
         while self._running:
             await self._lost.wait()
             if not self.reconnect:
@@ -411,20 +410,15 @@ class Agent:
             if old is not None:
                 with contextlib.suppress(QmfError):
                     await old.close(1.0)
-            while self._running:
-                try:
-                    await self._connect()
-                except (TransportError, QmfTimeout) as exc:
-                    log.info("agent %s: reconnect failed (%s); retrying in %.1fs",
-                             self.label, exc, delay)
-                    await asyncio.sleep(delay * (0.5 + random.random()))
-                    delay = min(delay * 2, 10.0)
-                    continue
-                delay = 0.2
+            def failed(exc: BaseException, delay: float) -> None:
+                log.info("agent %s: reconnect failed (%s); retrying in %.1fs",
+                         self.label, exc, delay)
+
+            if await retry_with_backoff(self._connect, running=lambda: self._running,
+                                        on_failure=failed):
                 self.republish()
                 self._broadcast_all()
                 log.info("agent %s reconnected", self.label)
-                break
 
     # ------------------------------------------------------------------ sending
 

@@ -69,7 +69,7 @@ from urllib.parse import quote
 import attrs
 
 from .. import _codec as codec
-from .._errors import DecodeError, EncodeError, QmfError, QmfTimeout, TransportError, UsageError
+from .._errors import DecodeError, EncodeError, QmfError, UsageError
 from .._messages import (
     AttachRequest,
     AttachResponse,
@@ -87,6 +87,7 @@ from .._messages import (
     SchemaResponse,
 )
 from .._schema import SchemaClass, SchemaProperty
+from .._backoff import retry_with_backoff
 from .._transport import Delivery, TlsOptions, Transport, parse_url
 from .._values import ClassKey, ObjectId
 from ._agent import Agent, reply_target
@@ -404,7 +405,6 @@ class ManagementBroker:
 
     async def _supervise(self) -> None:
         """Reconnect with backoff after a lost connection."""
-        delay = 0.2
         while self._running:
             await self._lost.wait()
             old, self._transport = self._transport, None
@@ -412,23 +412,18 @@ class ManagementBroker:
             if old is not None:
                 with contextlib.suppress(QmfError):
                     await old.close(1.0)
-            while self._running:
-                try:
-                    await self._connect()
-                except (TransportError, QmfTimeout) as exc:
-                    log.info("management broker: reconnect failed (%s); retrying in %.1fs",
-                             exc, delay)
-                    await asyncio.sleep(delay * (0.5 + random.random()))
-                    delay = min(delay * 2, 10.0)
-                    continue
-                delay = 0.2
+            def failed(exc: BaseException, delay: float) -> None:
+                log.info("management broker: reconnect failed (%s); retrying in %.1fs",
+                         exc, delay)
+
+            if await retry_with_backoff(self._connect, running=lambda: self._running,
+                                        on_failure=failed):
                 now = time.monotonic()
                 for peer in self._peers.values():  # we heard nothing while away
                     if peer.live:
                         peer.last_seen = now
                         peer.next_try = 0.0
                 log.info("management broker reconnected")
-                break
 
     # ------------------------------------------------------------------ public views
 
