@@ -218,7 +218,9 @@ class QmfObject:
             UnknownClassError: no such method.
             ArgumentError: bad arguments (nothing is sent).
             MethodError: the agent returned a non-zero status.
-            QmfTimeout, TransportError, NotConnectedError.
+            QmfTimeout: no response in time.
+            NotConnectedError: the broker is not connected.
+            TransportError: the connection failed or was lost.
         """
         if self._session is None or self._broker is None:
             raise UsageError("this object is not attached to a session")

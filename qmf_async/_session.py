@@ -461,15 +461,20 @@ class Broker:
 
     def _drop_held(self, why: str, key: ClassKey | None = None) -> None:
         keys = [key] if key is not None else list(self._held)
+        dropped = 0
         for k in keys:
             for tail, _, _ in self._held.pop(k, []):
+                dropped += 1
                 self._held_count -= 1
                 self.session.held_dropped += 1
                 entry = self._correlator.get(tail.seq)
                 if entry is not None and not entry.future.done():
                     entry.future.set_exception(QmfError(why))
-        if keys and why:
-            log.warning("dropped bodies held for unknown schemas on %s: %s", self.where, why)
+        if dropped:
+            # closing with a schema fetch in flight is normal; anything else is worth a warning
+            level = logging.DEBUG if self._closing else logging.WARNING
+            log.log(level, "dropped %d bodies held for unknown schemas on %s: %s", dropped,
+                    self.where, why)
 
 
 def _method_result(msg: MethodResponse) -> MethodResult:
@@ -535,6 +540,7 @@ class Session:
         self.brokers: list[Broker] = []
         self._packages: set[str] = set()
         self._classes: dict[ClassKey, int] = {}
+        self._schemas_announced: set[ClassKey] = set()
         self._user_keys: list[str] = []
         self._event_subs: list[Subscription[Event]] = []
         self._update_subs: list[Subscription[QmfObject]] = []
@@ -742,6 +748,9 @@ class Session:
         self.schemas.add(schema)
         self._package_seen(schema.class_key.package)
         self._class_seen(schema.kind, schema.class_key)
+        if schema.class_key not in self._schemas_announced:
+            self._schemas_announced.add(schema.class_key)
+            self._notify("schema", schema)
         for broker in self.brokers:
             broker._release_held(schema.class_key)
 
@@ -1059,6 +1068,10 @@ class Session:
                        _objectId: ObjectId | str | None, _agent: RemoteAgent | None,
                        _broker: Broker | None, _timeout: float | None,
                        where: str | Selector | None, property_equals: Mapping[str, Any]) -> None:
+        unknown = sorted(k for k in property_equals if k.startswith("_"))
+        if unknown:
+            raise UsageError(f"get_objects has no option {', '.join(unknown)} (property "
+                             f"filters never start with '_')")
         query, key, oid = self._prepare_query(_class, _package, _key, _objectId)
         selector = compile_selector(where)
         brokers = self._connected_brokers(_broker)

@@ -138,6 +138,12 @@ def parse_url(url: str) -> _Target:
                 f"broker URL {_censor(url)!r}: the vhost is one path segment; "
                 "write '/' inside it as %2F"
             )
+        if "@" in raw:
+            raise UsageError(
+                f"broker URL {_censor(url)!r}: '@' in the vhost; qpid-style "
+                "'user/password@host' URLs are not supported, write "
+                "amqp://user:password@host:port/vhost"
+            )
         vhost = unquote(raw)
     user = unquote(parts.username) if parts.username is not None else "guest"
     return _Target(scheme, parts.hostname, port or _DEFAULT_PORTS[scheme], vhost, user)
