@@ -12,7 +12,8 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
-bash scripts/setup.sh test cli
+bash scripts/setup.sh test cli collector pipeline docs web
+bash scripts/browser.sh
 export QMF_TEST_URL="${QMF_TEST_URL:-amqp://guest:guest@localhost:5672/}"
 case "$QMF_TEST_URL" in
     *@localhost[:/]* | *@127.0.0.1[:/]* | *://localhost[:/]* | *://127.0.0.1[:/]* \

@@ -1,0 +1,548 @@
+"""The web dashboard example (examples/web_dashboard/app.py) against the real RabbitMQ,
+with the management-broker role and the demo agent in-process, served on 127.0.0.1
+with an ephemeral port and driven by aiohttp's client and headless Chromium.
+
+The module runs on a vhost of its own when rabbitmqctl can make one (``broker`` is one
+routing key per vhost: a role of another test module would answer our ``B`` and ``A``
+too), and otherwise on the shared vhost.  The application reaches RabbitMQ through a
+small TCP proxy of the test, so a broker outage can be made (and ended) for this
+application alone, without touching the shared RabbitMQ.
+
+One server, role and agent serve every test (module-scoped, on one event loop).  The
+browser tests are skipped only when no Chromium is installed (Debian's ``chromium``);
+the Python packages (aiohttp, playwright) are required.  Screenshots are saved under
+``test-artifacts/``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
+
+import aiohttp
+import pytest
+import pytest_asyncio
+from aiohttp import web
+from playwright.async_api import Browser, Page, async_playwright, expect
+
+from qmf_async import ObjectId
+from qmf_async.agent import Agent
+from qmf_async.agent.broker import ManagementBroker
+
+from ._util import wait_until
+
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "test-artifacts"
+INTERVAL = 0.25  # the demo agent's traffic and publish interval
+AGENT_TIMEOUT = 10.0  # silence after which the role and the session drop an agent
+QUEUES = {"orders", "invoices", "audit", "work-1"}
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+WAIT_MS = 10_000  # deadline of a browser-side wait
+
+
+def _import_example(name: str, path: Path) -> ModuleType:
+    module_name = f"qmf_async_examples_{name}"
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+demo = _import_example("demo_agent", ROOT / "examples" / "demo_agent.py")
+dashboard = _import_example("web_dashboard", ROOT / "examples" / "web_dashboard" / "app.py")
+
+
+# --------------------------------------------------------------------------- the bus
+
+
+def _rabbitmqctl(*args: str) -> bool:
+    ctl = shutil.which("rabbitmqctl") or shutil.which("rabbitmqctl", path="/usr/sbin:/sbin")
+    if ctl is None:
+        return False
+    try:
+        return subprocess.run([ctl, "-q", "-s", *args], capture_output=True,
+                              timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+@pytest.fixture(scope="module")
+def bus_url(amqp_url: str) -> Iterator[str]:
+    """``amqp_url`` on a temporary vhost of this module (deleted afterwards), or
+    ``amqp_url`` itself when rabbitmqctl cannot make one for that broker."""
+    parts = urlsplit(amqp_url)
+    vhost = f"qmf-web-dashboard-test-{uuid.uuid4().hex[:8]}"
+    user = unquote(parts.username) if parts.username else "guest"
+    local = parts.hostname in ("localhost", "127.0.0.1", "::1")
+    if not (local and _rabbitmqctl("add_vhost", vhost)):
+        yield amqp_url
+        return
+    try:
+        if _rabbitmqctl("set_permissions", "-p", vhost, user, ".*", ".*", ".*"):
+            yield urlunsplit(parts._replace(path="/" + quote(vhost, safe="")))
+        else:
+            yield amqp_url
+    finally:
+        _rabbitmqctl("delete_vhost", vhost)
+
+
+class Proxy:
+    """A TCP pass-through on 127.0.0.1 to the AMQP broker; ``cut()`` drops every
+    connection and refuses new ones until ``restore()``: a broker outage for the
+    application alone."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.target = (host, port)
+        self.blocked = False
+        self.port = 0
+        self._server: asyncio.Server | None = None
+        self._conns: set[tuple[asyncio.StreamWriter, asyncio.StreamWriter]] = set()
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.blocked:
+            writer.transport.abort()
+            return
+        try:
+            up_reader, up_writer = await asyncio.open_connection(*self.target)
+        except OSError:
+            writer.transport.abort()
+            return
+        pair = (writer, up_writer)
+        self._conns.add(pair)
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            try:
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                dst.transport.abort()
+
+        try:
+            await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+        finally:
+            self._conns.discard(pair)
+
+    def cut(self) -> None:
+        self.blocked = True
+        for down, up in list(self._conns):
+            down.transport.abort()
+            up.transport.abort()
+
+    def restore(self) -> None:
+        self.blocked = False
+
+    async def close(self) -> None:
+        self.cut()
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+
+
+@dataclass
+class Env:
+    base: str
+    http: aiohttp.ClientSession
+    model: Any  # examples/demo_agent.py DemoBroker
+    agent: Agent
+    proxy: Proxy
+
+    async def get(self, path: str, **params: str) -> tuple[int, Any]:
+        async with self.http.get(self.base + path, params=params or None) as r:
+            return r.status, await r.json()
+
+    async def post(self, path: str, body: Any = None, *, raw: bytes | None = None
+                   ) -> tuple[int, Any]:
+        data = raw if raw is not None else json.dumps(body if body is not None else {}).encode()
+        async with self.http.post(self.base + path, data=data,
+                                  headers={"Content-Type": "application/json"}) as r:
+            return r.status, await r.json()
+
+    async def queues(self) -> dict[str, dict[str, Any]]:
+        status, body = await self.get("/api/objects/queue")
+        assert status == 200, body
+        return {q["properties"]["name"]: q for q in body}
+
+    async def the_broker(self) -> dict[str, Any]:
+        status, body = await self.get("/api/objects/broker")
+        assert status == 200 and len(body) == 1, body
+        return body[0]
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def env(bus_url: str) -> AsyncIterator[Env]:
+    label = f"web-dashboard-test-{uuid.uuid4().hex[:8]}"
+    # server, client, role and agent share one event loop here: the 200-request burst
+    # may hold heartbeats back for longer than 3 intervals, so ageing is made lenient
+    role = ManagementBroker(bus_url, broker_id=uuid.uuid4(), interval=INTERVAL,
+                            agent_timeout=AGENT_TIMEOUT, label=f"{label}-role")
+    await role.start()
+    async with contextlib.AsyncExitStack() as stack:
+        stack.push_async_callback(role.stop, 2.0)
+        agent, model = demo.build_demo_agent(bus_url, interval=INTERVAL, queues=1, seed=7,
+                                             label=label, attach_timeout=1.0)
+        await model.start()
+        stack.push_async_callback(model.stop)
+        parts = urlsplit(bus_url)
+        proxy = Proxy(parts.hostname or "localhost", parts.port or 5672)
+        await proxy.start()
+        stack.push_async_callback(proxy.close)
+        netloc = parts.netloc.rsplit("@", 1)
+        app_url = urlunsplit(parts._replace(netloc=(netloc[0] + "@" if len(netloc) == 2 else "")
+                                            + f"127.0.0.1:{proxy.port}"))
+        app = dashboard.create_app(app_url, request_timeout=5.0, session_options={
+            "broker_timeout": 1.0, "reconnect_min_delay": 0.1, "reconnect_max_delay": 0.5,
+            "missed_heartbeats": round(AGENT_TIMEOUT / INTERVAL)})
+        runner = web.AppRunner(app, shutdown_timeout=5.0)
+        await runner.setup()
+        stack.push_async_callback(runner.cleanup)
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        host, port = runner.addresses[0][:2]
+        http = await stack.enter_async_context(
+            aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0),
+                                  timeout=aiohttp.ClientTimeout(total=20)))
+        e = Env(f"http://{host}:{port}", http, model, agent, proxy)
+
+        async def demo_agent_listed() -> bool:
+            status, body = await e.get("/api/agents")
+            return status == 200 and any(a["label"] == label for a in body["agents"])
+
+        await wait_until(demo_agent_listed, 10.0, 0.05, message="demo agent listed")
+        yield e
+
+
+# --------------------------------------------------------------------------- JSON API
+
+
+async def test_agents_objects_and_one_object(env: Env) -> None:
+    status, body = await env.get("/api/agents")
+    assert status == 200 and body["connected"] is True
+    assert [b["connected"] for b in body["brokers"]] == [True]
+    assert "guest" not in json.dumps(body)  # credentials never leave the server
+    mine = [a for a in body["agents"] if a["label"] == env.agent.label]
+    assert [(a["broker_bank"], a["agent_bank"]) for a in mine] \
+        == [(env.agent.broker_bank, env.agent.agent_bank)]
+
+    queues = await env.queues()
+    assert set(queues) == QUEUES
+    orders = queues["orders"]
+    assert ObjectId.parse(orders["object_id"]).agent_key() \
+        == (env.agent.broker_bank, env.agent.agent_bank)
+    assert orders["class_key"].startswith("org.apache.qpid.broker:queue(")
+    assert (orders["package"], orders["class"]) == ("org.apache.qpid.broker", "queue")
+    assert orders["properties"]["durable"] is True
+    assert ObjectId.parse(orders["properties"]["vhostRef"])  # references as text
+    assert {"msgDepth", "msgTotalEnqueues"} <= set(orders["statistics"])
+    ts = orders["timestamps"]
+    assert ts["updated"] >= ts["created"] > 0 and ts["deleted"] == 0
+
+    status, body = await env.get("/api/objects/queue",
+                                 where="name = 'orders' OR name LIKE 'work-%'",
+                                 package="org.apache.qpid.broker")
+    assert status == 200 and sorted(q["properties"]["name"] for q in body) == ["orders", "work-1"]
+    status, body = await env.get("/api/objects/queue", where="msgDepth < 0")
+    assert (status, body) == (200, [])  # a known class with no match: empty, not 404
+
+    status, one = await env.get(f"/api/object/{orders['object_id']}")
+    assert status == 200 and one["object_id"] == orders["object_id"]
+    assert one["properties"]["name"] == "orders" and one["class_key"] == orders["class_key"]
+
+
+async def test_method_calls(env: Env) -> None:
+    broker = await env.the_broker()
+    path = f"/api/object/{broker['object_id']}/methods"
+    status, body = await env.post(f"{path}/echo", {"sequence": 42, "body": "héllo"})
+    assert (status, body) == (200, {"status": 0, "text": "OK",
+                                    "out_args": {"sequence": 42, "body": "héllo"}})
+    # an agent-reported failure: 422 with the agent's status and text
+    status, body = await env.post(f"{path}/create", {"type": "queue", "name": "orders",
+                                                     "properties": {}, "strict": True})
+    assert status == 422, body
+    assert body["status"] == 7 and body["text"] == "object already exists: orders"
+    assert body["type"] == "MethodError"
+
+
+@pytest.mark.parametrize(("method", "path", "payload", "want"), [
+    ("GET", "/api/objects/queue?where=msgDepth%20%3E%3E%201", None, 400),
+    ("GET", "/api/objects/queue?where=name%20LIKE", None, 400),
+    ("GET", "/api/objects/no-such-class", None, 404),
+    ("GET", "/api/object/not-an-object-id", None, 400),
+    ("GET", "/api/object/0-0-1-1048575-1", None, 404),   # no such agent
+    ("GET", "/api/object/{agent}-999999", None, 404),    # no such object
+    ("GET", "/api/no-such-endpoint", None, 404),
+    ("POST", "/api/object/{broker}/methods/echo", {"sequence": "x", "body": "b"}, 400),
+    ("POST", "/api/object/{broker}/methods/echo", {"sequence": 1}, 400),
+    ("POST", "/api/object/{broker}/methods/echo", {"sequence": 1, "body": "b", "x": 1}, 400),
+    ("POST", "/api/object/{broker}/methods/echo", {"sequence": 1, "_timeout": 1}, 400),
+    ("POST", "/api/object/{broker}/methods/echo", b"{not json", 400),
+    ("POST", "/api/object/{broker}/methods/echo", b"[1, 2]", 400),
+    ("POST", "/api/object/{broker}/methods/noSuchMethod", {}, 404),
+    ("POST", "/api/object/{queue}/methods/purge", {"request": -1}, 400),
+    ("POST", "/api/object/0-0-1-1048575-1/methods/purge", {"request": 0}, 404),
+])
+async def test_errors_are_json_with_the_right_status(env: Env, method: str, path: str,
+                                                     payload: Any, want: int) -> None:
+    broker = await env.the_broker()
+    queue = (await env.queues())["audit"]
+    oid = ObjectId.parse(broker["object_id"])
+    path = path.format(broker=broker["object_id"], queue=queue["object_id"],
+                       agent=f"{oid.flags}-{oid.sequence}-{oid.broker_bank}-{oid.agent_bank}")
+    if method == "GET":
+        async with env.http.get(env.base + path) as r:
+            status, body = r.status, await r.json()
+    elif isinstance(payload, bytes):
+        status, body = await env.post(path, raw=payload)
+    else:
+        status, body = await env.post(path, payload)
+    assert status == want, body
+    assert isinstance(body, dict) and isinstance(body["error"], str) and body["error"]
+    if "where=" in path:
+        assert body["type"] == "SelectorError" and isinstance(body["position"], int)
+
+
+async def test_200_concurrent_requests_share_one_session(env: Env) -> None:
+    broker = await env.the_broker()
+    queues = await env.queues()
+    echo = f"/api/object/{broker['object_id']}/methods/echo"
+
+    async def one(i: int) -> tuple[int, Any]:
+        kind = i % 4
+        if kind == 0:
+            return await env.post(echo, {"sequence": i, "body": f"request {i}"})
+        if kind == 1:
+            name = sorted(QUEUES)[i % len(QUEUES)]
+            return await env.get("/api/objects/queue", where=f"name = '{name}'")
+        if kind == 2:
+            return await env.get(f"/api/object/{queues['orders']['object_id']}")
+        return await env.get("/api/objects/queue")
+
+    started = time.monotonic()
+    results = await asyncio.gather(*(one(i) for i in range(200)))
+    elapsed = time.monotonic() - started
+    for i, (status, body) in enumerate(results):
+        assert status == 200, (i, body)
+        kind = i % 4
+        if kind == 0:  # every caller got its own answer back
+            assert body["out_args"] == {"sequence": i, "body": f"request {i}"}
+        elif kind == 1:
+            assert [q["properties"]["name"] for q in body] == [sorted(QUEUES)[i % len(QUEUES)]]
+        elif kind == 2:
+            assert body["object_id"] == queues["orders"]["object_id"]
+        else:
+            assert {q["properties"]["name"] for q in body} == QUEUES
+    assert elapsed < 15, f"200 requests took {elapsed:.1f} s"
+
+
+# --------------------------------------------------------------------------- stream
+
+
+async def _sse_events(response: aiohttp.ClientResponse) -> AsyncIterator[tuple[str, Any]]:
+    event, data = "message", []
+    async for raw in response.content:
+        line = raw.decode().rstrip("\r\n")
+        if not line:
+            if data:
+                yield event, json.loads("\n".join(data))
+            event, data = "message", []
+        elif line.startswith("event:"):
+            event = line[6:].strip()
+        elif line.startswith("data:"):
+            data.append(line[5:].lstrip())
+
+
+async def _next_event(events: AsyncIterator[tuple[str, Any]], want: str,
+                      timeout: float = 10.0, check: Any = None) -> Any:
+    async def find() -> Any:
+        async for name, data in events:
+            if name == want and (check is None or check(data)):
+                return data
+        raise AssertionError(f"stream ended before a {want!r} event")
+    return await asyncio.wait_for(find(), timeout)
+
+
+async def test_stream_samples_rates_and_broker_outage(env: Env) -> None:
+    env.model.paused = False
+    audit = (await env.queues())["audit"]
+    async with env.http.get(env.base + "/api/stream") as r:
+        assert r.status == 200 and r.headers["Content-Type"].startswith("text/event-stream")
+        events = _sse_events(r)
+        status = await _next_event(events, "status")
+        assert status["connected"] is True
+        await _next_event(events, "snapshot")
+        # queue updates with samples; rates are counter deltas over sample-time deltas
+        last: dict[str, tuple[int, int]] = {}
+        rated = 0
+        deadline = time.monotonic() + 10
+        while rated < 3:
+            assert time.monotonic() < deadline, "no rated samples within 10 s"
+            update = await _next_event(events, "queue")
+            sample, oid = update["sample"], update["object"]["object_id"]
+            if sample is None:
+                continue
+            assert sample["depth"] == update["object"]["statistics"]["msgDepth"]
+            assert sample["enqueues"] == update["object"]["statistics"]["msgTotalEnqueues"]
+            if oid in last and sample["t"] > last[oid][0]:
+                t0, e0 = last[oid]
+                want = (sample["enqueues"] - e0) * 1e9 / (sample["t"] - t0)
+                assert sample["rate"] == pytest.approx(want)
+                rated += 1
+            last[oid] = (sample["t"], sample["enqueues"])
+
+        # an outage of the broker: the stream says so, requests fail fast with 503
+        env.proxy.cut()
+        try:
+            down = await _next_event(events, "status", check=lambda s: not s["connected"])
+            assert down["brokers"][0]["connected"] is False
+            async with env.http.get(env.base + "/api/objects/queue") as resp:
+                assert resp.status == 503 and resp.headers["Retry-After"] == "1"
+                body = await resp.json()
+                assert body["type"] == "NotConnectedError" and body["error"]
+            status_code, body = await env.post(
+                f"/api/object/{audit['object_id']}/methods/purge", {"request": 0})
+            assert status_code == 503, body
+        finally:
+            env.proxy.restore()
+        up = await _next_event(events, "status", check=lambda s: s["connected"])
+        assert up["brokers"][0]["reconnects"] >= 1
+    await wait_until(lambda: _queues_listed(env), 10.0, 0.1, message="queues after reconnect")
+
+
+async def _queues_listed(env: Env) -> bool:
+    status, body = await env.get("/api/objects/queue")
+    return status == 200 and {q["properties"]["name"] for q in body} == QUEUES
+
+
+# --------------------------------------------------------------------------- the page
+
+
+def _chromium() -> str | None:
+    for candidate in (os.environ.get("QMF_CHROMIUM"), shutil.which("chromium"),
+                      shutil.which("chromium-browser"), "/usr/bin/chromium"):
+        if candidate and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def browser() -> AsyncIterator[Browser]:
+    executable = _chromium()
+    if executable is None:
+        pytest.skip("Chromium is not installed (Debian: apt-get install chromium)")
+    async with async_playwright() as pw:
+        b = await pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            await b.close()
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def page(browser: Browser, env: Env) -> AsyncIterator[Page]:
+    context = await browser.new_context(viewport={"width": 1280, "height": 800})
+    p = await context.new_page()
+    errors: list[str] = []
+    p.on("pageerror", lambda exc: errors.append(str(exc)))
+    await p.goto(env.base + "/")
+    try:
+        yield p
+    finally:
+        await context.close()
+    assert not errors, f"JavaScript errors on the page: {errors}"
+
+
+async def _screenshot(page: Page, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    await page.screenshot(path=str(ARTIFACTS / name), full_page=True)
+
+
+async def test_page_table_charts_and_purge(env: Env, page: Page) -> None:
+    env.model.paused = False
+    rows = page.locator("#queues tbody tr")
+    await expect(rows).to_have_count(len(QUEUES), timeout=WAIT_MS)
+    for name in QUEUES:
+        await expect(page.locator(f"tr[data-queue='{name}']")).to_have_count(1)
+    await expect(page.locator("#banner")).to_be_hidden(timeout=WAIT_MS)
+    await expect(page.locator("#conn")).to_have_attribute("data-state", "connected")
+
+    # the charts grow with the stream's samples
+    points = ("() => [...document.querySelectorAll('svg.spark.depth')]"
+              ".reduce((n, s) => n + Number(s.dataset.points), 0)")
+    await page.wait_for_function(f"({points})() >= 2", timeout=WAIT_MS)
+    before = await page.evaluate(points)
+    await page.wait_for_function(f"({points})() > {before}", timeout=WAIT_MS)
+    await page.wait_for_function(
+        "Number(document.querySelector('#depth-chart').dataset.points) >= 2", timeout=WAIT_MS)
+
+    # purge: with the traffic paused, the purged queue's depth drops to 0 and stays
+    async def busy_queue() -> str | None:
+        found = {n: q["statistics"]["msgDepth"] for n, q in (await env.queues()).items()}
+        return max((n for n in found if found[n] > 0), key=found.__getitem__, default=None)
+
+    env.model.paused = True
+    try:
+        name = await busy_queue()
+        if name is None:  # nothing waiting: let traffic run until a queue fills
+            env.model.paused = False
+            name = await wait_until(busy_queue, 10.0, 0.1, message="a queue with messages")
+            env.model.paused = True
+        row = page.locator(f"tr[data-queue='{name}']")
+        await expect(row.locator("td.depth")).not_to_have_text("0", timeout=WAIT_MS)
+        await row.locator("button.purge").click()
+        await expect(page.locator("#message")).to_contain_text(f"Purged {name}",
+                                                               timeout=WAIT_MS)
+        await expect(row.locator("td.depth")).to_have_text("0", timeout=WAIT_MS)
+        assert (await env.queues())[name]["statistics"]["msgDepth"] == 0
+        await _screenshot(page, "web_dashboard.png")
+    finally:
+        env.model.paused = False
+
+
+async def test_page_shows_a_broker_outage_and_recovers(env: Env, page: Page) -> None:
+    env.model.paused = False
+    banner = page.locator("#banner")
+    await expect(page.locator("#queues tbody tr")).to_have_count(len(QUEUES), timeout=WAIT_MS)
+    await expect(banner).to_be_hidden(timeout=WAIT_MS)
+    env.proxy.cut()
+    try:
+        await expect(banner).to_be_visible(timeout=WAIT_MS)
+        await expect(banner).to_have_attribute("data-state", "disconnected")
+        await expect(banner).to_contain_text("Broker disconnected")
+        await _screenshot(page, "web_dashboard_outage.png")
+    finally:
+        env.proxy.restore()
+    await expect(banner).to_be_hidden(timeout=WAIT_MS)
+    await expect(page.locator("#conn")).to_have_attribute("data-state", "connected")
+    # updates flow again after the reconnect
+    updates = int(await page.locator("#queues").get_attribute("data-updates") or 0)
+    await page.wait_for_function(
+        f"Number(document.querySelector('#queues').dataset.updates) > {updates}",
+        timeout=WAIT_MS)
