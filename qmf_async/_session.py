@@ -128,6 +128,9 @@ class Broker:
             await transport.declare_management_exchange()
             name = f"qmf-reply-{uuid.uuid4().hex[:16]}"
             self._reply_queue = await transport.open_endpoint(name, bindings=[(DIRECT, name)])
+            # requests can flow from here on (schema fetches for early topic messages)
+            self._transport = transport
+            self.connected = True
             loss = f"qmf-loss-{uuid.uuid4().hex[:16]}"
             self._loss_queue = await transport.open_endpoint(loss, bindings=[(DIRECT, loss)])
             topic = f"qmf-topic-{uuid.uuid4().hex[:16]}"
@@ -136,11 +139,11 @@ class Broker:
                 max_length=session.topic_max_length, dead_letter_exchange=DIRECT,
                 dead_letter_routing_key=loss, no_ack=False)
         except BaseException:
+            self.connected = False
+            self._transport = None
             with contextlib.suppress(Exception):
                 await transport.close(1.0)
             raise
-        self._transport = transport
-        self.connected = True
         self.error = None
         await self._handshake()
 

@@ -1,6 +1,7 @@
 """``qmf``: command-line tools on the public qmf-async API.
 
-Subcommands: shell, repl, stat, config, events, queue-stats (``qmf --help``).
+Subcommands: shell, repl, stat, config, events, queue-stats, collect, pipeline
+(``qmf --help``).
 Needs the ``cli`` extra: ``pip install 'qmf-async[cli]'``.
 """
 
@@ -9,6 +10,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -26,6 +29,8 @@ SUBCOMMANDS = {
     "config": "config",
     "events": "events",
     "queue-stats": "queue_stats",
+    "pipeline": "pipeline",
+    "collect": "collect",
 }
 
 
@@ -40,6 +45,14 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _quiet_logging() -> None:
+    """Library warnings as one short line each; aiormq's connect noise is dropped
+    (the tool reports the failure itself)."""
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.WARNING, format="qmf: %(levelname)s: %(message)s")
+    logging.getLogger("aiormq").setLevel(logging.CRITICAL)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``qmf``; returns the exit code (0 ok, see ``_common`` for the others)."""
     try:
@@ -49,9 +62,15 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"(pip install 'qmf-async[cli]'): {exc}", file=sys.stderr)
         return EXIT_USAGE
     args = parser.parse_args(argv)
+    _quiet_logging()
     try:
         return int(asyncio.run(args.run(args)) or 0)
     except EXPECTED_ERRORS as exc:
         return fail(exc, f"qmf {args.command}")
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # the reader went away (``qmf stat --json | head``): stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1

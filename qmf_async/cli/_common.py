@@ -68,16 +68,22 @@ def resolve_url(url: str | None) -> str:
 
 
 @contextlib.asynccontextmanager
-async def connect(url: str | None, *, timeout: float = 10.0, **session_options: Any
-                  ) -> AsyncIterator[Session]:
-    """A session with one broker added; closed on exit.
+async def connect(url: str | None, *, timeout: float = 10.0, query_timeout: float | None = None,
+                  **session_options: Any) -> AsyncIterator[Session]:
+    """A session with one broker added (connect ``timeout``; ``query_timeout`` is the
+    session's default wait for answers); closed on exit.
 
     Raises:
         ToolError: the broker cannot be reached or refused the login (with the exit code).
     """
+    if query_timeout is not None:
+        session_options["timeout"] = query_timeout
     session = Session(**session_options)
     try:
-        await session.add_broker(resolve_url(url), timeout=timeout)
+        try:
+            await session.add_broker(resolve_url(url), timeout=timeout)
+        except QmfTimeout as exc:
+            raise ToolError(f"cannot reach the broker: {exc}", EXIT_UNREACHABLE) from exc
         yield session
     finally:
         await session.close()

@@ -1,0 +1,553 @@
+"""``qmf shell`` and ``qmf repl`` against the real RabbitMQ, with the management-broker
+role and the demo broker agent (examples/demo_agent.py) running in-process.
+
+The command class (:class:`qmf_async.cli.shell.Shell`) is driven directly; the tools are
+also run as subprocesses (``python -m qmf_async shell|repl``) with commands piped to
+stdin, and the shell once in a pseudo-terminal (stdlib ``os.openpty``), where tab
+completion and prompt_toolkit's prompt are exercised end to end.
+
+``broker`` is one routing key per vhost, so the module runs on a vhost of its own when
+rabbitmqctl can make one (local broker); otherwise on the shared vhost, where the
+assertions only look at this module's agent's objects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import importlib.util
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import termios
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
+
+import attrs
+import pytest
+
+from qmf_async import Session
+from qmf_async.agent import Agent
+from qmf_async.agent.broker import ManagementBroker
+from qmf_async.cli._common import (
+    EXIT_METHOD,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+)
+from qmf_async.cli.shell import COMMANDS, FIRST_ID, Shell, ShellError, ShellExit, history_file
+
+from ._util import wait_until
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = "org.apache.qpid.broker"
+INTERVAL = 0.2
+DEMO_QUEUES = ("orders", "invoices", "audit", "work-1")
+ANSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][0-9A-Za-z]|\x1b[=>]")
+
+
+def _import_demo() -> ModuleType:
+    name = "qmf_async_examples_demo_agent"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, ROOT / "examples" / "demo_agent.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+demo = _import_demo()
+
+
+def _label(what: str) -> str:
+    return f"cli-shell-{what}-{uuid.uuid4().hex[:8]}"
+
+
+# --------------------------------------------------------------------------- the bus
+
+
+def _rabbitmqctl(*args: str) -> bool:
+    ctl = shutil.which("rabbitmqctl") or shutil.which("rabbitmqctl", path="/usr/sbin:/sbin")
+    if ctl is None:
+        return False
+    try:
+        return subprocess.run([ctl, "-q", "-s", *args], capture_output=True,
+                              timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+@attrs.frozen
+class Bus:
+    url: str
+    isolated: bool  #: the vhost is this module's alone
+
+
+@pytest.fixture(scope="module")
+def bus(amqp_url: str) -> Iterator[Bus]:
+    """``amqp_url`` on a temporary vhost of this module (deleted afterwards), or
+    ``amqp_url`` itself when rabbitmqctl cannot make one."""
+    parts = urlsplit(amqp_url)
+    vhost = f"qmf-cli-shell-test-{uuid.uuid4().hex[:8]}"
+    user = unquote(parts.username) if parts.username else "guest"
+    local = parts.hostname in ("localhost", "127.0.0.1", "::1")
+    if not (local and _rabbitmqctl("add_vhost", vhost)):
+        yield Bus(amqp_url, False)
+        return
+    try:
+        if _rabbitmqctl("set_permissions", "-p", vhost, user, ".*", ".*", ".*"):
+            yield Bus(urlunsplit(parts._replace(path="/" + quote(vhost, safe=""))), True)
+        else:
+            yield Bus(amqp_url, False)
+    finally:
+        _rabbitmqctl("delete_vhost", vhost)
+
+
+@contextlib.asynccontextmanager
+async def running_bus(bus: Bus) -> AsyncIterator[tuple[Agent, Any]]:
+    """The management-broker role and a demo agent attached to it."""
+    role = ManagementBroker(bus.url, broker_id=uuid.uuid4(), interval=INTERVAL,
+                            label=_label("role"))
+    await role.start()
+    try:
+        agent, model = demo.build_demo_agent(bus.url, interval=INTERVAL, queues=1, seed=5,
+                                             label=_label("demo"), attach_timeout=2.0)
+        await model.start()
+        try:
+            yield agent, model
+        finally:
+            await model.stop()
+    finally:
+        await role.stop(2.0)
+
+
+@attrs.define
+class Env:
+    shell: Shell
+    session: Session
+    agent: Agent
+    model: Any
+    emitted: list[str]
+
+    def ids(self, cls: str) -> dict[str, int]:
+        """Short ids of our agent's live objects of ``cls`` by name."""
+        banks = (self.agent.broker_bank, self.agent.agent_bank)
+        out = {}
+        for sid, obj in self.shell.cached(cls).items():
+            if obj.get_object_id().agent_key() == banks:
+                values = self.shell.values(sid)
+                out[str(values.get("name", values.get("bindingKey")))] = sid
+        return out
+
+    async def run(self, line: str) -> str:
+        return await self.shell.execute(line)
+
+
+@pytest.fixture
+async def env(bus: Bus) -> AsyncIterator[Env]:
+    async with running_bus(bus) as (agent, model):
+        assert agent.attached
+        session = Session(timeout=5.0, broker_timeout=1.0, agent_interval=0.3)
+        try:
+            await session.add_broker(bus.url, timeout=5.0)
+            await session.wait_for_agents(label=agent.label, timeout=5.0)
+            emitted: list[str] = []
+            shell = Shell(session, emit=emitted.append)
+            assert await shell.start() == []
+            try:
+                e = Env(shell, session, agent, model, emitted)
+                await e.run("list queue")
+                await e.run("list broker")
+                yield e
+            finally:
+                await shell.close()
+        finally:
+            await session.close()
+
+
+def _rows(text: str) -> list[list[str]]:
+    """The rows of a table (the lines after the ``===`` rule), split on 2+ spaces."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if set(line.strip()) == {"="})
+    return [re.split(r"\s{2,}", line.strip()) for line in lines[start + 1:] if line.strip()]
+
+
+# --------------------------------------------------------------------------- the commands
+
+
+async def test_list_summary_and_list_class(env: Env, bus: Bus) -> None:
+    summary = await env.run("list")
+    assert summary.startswith("Management Object Types:")
+    counts = {row[0]: (int(row[1]), int(row[2])) for row in _rows(summary)}
+    for cls in ("broker", "vhost", "queue", "exchange", "binding"):
+        assert f"{PACKAGE}:{cls}" in counts, summary
+    if bus.isolated:
+        assert counts[f"{PACKAGE}:queue"] == (len(DEMO_QUEUES), 0)
+        assert counts[f"{PACKAGE}:broker"] == (1, 0)
+        assert counts[f"{PACKAGE}:binding"] == (len(DEMO_QUEUES) + 4, 0)
+
+    listing = await env.run("list queue")
+    assert listing.splitlines()[0] == f"Objects of type {PACKAGE}:queue"
+    rows = _rows(listing)
+    by_name = {row[3].split(":")[-1]: int(row[0]) for row in rows}
+    assert set(DEMO_QUEUES) <= set(by_name)
+    assert all(sid >= FIRST_ID for sid in by_name.values())
+    assert all(row[2] == "-" and re.fullmatch(r"\d\d:\d\d:\d\d", row[1]) for row in rows)
+    # the index shows the vhost reference as the vhost's short id
+    (vhost_id,) = env.ids("vhost").values()
+    assert all(row[3] == f"{vhost_id}:{row[3].split(':')[-1]}" for row in rows)
+    # ids are stable: asking again gives every object its id again
+    assert {row[3].split(":")[-1]: int(row[0]) for row in _rows(await env.run("list queue"))} \
+        == by_name
+    assert by_name["orders"] == env.ids("queue")["orders"]
+
+    # qualified names, active/all contents, long time format
+    assert (await env.run(f"list {PACKAGE}:queue")).splitlines()[0] \
+        == f"Objects of type {PACKAGE}:queue"
+    active = await env.run("list queue active")
+    assert active.startswith(f"Object of type {PACKAGE}:queue: (last sample time: ")
+    assert "orders" in active and "msgDepth" in active
+    await env.run("set time-format long")
+    assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", await env.run("list queue"))
+    assert await env.run("set") == "time-format long"
+
+
+async def test_show_ids_and_ranges(env: Env) -> None:
+    q = env.ids("queue")
+    ordered = sorted(q.values())
+    first, last = ordered[0], ordered[-1]
+    text = await env.run(f"show {first}-{ordered[1]} {last}")
+    header = _rows(text)  # rows after the rule; the header is the line before it
+    head = text.splitlines()[1].split()
+    assert head[:2] == ["Type", "Element"]
+    assert head[2:5] == [str(first), str(ordered[1]), str(last)] and head[-1] == "Unit"
+    names = next(row for row in header if row[1] == "name")
+    id_to_name = {sid: name for name, sid in q.items()}
+    assert names[2:5] == [id_to_name[first], id_to_name[ordered[1]], id_to_name[last]]
+    stats = {row[1] for row in header if row[0] == "statistic"}
+    assert {"msgDepth", "msgTotalEnqueues", "consumerCount"} <= stats
+    # qpid-tool's "list <ids>" is the same; an object of another class gets its own table
+    assert await env.run(f"list {first}") == await env.run(f"show {first}")
+    (broker_id,) = env.ids("broker").values()
+    mixed = await env.run(f"show {first} {broker_id}")
+    assert f"Object of type {PACKAGE}:queue" in mixed
+    assert f"Object of type {PACKAGE}:broker" in mixed
+    # references are shown as the referenced object's short id
+    (vhost_id,) = env.ids("vhost").values()
+    vhost_row = next(row for row in header if row[1] == "vhostRef")
+    assert vhost_row[2:5] == [str(vhost_id)] * 3
+
+
+async def test_schema(env: Env) -> None:
+    summary = await env.run("schema")
+    kinds = {row[0]: row[1] for row in _rows(summary)}
+    assert kinds[f"{PACKAGE}:queue"] == "object"
+    assert kinds[f"{PACKAGE}:queueDeclare"] == "event"
+    detail = await env.run("schema queue")
+    assert detail.startswith(f"Schema for class '{PACKAGE}:queue' (hash ")
+    rows = {row[0]: row for row in _rows(detail.split("\n\n")[0])}
+    assert rows["name"][1:4] == ["sstr", "ReadCreate", "index"]
+    assert rows["vhostRef"][1:4] == ["ref", "ReadCreate", "index"]
+    assert rows["msgDepth"][1:3] == ["uint64", "message"]
+    assert "Method 'purge': Discard all or some messages on a queue" in detail
+    purge = detail.split("Method 'purge'")[1]
+    assert re.search(r"request\s+uint32\s+I", purge) and re.search(r"filter\s+map\s+I", purge)
+    event = await env.run("schema queueDeclare")
+    assert event.startswith(f"Schema for event '{PACKAGE}:queueDeclare'")
+    assert re.search(r"qName\s+sstr", event)
+
+
+async def test_agents(env: Env) -> None:
+    text = await env.run("agents")
+    assert "management broker: yes" in text.splitlines()[0]
+    agents = {row[0]: row for row in _rows(text)}
+    ours = agents[f"{env.agent.broker_bank}.{env.agent.agent_bank}"]
+    assert ours[1] == env.agent.label
+    assert int(ours[2]) >= 1 + 1 + len(DEMO_QUEUES)  # broker, vhost, queues... are cached
+
+
+async def test_call_with_typed_arguments(env: Env) -> None:
+    (bid,) = env.ids("broker").values()
+    echo = await env.run(f'call {bid} echo 42 "hello world"')
+    assert echo.splitlines()[0] == "OK (0)"
+    assert {row[0]: row[1] for row in _rows(echo)} == {"sequence": "42", "body": "hello world"}
+    # keywords, other integer notations; strings are never evaluated
+    echo = await env.run(f"call {bid} echo body='__import__(\"os\").getcwd()' sequence=0x10")
+    assert {row[0]: row[1] for row in _rows(echo)} \
+        == {"sequence": "16", "body": '__import__("os").getcwd()'}
+    # a map as JSON and a bool
+    out = await env.run(f"call {bid} create queue shell-q '{{\"durable\": true}}' no")
+    assert out == "OK (0)"
+    assert env.model.queues["shell-q"].obj["durable"] is True
+
+    # purge: the queue empties, and the update reaches the shell's cache in the background
+    env.model.paused = True
+    orders = env.model.queues["orders"]
+    qid = env.ids("queue")["orders"]
+    await wait_until(lambda: env.model.tick() or orders.messages, message="orders not empty")
+    await wait_until(lambda: env.shell.values(qid)["msgDepth"] == len(orders.messages) > 0,
+                     message="the queue's depth in the shell's cache")
+    assert await env.run(f"call {qid} purge 0") == "OK (0)"
+    assert len(orders.messages) == 0
+    await wait_until(lambda: env.shell.values(qid)["msgDepth"] == 0,
+                     message="the purge seen through background updates")
+
+
+BAD_COMMANDS = [
+    ("bogus", EXIT_USAGE),
+    ("show", EXIT_USAGE),
+    ("show abc", EXIT_USAGE),
+    ("show 99999", EXIT_NOT_FOUND),
+    ("list nosuchclass", EXIT_NOT_FOUND),
+    ("list queue sometimes", EXIT_USAGE),
+    ("schema nosuchclass", EXIT_NOT_FOUND),
+    ("set time-format medium", EXIT_USAGE),
+    ("events maybe", EXIT_USAGE),
+    ("call {broker} nosuchmethod", EXIT_NOT_FOUND),
+    ("call {broker} echo notanint x", EXIT_USAGE),
+    ("call {broker} echo 1+1 x", EXIT_USAGE),
+    ("call {broker} echo 1 x extra", EXIT_USAGE),
+    ("call {broker} create queue q {{bad false", EXIT_USAGE),
+    ("call {broker} create queue q [1] false", EXIT_USAGE),
+    ("call {broker} create queue q {{}} maybe", EXIT_USAGE),
+    ("call {broker} echo 1 'unterminated", EXIT_USAGE),
+    ("call {broker} echo -1 x", EXIT_USAGE),  # uint32 range, checked before sending
+    ("call {orders} purge 0 {{}} extra", EXIT_USAGE),
+    ("call {broker} delete queue no-such-queue {{}}", EXIT_METHOD),  # the agent failed it
+]
+
+
+async def test_bad_commands_fail_in_one_line(env: Env) -> None:
+    (bid,) = env.ids("broker").values()
+    for template, code in BAD_COMMANDS:
+        line = template.format(broker=bid, orders=env.ids("queue")["orders"])
+        with pytest.raises(ShellError) as info:
+            await env.run(line)
+        message = str(info.value)
+        assert message and "\n" not in message, (line, message)
+        assert info.value.code == code, (line, message)
+        # the shell goes on
+        assert (await env.run("list queue")).startswith("Objects of type"), line
+
+
+async def test_events_on_prints_events_as_they_arrive(env: Env) -> None:
+    (bid,) = env.ids("broker").values()
+    assert await env.run("events") == "events are off"
+    assert await env.run("events on") == ""
+    assert await env.run("events") == "events are on"
+    await env.run(f"call {bid} create queue ev-q {{}} false")
+    line = await wait_until(lambda: next((e for e in env.emitted if "queueDeclare" in e), None),
+                            message="a queueDeclare event emitted")
+    assert line.startswith("event ") and f"{PACKAGE}:queueDeclare" in line
+    assert "qName=ev-q" in line and "durable=False" in line
+    assert await env.run("events off") == ""
+    assert await env.run("events") == "events are off"
+
+
+async def test_background_updates_follow_creation_and_deletion(env: Env) -> None:
+    broker_obj = env.shell.cached("broker")[env.ids("broker")["amqp-broker"]]
+    # created and deleted through another path than the shell: only updates tell it
+    await broker_obj.invoke("create", "queue", "bg-q", {}, False)
+    await wait_until(lambda: "bg-q" in env.ids("queue"), message="bg-q cached from updates")
+    sid = env.ids("queue")["bg-q"]
+    await broker_obj.invoke("delete", "queue", "bg-q", {})
+    await wait_until(lambda: sid not in env.shell.cached("queue"), message="bg-q deleted")
+    assert sid in env.shell.cached("queue", deleted=True)
+    rows = {int(row[0]): row for row in _rows(await env.run("list queue"))}
+    assert rows[sid][2] != "-"  # destroyed time
+    assert f"{sid} (deleted)" in await env.run("list queue all")
+    assert f"{sid} (deleted)" not in await env.run("list queue active")
+
+
+async def test_completion(env: Env) -> None:
+    shell = env.shell
+    (bid,) = env.ids("broker").values()
+    assert shell.complete("") == list(COMMANDS)
+    assert shell.complete("lis") == ["list"]
+    assert shell.complete("s") == ["show", "schema", "set"]
+    assert "queue" in shell.complete("list qu") and "queueDeclare" not in shell.complete("list ")
+    assert "queueDeclare" in shell.complete("schema queueD")
+    assert shell.complete("list queue ") == ["active", "all"]
+    ids = shell.complete("show ")
+    assert str(bid) in ids and all(i.isdigit() for i in ids)
+    assert ids == sorted(ids, key=int)
+    assert shell.complete(f"call {bid} ec") == ["echo"]
+    assert shell.complete(f"call {bid} echo ") == ["sequence=", "body="]
+    assert shell.complete(f"call {bid} echo body=x ") == ["sequence="]
+    assert shell.complete("set time-format ") == ["short", "long"]
+    assert shell.complete("events o") == ["on", "off"]
+    assert shell.complete("call 99999 ") == []
+
+
+async def test_quit_and_comments(env: Env) -> None:
+    for line in ("quit", "exit", " QUIT "):
+        with pytest.raises(ShellExit):
+            await env.run(line)
+    assert await env.run("# a comment") == ""
+    assert await env.run("   ") == ""
+    assert "list CLASS" in await env.run("help")
+
+
+def test_history_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    path = history_file("shell")
+    assert path == tmp_path / ".qmf_history" / "shell" and path.exists()
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("")
+    monkeypatch.setenv("HOME", str(not_a_dir))  # unusable: history stays in memory
+    assert history_file("shell") is None
+    monkeypatch.delenv("HOME")
+    assert history_file("shell") is None
+
+
+# --------------------------------------------------------------------------- subprocesses
+
+
+def _env(url: str, home: Path, **extra: str) -> dict[str, str]:
+    env = {**os.environ, "QMF_URL": url, "HOME": str(home), "PYTHONPATH": str(ROOT),
+           "PYTHONUNBUFFERED": "1", **extra}
+    env.pop("QMF_TEST_URL", None)
+    return env
+
+
+async def _run_piped(tool: str, stdin: str, env: dict[str, str], timeout: float = 20.0
+                     ) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "qmf_async", tool, stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=ROOT, env=env)
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(stdin.encode()), timeout)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def test_shell_reads_commands_from_piped_stdin(bus: Bus, tmp_path: Path) -> None:
+    async with running_bus(bus):
+        code, out, err = await _run_piped(
+            "shell", "list\nlist queue\nshow 101\nagents\nschema queue\nquit\nbogus\n",
+            _env(bus.url, tmp_path))
+        # (stderr may carry a library's log line under load, never an error of ours)
+        assert code == EXIT_OK and "error" not in err, (out, err)
+        assert "Management Object Types:" in out
+        assert f"Objects of type {PACKAGE}:queue" in out
+        assert all(re.search(rf":{name}\n", out) for name in DEMO_QUEUES), out
+        assert f"Object of type {PACKAGE}:" in out  # show 101: the first object seen
+        assert re.search(r"Broker amqp://\S+ \(connected, management broker: ", out), out
+        assert "Method 'purge'" in out
+        assert "bogus" not in out  # after quit nothing runs
+
+        # errors: one line each on stderr, the shell goes on, exit code of the first
+        code, out, err = await _run_piped(
+            "shell", "list nosuchclass\nbogus\nlist queue\n", _env(bus.url, tmp_path))
+        assert code == EXIT_NOT_FOUND, (out, err)
+        assert [line for line in err.splitlines() if line.startswith("error")] \
+            == ["error: unknown object class 'nosuchclass'",
+                "error: unknown command 'bogus' (help lists the commands)"], err
+        assert f"Objects of type {PACKAGE}:queue" in out
+    assert not (tmp_path / ".qmf_history").exists()  # no prompt, no history
+
+
+async def test_shell_exit_code_when_the_broker_is_unreachable(tmp_path: Path) -> None:
+    code, out, err = await _run_piped("shell", "list\n", _env(
+        "amqp://guest:guest@127.0.0.1:1/", tmp_path))
+    assert code == EXIT_UNREACHABLE
+    # (aiormq may log its own line before ours)
+    assert out == "" and err.splitlines()[-1].startswith("qmf shell: error: cannot connect")
+
+
+async def test_shell_in_a_pseudo_terminal(bus: Bus, tmp_path: Path) -> None:
+    pytest.importorskip("prompt_toolkit")
+    loop = asyncio.get_running_loop()
+    async with running_bus(bus):
+        master, slave = os.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 132, 0, 0))
+        received = bytearray()
+
+        def on_readable() -> None:
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                data = b""
+            if not data:
+                loop.remove_reader(master)
+            received.extend(data)
+
+        def screen(start: int = 0) -> str:
+            return ANSI.sub(b"", bytes(received[start:])).decode(errors="replace")
+
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "qmf_async", "shell", stdin=slave, stdout=slave,
+            stderr=slave, cwd=ROOT, start_new_session=True,
+            env=_env(bus.url, tmp_path, TERM="xterm", PROMPT_TOOLKIT_NO_CPR="1"))
+        os.close(slave)
+        os.set_blocking(master, False)
+        loop.add_reader(master, on_readable)
+        try:
+            # the banner is printed above the prompt, which may be drawn first
+            await wait_until(lambda: re.search(r"management broker.*qmf:", screen(), re.S),
+                             15, message="the banner and the prompt")
+            mark = len(received)
+            os.write(master, b"lis\t")  # completes to "list"
+            await wait_until(lambda: "list" in screen(mark), 10, message="completion of lis")
+            os.write(master, b"\r")
+            await wait_until(lambda: "Management Object Types:" in screen(mark), 10,
+                             message="the output of list")
+            mark = len(received)
+            os.write(master, b"list queue\r")
+            await wait_until(lambda: re.search(r":orders\s", screen(mark)), 10,
+                             message="the output of list queue")
+            os.write(master, b"quit\r")
+            assert await asyncio.wait_for(proc.wait(), 10) == EXIT_OK
+        finally:
+            loop.remove_reader(master)
+            os.close(master)
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+    history = (tmp_path / ".qmf_history" / "shell").read_text()
+    assert "+list\n" in history and "+list queue\n" in history and "+quit\n" in history
+
+
+async def test_repl_awaits_at_top_level(bus: Bus, tmp_path: Path) -> None:
+    async with running_bus(bus) as (agent, _):
+        code, out, err = await _run_piped(
+            "repl", 'print(len(await session.get_objects(_class="queue")))\n',
+            _env(bus.url, tmp_path))
+        assert code == EXIT_OK, err
+        count = int(out.strip())
+        assert count == len(DEMO_QUEUES) if bus.isolated else count >= len(DEMO_QUEUES)
+        assert "session (the connected Session)" in err  # the banner, on stderr
+
+        script = "\n".join([
+            "x = 1/0",
+            "print(x)",
+            f"agents = [a for a in session.get_agents() if a.label == {agent.label!r}]",
+            "(b,) = await session.get_objects(_class='broker', _agent=agents[0])",
+            "r = await b.echo(7, 'hi')",
+            "print(r.sequence, r.body, isinstance(r, MethodResult))",
+            "exit(3)",
+            "print('not reached')",
+        ]) + "\n"
+        code, out, err = await _run_piped("repl", script, _env(bus.url, tmp_path))
+        assert code == 3, err
+        assert out.splitlines() == ["7 hi True"], out
+        assert "ZeroDivisionError: division by zero" in err
+        assert "NameError" in err  # x was never bound
+        assert 'File "<qmf repl>", line 1' in err
