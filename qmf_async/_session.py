@@ -1024,7 +1024,9 @@ class Session:
         Filters: ``_class`` (and ``_package``), ``_key`` (one hash version),
         ``_objectId``; ``_agent``/``_broker`` narrow who is asked; ``where`` is a JMS
         selector over properties and statistics and ``name=value`` keywords compare
-        elements for equality, both applied to what arrives.
+        elements for equality, both applied to what arrives.  When every known agent
+        is asked, one that leaves the bus during the query (aged out, or deleted by the
+        management broker) is left out: its objects are gone with it.
 
         Raises:
             UsageError: no class, key or object id given; a bad selector.
@@ -1080,6 +1082,7 @@ class Session:
         brokers = self._connected_brokers(_broker)
         timeout = self.timeout if _timeout is None else _timeout
         targets = self._targets(brokers, _agent, oid)
+        fan_out = _agent is None and oid is None
         delivered: list[QmfObject] = []
 
         def on_item(broker: Broker, agent: RemoteAgent) -> Callable[[Message], None]:
@@ -1122,7 +1125,13 @@ class Session:
                 elif entry.future.cancelled():
                     errors.append(QmfError(f"query to {agent} was cancelled"))
                 elif entry.future.exception() is not None:
-                    errors.append(entry.future.exception())  # type: ignore[arg-type]
+                    exc = entry.future.exception()
+                    if isinstance(exc, AgentGoneError) and fan_out and len(entries) > 1:
+                        # an agent that left the bus during a query to every agent has no
+                        # objects any more: the answer is what the remaining agents hold
+                        log.debug("%s left during a query; its answer is not needed", agent)
+                        continue
+                    errors.append(exc)  # type: ignore[arg-type]
             if errors:
                 if len(errors) == len(entries) and all(isinstance(e, TransportError)
                                                        for e in errors):

@@ -57,7 +57,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run ``qmf``; returns the exit code (0 ok, see ``_common`` for the others)."""
     try:
         parser = _parser()
-    except ImportError as exc:
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in ("rich", "prompt_toolkit"):
+            raise
         print(f"qmf: the command-line tools need the cli extra "
               f"(pip install 'qmf-async[cli]'): {exc}", file=sys.stderr)
         return EXIT_USAGE
