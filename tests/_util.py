@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
+import shutil
+import subprocess
 import time
-from collections.abc import Awaitable, Callable
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 
 async def wait_until(
@@ -36,3 +41,36 @@ async def wait_until(
                 f"condition not met within {timeout} s: {what} (last value: {value!r})"
             )
         await asyncio.sleep(interval)
+
+
+def rabbitmqctl(*args: str) -> bool:
+    """Run ``rabbitmqctl -q -s ARGS``; True when it exists here and succeeded."""
+    ctl = shutil.which("rabbitmqctl") or shutil.which("rabbitmqctl", path="/usr/sbin:/sbin")
+    if ctl is None:
+        return False
+    try:
+        return subprocess.run([ctl, "-q", "-s", *args], capture_output=True,
+                              timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+@contextlib.contextmanager
+def private_vhost(amqp_url: str, prefix: str) -> Iterator[str]:
+    """``amqp_url`` on a temporary vhost ``PREFIX-<random>`` (deleted afterwards), or
+    ``amqp_url`` itself when rabbitmqctl cannot make one for that broker (not a local
+    host, rabbitmqctl missing or failing)."""
+    parts = urlsplit(amqp_url)
+    vhost = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    user = unquote(parts.username) if parts.username else "guest"
+    local = parts.hostname in ("localhost", "127.0.0.1", "::1")
+    if not (local and rabbitmqctl("add_vhost", vhost)):
+        yield amqp_url
+        return
+    try:
+        if rabbitmqctl("set_permissions", "-p", vhost, user, ".*", ".*", ".*"):
+            yield urlunsplit(parts._replace(path="/" + quote(vhost, safe="")))
+        else:
+            yield amqp_url
+    finally:
+        rabbitmqctl("delete_vhost", vhost)

@@ -16,15 +16,12 @@ import contextlib
 import itertools
 import os
 import random
-import shutil
 import signal
-import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 import pytest
 
@@ -33,7 +30,7 @@ from qmf_async._transport import Delivery, Transport
 from qmf_async.agent import Agent, Property, Statistic, object_class
 from qmf_async.agent.broker import AGENT_CLASS, ManagementBroker, derive_broker_id
 
-from ._util import wait_until
+from ._util import private_vhost, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -60,35 +57,12 @@ def _label(what: str) -> str:
     return f"{what}-{uuid.uuid4().hex[:8]}"
 
 
-def _rabbitmqctl(*args: str) -> bool:
-    ctl = shutil.which("rabbitmqctl") or shutil.which("rabbitmqctl", path="/usr/sbin:/sbin")
-    if ctl is None:
-        return False
-    try:
-        return subprocess.run([ctl, "-q", "-s", *args], capture_output=True,
-                              timeout=30).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-
-
 @pytest.fixture(scope="module")
 def role_url(amqp_url: str) -> Iterator[str]:
     """``amqp_url`` on a temporary vhost of this module (deleted afterwards), or
     ``amqp_url`` itself when rabbitmqctl cannot make one for that broker."""
-    parts = urlsplit(amqp_url)
-    vhost = f"qmf-broker-role-test-{uuid.uuid4().hex[:8]}"
-    user = unquote(parts.username) if parts.username else "guest"
-    local = parts.hostname in ("localhost", "127.0.0.1", "::1")
-    if not (local and _rabbitmqctl("add_vhost", vhost)):
-        yield amqp_url
-        return
-    try:
-        if _rabbitmqctl("set_permissions", "-p", vhost, user, ".*", ".*", ".*"):
-            yield urlunsplit(parts._replace(path="/" + quote(vhost, safe="")))
-        else:
-            yield amqp_url
-    finally:
-        _rabbitmqctl("delete_vhost", vhost)
+    with private_vhost(amqp_url, "qmf-broker-role-test") as url:
+        yield url
 
 
 class Console:

@@ -19,9 +19,7 @@ import fcntl
 import importlib.util
 import os
 import re
-import shutil
 import struct
-import subprocess
 import sys
 import termios
 import uuid
@@ -29,7 +27,6 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
-from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 import attrs
 import pytest
@@ -46,7 +43,7 @@ from qmf_async.cli._common import (
 )
 from qmf_async.cli.shell import COMMANDS, FIRST_ID, Shell, ShellError, ShellExit, history_file
 
-from ._util import wait_until
+from ._util import private_vhost, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -79,17 +76,6 @@ def _label(what: str) -> str:
 # --------------------------------------------------------------------------- the bus
 
 
-def _rabbitmqctl(*args: str) -> bool:
-    ctl = shutil.which("rabbitmqctl") or shutil.which("rabbitmqctl", path="/usr/sbin:/sbin")
-    if ctl is None:
-        return False
-    try:
-        return subprocess.run([ctl, "-q", "-s", *args], capture_output=True,
-                              timeout=30).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-
-
 @attrs.frozen
 class Bus:
     url: str
@@ -100,20 +86,8 @@ class Bus:
 def bus(amqp_url: str) -> Iterator[Bus]:
     """``amqp_url`` on a temporary vhost of this module (deleted afterwards), or
     ``amqp_url`` itself when rabbitmqctl cannot make one."""
-    parts = urlsplit(amqp_url)
-    vhost = f"qmf-cli-shell-test-{uuid.uuid4().hex[:8]}"
-    user = unquote(parts.username) if parts.username else "guest"
-    local = parts.hostname in ("localhost", "127.0.0.1", "::1")
-    if not (local and _rabbitmqctl("add_vhost", vhost)):
-        yield Bus(amqp_url, False)
-        return
-    try:
-        if _rabbitmqctl("set_permissions", "-p", vhost, user, ".*", ".*", ".*"):
-            yield Bus(urlunsplit(parts._replace(path="/" + quote(vhost, safe=""))), True)
-        else:
-            yield Bus(amqp_url, False)
-    finally:
-        _rabbitmqctl("delete_vhost", vhost)
+    with private_vhost(amqp_url, "qmf-cli-shell-test") as url:
+        yield Bus(url, url != amqp_url)
 
 
 @contextlib.asynccontextmanager

@@ -8,15 +8,13 @@ import asyncio
 import contextlib
 import os
 import re
-import shutil
 import signal
-import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, unquote, urlsplit, urlunsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import attrs
 import pytest
@@ -24,6 +22,8 @@ import pytest_asyncio
 
 from qmf_async import Session
 from qmf_async.agent.broker import ManagementBroker
+
+from ._util import private_vhost
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 
@@ -51,35 +51,12 @@ def _import_demo() -> Any:
 demo = _import_demo()
 
 
-def _rabbitmqctl(*args: str) -> bool:
-    ctl = shutil.which("rabbitmqctl") or shutil.which("rabbitmqctl", path="/usr/sbin:/sbin")
-    if ctl is None:
-        return False
-    try:
-        return subprocess.run([ctl, "-q", "-s", *args], capture_output=True,
-                              timeout=30).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-
-
 @pytest.fixture(scope="module")
 def bus_url(amqp_url: str) -> Iterator[str]:
     """``amqp_url`` on a temporary vhost of this module (deleted afterwards), or
     ``amqp_url`` itself when rabbitmqctl cannot make one for that broker."""
-    parts = urlsplit(amqp_url)
-    vhost = f"qmf-examples-test-{uuid.uuid4().hex[:8]}"
-    user = unquote(parts.username) if parts.username else "guest"
-    local = parts.hostname in ("localhost", "127.0.0.1", "::1")
-    if not (local and _rabbitmqctl("add_vhost", vhost)):
-        yield amqp_url
-        return
-    try:
-        if _rabbitmqctl("set_permissions", "-p", vhost, user, ".*", ".*", ".*"):
-            yield urlunsplit(parts._replace(path="/" + quote(vhost, safe="")))
-        else:
-            yield amqp_url
-    finally:
-        _rabbitmqctl("delete_vhost", vhost)
+    with private_vhost(amqp_url, "qmf-examples-test") as url:
+        yield url
 
 
 @attrs.frozen

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from ._util import wait_until
+from ._util import private_vhost, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -529,37 +529,12 @@ def _import_demo() -> Any:
     return module
 
 
-def _rabbitmqctl(*args: str) -> bool:
-    ctl = shutil.which("rabbitmqctl") or shutil.which("rabbitmqctl", path="/usr/sbin:/sbin")
-    if ctl is None:
-        return False
-    try:
-        return subprocess.run([ctl, "-q", "-s", *args], capture_output=True,
-                              timeout=30).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-
-
 @pytest.fixture(scope="module")
 def bus_url(amqp_url: str) -> Iterator[str]:
     """``amqp_url`` on a temporary vhost of this module (deleted afterwards), or
     ``amqp_url`` itself when rabbitmqctl cannot make one."""
-    from urllib.parse import quote, unquote, urlsplit, urlunsplit
-
-    parts = urlsplit(amqp_url)
-    vhost = f"qmf-pipeline-test-{uuid.uuid4().hex[:8]}"
-    user = unquote(parts.username) if parts.username else "guest"
-    local = parts.hostname in ("localhost", "127.0.0.1", "::1")
-    if not (local and _rabbitmqctl("add_vhost", vhost)):
-        yield amqp_url
-        return
-    try:
-        if _rabbitmqctl("set_permissions", "-p", vhost, user, ".*", ".*", ".*"):
-            yield urlunsplit(parts._replace(path="/" + quote(vhost, safe="")))
-        else:
-            yield amqp_url
-    finally:
-        _rabbitmqctl("delete_vhost", vhost)
+    with private_vhost(amqp_url, "qmf-pipeline-test") as url:
+        yield url
 
 
 @pytest.mark.integration

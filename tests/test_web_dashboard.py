@@ -22,7 +22,6 @@ import importlib.util
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 import uuid
@@ -31,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
-from urllib.parse import quote, unquote, urlsplit, urlunsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
 import pytest
@@ -43,7 +42,7 @@ from qmf_async import ObjectId
 from qmf_async.agent import Agent
 from qmf_async.agent.broker import ManagementBroker
 
-from ._util import wait_until
+from ._util import private_vhost, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 
@@ -77,35 +76,12 @@ dashboard = _import_example("web_dashboard", ROOT / "examples" / "web_dashboard"
 # --------------------------------------------------------------------------- the bus
 
 
-def _rabbitmqctl(*args: str) -> bool:
-    ctl = shutil.which("rabbitmqctl") or shutil.which("rabbitmqctl", path="/usr/sbin:/sbin")
-    if ctl is None:
-        return False
-    try:
-        return subprocess.run([ctl, "-q", "-s", *args], capture_output=True,
-                              timeout=30).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-
-
 @pytest.fixture(scope="module")
 def bus_url(amqp_url: str) -> Iterator[str]:
     """``amqp_url`` on a temporary vhost of this module (deleted afterwards), or
     ``amqp_url`` itself when rabbitmqctl cannot make one for that broker."""
-    parts = urlsplit(amqp_url)
-    vhost = f"qmf-web-dashboard-test-{uuid.uuid4().hex[:8]}"
-    user = unquote(parts.username) if parts.username else "guest"
-    local = parts.hostname in ("localhost", "127.0.0.1", "::1")
-    if not (local and _rabbitmqctl("add_vhost", vhost)):
-        yield amqp_url
-        return
-    try:
-        if _rabbitmqctl("set_permissions", "-p", vhost, user, ".*", ".*", ".*"):
-            yield urlunsplit(parts._replace(path="/" + quote(vhost, safe="")))
-        else:
-            yield amqp_url
-    finally:
-        _rabbitmqctl("delete_vhost", vhost)
+    with private_vhost(amqp_url, "qmf-web-dashboard-test") as url:
+        yield url
 
 
 class Proxy:
