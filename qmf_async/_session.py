@@ -22,7 +22,7 @@ from typing import Any
 from . import _codec as codec
 from ._backoff import retry_with_backoff
 from ._console import Console
-from ._correlation import Correlator, Pending
+from ._correlation import Correlator, Pending, wait_reply
 from ._errors import (
     AgentGoneError, CommandError, ConnectionLostError, DecodeError, MethodError,
     NotConnectedError, PartialResultError, QmfError, QmfTimeout, QueryTimeout, TransportError,
@@ -255,7 +255,7 @@ class Broker:
         entry = self._correlator.register(query=query, agent=agent, expect=expect)
         try:
             await self._publish(msg_factory(entry.seq), routing_key)
-            return await asyncio.wait_for(asyncio.shield(entry.future), timeout)
+            return await wait_reply(entry.future, timeout)
         except asyncio.TimeoutError:
             raise QmfTimeout(f"no complete answer from {agent or routing_key} on {self.where} "
                              f"within {timeout}s") from None
@@ -1165,7 +1165,7 @@ class Session:
             request = MethodRequest(seq, oid, schema.class_key, method.name, in_args)
             await broker._publish(request, f"agent.{bb}.{ab}")
             try:
-                reply = await asyncio.wait_for(asyncio.shield(entry.future), wait)
+                reply = await wait_reply(entry.future, wait)
             except asyncio.TimeoutError:
                 raise QmfTimeout(f"{schema.class_key.name}.{method.name} on {oid}: no response "
                                  f"within {wait}s") from None
