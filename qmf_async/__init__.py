@@ -2,15 +2,34 @@
 
 from __future__ import annotations
 
-from ._errors import (
-    AgentError, ArgumentError, AuthenticationError, CommandError, ConnectionLostError, DecodeError, EncodeError,
-    AgentGoneError, MethodError, NotConnectedError, PartialResultError, ProtocolError, QmfError,
-    QmfTimeout, QueryTimeout, TransportError, UnknownClassError, UsageError,
-)
 from ._console import Console
+from ._errors import (
+    AgentError,
+    AgentGoneError,
+    ArgumentError,
+    AuthenticationError,
+    CommandError,
+    ConnectionLostError,
+    DecodeError,
+    EncodeError,
+    MethodError,
+    NotConnectedError,
+    PartialResultError,
+    ProtocolError,
+    QmfError,
+    QmfTimeout,
+    QueryTimeout,
+    TransportError,
+    UnknownClassError,
+    UsageError,
+)
 from ._objects import Event, MethodResult, QmfObject, RemoteAgent
 from ._schema import (
-    SchemaArgument, SchemaClass, SchemaMethod, SchemaProperty, SchemaStatistic,
+    SchemaArgument,
+    SchemaClass,
+    SchemaMethod,
+    SchemaProperty,
+    SchemaStatistic,
 )
 from ._selector import Selector, SelectorError
 from ._session import Broker, Session

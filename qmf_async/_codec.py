@@ -17,14 +17,35 @@ import attrs
 
 from ._amqp010 import WireMap, decode_map, encode_map
 from ._compile import (
-    Decoder, Encoder, FieldSpec, compile_decoder, compile_encoder, compile_record_decoder,
+    Decoder,
+    Encoder,
+    FieldSpec,
+    compile_decoder,
+    compile_encoder,
+    compile_record_decoder,
 )
 from ._errors import DecodeError, EncodeError, UnknownClassError
 from ._messages import (
-    AttachRequest, AttachResponse, BrokerRequest, BrokerResponse, ClassIndication, ClassQuery,
-    CommandComplete, ConsoleAdded, EventIndication, GetQuery, Heartbeat, Message,
-    MethodRequest, MethodResponse, ObjectRecord, PackageIndication, PackageQuery,
-    SchemaRequest, SchemaResponse, UndecodedTail,
+    AttachRequest,
+    AttachResponse,
+    BrokerRequest,
+    BrokerResponse,
+    ClassIndication,
+    ClassQuery,
+    CommandComplete,
+    ConsoleAdded,
+    EventIndication,
+    GetQuery,
+    Heartbeat,
+    Message,
+    MethodRequest,
+    MethodResponse,
+    ObjectRecord,
+    PackageIndication,
+    PackageQuery,
+    SchemaRequest,
+    SchemaResponse,
+    UndecodedTail,
 )
 from ._schema import SchemaArgument, SchemaClass, SchemaMethod, SchemaProperty, SchemaStatistic
 from ._values import ClassKey, ClassKind, ObjectId, QmfType

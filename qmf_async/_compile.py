@@ -19,7 +19,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ._amqp010 import (
-    decode_array, decode_list, decode_map, encode_array, encode_list, encode_map, new_wire_map,
+    decode_array,
+    decode_list,
+    decode_map,
+    encode_array,
+    encode_list,
+    encode_map,
+    new_wire_map,
 )
 from ._errors import DecodeError, EncodeError
 from ._values import ObjectId, QmfType
@@ -161,7 +167,7 @@ def _generate(name: str, args: str, items: Sequence[Item], result: str,
     # the label (a class key, escaped: names come from the wire) names the code in
     # tracebacks and profiles
     fname = f"<qmf codec {name} {ascii(label)[1:-1]}>" if label else f"<qmf codec {name}>"
-    exec(compile(src, fname, "exec"), env)  # noqa: S102 - generated from schema types
+    exec(compile(src, fname, "exec"), env)
     return env[name]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._objects import RemoteAgent, Event, MethodResult, QmfObject
+    from ._objects import Event, MethodResult, QmfObject, RemoteAgent
     from ._schema import SchemaClass
     from ._session import Broker
     from ._values import ClassKey

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 import attrs
 
 from ._schema import SchemaClass
-from ._values import ClassKey, ClassKind, ObjectId, SEVERITY_NAMES
+from ._values import SEVERITY_NAMES, ClassKey, ClassKind, ObjectId
 
 __all__ = [
     "Message",
@@ -150,7 +150,7 @@ class ObjectRecord:
     statistics: tuple[Any, ...] | None = None
 
     @property
-    def OPCODE(self) -> str:  # noqa: N802 - same name as the other messages' class attribute
+    def OPCODE(self) -> str:
         return self.opcode
 
     @property

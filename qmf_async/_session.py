@@ -24,16 +24,40 @@ from ._backoff import retry_with_backoff
 from ._console import Console
 from ._correlation import Correlator, Pending, wait_reply
 from ._errors import (
-    AgentGoneError, CommandError, ConnectionLostError, DecodeError, MethodError,
-    NotConnectedError, PartialResultError, QmfError, QmfTimeout, QueryTimeout, TransportError,
-    UnknownClassError, UsageError,
+    AgentGoneError,
+    CommandError,
+    ConnectionLostError,
+    DecodeError,
+    MethodError,
+    NotConnectedError,
+    PartialResultError,
+    QmfError,
+    QmfTimeout,
+    QueryTimeout,
+    TransportError,
+    UnknownClassError,
+    UsageError,
 )
 from ._messages import (
-    BrokerRequest, BrokerResponse, ClassIndication, ClassQuery, CommandComplete,
-    EventIndication, GetQuery, Heartbeat, Message, MethodRequest, MethodResponse, ObjectRecord,
-    PackageIndication, PackageQuery, SchemaRequest, SchemaResponse, UndecodedTail,
+    BrokerRequest,
+    BrokerResponse,
+    ClassIndication,
+    ClassQuery,
+    CommandComplete,
+    EventIndication,
+    GetQuery,
+    Heartbeat,
+    Message,
+    MethodRequest,
+    MethodResponse,
+    ObjectRecord,
+    PackageIndication,
+    PackageQuery,
+    SchemaRequest,
+    SchemaResponse,
+    UndecodedTail,
 )
-from ._objects import RemoteAgent, Event, MethodResult, QmfObject
+from ._objects import Event, MethodResult, QmfObject, RemoteAgent
 from ._schema import SchemaClass, SchemaMethod
 from ._selector import Selector, compile_selector
 from ._subscriptions import Subscription
@@ -153,7 +177,7 @@ class Broker:
         try:
             await self._publish(BrokerRequest(), "broker")
             msg = await asyncio.wait_for(entry.future, self.session.broker_timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             self.has_management = False
             log.info("no management broker answered B on %s; finding agents by heartbeats",
                      self.where)
@@ -256,7 +280,7 @@ class Broker:
         try:
             await self._publish(msg_factory(entry.seq), routing_key)
             return await wait_reply(entry.future, timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise QmfTimeout(f"no complete answer from {agent or routing_key} on {self.where} "
                              f"within {timeout}s") from None
         finally:
@@ -1166,7 +1190,7 @@ class Session:
             await broker._publish(request, f"agent.{bb}.{ab}")
             try:
                 reply = await wait_reply(entry.future, wait)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 raise QmfTimeout(f"{schema.class_key.name}.{method.name} on {oid}: no response "
                                  f"within {wait}s") from None
         finally:

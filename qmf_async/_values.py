@@ -70,7 +70,7 @@ def to_qmf_type(value: object) -> QmfType:
     raise UsageError(f"unknown QMF type {value!r}")
 
 
-def to_access(value: object) -> "Access":
+def to_access(value: object) -> Access:
     """An Access from a code, a member or a name (``"RO"``, ``"RW"``, ``"RC"``).
 
     Raises:
@@ -176,7 +176,7 @@ class ObjectId:
 
     @classmethod
     def make(cls, *, flags: int = 0, sequence: int = 0, broker_bank: int = 0,
-             agent_bank: int = 0, object: int = 0) -> ObjectId:  # noqa: A002
+             agent_bank: int = 0, object: int = 0) -> ObjectId:
         """Build an id from its parts.
 
         Raises:

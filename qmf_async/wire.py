@@ -11,14 +11,35 @@ from __future__ import annotations
 
 from ._amqp010 import WireArray, WireList, WireMap
 from ._codec import (
-    ObjectValue, SchemaRegistry, Typed, UnknownSchemaError, decode, encode,
+    ObjectValue,
+    SchemaRegistry,
+    Typed,
+    UnknownSchemaError,
+    decode,
+    encode,
 )
 from ._errors import DecodeError, EncodeError
 from ._messages import (
-    AttachRequest, AttachResponse, BrokerRequest, BrokerResponse, ClassIndication, ClassQuery,
-    CommandComplete, ConsoleAdded, EventIndication, GetQuery, Heartbeat, Message,
-    MethodRequest, MethodResponse, ObjectRecord, PackageIndication, PackageQuery,
-    SchemaRequest, SchemaResponse, UndecodedTail,
+    AttachRequest,
+    AttachResponse,
+    BrokerRequest,
+    BrokerResponse,
+    ClassIndication,
+    ClassQuery,
+    CommandComplete,
+    ConsoleAdded,
+    EventIndication,
+    GetQuery,
+    Heartbeat,
+    Message,
+    MethodRequest,
+    MethodResponse,
+    ObjectRecord,
+    PackageIndication,
+    PackageQuery,
+    SchemaRequest,
+    SchemaResponse,
+    UndecodedTail,
 )
 
 __all__ = [

@@ -23,16 +23,36 @@ from typing import Any
 import attrs
 
 from .. import _codec as codec
+from .._backoff import retry_with_backoff
 from .._errors import (
-    ArgumentError, DecodeError, EncodeError, MethodError, QmfError, UnknownClassError, UsageError,
+    ArgumentError,
+    DecodeError,
+    EncodeError,
+    MethodError,
+    QmfError,
+    UnknownClassError,
+    UsageError,
 )
 from .._messages import (
-    AttachRequest, AttachResponse, ClassIndication, ClassQuery, CommandComplete, ConsoleAdded,
-    EventIndication, GetQuery, Heartbeat, Message, MethodRequest, MethodResponse, ObjectRecord,
-    PackageIndication, PackageQuery, SchemaRequest, SchemaResponse,
+    AttachRequest,
+    AttachResponse,
+    ClassIndication,
+    ClassQuery,
+    CommandComplete,
+    ConsoleAdded,
+    EventIndication,
+    GetQuery,
+    Heartbeat,
+    Message,
+    MethodRequest,
+    MethodResponse,
+    ObjectRecord,
+    PackageIndication,
+    PackageQuery,
+    SchemaRequest,
+    SchemaResponse,
 )
 from .._schema import SchemaClass, SchemaMethod
-from .._backoff import retry_with_backoff
 from .._transport import Delivery, TlsOptions, Transport
 from .._values import ClassKey, ClassKind, ObjectId, QmfType
 from ._objects import ManagedObject, now_ns
@@ -346,7 +366,7 @@ class Agent:
                                       routing_key="broker", reply_to=self._queue)
         try:
             answer = await asyncio.wait_for(fut, self.attach_timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             log.info("agent %s: no management broker answered; using banks %d.%d",
                      self.label, self.broker_bank, self.agent_bank)
             return

@@ -43,7 +43,7 @@ def compute_hash(schema: SchemaClass) -> bytes:
     return hashlib.md5(bytes(out), usedforsecurity=False).digest()
 
 
-def _finish(schema: SchemaClass, hash: bytes | None) -> SchemaClass:  # noqa: A002
+def _finish(schema: SchemaClass, hash: bytes | None) -> SchemaClass:
     digest = compute_hash(schema) if hash is None else hash
     key = ClassKey(schema.class_key.package, schema.class_key.name, digest)
     return SchemaClass(schema.kind, key, schema.properties, schema.statistics, schema.methods,
@@ -54,7 +54,7 @@ def object_class(package: str, name: str, *,
                  properties: Iterable[SchemaProperty] = (),
                  statistics: Iterable[SchemaStatistic] = (),
                  methods: Iterable[SchemaMethod] = (),
-                 hash: bytes | None = None) -> SchemaClass:  # noqa: A002
+                 hash: bytes | None = None) -> SchemaClass:
     """Declare an object class; its hash is computed unless given.
 
     Raises:
@@ -73,7 +73,7 @@ def object_class(package: str, name: str, *,
 
 
 def event_class(package: str, name: str, arguments: Iterable[SchemaArgument] = (), *,
-                hash: bytes | None = None) -> SchemaClass:  # noqa: A002
+                hash: bytes | None = None) -> SchemaClass:
     """Declare an event class; its hash is computed unless given.
 
     Raises:

@@ -69,6 +69,7 @@ from urllib.parse import quote
 import attrs
 
 from .. import _codec as codec
+from .._backoff import retry_with_backoff
 from .._errors import DecodeError, EncodeError, QmfError, UsageError
 from .._messages import (
     AttachRequest,
@@ -87,7 +88,6 @@ from .._messages import (
     SchemaResponse,
 )
 from .._schema import SchemaClass, SchemaProperty
-from .._backoff import retry_with_backoff
 from .._transport import Delivery, TlsOptions, Transport, parse_url
 from .._values import ClassKey, ObjectId
 from ._agent import Agent, reply_target

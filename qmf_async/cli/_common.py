@@ -14,8 +14,15 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from qmf_async import (
-    AuthenticationError, MethodError, PartialResultError, QmfError, QmfTimeout, Session,
-    TransportError, UnknownClassError, UsageError,
+    AuthenticationError,
+    MethodError,
+    PartialResultError,
+    QmfError,
+    QmfTimeout,
+    Session,
+    TransportError,
+    UnknownClassError,
+    UsageError,
 )
 
 __all__ = [
