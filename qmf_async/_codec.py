@@ -173,6 +173,7 @@ class SchemaRegistry:
 
     def __init__(self, schemas: Iterable[SchemaClass] = ()) -> None:
         self._by_key: dict[ClassKey, SchemaClass] = {}
+        self._codec_of_key: dict[ClassKey, ClassCodec] = {}
         self._codecs: dict[bytes, ClassCodec] = {}
         self._object_codec = (self._decode_object_value, self._encode_object_value)
         self._typed_codecs: dict[QmfType, tuple[Decoder, Encoder]] = {}
@@ -191,6 +192,7 @@ class SchemaRegistry:
         self._by_key[key] = schema
         codec = ClassCodec(schema, self)
         self._codecs[codec.wire_key] = codec
+        self._codec_of_key[key] = codec
         return True
 
     def get(self, key: ClassKey) -> SchemaClass | None:
@@ -226,12 +228,13 @@ class SchemaRegistry:
             UnknownClassError: given a class key the registry does not hold.
         """
         key = schema if isinstance(schema, ClassKey) else schema.class_key
-        if isinstance(schema, SchemaClass) and key not in self._by_key:
-            self.add(schema)
-        found = self._by_key.get(key)
+        found = self._codec_of_key.get(key)
         if found is None:
-            raise UnknownClassError(f"no schema for {key}")
-        return self._codecs[key.to_wire()]
+            if not isinstance(schema, SchemaClass):
+                raise UnknownClassError(f"no schema for {key}")
+            self.add(schema)
+            found = self._codec_of_key[key]
+        return found
 
     def _codec_by_wire(self, wire_key: bytes) -> ClassCodec | None:
         return self._codecs.get(wire_key)

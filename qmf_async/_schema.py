@@ -259,15 +259,22 @@ class SchemaMethod:
     def arg_count(self) -> int:
         return len(self.arguments)
 
+    _in_args: tuple[SchemaArgument, ...] = attrs.field(init=False, eq=False, repr=False)
+    _out_args: tuple[SchemaArgument, ...] = attrs.field(init=False, eq=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "_in_args", tuple(a for a in self.arguments if a.is_input))
+        object.__setattr__(self, "_out_args", tuple(a for a in self.arguments if a.is_output))
+
     @property
     def in_args(self) -> tuple[SchemaArgument, ...]:
         """I and IO arguments in schema order."""
-        return tuple(a for a in self.arguments if a.is_input)
+        return self._in_args
 
     @property
     def out_args(self) -> tuple[SchemaArgument, ...]:
         """O and IO arguments in schema order."""
-        return tuple(a for a in self.arguments if a.is_output)
+        return self._out_args
 
     def to_map(self) -> WireMap:
         """The method header map (name, argCount, desc), encoded as qpidd does."""
