@@ -15,6 +15,8 @@ from typing import Any
 
 from qmf_async import (
     AuthenticationError,
+    Broker,
+    Console,
     MethodError,
     PartialResultError,
     QmfError,
@@ -42,6 +44,8 @@ __all__ = [
     "exit_code",
     "fail",
     "print_json",
+    "note",
+    "ConnectionNotes",
 ]
 
 DEFAULT_URL = "amqp://guest:guest@localhost:5672/"
@@ -132,3 +136,30 @@ def print_json(data: Any) -> None:
 
 
 EXPECTED_ERRORS = (QmfError, ToolError)
+
+
+def note(tool: str, text: str) -> None:
+    """A progress or status note of ``qmf TOOL`` on stderr."""
+    print(f"qmf {tool}: {text}", file=sys.stderr, flush=True)
+
+
+class ConnectionNotes(Console):
+    """Connection changes of long-running tools (events, collect) as notes on stderr."""
+
+    def __init__(self, tool: str, quiet: bool) -> None:
+        self.tool = tool
+        self.quiet = quiet
+        self.up: set[int] = set()
+
+    def broker_connected(self, broker: Broker) -> None:
+        if id(broker) in self.up:
+            return
+        if broker.reconnects and not self.quiet:
+            note(self.tool, f"reconnected to {broker.where}")
+        self.up.add(id(broker))
+
+    def broker_disconnected(self, broker: Broker) -> None:
+        self.up.discard(id(broker))
+        if not self.quiet:
+            note(self.tool, f"lost the connection to {broker.where} ({broker.error}); "
+                            "reconnecting")

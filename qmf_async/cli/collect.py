@@ -15,19 +15,20 @@ import argparse
 import asyncio
 import contextlib
 import signal
-import sys
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-from qmf_async import Broker, Console, QmfTimeout, Session
+from qmf_async import QmfTimeout, Session
 
 from ._common import (
     EXIT_ERROR,
     EXIT_UNREACHABLE,
     EXIT_USAGE,
+    ConnectionNotes,
     ToolError,
+    note,
     print_json,
     resolve_url,
 )
@@ -90,27 +91,7 @@ def add_parser(subparsers: Any) -> None:
 
 
 def _note(text: str) -> None:
-    print(f"qmf collect: {text}", file=sys.stderr, flush=True)
-
-
-class _Notes(Console):
-    """Connection changes as notes on stderr."""
-
-    def __init__(self, quiet: bool) -> None:
-        self.quiet = quiet
-        self.up: set[int] = set()
-
-    def broker_connected(self, broker: Broker) -> None:
-        if id(broker) in self.up:
-            return
-        if broker.reconnects and not self.quiet:
-            _note(f"reconnected to {broker.where}")
-        self.up.add(id(broker))
-
-    def broker_disconnected(self, broker: Broker) -> None:
-        self.up.discard(id(broker))
-        if not self.quiet:
-            _note(f"lost the connection to {broker.where} ({broker.error}); reconnecting")
+    note("collect", text)
 
 
 def _collector_module() -> Any:
@@ -142,7 +123,7 @@ async def run(args: argparse.Namespace) -> int:
     _prepare_out(args.out)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
-    session = Session(console=_Notes(args.quiet), manage_connections=True,
+    session = Session(console=ConnectionNotes("collect", args.quiet), manage_connections=True,
                       timeout=args.connect_timeout)
     handled: list[signal.Signals] = []
     try:

@@ -13,9 +13,17 @@ import asyncio
 import sys
 from typing import Any
 
-from qmf_async import SEVERITY_NAMES, Broker, Console, Event, QmfTimeout, SelectorError, Session
+from qmf_async import SEVERITY_NAMES, Event, QmfTimeout, SelectorError, Session
 
-from ._common import EXIT_ERROR, EXIT_UNREACHABLE, EXIT_USAGE, ToolError, resolve_url
+from ._common import (
+    EXIT_ERROR,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    ConnectionNotes,
+    ToolError,
+    note,
+    resolve_url,
+)
 from ._render import (
     close_quietly,
     fmt_time,
@@ -76,27 +84,7 @@ def severity_level(text: str) -> int:
 
 
 def _note(text: str) -> None:
-    print(f"qmf events: {text}", file=sys.stderr, flush=True)
-
-
-class _Notes(Console):
-    """Connection changes as notes on stderr."""
-
-    def __init__(self, quiet: bool) -> None:
-        self.quiet = quiet
-        self.up: set[int] = set()
-
-    def broker_connected(self, broker: Broker) -> None:
-        if id(broker) in self.up:
-            return
-        if broker.reconnects and not self.quiet:
-            _note(f"reconnected to {broker.where}")
-        self.up.add(id(broker))
-
-    def broker_disconnected(self, broker: Broker) -> None:
-        self.up.discard(id(broker))
-        if not self.quiet:
-            _note(f"{broker.error or f'lost the connection to {broker.where}'}; reconnecting")
+    note("events", text)
 
 
 def _line(ev: Event) -> str:
@@ -131,7 +119,7 @@ async def run(args: argparse.Namespace) -> int:
     if args.count < 0 or args.timeout < 0:
         raise ToolError("--count and --timeout must be >= 0", EXIT_USAGE)
     urls = args.urls or [resolve_url(None)]
-    notes = _Notes(args.quiet)
+    notes = ConnectionNotes("events", args.quiet)
     session = Session(console=notes, manage_connections=True, rcv_objects=False,
                       timeout=args.connect_timeout)
     try:
