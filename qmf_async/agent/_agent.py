@@ -17,7 +17,7 @@ import itertools
 import logging
 import random
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -477,22 +477,38 @@ class Agent:
             return
         self._enqueue(exchange, key, body)
 
-    def _reply(self, reply_to: str, messages: Sequence[Message], per_body: int,
-               methods: Mapping[int, Any] | None = None) -> None:
-        """Send replies, packing consecutive indications; ``z`` and ``m`` go alone."""
-        exchange, key = reply_target(reply_to)
+    @staticmethod
+    def _bodies(messages: Sequence[Message], per_body: int) -> Iterator[list[Message]]:
+        """Replies grouped into bodies: consecutive indications packed (at most
+        ``per_body``), ``z`` and ``m`` alone."""
         batch: list[Message] = []
         for msg in messages:
             alone = msg.OPCODE in "zm"
             if batch and (alone or len(batch) >= per_body or batch[0].OPCODE != msg.OPCODE):
-                self._send(exchange, key, batch, methods)
+                yield batch
                 batch = []
             if alone:
-                self._send(exchange, key, [msg], methods)
+                yield [msg]
             else:
                 batch.append(msg)
         if batch:
-            self._send(exchange, key, batch, methods)
+            yield batch
+
+    def _reply(self, reply_to: str, messages: Sequence[Message], per_body: int,
+               methods: Mapping[int, Any] | None = None) -> None:
+        """Send replies now (see :meth:`_bodies` for the packing)."""
+        exchange, key = reply_target(reply_to)
+        for body in self._bodies(messages, per_body):
+            self._send(exchange, key, body, methods)
+
+    async def _reply_streamed(self, reply_to: str, messages: Sequence[Message],
+                              per_body: int) -> None:
+        """Send a large answer body by body, letting the sender publish meanwhile, so
+        the console decodes the first objects while later ones are being encoded."""
+        exchange, key = reply_target(reply_to)
+        for body in self._bodies(messages, per_body):
+            self._send(exchange, key, body)
+            await asyncio.sleep(0)
 
     def _broadcast_schema(self, schema: SchemaClass, announce_package: bool = True) -> None:
         key = schema.class_key
@@ -610,7 +626,14 @@ class Agent:
             log.warning("agent %s: %r request without reply-to dropped", self.label, msg.OPCODE)
             return
         if isinstance(msg, GetQuery):
-            self._reply(reply_to, self._get(msg), self.max_get_per_body)
+            replies = self._get(msg)
+            if len(replies) <= 4 * self.max_get_per_body:
+                self._reply(reply_to, replies, self.max_get_per_body)
+            else:  # a large answer: stream it (records were taken at once, as a snapshot)
+                task = asyncio.create_task(
+                    self._reply_streamed(reply_to, replies, self.max_get_per_body))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
         elif isinstance(msg, MethodRequest):
             ctx = RequestContext(msg.seq, reply_to, delivery.user_id if delivery else None,
                                  delivery.routing_key if delivery else "")
