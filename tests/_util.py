@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import inspect
 import shutil
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
@@ -74,3 +78,40 @@ def private_vhost(amqp_url: str, prefix: str) -> Iterator[str]:
             yield amqp_url
     finally:
         rabbitmqctl("delete_vhost", vhost)
+
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def import_example(name: str, path: Path | None = None) -> ModuleType:
+    """Import ``examples/<name>.py`` (or ``path``) once, as module
+    ``qmf_async_examples_<name>``."""
+    module_name = f"qmf_async_examples_{name}"
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    spec = importlib.util.spec_from_file_location(module_name, path or EXAMPLES / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+async def rabbitmqctl_output(*args: str) -> str | None:
+    """Run rabbitmqctl without blocking the loop; its stdout, or None when unusable."""
+    ctl = shutil.which("rabbitmqctl") or shutil.which("rabbitmqctl", path="/usr/sbin:/sbin")
+    if ctl is None:
+        return None
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            ctl, "-q", "-s", *args, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE)
+    except OSError:
+        return None
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(), 30)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        return None
+    return out.decode() if proc.returncode == 0 else None

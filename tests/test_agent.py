@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import random
-import shutil
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
@@ -37,7 +36,7 @@ from qmf_async.agent import (
     object_class,
 )
 
-from ._util import wait_until
+from ._util import rabbitmqctl_output, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -772,24 +771,7 @@ async def test_replies_to_vanished_consoles_do_not_block_the_agent(
 # --------------------------------------------------------------------------- broker control
 
 
-async def _rabbitmqctl(*args: str) -> str | None:
-    """Run rabbitmqctl; its stdout, or None when it is not usable here."""
-    ctl = shutil.which("rabbitmqctl") or shutil.which("rabbitmqctl", path="/usr/sbin:/sbin")
-    if ctl is None:
-        return None
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            ctl, "-q", "-s", *args, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE)
-    except OSError:
-        return None
-    try:
-        out, _ = await asyncio.wait_for(proc.communicate(), 30)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        return None
-    return out.decode() if proc.returncode == 0 else None
+_rabbitmqctl = rabbitmqctl_output
 
 
 async def _close_connection_named(name: str) -> bool:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
-import importlib.util
 import os
 import re
 import struct
@@ -25,7 +24,6 @@ import termios
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import attrs
@@ -43,7 +41,7 @@ from qmf_async.cli._common import (
 )
 from qmf_async.cli.shell import COMMANDS, FIRST_ID, Shell, ShellError, ShellExit, history_file
 
-from ._util import private_vhost, wait_until
+from ._util import import_example, private_vhost, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -54,16 +52,8 @@ DEMO_QUEUES = ("orders", "invoices", "audit", "work-1")
 ANSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][0-9A-Za-z]|\x1b[=>]")
 
 
-def _import_demo() -> ModuleType:
-    name = "qmf_async_examples_demo_agent"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, ROOT / "examples" / "demo_agent.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+def _import_demo() -> Any:
+    return import_example("demo_agent")
 
 
 demo = _import_demo()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ast
 import asyncio
-import importlib.util
 import json
 import os
 import shutil
@@ -19,7 +18,6 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
@@ -28,6 +26,8 @@ import pytest
 import pytest_asyncio
 
 from qmf_async.agent.broker import ManagementBroker
+
+from ._util import import_example
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI = ROOT / "qmf_async" / "cli"
@@ -40,16 +40,7 @@ aio = pytest.mark.asyncio(loop_scope="module")
 integration = pytest.mark.integration
 
 
-def _import_example(name: str) -> ModuleType:
-    module_name = f"qmf_async_examples_{name}"
-    if module_name in sys.modules:
-        return sys.modules[module_name]
-    spec = importlib.util.spec_from_file_location(module_name, ROOT / "examples" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    spec.loader.exec_module(module)
-    return module
+_import_example = import_example
 
 
 demo = _import_example("demo_agent")

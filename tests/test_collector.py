@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import importlib.util
 import json
 import os
 import signal
@@ -21,7 +20,6 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 from urllib.parse import quote
 
@@ -58,7 +56,7 @@ from qmf_async.collector import (
     to_text,
 )
 
-from ._util import private_vhost, wait_until
+from ._util import import_example, private_vhost, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 PKG = "com.example.collector"
@@ -637,16 +635,8 @@ PACKAGE = "org.apache.qpid.broker"
 INTERVAL = 0.2
 
 
-def _import_demo() -> ModuleType:
-    name = "qmf_async_examples_demo_agent"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, ROOT / "examples" / "demo_agent.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+def _import_demo() -> Any:
+    return import_example("demo_agent")
 
 
 @pytest.fixture(scope="module")

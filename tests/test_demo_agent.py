@@ -4,14 +4,12 @@ as a QMF console with the transport and the wire codec."""
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import itertools
 import os
 import pathlib
 import signal
 import sys
 from collections.abc import AsyncIterator
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -20,7 +18,7 @@ from qmf_async import SchemaClass, wire
 from qmf_async._transport import Delivery, Transport
 from qmf_async.agent import load_schema_xml
 
-from ._util import wait_until
+from ._util import import_example, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -30,16 +28,8 @@ INTERVAL = 0.2
 EXTRA_QUEUES = 2
 
 
-def _import_demo() -> ModuleType:
-    name = "qmf_async_examples_demo_agent"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, ROOT / "examples" / "demo_agent.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+def _import_demo() -> Any:
+    return import_example("demo_agent")
 
 
 demo = _import_demo()

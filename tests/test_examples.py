@@ -23,7 +23,7 @@ import pytest_asyncio
 from qmf_async import Session
 from qmf_async.agent.broker import ManagementBroker
 
-from ._util import private_vhost
+from ._util import import_example, private_vhost
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 
@@ -35,17 +35,7 @@ RUN_TIMEOUT = 60.0
 
 
 def _import_demo() -> Any:
-    import importlib.util
-
-    name = "qmf_async_examples_demo_agent"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, EXAMPLES / "demo_agent.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    return import_example("demo_agent")
 
 
 demo = _import_demo()

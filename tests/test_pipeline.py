@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from ._util import private_vhost, wait_until
+from ._util import import_example, private_vhost, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -516,17 +516,7 @@ def test_qmf_pipeline_command_rejects_a_bad_time(dataset: Path, tmp_path: Path) 
 # ---------------------------------------------------------------- end to end: collector
 
 def _import_demo() -> Any:
-    import importlib.util
-
-    name = "qmf_async_examples_demo_agent"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, ROOT / "examples" / "demo_agent.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    return import_example("demo_agent")
 
 
 @pytest.fixture(scope="module")

@@ -13,14 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib.util
-import shutil
-import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
@@ -48,7 +44,7 @@ from qmf_async import (
 from qmf_async.agent import Agent
 from qmf_async.agent.broker import ManagementBroker
 
-from ._util import wait_until
+from ._util import import_example, rabbitmqctl_output, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -59,16 +55,7 @@ SESSION_INTERVAL = 0.3  # what a session assumes before it measured an agent's i
 DEMO_QUEUES = {"orders", "invoices", "audit", "work-1"}
 
 
-def _import_example(name: str) -> ModuleType:
-    module_name = f"qmf_async_examples_{name}"
-    if module_name in sys.modules:
-        return sys.modules[module_name]
-    spec = importlib.util.spec_from_file_location(module_name, ROOT / "examples" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    spec.loader.exec_module(module)
-    return module
+_import_example = import_example
 
 
 demo = _import_example("demo_agent")
@@ -82,24 +69,7 @@ def _label(what: str) -> str:
 # --------------------------------------------------------------------------- the bus
 
 
-async def _rabbitmqctl(*args: str) -> str | None:
-    """Run rabbitmqctl (without blocking the loop); its stdout, or None when unusable."""
-    ctl = shutil.which("rabbitmqctl") or shutil.which("rabbitmqctl", path="/usr/sbin:/sbin")
-    if ctl is None:
-        return None
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            ctl, "-q", "-s", *args, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE)
-    except OSError:
-        return None
-    try:
-        out, _ = await asyncio.wait_for(proc.communicate(), 30)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        return None
-    return out.decode() if proc.returncode == 0 else None
+_rabbitmqctl = rabbitmqctl_output
 
 
 @attrs.frozen

@@ -18,17 +18,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib.util
 import json
 import os
 import shutil
-import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -42,7 +39,7 @@ from qmf_async import ObjectId
 from qmf_async.agent import Agent
 from qmf_async.agent.broker import ManagementBroker
 
-from ._util import private_vhost, wait_until
+from ._util import import_example, private_vhost, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 
@@ -57,16 +54,7 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
 WAIT_MS = 10_000  # deadline of a browser-side wait
 
 
-def _import_example(name: str, path: Path) -> ModuleType:
-    module_name = f"qmf_async_examples_{name}"
-    if module_name in sys.modules:
-        return sys.modules[module_name]
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    spec.loader.exec_module(module)
-    return module
+_import_example = import_example
 
 
 demo = _import_example("demo_agent", ROOT / "examples" / "demo_agent.py")
