@@ -23,6 +23,7 @@ from ._compile import (
     compile_decoder,
     compile_encoder,
     compile_record_decoder,
+    compile_record_encoder,
 )
 from ._errors import DecodeError, EncodeError, UnknownClassError
 from ._messages import (
@@ -109,7 +110,7 @@ class ClassCodec:
     """Compiled decoders and encoders for one schema (compiled lazily, once)."""
 
     __slots__ = ("schema", "class_key", "wire_key", "_registry", "_props", "_stats",
-                 "_event", "_methods", "_records")
+                 "_event", "_methods", "_records", "_record_encoders")
 
     def __init__(self, schema: SchemaClass, registry: SchemaRegistry) -> None:
         self.schema = schema
@@ -121,11 +122,14 @@ class ClassCodec:
         self._event: tuple[Decoder, Encoder] | None = None
         self._methods: dict[tuple[str, bool], tuple[Decoder, Encoder, tuple[str, ...]]] = {}
         self._records: dict[str, Callable[[bytes, int, int], tuple[ObjectRecord, int]]] = {}
+        self._record_encoders: dict[str, Callable[..., None]] = {}
 
     def _compile(self, specs: list[FieldSpec], presence: bool, name: str) -> tuple[Decoder, Encoder]:
         oc = self._registry._object_codec
         return (compile_decoder(specs, presence=presence, object_codec=oc, name=name),
-                compile_encoder(specs, presence=presence, object_codec=oc))
+                compile_encoder(specs, presence=presence, object_codec=oc,
+                                name=name.replace("decode", "encode", 1),
+                                label=str(self.class_key)))
 
     @property
     def properties(self) -> tuple[Decoder, Encoder]:
@@ -164,6 +168,17 @@ class ClassCodec:
                                         _specs(self.schema.statistics), ObjectRecord,
                                         self.schema, self._registry._object_codec)
             self._records[opcode] = fn
+        return fn
+
+    def record_encoder(self, opcode: str) -> Callable[..., None]:
+        """The compiled encoder of a ``c``/``i``/``g`` record after its class key:
+        ``(out, timestamp, created, deleted, object_id, properties, statistics)``."""
+        fn = self._record_encoders.get(opcode)
+        if fn is None:
+            fn = compile_record_encoder(opcode, _specs(self.schema.properties),
+                                        _specs(self.schema.statistics),
+                                        self._registry._object_codec, str(self.class_key))
+            self._record_encoders[opcode] = fn
         return fn
 
 
@@ -659,20 +674,8 @@ def _encode_one(out: bytearray, msg: Message, schemas: SchemaRegistry,
     if isinstance(msg, ObjectRecord):
         codec = schemas.codec(msg.schema)
         out += codec.wire_key
-        oid = msg.object_id
-        try:
-            out += _RECORD_HDR.pack(msg.timestamp, msg.created, msg.deleted)
-            out += oid.raw
-        except struct.error as exc:
-            raise EncodeError(f"object header: {exc}") from exc
-        if op != "i":
-            if msg.properties is None:
-                raise EncodeError(f"{op!r} record needs properties")
-            codec.properties[1](out, msg.properties)
-        if op != "c":
-            if msg.statistics is None:
-                raise EncodeError(f"{op!r} record needs statistics")
-            codec.statistics[1](out, msg.statistics)
+        codec.record_encoder(op)(out, msg.timestamp, msg.created, msg.deleted, msg.object_id,
+                                 msg.properties, msg.statistics)
     elif isinstance(msg, Heartbeat):
         out += struct.pack(">Q", msg.timestamp)
     elif isinstance(msg, EventIndication):

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ._amqp010 import (
+    WireMap,
     decode_array,
     decode_list,
     decode_map,
@@ -30,7 +31,8 @@ from ._amqp010 import (
 from ._errors import DecodeError, EncodeError
 from ._values import ObjectId, QmfType
 
-__all__ = ["FieldSpec", "compile_decoder", "compile_encoder", "Decoder", "Encoder"]
+__all__ = ["FieldSpec", "compile_decoder", "compile_encoder", "compile_record_encoder", "Decoder",
+           "Encoder"]
 
 #: (name, type, optional)
 FieldSpec = tuple[str, QmfType, bool]
@@ -343,36 +345,223 @@ def _value_encoder(t: QmfType, object_codec: ObjectValueCodec | None) -> Callabl
     raise EncodeError(f"schema uses unsupported type code {int(t)}")
 
 
+# Generated encoders.  Each field gets a fast path for the plain Python type it
+# usually holds (``type(v) is int`` for integers, ``str`` for strings, ``ObjectId``
+# for references ...); runs of mandatory fixed-size fields are packed by one
+# precompiled ``struct``.  Anything else (int subclasses, bytes for a reference,
+# ints for a bool or a float, wrong types, out-of-range values) takes the slow path:
+# the per-field encoders above, which accept exactly what they always did and raise
+# the precise, field-named errors.
+
+_FAST_TYPE = {QmfType.BOOL: "_bool", QmfType.FLOAT: "_float", QmfType.DOUBLE: "_float",
+              QmfType.REF: "_ObjectId", QmfType.UUID: "_UUID"}
+_PACK_ARG = {QmfType.REF: "{}.raw", QmfType.UUID: "{}.bytes"}
+
+#: (variable, type, field name or None for a presence octet, optional, slow encoder)
+EItem = tuple[str, QmfType, "str | None", bool, "Callable[[bytearray, Any], None]"]
+
+
+def _named(name: str, enc: Callable[[bytearray, Any], None]) -> Callable[[bytearray, Any], None]:
+    """``enc`` raising ``EncodeError("'name': ...")``, as the fields' errors read."""
+    def encode(out: bytearray, v: Any) -> None:
+        if v is None:
+            raise EncodeError(f"{name!r} is mandatory and has no value")
+        try:
+            enc(out, v)
+        except EncodeError as exc:
+            raise EncodeError(f"{name!r}: {exc}") from exc
+    return encode
+
+
+def _slow_run(encs: Sequence[Callable[[bytearray, Any], None]]
+              ) -> Callable[[bytearray, Sequence[Any]], None]:
+    def encode(out: bytearray, values: Sequence[Any]) -> None:
+        for enc, v in zip(encs, values, strict=True):
+            enc(out, v)
+    return encode
+
+
+def _u8(out: bytearray, v: int) -> None:  # a presence octet (always valid)
+    out.append(v)
+
+
+def _encode_items(fields: Sequence[FieldSpec], prefix: str, presence: bool,
+                  object_codec: ObjectValueCodec | None) -> tuple[list[EItem], list[str]]:
+    """(items to write, in order: presence octets then values; value variables)."""
+    values: list[EItem] = []
+    n_opt = 0
+    for i, (name, t, opt) in enumerate(fields):
+        qt = QmfType(t)
+        optional = bool(opt) and presence
+        n_opt += optional
+        values.append((f"{prefix}{i}", qt, name, optional, _value_encoder(qt, object_codec)))
+    pbytes: list[EItem] = [(f"{prefix}p{k}", QmfType.UINT8, None, False, _u8)
+                           for k in range((n_opt + 7) // 8)]
+    return pbytes + values, [v[0] for v in values]
+
+
+def _presence_lines(items: Sequence[EItem], prefix: str, indent: str) -> list[str]:
+    lines: list[str] = []
+    n_opt = 0
+    for var, _, name, optional, _ in items:
+        if name is None:
+            lines.append(f"{indent}{var} = 0")
+        elif optional:
+            pvar, bit = f"{prefix}p{n_opt // 8}", 1 << (n_opt % 8)
+            lines.append(f"{indent}if {var} is not None: {pvar} |= {bit}")
+            n_opt += 1
+    return lines
+
+
+def _pack_run_lines(group: Sequence[EItem], indent: str, env: dict[str, Any]) -> list[str]:
+    """Pack a run of fixed-size values with one ``struct``, after exact type checks."""
+    k = len(env)
+    sname, slow = f"_s{k}", f"_slow{k}"
+    fmt = ">" + "".join(_FIXED_FMT[t] for _, t, _, _, _ in group)
+    env[sname] = struct.Struct(fmt)
+    env[slow] = _slow_run([enc if name is None else _named(name, enc)
+                           for _, _, name, _, enc in group])
+    ints = [v for v, t, name, _, _ in group if name is not None and t not in _FAST_TYPE]
+    checks = [f"_int is {' is '.join(f'type({v})' for v in ints)}"] if ints else []
+    checks += [f"type({v}) is {_FAST_TYPE[t]}" for v, t, name, _, _ in group
+               if name is not None and t in _FAST_TYPE]
+    args = ", ".join(_PACK_ARG.get(t, "{}").format(v) for v, t, _, _, _ in group)
+    allv = "(" + "".join(f"{v}, " for v, _, _, _, _ in group) + ")"
+    if not checks:
+        return [f"{indent}out += {sname}.pack({args})"]
+    return [f"{indent}if {' and '.join(checks)}:",
+            f"{indent}    try:",
+            f"{indent}        out += {sname}.pack({args})",
+            f"{indent}    except _pack_errors:",
+            f"{indent}        {slow}(out, {allv})",
+            f"{indent}else:",
+            f"{indent}    {slow}(out, {allv})"]
+
+
+def _value_lines(item: EItem, indent: str, env: dict[str, Any]) -> list[str]:
+    """Write one present value (not None) of a variable-size type."""
+    v, t, name, _, enc = item
+    k = len(env)
+    slow = f"_slow{k}"
+    env[slow] = _named(str(name), enc)
+    if t in (QmfType.SSTR, QmfType.LSTR):
+        put = (f"out.append(len({v}_b))" if t == QmfType.SSTR
+               else f"out += _u16(len({v}_b))")
+        limit = 256 if t == QmfType.SSTR else 65536
+        return [f"{indent}if type({v}) is _str:",
+                f"{indent}    {v}_b = {v}.encode()",
+                f"{indent}    if len({v}_b) < {limit}:",
+                f"{indent}        {put}; out += {v}_b",
+                f"{indent}    else:",
+                f"{indent}        {slow}(out, {v})",
+                f"{indent}else:",
+                f"{indent}    {slow}(out, {v})"]
+    if t == QmfType.MAP:  # most maps are empty (queue/exchange arguments ...)
+        return [f"{indent}if (type({v}) is _dict or type({v}) is _WireMap) and not {v}:",
+                f"{indent}    out += _EMPTY_MAP",
+                f"{indent}else:",
+                f"{indent}    {slow}(out, {v})"]
+    return [f"{indent}{slow}(out, {v})"]
+
+
+def _encoder_lines(fields: Sequence[FieldSpec], src: str, prefix: str, presence: bool,
+                   object_codec: ObjectValueCodec | None, env: dict[str, Any],
+                   indent: str = "    ") -> list[str]:
+    """Source lines writing the values of sequence ``src`` for ``fields`` to ``out``."""
+    items, variables = _encode_items(fields, prefix, presence, object_codec)
+    count = len(variables)
+    lines = [f"{indent}if len({src}) != {count}:",
+             f"{indent}    raise _EncodeError(f'expected {count} values, got {{len({src})}}')"]
+    if count:
+        lines.append(f"{indent}{', '.join(variables)}, = {src}")
+    lines += _presence_lines(items, prefix, indent)
+    runs: list[list[EItem]] = []
+    current: list[EItem] = []
+    for item in items:
+        if item[1] in _FIXED_FMT and not item[3]:
+            current.append(item)
+            continue
+        if current:
+            runs.append(current)
+            current = []
+        runs.append([item])
+    if current:
+        runs.append(current)
+    for group in runs:
+        v, t, name, optional, _ = group[0]
+        if len(group) > 1 or (t in _FIXED_FMT and not optional):
+            lines += _pack_run_lines(group, indent, env)
+            continue
+        inner = indent
+        if optional:
+            lines.append(f"{indent}if {v} is not None:")
+            inner = indent + "    "
+        else:
+            msg = f"_msg{len(env)}"
+            env[msg] = f"{name!r} is mandatory and has no value"
+            lines += [f"{indent}if {v} is None:", f"{indent}    raise _EncodeError({msg})"]
+        if t in _FIXED_FMT:
+            lines += _pack_run_lines(group, inner, env)
+        else:
+            lines += _value_lines(group[0], inner, env)
+    return lines
+
+
+def _compile_source(name: str, lines: list[str], env: dict[str, Any], label: str) -> Any:
+    env.update({
+        "_int": int, "_bool": bool, "_float": float, "_str": str, "_dict": dict,
+        "_WireMap": WireMap, "_ObjectId": ObjectId, "_UUID": uuid.UUID,
+        "_EncodeError": EncodeError, "_EMPTY_MAP": _EMPTY_MAP,
+        "_struct_error": struct.error, "_pack_errors": (struct.error, OverflowError, TypeError),
+        "_u16": struct.Struct(">H").pack,
+    })
+    src = "\n".join(lines) + "\n"
+    fname = f"<qmf codec {name} {ascii(label)[1:-1]}>" if label else f"<qmf codec {name}>"
+    exec(compile(src, fname, "exec"), env)
+    return env[name]
+
+
 def compile_encoder(fields: Sequence[FieldSpec], *, presence: bool = True,
-                    object_codec: ObjectValueCodec | None = None) -> Encoder:
-    """Build an encoder for ``fields``; the inverse of :func:`compile_decoder`.
+                    object_codec: ObjectValueCodec | None = None,
+                    name: str = "encode", label: str = "") -> Encoder:
+    """Compile an encoder for ``fields``; the inverse of :func:`compile_decoder`:
+    ``encode(out, values)`` appends to the ``bytearray`` ``out``.
 
     ``None`` for an optional field clears its presence bit; ``None`` for a
-    mandatory field raises :class:`EncodeError`.
+    mandatory field raises :class:`EncodeError`, as does a value that does not fit
+    its type (the message names the field).
     """
-    encs = [(name, _value_encoder(QmfType(t), object_codec), bool(opt) and presence)
-            for name, t, opt in fields]
-    optional_idx = [i for i, (_, _, opt) in enumerate(encs) if opt]
-    nbytes = (len(optional_idx) + 7) // 8
-    count = len(encs)
+    env: dict[str, Any] = {}
+    lines = [f"def {name}(out, values):"]
+    lines += _encoder_lines(fields, "values", "v", presence, object_codec, env)
+    fn: Encoder = _compile_source(name, lines, env, label)
+    return fn
 
-    def encode(out: bytearray, values: Sequence[Any]) -> None:
-        if len(values) != count:
-            raise EncodeError(f"expected {count} values, got {len(values)}")
-        if nbytes:
-            bits = 0
-            for n, i in enumerate(optional_idx):
-                if values[i] is not None:
-                    bits |= 1 << n
-            out += bits.to_bytes(nbytes, "little")
-        for (name, enc, opt), v in zip(encs, values):
-            if v is None:
-                if opt:
-                    continue
-                raise EncodeError(f"{name!r} is mandatory and has no value")
-            try:
-                enc(out, v)
-            except EncodeError as exc:
-                raise EncodeError(f"{name!r}: {exc}") from exc
 
-    return encode
+def compile_record_encoder(opcode: str, props: Sequence[FieldSpec], stats: Sequence[FieldSpec],
+                           object_codec: ObjectValueCodec | None = None, label: str = ""
+                           ) -> Callable[..., None]:
+    """Compile the encoder of a whole ``c``/``i``/``g`` record after its class key
+    (the inverse of :func:`compile_record_decoder`):
+    ``encode(out, timestamp, created, deleted, object_id, properties, statistics)``
+    appends timestamps, object id, presence octets, properties (not for ``i``) and
+    statistics (not for ``c``) to ``out``.
+    """
+    name = f"encode_{opcode}_record" if opcode.isalpha() and opcode.isascii() else "encode_record"
+    env: dict[str, Any] = {"_hdr": struct.Struct(">QQQ"),
+                           "_no_props": f"{opcode!r} record needs properties",
+                           "_no_stats": f"{opcode!r} record needs statistics"}
+    lines = [f"def {name}(out, ts, cr, de, oid, props, stats):",
+             "    try:",
+             "        out += _hdr.pack(ts, cr, de)",
+             "    except _struct_error as exc:",
+             "        raise _EncodeError(f'object header: {exc}') from exc",
+             "    out += oid.raw"]
+    if opcode != "i":
+        lines += ["    if props is None:", "        raise _EncodeError(_no_props)"]
+        lines += _encoder_lines(props, "props", "v", True, object_codec, env)
+    if opcode != "c":
+        lines += ["    if stats is None:", "        raise _EncodeError(_no_stats)"]
+        lines += _encoder_lines(stats, "stats", "w", False, object_codec, env)
+    fn: Callable[..., None] = _compile_source(name, lines, env, label)
+    return fn
