@@ -16,6 +16,7 @@ import inspect
 import itertools
 import logging
 import random
+import struct
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -46,7 +47,6 @@ from .._messages import (
     Message,
     MethodRequest,
     MethodResponse,
-    ObjectRecord,
     PackageIndication,
     PackageQuery,
     SchemaRequest,
@@ -55,7 +55,7 @@ from .._messages import (
 from .._schema import SchemaClass, SchemaMethod
 from .._transport import Delivery, TlsOptions, Transport
 from .._values import ClassKey, ClassKind, ObjectId, QmfType
-from ._objects import ManagedObject, now_ns
+from ._objects import ManagedObject, RecordSnapshot, encode_records, now_ns, snapshots
 
 __all__ = ["Agent", "MethodHandler", "RequestContext", "current_request", "reply_target"]
 
@@ -477,6 +477,18 @@ class Agent:
             return
         self._enqueue(exchange, key, body)
 
+    def _send_records(self, exchange: str, key: str, records: Sequence[RecordSnapshot],
+                      seq: int, timestamp: int) -> None:
+        """Send one body of ``c``/``i``/``g`` records (see :func:`encode_records`)."""
+        try:
+            body = encode_records(self.registry, records, seq, timestamp)
+        except (EncodeError, UnknownClassError, struct.error, OverflowError,
+                UnicodeEncodeError) as exc:
+            log.error("agent %s: cannot encode %s: %s", self.label,
+                      "".join(r[0] for r in records), exc)
+            return
+        self._enqueue(exchange, key, body)
+
     @staticmethod
     def _bodies(messages: Sequence[Message], per_body: int) -> Iterator[list[Message]]:
         """Replies grouped into bodies: consecutive indications packed (at most
@@ -501,14 +513,27 @@ class Agent:
         for body in self._bodies(messages, per_body):
             self._send(exchange, key, body, methods)
 
-    async def _reply_streamed(self, reply_to: str, messages: Sequence[Message],
-                              per_body: int) -> None:
-        """Send a large answer body by body, letting the sender publish meanwhile, so
-        the console decodes the first objects while later ones are being encoded."""
+    def _reply_get(self, reply_to: str, seq: int, timestamp: int,
+                   records: Sequence[RecordSnapshot], end: Message) -> None:
+        """Send a ``G`` answer now: ``g`` records (at most ``max_get_per_body`` a
+        body), then ``end`` alone."""
         exchange, key = reply_target(reply_to)
-        for body in self._bodies(messages, per_body):
-            self._send(exchange, key, body)
+        per_body = self.max_get_per_body
+        for i in range(0, len(records), per_body):
+            self._send_records(exchange, key, records[i:i + per_body], seq, timestamp)
+        self._send(exchange, key, [end])
+
+    async def _reply_get_streamed(self, reply_to: str, seq: int, timestamp: int,
+                                  records: Sequence[RecordSnapshot], end: Message) -> None:
+        """Send a large ``G`` answer body by body, letting the sender publish meanwhile,
+        so the console decodes the first objects while later ones are being encoded."""
+        exchange, key = reply_target(reply_to)
+        per_body = self.max_get_per_body
+        for i in range(0, len(records), per_body):
+            self._send_records(exchange, key, records[i:i + per_body], seq, timestamp)
             await asyncio.sleep(0)
+        self._send(exchange, key, [end])
+        await asyncio.sleep(0)
 
     def _broadcast_schema(self, schema: SchemaClass, announce_package: bool = True) -> None:
         key = schema.class_key
@@ -544,26 +569,24 @@ class Agent:
     def publish_now(self) -> None:
         """Publish changed objects (``c``/``i``) and a heartbeat now."""
         ts = now_ns()
-        by_class: dict[ClassKey, list[ObjectRecord]] = {}
+        by_class: dict[ClassKey, list[RecordSnapshot]] = {}
         for oid, obj in list(self._objects.items()):
             records = by_class.setdefault(obj.schema.class_key, [])
             has_stats = bool(obj.schema.statistics)  # as qpidd: no empty ``i`` records
             if obj.deleted:
-                records.append(obj.record("c", 0, ts))
-                if has_stats:
-                    records.append(obj.record("i", 0, ts))
+                records += snapshots("ci" if has_stats else "c", (obj,), self.registry)
                 del self._objects[oid]
                 continue
-            if obj.props_changed:
-                records.append(obj.record("c", 0, ts))
-            if obj.stats_changed and has_stats:
-                records.append(obj.record("i", 0, ts))
+            ops = ("c" if obj.props_changed else "") + ("i" if obj.stats_changed and has_stats
+                                                       else "")
+            if ops:
+                records += snapshots(ops, (obj,), self.registry)
             obj.props_changed = obj.stats_changed = False
         prefix = f"console.obj.{self.broker_bank}.{self.agent_bank}."
         for key, records in by_class.items():
             rkey = f"{prefix}{key.package}.{key.name}"
             for i in range(0, len(records), self.max_per_body):
-                self._send(MANAGEMENT, rkey, records[i:i + self.max_per_body])
+                self._send_records(MANAGEMENT, rkey, records[i:i + self.max_per_body], 0, ts)
         self._send(MANAGEMENT, f"console.heartbeat.{self.broker_bank}.{self.agent_bank}",
                    [Heartbeat(ts)])
 
@@ -626,12 +649,15 @@ class Agent:
             log.warning("agent %s: %r request without reply-to dropped", self.label, msg.OPCODE)
             return
         if isinstance(msg, GetQuery):
-            replies = self._get(msg)
-            if len(replies) <= 4 * self.max_get_per_body:
-                self._reply(reply_to, replies, self.max_get_per_body)
+            answer = self._get(msg)
+            if answer is None:
+                return
+            ts, records, end = answer
+            if len(records) < 4 * self.max_get_per_body:
+                self._reply_get(reply_to, msg.seq, ts, records, end)
             else:  # a large answer: stream it (records were taken at once, as a snapshot)
                 task = asyncio.create_task(
-                    self._reply_streamed(reply_to, replies, self.max_get_per_body))
+                    self._reply_get_streamed(reply_to, msg.seq, ts, records, end))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
         elif isinstance(msg, MethodRequest):
@@ -657,19 +683,18 @@ class Agent:
             self.stats["bad_requests"] += 1
             log.warning("agent %s: unexpected %r message ignored", self.label, msg.OPCODE)
 
-    def _get(self, msg: GetQuery) -> list[Message]:
-        """Answer a G: the matching objects as ``g`` records, then ``z``."""
+    def _get(self, msg: GetQuery) -> tuple[int, list[RecordSnapshot], CommandComplete] | None:
+        """Answer a G: (timestamp, the matching objects' ``g`` record snapshots, then
+        the ``z``); None for no answer."""
         q = msg.query
         if not q:
-            return []  # as qpidd: an empty query gets no answer
+            return None  # as qpidd: an empty query gets no answer
         try:
             selected = self._select(q)
         except (UsageError, ValueError) as exc:
-            return [CommandComplete(msg.seq, 4, f"invalid query: {exc}")]
+            return 0, [], CommandComplete(msg.seq, 4, f"invalid query: {exc}")
         ts = now_ns()
-        out: list[Message] = [o.record("g", msg.seq, ts) for o in selected]
-        out.append(CommandComplete(msg.seq))
-        return out
+        return ts, snapshots("g", selected, self.registry), CommandComplete(msg.seq)
 
     def _select(self, q: Mapping[str, Any]) -> list[ManagedObject]:
         objects: Iterable[ManagedObject] = self._objects.values()

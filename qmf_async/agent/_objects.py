@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import struct
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._codec import _HEADER, MAGIC, SchemaRegistry
+from .._compile import Encoder
 from .._errors import ArgumentError, UnknownClassError
 from .._messages import ObjectRecord
 from .._schema import SchemaClass
@@ -14,7 +17,14 @@ from .._values import ObjectId, QmfType
 if TYPE_CHECKING:
     from ._agent import Agent
 
-__all__ = ["ManagedObject", "zero_value"]
+__all__ = ["ManagedObject", "encode_records", "zero_value"]
+
+#: a record snapshot: (opcode, object, encoded properties (or their values when they do
+#: not encode: the error is raised when the record is), statistics)
+RecordSnapshot = tuple[str, "ManagedObject", "bytes | tuple[Any, ...] | None",
+                       "Sequence[Any] | None"]
+
+_RECORD_HEAD = struct.Struct(">QQQ16s")  # timestamp, created, deleted, object id
 
 _ZEROS: dict[QmfType, Any] = {
     QmfType.SSTR: "", QmfType.LSTR: "", QmfType.BOOL: False, QmfType.FLOAT: 0.0,
@@ -44,7 +54,8 @@ class ManagedObject:
     """
 
     __slots__ = ("schema", "object_id", "created", "deleted", "_props", "_stats", "_pindex",
-                 "_sindex", "props_changed", "stats_changed", "_agent", "persistent", "number")
+                 "_sindex", "props_changed", "stats_changed", "_agent", "persistent", "number",
+                 "_pbytes")
 
     def __init__(self, schema: SchemaClass, values: Mapping[str, Any], *,
                  persistent: bool = False) -> None:
@@ -65,6 +76,8 @@ class ManagedObject:
             else:
                 raise ArgumentError(f"{schema.class_key.name}: property {p.name!r} is mandatory")
         self._props = props
+        #: presence octets + properties as encoded, until a property is set
+        self._pbytes: bytes | None = None
         self._stats = [values.get(s.name, zero_value(s.type)) for s in schema.statistics]
         self.created = now_ns()
         self.deleted = 0
@@ -93,12 +106,16 @@ class ManagedObject:
     def set(self, **values: Any) -> None:
         """Set properties and statistics by name.
 
+        Setting a property, even to an equal value, has its encoding redone for the
+        next answer: after changing a map or list value in place, set it again.
+
         Raises:
             ArgumentError: an unknown name.
         """
         for name, value in values.items():
             i = self._pindex.get(name)
             if i is not None:
+                self._pbytes = None
                 if self._props[i] != value:
                     self._props[i] = value
                     self.props_changed = True
@@ -117,6 +134,7 @@ class ManagedObject:
                 new = renamed.get(self._props[i])
                 if new is not None:
                     self._props[i] = new
+                    self._pbytes = None
                     self.props_changed = True
 
     def inc(self, name: str, delta: int = 1) -> None:
@@ -162,5 +180,80 @@ class ManagedObject:
         return ObjectRecord(opcode, seq, self.schema, ts, self.created, self.deleted,
                             self.object_id, props, stats)
 
+    def _encoded_props(self, encode: Encoder) -> bytes | tuple[Any, ...]:
+        """Presence octets + properties as ``encode`` (the class's properties
+        encoder) writes them, cached until a property is set; the values themselves
+        when they do not encode (so that encoding their record raises)."""
+        found = self._pbytes
+        if found is None:
+            props = tuple(self._props)
+            out = bytearray()
+            try:
+                encode(out, props)
+            except Exception:
+                return props
+            found = self._pbytes = bytes(out)
+        return found
+
     def __repr__(self) -> str:
         return f"<ManagedObject {self.schema.class_key.name} {self.object_id}>"
+
+
+def snapshots(opcodes: str, objects: Iterable[ManagedObject], registry: SchemaRegistry
+              ) -> list[RecordSnapshot]:
+    """What ``obj.record(op)`` would hold for each object and each opcode of
+    ``opcodes`` (``"g"``, ``"ci"`` ...), taken now, for :func:`encode_records`:
+    cached property encodings and statistics tuples."""
+    out: list[RecordSnapshot] = []
+    append = out.append
+    last: SchemaClass | None = None
+    encode: Encoder | None = None
+    for obj in objects:
+        if obj.schema is not last:
+            last = obj.schema
+            encode = registry.codec(last).properties[1]
+        for op in opcodes:
+            props = obj._encoded_props(encode) if op != "i" and encode is not None else None
+            append((op, obj, props, tuple(obj._stats) if op != "c" else None))
+    return out
+
+
+def encode_records(registry: SchemaRegistry, records: Iterable[RecordSnapshot], seq: int,
+                   timestamp: int) -> bytes:
+    """One body of records: the bytes ``codec.encode([obj.record(op, seq, timestamp)
+    ...], registry)`` gives, built from cached property encodings.
+
+    Raises:
+        EncodeError: a value does not fit its type (also struct.error, OverflowError
+        or UnicodeEncodeError, as from the codec's value encoders).
+    """
+    out = bytearray()
+    head = _RECORD_HEAD.pack
+    last_schema: SchemaClass | None = None
+    last_op = ""
+    prefix = b""
+    enc_props: Encoder = _no_encoder
+    enc_stats: Encoder = _no_encoder
+    for op, obj, props, stats in records:
+        schema = obj.schema
+        if schema is not last_schema or op != last_op:
+            codec = registry.codec(schema)
+            prefix = _HEADER.pack(MAGIC, op.encode(), seq) + codec.wire_key
+            enc_props, enc_stats = codec.properties[1], codec.statistics[1]
+            last_schema, last_op = schema, op
+        if obj.object_id is None:
+            raise UnknownClassError("object has no id: add it to an agent first")
+        out += prefix
+        out += head(timestamp, obj.created, obj.deleted, obj.object_id.raw)
+        if op != "i":
+            if type(props) is bytes:
+                out += props
+            else:
+                enc_props(out, props)  # type: ignore[arg-type]
+        if op != "c":
+            enc_stats(out, stats)  # type: ignore[arg-type]
+    return bytes(out)
+
+
+def _no_encoder(out: bytearray, values: Sequence[Any]) -> None:  # pragma: no cover
+    raise AssertionError("no record encoder chosen")
