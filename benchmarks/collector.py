@@ -100,9 +100,8 @@ def proxies(registry: wire.SchemaRegistry, bodies: list[bytes]) -> list[QmfObjec
     agent = RemoteAgent(None, 1, 10, "bench", "amqp://localhost:5672/%2F")  # type: ignore[arg-type]
     out = []
     for body in bodies:
-        for rec in wire.decode(body, registry):
-            out.append(QmfObject(None, None, agent, rec.schema, rec.object_id, rec.properties,
-                                 rec.statistics, (rec.timestamp, rec.created, rec.deleted)))
+        for rec in wire.decode(body, registry, lazy=True):  # as Session receives them
+            out.append(QmfObject._from_record(None, None, agent, rec))
     return out
 
 

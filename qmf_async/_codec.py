@@ -26,6 +26,7 @@ from ._compile import (
     compile_record_encoder,
 )
 from ._errors import DecodeError, EncodeError, UnknownClassError
+from ._lazy import RawObjectRecord, compile_record_scanner
 from ._messages import (
     AttachRequest,
     AttachResponse,
@@ -110,7 +111,7 @@ class ClassCodec:
     """Compiled decoders and encoders for one schema (compiled lazily, once)."""
 
     __slots__ = ("schema", "class_key", "wire_key", "_registry", "_props", "_stats",
-                 "_event", "_methods", "_records", "_record_encoders")
+                 "_event", "_methods", "_records", "_record_encoders", "_scanners", "_reader")
 
     def __init__(self, schema: SchemaClass, registry: SchemaRegistry) -> None:
         self.schema = schema
@@ -123,6 +124,8 @@ class ClassCodec:
         self._methods: dict[tuple[str, bool], tuple[Decoder, Encoder, tuple[str, ...]]] = {}
         self._records: dict[str, Callable[[bytes, int, int], tuple[ObjectRecord, int]]] = {}
         self._record_encoders: dict[str, Callable[..., None]] = {}
+        self._scanners: dict[str, Callable[[bytes, int, int], tuple[RawObjectRecord, int]]] = {}
+        self._reader: Any = None  # the lazy-record reader (qmf_async._lazy), on first use
 
     def _compile(self, specs: list[FieldSpec], presence: bool, name: str) -> tuple[Decoder, Encoder]:
         oc = self._registry._object_codec
@@ -181,6 +184,14 @@ class ClassCodec:
             self._record_encoders[opcode] = fn
         return fn
 
+    def record_scanner(self, opcode: str) -> Callable[[bytes, int, int], tuple[RawObjectRecord, int]]:
+        """The compiled scanner of a ``c``/``i``/``g`` record (values decoded on access)."""
+        fn = self._scanners.get(opcode)
+        if fn is None:
+            fn = compile_record_scanner(opcode, self, self._registry._object_codec)
+            self._scanners[opcode] = fn
+        return fn
+
 
 class SchemaRegistry:
     """The schemas a decoder knows, by class key; several hash versions of a class
@@ -194,6 +205,8 @@ class SchemaRegistry:
         self._typed_codecs: dict[QmfType, tuple[Decoder, Encoder]] = {}
         # opcode byte -> wire class key -> compiled record decoder (filled on first use)
         self._records: dict[bytes, dict[bytes, Callable[[bytes, int, int], tuple[ObjectRecord, int]]]] = {
+            b"c": {}, b"i": {}, b"g": {}}
+        self._scanners: dict[bytes, dict[bytes, Callable[[bytes, int, int], tuple[Any, int]]]] = {
             b"c": {}, b"i": {}, b"g": {}}
         for schema in schemas:
             self.add(schema)
@@ -254,13 +267,17 @@ class SchemaRegistry:
     def _codec_by_wire(self, wire_key: bytes) -> ClassCodec | None:
         return self._codecs.get(wire_key)
 
-    def _record_decoder(self, opb: bytes, wire_key: bytes
-                        ) -> Callable[[bytes, int, int], tuple[ObjectRecord, int]] | None:
+    def _record_decoder(self, opb: bytes, wire_key: bytes, lazy: bool = False
+                        ) -> Callable[[bytes, int, int], tuple[Any, int]] | None:
         codec = self._codecs.get(wire_key)
         if codec is None:
             return None
-        fn = codec.record_decoder(opb.decode())
-        self._records[opb][wire_key] = fn
+        if lazy:
+            fn: Callable[[bytes, int, int], tuple[Any, int]] = codec.record_scanner(opb.decode())
+            self._scanners[opb][wire_key] = fn
+        else:
+            fn = codec.record_decoder(opb.decode())
+            self._records[opb][wire_key] = fn
         return fn
 
     # values of QMF type 20 (object) embed a type code, then a class or a value
@@ -533,13 +550,13 @@ def _decode_other(op: str, buf: bytes, pos: int, seq: int, start: int, schemas: 
 
 
 def _decode(buf: bytes, schemas: SchemaRegistry, methods: Mapping[int, Any] | None,
-            defer_unknown: bool) -> list[Message]:
+            defer_unknown: bool, lazy: bool = False) -> list[Message]:
     n = len(buf)
     if n == 0:
         raise DecodeError("empty body", 0)
     out: list[Message] = []
     append = out.append
-    records = schemas._records
+    records = schemas._scanners if lazy else schemas._records
     unpack_header = _HEADER.unpack_from
     pos = 0
     while pos < n:
@@ -560,7 +577,7 @@ def _decode(buf: bytes, schemas: SchemaRegistry, methods: Mapping[int, Any] | No
             kend += 17 + buf[kend]
             fn = table.get(buf[pos:kend])
             if fn is None:
-                fn = schemas._record_decoder(opb, buf[pos:kend])
+                fn = schemas._record_decoder(opb, buf[pos:kend], lazy)
                 if fn is None:
                     key, _, _ = _read_class_key(buf, pos)
                     if defer_unknown:
@@ -589,14 +606,16 @@ def _decode(buf: bytes, schemas: SchemaRegistry, methods: Mapping[int, Any] | No
 
 def decode(body: bytes, schemas: SchemaRegistry, *,
            methods: Mapping[int, Any] | None = None,
-           defer_unknown: bool = False) -> list[Message]:
+           defer_unknown: bool = False, lazy: bool = False) -> list[Message]:
     """Decode every QMF message of an AMQP body.
 
     ``methods`` maps a sequence number to the :class:`SchemaMethod` (or a
     ``(SchemaClass, SchemaMethod)`` pair) a method response answers, so that its
     output arguments are decoded; without it they stay raw.  With
     ``defer_unknown``, a message naming an unknown class ends the list with an
-    :class:`UndecodedTail` instead of raising.
+    :class:`UndecodedTail` instead of raising.  With ``lazy``, ``c``/``i``/``g``
+    records come as :class:`~qmf_async._lazy.RawObjectRecord`: their framing is
+    checked, their values are decoded when read.
 
     Raises:
         DecodeError: the body is malformed (:class:`UnknownSchemaError` when it
@@ -604,7 +623,7 @@ def decode(body: bytes, schemas: SchemaRegistry, *,
     """
     buf = body if type(body) is bytes else bytes(body)
     try:
-        return _decode(buf, schemas, methods, defer_unknown)
+        return _decode(buf, schemas, methods, defer_unknown, lazy)
     except DecodeError:
         raise
     except RecursionError as exc:

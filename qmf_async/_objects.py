@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 import time
 import uuid
 from collections.abc import Mapping
@@ -9,35 +10,22 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ._errors import ArgumentError, UsageError
+from ._errors import ArgumentError, DecodeError, UsageError
+from ._lazy import HEADER_SIZE, RawObjectRecord, RecordReader, make_oid, plain_reader, reader_of
 from ._schema import SchemaClass, SchemaMethod
 from ._values import SEVERITY_NAMES, ClassKey, ObjectId, QmfType
 
 if TYPE_CHECKING:
+    from ._messages import ObjectRecord
     from ._session import Broker, Session
 
+_new = object.__new__
+_TIMES = struct.Struct(">QQQ")
+_ZERO8 = bytes(8)
+#: (properties received, statistics received) -> kind
+_KINDS = {(True, True): "g", (True, False): "c", (False, True): "i", (False, False): ""}
+
 __all__ = ["QmfObject", "MethodResult", "Event", "RemoteAgent", "convert_argument"]
-
-
-class _Layout:
-    """Name -> (kind, index) of one schema, shared by all its proxies."""
-
-    __slots__ = ("props", "stats", "methods")
-
-    def __init__(self, schema: SchemaClass) -> None:
-        self.props = {p.name: i for i, p in enumerate(schema.properties)}
-        self.stats = {s.name: i for i, s in enumerate(schema.statistics)}
-        self.methods = {m.name: m for m in schema.methods}
-
-
-_LAYOUTS: dict[ClassKey, _Layout] = {}
-
-
-def _layout(schema: SchemaClass) -> _Layout:
-    found = _LAYOUTS.get(schema.class_key)
-    if found is None:
-        found = _LAYOUTS[schema.class_key] = _Layout(schema)
-    return found
 
 
 @attrs.frozen(slots=True)
@@ -63,109 +51,198 @@ class QmfObject:
     """A proxy of a managed object: properties and statistics as attributes,
     schema methods as awaitable calls (``await queue.purge(request=0)``).
 
-    A proxy is a snapshot; :meth:`update` refreshes it from its agent.
+    A proxy is a snapshot; :meth:`update` refreshes it from its agent.  Proxies the
+    session builds keep the record's wire bytes and decode a value when it is read
+    (``qmf_async._lazy``), so reading a malformed value raises
+    :class:`~qmf_async.DecodeError`.
     """
 
-    __slots__ = ("_session", "_broker", "_agent", "_schema", "_oid", "_props", "_stats",
-                 "_times", "_layout", "__weakref__")
+    # _raw: the record's bytes in ``g`` layout (timestamps and object id first);
+    # _kind: which parts were received ("c" properties, "i" statistics, "g" both);
+    # _sofs: where the statistics start in _raw; _p/_s: values given decoded (else None)
+    __slots__ = ("_session", "_broker", "_agent", "_reader", "_raw", "_kind", "_sofs",
+                 "_p", "_s", "__weakref__")
 
     def __init__(self, session: Session | None, broker: Broker | None, agent: RemoteAgent | None,
                  schema: SchemaClass, object_id: ObjectId, properties: tuple[Any, ...] | None,
                  statistics: tuple[Any, ...] | None, timestamps: tuple[int, int, int]) -> None:
+        """A proxy of already decoded values (sessions build theirs from raw records)."""
+        reader = plain_reader(schema)
+        self.__class__ = reader.proxy_class or _proxy_class(reader)
         self._session = session
         self._broker = broker
         self._agent = agent
-        self._schema = schema
-        self._oid = object_id
-        self._props = properties
-        self._stats = statistics
-        self._times = timestamps
-        self._layout = _layout(schema)
+        self._reader = reader
+        self._raw = _TIMES.pack(*timestamps) + object_id.raw
+        self._kind = _KINDS[properties is not None, statistics is not None]
+        self._sofs = HEADER_SIZE
+        self._p = tuple(properties) if properties is not None else None
+        self._s = tuple(statistics) if statistics is not None else None
 
-    # -- data
+    @classmethod
+    def _from_raw(cls, session: Session | None, broker: Broker | None,
+                  agent: RemoteAgent | None, reader: RecordReader, raw: bytes, kind: str,
+                  sofs: int) -> QmfObject:
+        obj = _new(reader.proxy_class or _proxy_class(reader))
+        obj._session = session
+        obj._broker = broker
+        obj._agent = agent
+        obj._reader = reader
+        obj._raw = raw
+        obj._kind = kind
+        obj._sofs = sofs
+        obj._p = obj._s = None
+        return obj
+
+    @classmethod
+    def _from_record(cls, session: Session | None, broker: Broker | None,
+                     agent: RemoteAgent | None, rec: RawObjectRecord | ObjectRecord) -> QmfObject:
+        if type(rec) is RawObjectRecord:
+            return cls._from_raw(session, broker, agent, reader_of(rec.codec), rec.raw,
+                                 rec.opcode, rec.sofs)
+        return cls(session, broker, agent, rec.schema, rec.object_id, rec.properties,
+                   rec.statistics, (rec.timestamp, rec.created, rec.deleted))
+
+    # -- values
+    def _props(self) -> tuple[Any, ...] | None:
+        """Every property value (None: not received).  Raises DecodeError."""
+        if self._p is not None:
+            return self._p
+        if self._kind == "i" or not self._kind:
+            return None
+        return self._reader.decode_props(self._raw)
+
+    def _stats(self) -> tuple[Any, ...] | None:
+        """Every statistic value (None: not received).  Raises DecodeError."""
+        if self._s is not None:
+            return self._s
+        if self._kind == "c" or not self._kind:
+            return None
+        return self._reader.decode_stats(self._raw, self._sofs)
+
+    def _prop(self, i: int) -> Any:
+        # the caller checked that properties were received
+        if self._p is not None:
+            return self._p[i]
+        return self._reader.prop(self._raw, i)
+
+    def _stat(self, i: int) -> Any:
+        if self._s is not None:
+            return self._s[i]
+        return self._reader.stat(self._raw, self._sofs, i)
+
     def __getattr__(self, name: str) -> Any:
-        # only called when normal lookup fails: elements and methods of the schema
+        # Called when normal lookup fails: for schema methods, for elements whose
+        # value is missing (its _Element raised AttributeError), and for names that
+        # match no element.
         try:
-            layout = object.__getattribute__(self, "_layout")
+            reader = object.__getattribute__(self, "_reader")
         except AttributeError:
             raise AttributeError(name) from None
-        i = layout.props.get(name)
+        i = reader.props.get(name)
         if i is not None:
-            props = self._props
-            if props is None:
+            if self._kind not in ("c", "g"):
                 raise AttributeError(f"{name!r}: properties of this object were not received")
-            value = props[i]
+            value = self._prop(i)
             if value is None:
                 raise AttributeError(f"optional property {name!r} is not present")
             return value
-        i = layout.stats.get(name)
+        i = reader.stats.get(name)
         if i is not None:
-            stats = self._stats
-            if stats is None:
+            if self._kind not in ("i", "g"):
                 raise AttributeError(f"{name!r}: statistics of this object were not received")
-            return stats[i]
-        method = layout.methods.get(name)
+            return self._stat(i)
+        method = reader.methods.get(name)
         if method is not None:
             return _BoundMethod(self, method)
-        raise AttributeError(f"{self._schema.class_key.name} object has no element or "
+        raise AttributeError(f"{reader.schema.class_key.name} object has no element or "
                              f"method {name!r}")
 
     def __dir__(self) -> list[str]:
         names = set(object.__dir__(self))
-        names.update(self._layout.props, self._layout.stats, self._layout.methods)
+        reader = self._reader
+        names.update(reader.props, reader.stats, reader.methods)
         return sorted(names)
 
     def get_properties(self) -> dict[str, Any]:
-        """Properties by name (absent optional properties left out)."""
-        if self._props is None:
+        """Properties by name (absent optional properties left out).
+
+        Raises:
+            DecodeError: a received value is malformed.
+        """
+        values = self._props()
+        if values is None:
             return {}
-        return {p.name: v for p, v in zip(self._schema.properties, self._props) if v is not None}
+        if None in values:
+            return {n: v for n, v in zip(self._reader.pnames, values) if v is not None}
+        return dict(zip(self._reader.pnames, values))
 
     def get_statistics(self) -> dict[str, Any]:
-        """Statistics by name."""
-        if self._stats is None:
+        """Statistics by name.
+
+        Raises:
+            DecodeError: a received value is malformed.
+        """
+        values = self._stats()
+        if values is None:
             return {}
-        return {s.name: v for s, v in zip(self._schema.statistics, self._stats)}
+        return dict(zip(self._reader.snames, values))
 
     def get(self, name: str, default: Any = None) -> Any:
-        """A property or statistic by name, or ``default``."""
-        i = self._layout.props.get(name)
-        if i is not None and self._props is not None:
-            v = self._props[i]
+        """A property or statistic by name, or ``default``.
+
+        Raises:
+            DecodeError: the value is malformed.
+        """
+        reader = self._reader
+        i = reader.props.get(name)
+        if i is not None and self._kind in ("c", "g"):
+            v = self._prop(i)
             return default if v is None else v
-        i = self._layout.stats.get(name)
-        if i is not None and self._stats is not None:
-            return self._stats[i]
+        i = reader.stats.get(name)
+        if i is not None and self._kind in ("i", "g"):
+            return self._stat(i)
         return default
 
     def values(self) -> dict[str, Any]:
-        """Properties and statistics in one mapping (for selectors and tools)."""
+        """Properties and statistics in one mapping (for selectors and tools).
+
+        Raises:
+            DecodeError: a received value is malformed.
+        """
         out = self.get_properties()
         out.update(self.get_statistics())
         return out
 
     def get_object_id(self) -> ObjectId:
-        return self._oid
+        return make_oid(self._raw[24:40])
 
     def get_class_key(self) -> ClassKey:
-        return self._schema.class_key
+        return self._reader.schema.class_key
 
     def get_schema(self) -> SchemaClass:
-        return self._schema
+        return self._reader.schema
 
     def get_timestamps(self) -> tuple[int, int, int]:
         """(last update, created, deleted) in ns since the epoch; deleted is 0 if live."""
-        return self._times
+        ts, cr, de = _TIMES.unpack_from(self._raw, 0)
+        return (ts, cr, de)
 
     def is_deleted(self) -> bool:
-        return self._times[2] != 0
+        return self._raw[16:24] != _ZERO8
 
     def get_index(self) -> str:
-        """The index properties' values joined by ':' (qpid-tool's display name)."""
+        """The index properties' values joined by ':' (qpid-tool's display name).
+
+        Raises:
+            DecodeError: an index value is malformed.
+        """
+        if self._kind not in ("c", "g"):
+            return ""
         parts = []
-        for p, v in zip(self._schema.properties, self._props or ()):
+        for i, p in enumerate(self._reader.schema.properties):
             if p.index:
-                parts.append(str(v))
+                parts.append(str(self._prop(i)))
         return ":".join(parts)
 
     def get_agent(self) -> RemoteAgent | None:
@@ -184,26 +261,30 @@ class QmfObject:
         """
         if self._session is None:
             raise UsageError("this object is not attached to a session")
-        fresh = await self._session.get_objects(_objectId=self._oid, _broker=self._broker,
+        oid = self.get_object_id()
+        fresh = await self._session.get_objects(_objectId=oid, _broker=self._broker,
                                                 _agent=self._agent, _timeout=_timeout)
         if not fresh:
-            raise LookupError(f"object {self._oid} is gone")
+            raise LookupError(f"object {oid} is gone")
         new = fresh[0]
-        self._schema, self._props, self._stats = new._schema, new._props, new._stats
-        self._times, self._layout = new._times, new._layout
+        self.__class__ = type(new)
+        self._reader, self._raw, self._kind, self._sofs = (new._reader, new._raw, new._kind,
+                                                           new._sofs)
+        self._p, self._s = new._p, new._s
 
     async def deref(self, name: str, *, _timeout: float | None = None) -> QmfObject | None:
         """The object an objectReference property points to (None for a null reference).
 
         Raises:
             UsageError: ``name`` is not a reference property, or no session.
+            DecodeError: the reference is malformed.
         """
-        i = self._layout.props.get(name)
-        if i is None or self._schema.properties[i].type != QmfType.REF:
+        i = self._reader.props.get(name)
+        if i is None or self._reader.schema.properties[i].type != QmfType.REF:
             raise UsageError(f"{name!r} is not a reference property")
         if self._session is None:
             raise UsageError("this object is not attached to a session")
-        ref = (self._props or ())[i] if self._props else None
+        ref = self._prop(i) if self._kind in ("c", "g") else None
         if ref is None or ref.raw == bytes(16):
             return None
         found = await self._session.get_objects(_objectId=ref, _broker=self._broker,
@@ -224,22 +305,76 @@ class QmfObject:
         """
         if self._session is None or self._broker is None:
             raise UsageError("this object is not attached to a session")
-        schema_method = self._schema.method(method)
+        schema_method = self._reader.schema.method(method)
         in_args = bind_arguments(schema_method, args, kwargs)
         return await self._session._call_method(self, schema_method, in_args, _timeout)
 
     def __repr__(self) -> str:
-        return f"<QmfObject {self._schema.class_key.package}:{self._schema.class_key.name} " \
-               f"{self.get_index() or self._oid}>"
+        key = self._reader.schema.class_key
+        try:
+            shown = self.get_index()
+        except DecodeError:
+            shown = ""
+        return f"<QmfObject {key.package}:{key.name} {shown or self.get_object_id()}>"
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, QmfObject):
             return NotImplemented
-        return (self._broker is other._broker and self._oid == other._oid
-                and self._props == other._props and self._stats == other._stats
-                and self._times == other._times)
+        return (self._broker is other._broker and self._raw[:40] == other._raw[:40]
+                and self._props() == other._props() and self._stats() == other._stats())
 
     __hash__ = None  # type: ignore[assignment]
+
+
+class _Element:
+    """A property or statistic as an attribute of the proxies of one schema.
+
+    A descriptor on a per-schema subclass of :class:`QmfObject` is found by normal
+    attribute lookup, which is cheaper than failing it and calling ``__getattr__``.
+    When the value is missing it raises a bare AttributeError, and Python then calls
+    ``QmfObject.__getattr__``, which explains why.
+    """
+
+    __slots__ = ("index", "stat")
+
+    def __init__(self, index: int, stat: bool) -> None:
+        self.index = index
+        self.stat = stat
+
+    def __get__(self, obj: QmfObject | None, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        i = self.index
+        kind = obj._kind
+        if self.stat:
+            if kind == "g" or kind == "i":
+                s = obj._s
+                return s[i] if s is not None else obj._reader.stat(obj._raw, obj._sofs, i)
+        elif kind == "g" or kind == "c":
+            p = obj._p
+            v = p[i] if p is not None else obj._reader.prop(obj._raw, i)
+            if v is not None:
+                return v
+        raise AttributeError
+
+
+_BASE_NAMES = frozenset(dir(QmfObject))
+
+
+def _proxy_class(reader: RecordReader) -> type[QmfObject]:
+    """The subclass of QmfObject for one schema: its elements as descriptors (names
+    that QmfObject itself defines stay QmfObject's)."""
+    ns: dict[str, Any] = {"__slots__": (), "__module__": QmfObject.__module__,
+                          "__qualname__": QmfObject.__qualname__, "__doc__": QmfObject.__doc__}
+    for name, i in reader.stats.items():
+        ns[name] = _Element(i, True)
+    for name, i in reader.props.items():  # a property wins over a statistic of its name
+        ns[name] = _Element(i, False)
+    for name in _BASE_NAMES.intersection(reader.props.keys() | reader.stats.keys()):
+        del ns[name]
+    cls: type[QmfObject] = type(QmfObject.__name__, (QmfObject,), ns)
+    reader.proxy_class = cls
+    return cls
 
 
 class _BoundMethod:

@@ -57,6 +57,7 @@ from ._messages import (
     SchemaResponse,
     UndecodedTail,
 )
+from ._lazy import HEADER_SIZE, RawObjectRecord, reader_of
 from ._objects import Event, MethodResult, QmfObject, RemoteAgent
 from ._schema import SchemaClass, SchemaMethod
 from ._selector import Selector, compile_selector
@@ -200,8 +201,12 @@ class Broker:
             log.info("agent list of %s not available: %s", self.where, exc)
             return
         for rec in records:
-            if isinstance(rec, ObjectRecord):
-                self._agent_object(rec)
+            if isinstance(rec, (RawObjectRecord, ObjectRecord)):
+                try:
+                    self._agent_object(rec)
+                except DecodeError as exc:
+                    self.session.malformed += 1
+                    log.warning("malformed agent object from %s dropped: %s", self.where, exc)
 
     def _on_lost(self, exc: BaseException) -> None:
         if self._closing:
@@ -313,7 +318,7 @@ class Broker:
         state.last_seen = now
         return state
 
-    def _agent_object(self, rec: ObjectRecord) -> None:
+    def _agent_object(self, rec: RawObjectRecord | ObjectRecord) -> None:
         """An ``org.apache.qpid.broker:agent`` object from the management broker."""
         values = rec.properties_dict() if rec.properties is not None else {}
         bb, ab = values.get("brokerBank"), values.get("agentBank")
@@ -362,7 +367,7 @@ class Broker:
         session = self.session
         try:
             messages = codec.decode(body, session.schemas, methods=self._method_targets,
-                                    defer_unknown=True)
+                                    defer_unknown=True, lazy=True)
         except DecodeError as exc:
             session.malformed += 1
             log.warning("malformed QMF body from %s (%s) dropped: %s", self.where,
@@ -374,8 +379,14 @@ class Broker:
             except Exception:
                 log.exception("failed to handle %r from %s", msg.OPCODE, self.where)
 
-    def _route(self, msg: Message, delivery: Delivery, arrival: int) -> None:
+    def _route(self, msg: Message | RawObjectRecord, delivery: Delivery, arrival: int) -> None:
         session = self.session
+        if type(msg) is RawObjectRecord:  # the hot path: query answers and updates
+            if msg.seq and self._correlator.resolve(msg, arrival=arrival):
+                return
+            if msg.opcode != "g":
+                self._content(msg, delivery)
+            return
         if isinstance(msg, UndecodedTail):
             self._hold(msg, delivery, arrival)
             return
@@ -388,10 +399,7 @@ class Broker:
             if isinstance(msg, MethodResponse) and session.console is not None:
                 session._notify("method_response", self, msg.seq, _method_result(msg))
             return
-        if isinstance(msg, ObjectRecord):
-            if msg.opcode != "g":
-                self._content(msg, delivery)
-        elif isinstance(msg, EventIndication):
+        if isinstance(msg, EventIndication):
             self._event(msg, delivery)
         elif isinstance(msg, Heartbeat):
             banks = _agent_banks(delivery.routing_key, "console.heartbeat.")
@@ -411,12 +419,17 @@ class Broker:
             return None
         return self._see_agent(*banks).agent
 
-    def _content(self, rec: ObjectRecord, delivery: Delivery) -> None:
+    def _content(self, rec: RawObjectRecord, delivery: Delivery) -> None:
         banks = _agent_banks(delivery.routing_key, "console.obj.")
         agent = self._agent_for(banks, rec.object_id)
-        key = rec.schema.class_key
-        if (key.package, key.name) == BROKER_AGENT_CLASS and rec.properties is not None:
-            self._agent_object(rec)
+        key = rec.codec.class_key
+        if (key.package, key.name) == BROKER_AGENT_CLASS and rec.opcode != "i":
+            try:
+                self._agent_object(rec)
+            except DecodeError as exc:
+                self.session.malformed += 1
+                log.warning("malformed agent object from %s dropped: %s", self.where, exc)
+                return
         self.session._object_update(self, agent, rec)
 
     def _event(self, msg: EventIndication, delivery: Delivery) -> None:
@@ -572,7 +585,9 @@ class Session:
         self._event_subs: list[Subscription[Event]] = []
         self._update_subs: list[Subscription[QmfObject]] = []
         self._agent_subs: list[Subscription[tuple[str, RemoteAgent]]] = []
-        self._latest: dict[tuple[int, ObjectId], tuple[tuple[Any, ...] | None, tuple[Any, ...] | None]] = {}
+        # the latest properties and statistics bytes of each object, merged into the
+        # proxies of c/i updates
+        self._latest: dict[tuple[int, bytes], tuple[bytes | None, bytes | None]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._ager: asyncio.Task[None] | None = None
         self._closed = False
@@ -791,21 +806,28 @@ class Session:
         for sub in self._agent_subs:
             sub._put(("removed", agent))
 
-    def _object_update(self, broker: Broker, agent: RemoteAgent | None, rec: ObjectRecord) -> None:
+    def _object_update(self, broker: Broker, agent: RemoteAgent | None,
+                       rec: RawObjectRecord) -> None:
         if not (self.console is not None or self._update_subs):
             return
-        key = (id(broker), rec.object_id)
+        raw, sofs = rec.raw, rec.sofs
+        key = (id(broker), raw[24:40])
         props, stats = self._latest.get(key, (None, None))
-        if rec.properties is not None:
-            props = rec.properties
-        if rec.statistics is not None:
-            stats = rec.statistics
-        if rec.deleted:
+        if rec.opcode != "i":
+            props = raw[HEADER_SIZE:sofs]
+        if rec.opcode != "c":
+            stats = raw[sofs:]
+        if raw[16:24] != bytes(8):  # deleted
             self._latest.pop(key, None)
         else:
             self._latest[key] = (props, stats)
-        obj = QmfObject(self, broker, agent, rec.schema, rec.object_id, props, stats,
-                        (rec.timestamp, rec.created, rec.deleted))
+        # the proxy carries the newest header, properties and statistics seen
+        kind = "g" if props is not None and stats is not None else rec.opcode
+        if kind != rec.opcode:
+            assert props is not None and stats is not None
+            sofs = HEADER_SIZE + len(props)
+            raw = raw[:HEADER_SIZE] + props + stats
+        obj = QmfObject._from_raw(self, broker, agent, reader_of(rec.codec), raw, kind, sofs)
         if rec.opcode == "c":
             self._notify("object_props", broker, obj)
         else:
@@ -1110,20 +1132,27 @@ class Session:
         delivered: list[QmfObject] = []
 
         def on_item(broker: Broker, agent: RemoteAgent) -> Callable[[Message], None]:
-            def take(msg: Message) -> None:
-                if not isinstance(msg, ObjectRecord):
+            def take(msg: Message | RawObjectRecord) -> None:
+                if type(msg) is not RawObjectRecord:
                     return
-                if key is not None and msg.schema.class_key != key:
+                if key is not None and msg.codec.class_key != key:
                     return
-                if oid is not None and msg.object_id != oid:
+                if oid is not None and msg.raw[24:40] != oid.raw:
                     return
-                obj = QmfObject(self, broker, agent, msg.schema, msg.object_id, msg.properties,
-                                msg.statistics, (msg.timestamp, msg.created, msg.deleted))
-                for name, want in property_equals.items():
-                    if obj.get(name) != want:
+                obj = QmfObject._from_raw(self, broker, agent, reader_of(msg.codec), msg.raw,
+                                          msg.opcode, msg.sofs)
+                if property_equals or selector is not None:
+                    try:
+                        for name, want in property_equals.items():
+                            if obj.get(name) != want:
+                                return
+                        if selector is not None and not selector(obj.values()):
+                            return
+                    except DecodeError as exc:
+                        self.malformed += 1
+                        log.warning("object with malformed values from %s dropped by the "
+                                    "filter: %s", broker.where, exc)
                         return
-                if selector is not None and not selector(obj.values()):
-                    return
                 delivered.append(obj)
                 emit(obj)
             return take

@@ -19,6 +19,7 @@ from ._codec import (
     encode,
 )
 from ._errors import DecodeError, EncodeError
+from ._lazy import RawObjectRecord
 from ._messages import (
     AttachRequest,
     AttachResponse,
@@ -61,6 +62,7 @@ __all__ = [
     "SchemaResponse",
     "Heartbeat",
     "ObjectRecord",
+    "RawObjectRecord",
     "EventIndication",
     "GetQuery",
     "MethodRequest",
