@@ -1,6 +1,6 @@
 """The Agent's record bodies, without a broker: ``g``/``c``/``i`` bodies are built
-from each object's cached property encoding and must be byte for byte what the codec
-writes for ``obj.record(...)``; the cache must follow property changes."""
+from each object's cached property and statistics encodings and must be byte for byte
+what the codec writes for ``obj.record(...)``; the caches must follow every change."""
 
 from __future__ import annotations
 
@@ -183,3 +183,40 @@ def test_publish_sends_c_and_i_records_as_the_codec_writes_them() -> None:
     assert [(m.OPCODE, m.object_id) for m in sent] == [
         ("c", objs[1].object_id), ("i", objs[2].object_id), ("c", flag.object_id)]
     assert sent[0].properties_dict()["name"] == "x" and sent[2].deleted == flag.deleted
+
+
+async def test_statistics_encodings_follow_every_change() -> None:
+    sink = Sink()
+    q = sink.queue(2)
+    (first, _) = await sink.get()
+    assert first.statistics_dict()["msgs"] == 2000 and first.statistics_dict()["depth"] == 2
+    (again, _) = await sink.get()  # from the cached encodings: the same values
+    assert again.statistics_dict() == first.statistics_dict()
+    q.inc("msgs", 7)
+    (after_inc, _) = await sink.get()
+    assert after_inc.statistics_dict()["msgs"] == 2007
+    q.dec("depth")
+    (after_dec, _) = await sink.get()
+    assert after_dec.statistics_dict()["depth"] == 1
+    q.set(rate=0.5, depth=9)
+    (after_set, _) = await sink.get()
+    assert after_set.statistics_dict()["rate"] == 0.5
+    assert after_set.statistics_dict()["depth"] == 9
+    assert after_set == wire.decode(wire.encode(q.record("g", sink.seq, after_set.timestamp),
+                                                sink.registry), sink.registry)[0]
+
+
+async def test_a_statistic_that_does_not_encode_loses_its_body_only(
+        caplog: pytest.LogCaptureFixture) -> None:
+    sink = Sink()
+    objs = [sink.queue(i) for i in range(30)]
+    await sink.get()  # every encoding cached
+    objs[2].set(depth=-1)  # not a uint32: the first body (objects 0..10) fails
+    with caplog.at_level(logging.ERROR, logger="qmf_async.agent"):
+        records = await sink.get()
+    names = [m.properties_dict()["name"] for m in records[:-1]]
+    assert names == [f"q{i}" for i in range(11, 30)]
+    assert "'depth': -1 is out of range for I" in caplog.text
+    objs[2].set(depth=3)
+    records = await sink.get()
+    assert len(records) == 31 and records[2].statistics_dict()["depth"] == 3

@@ -22,7 +22,7 @@ __all__ = ["ManagedObject", "encode_records", "zero_value"]
 #: a record snapshot: (opcode, object, encoded properties (or their values when they do
 #: not encode: the error is raised when the record is), statistics)
 RecordSnapshot = tuple[str, "ManagedObject", "bytes | tuple[Any, ...] | None",
-                       "Sequence[Any] | None"]
+                       "bytes | Sequence[Any] | None"]
 
 _RECORD_HEAD = struct.Struct(">QQQ16s")  # timestamp, created, deleted, object id
 
@@ -55,7 +55,7 @@ class ManagedObject:
 
     __slots__ = ("schema", "object_id", "created", "deleted", "_props", "_stats", "_pindex",
                  "_sindex", "props_changed", "stats_changed", "_agent", "persistent", "number",
-                 "_pbytes")
+                 "_pbytes", "_sbytes")
 
     def __init__(self, schema: SchemaClass, values: Mapping[str, Any], *,
                  persistent: bool = False) -> None:
@@ -78,6 +78,8 @@ class ManagedObject:
         self._props = props
         #: presence octets + properties as encoded, until a property is set
         self._pbytes: bytes | None = None
+        #: statistics as encoded, until a statistic changes
+        self._sbytes: bytes | None = None
         self._stats = [values.get(s.name, zero_value(s.type)) for s in schema.statistics]
         self.created = now_ns()
         self.deleted = 0
@@ -125,6 +127,7 @@ class ManagedObject:
                 raise ArgumentError(f"{self.schema.class_key.name} has no element {name!r}")
             if self._stats[i] != value:
                 self._stats[i] = value
+                self._sbytes = None
                 self.stats_changed = True
 
     def _rename_references(self, renamed: Mapping[ObjectId, ObjectId]) -> None:
@@ -144,6 +147,7 @@ class ManagedObject:
             raise ArgumentError(f"{self.schema.class_key.name} has no statistic {name!r}")
         if delta:
             self._stats[i] += delta
+            self._sbytes = None
             self.stats_changed = True
 
     def dec(self, name: str, delta: int = 1) -> None:
@@ -195,6 +199,21 @@ class ManagedObject:
             found = self._pbytes = bytes(out)
         return found
 
+    def _encoded_stats(self, encode: Encoder) -> bytes | tuple[Any, ...]:
+        """Statistics as ``encode`` (the class's statistics encoder) writes them,
+        cached until a statistic changes; the values themselves when they do not
+        encode (so that encoding their record raises)."""
+        found = self._sbytes
+        if found is None:
+            stats = tuple(self._stats)
+            out = bytearray()
+            try:
+                encode(out, stats)
+            except Exception:
+                return stats
+            found = self._sbytes = bytes(out)
+        return found
+
     def __repr__(self) -> str:
         return f"<ManagedObject {self.schema.class_key.name} {self.object_id}>"
 
@@ -203,18 +222,22 @@ def snapshots(opcodes: str, objects: Iterable[ManagedObject], registry: SchemaRe
               ) -> list[RecordSnapshot]:
     """What ``obj.record(op)`` would hold for each object and each opcode of
     ``opcodes`` (``"g"``, ``"ci"`` ...), taken now, for :func:`encode_records`:
-    cached property encodings and statistics tuples."""
+    cached encodings of properties and of statistics."""
     out: list[RecordSnapshot] = []
     append = out.append
     last: SchemaClass | None = None
     encode: Encoder | None = None
+    encode_stats: Encoder | None = None
     for obj in objects:
         if obj.schema is not last:
             last = obj.schema
-            encode = registry.codec(last).properties[1]
+            codec = registry.codec(last)
+            encode, encode_stats = codec.properties[1], codec.statistics[1]
         for op in opcodes:
             props = obj._encoded_props(encode) if op != "i" and encode is not None else None
-            append((op, obj, props, tuple(obj._stats) if op != "c" else None))
+            stats = (obj._encoded_stats(encode_stats)
+                     if op != "c" and encode_stats is not None else None)
+            append((op, obj, props, stats))
     return out
 
 
@@ -251,7 +274,10 @@ def encode_records(registry: SchemaRegistry, records: Iterable[RecordSnapshot], 
             else:
                 enc_props(out, props)  # type: ignore[arg-type]
         if op != "c":
-            enc_stats(out, stats)  # type: ignore[arg-type]
+            if type(stats) is bytes:
+                out += stats
+            else:
+                enc_stats(out, stats)  # type: ignore[arg-type]
     return bytes(out)
 
 
