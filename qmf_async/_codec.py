@@ -124,7 +124,7 @@ class ClassCodec:
         self._methods: dict[tuple[str, bool], tuple[Decoder, Encoder, tuple[str, ...]]] = {}
         self._records: dict[str, Callable[[bytes, int, int], tuple[ObjectRecord, int]]] = {}
         self._record_encoders: dict[str, Callable[..., None]] = {}
-        self._scanners: dict[str, Callable[[bytes, int, int], tuple[RawObjectRecord, int]]] = {}
+        self._scanners: dict[str, Callable[[bytes, int, int, int, list[Any]], int]] = {}
         self._reader: Any = None  # the lazy-record reader (qmf_async._lazy), on first use
 
     def _compile(self, specs: list[FieldSpec], presence: bool, name: str) -> tuple[Decoder, Encoder]:
@@ -184,8 +184,9 @@ class ClassCodec:
             self._record_encoders[opcode] = fn
         return fn
 
-    def record_scanner(self, opcode: str) -> Callable[[bytes, int, int], tuple[RawObjectRecord, int]]:
-        """The compiled scanner of a ``c``/``i``/``g`` record (values decoded on access)."""
+    def record_scanner(self, opcode: str) -> Callable[[bytes, int, int, int, list[Any]], int]:
+        """The compiled scanner of ``c``/``i``/``g`` records (values decoded on access),
+        see :func:`~qmf_async._lazy.compile_record_scanner`."""
         fn = self._scanners.get(opcode)
         if fn is None:
             fn = compile_record_scanner(opcode, self, self._registry._object_codec)
@@ -206,7 +207,7 @@ class SchemaRegistry:
         # opcode byte -> wire class key -> compiled record decoder (filled on first use)
         self._records: dict[bytes, dict[bytes, Callable[[bytes, int, int], tuple[ObjectRecord, int]]]] = {
             b"c": {}, b"i": {}, b"g": {}}
-        self._scanners: dict[bytes, dict[bytes, Callable[[bytes, int, int], tuple[Any, int]]]] = {
+        self._scanners: dict[bytes, dict[bytes, Callable[..., Any]]] = {
             b"c": {}, b"i": {}, b"g": {}}
         for schema in schemas:
             self.add(schema)
@@ -268,12 +269,13 @@ class SchemaRegistry:
         return self._codecs.get(wire_key)
 
     def _record_decoder(self, opb: bytes, wire_key: bytes, lazy: bool = False
-                        ) -> Callable[[bytes, int, int], tuple[Any, int]] | None:
+                        ) -> Callable[..., Any] | None:
         codec = self._codecs.get(wire_key)
         if codec is None:
             return None
+        fn: Callable[..., Any]
         if lazy:
-            fn: Callable[[bytes, int, int], tuple[Any, int]] = codec.record_scanner(opb.decode())
+            fn = codec.record_scanner(opb.decode())
             self._scanners[opb][wire_key] = fn
         else:
             fn = codec.record_decoder(opb.decode())
@@ -584,8 +586,11 @@ def _decode(buf: bytes, schemas: SchemaRegistry, methods: Mapping[int, Any] | No
                         append(UndecodedTail(opb.decode(), seq, key, buf, start))
                         return out
                     raise UnknownSchemaError(key, opb.decode(), start)
-            msg, pos = fn(buf, kend, seq)
-            append(msg)
+            if lazy:  # the scanner takes this record and the like ones that follow
+                pos = fn(buf, start, kend, seq, out)
+            else:
+                msg, pos = fn(buf, kend, seq)
+                append(msg)
         elif opb == b"e":
             key, kstart, pos = _read_class_key(buf, pos)
             codec = schemas._codecs.get(buf[kstart:pos])

@@ -196,28 +196,40 @@ def _section_lines(fields: Sequence[FieldSpec], presence: bool, indent: str,
     return lines
 
 
-def compile_record_scanner(opcode: str, codec: ClassCodec,
-                           object_codec: Any = None) -> Callable[[bytes, int, int], tuple[RawObjectRecord, int]]:
-    """Compile the scanner of a ``c``/``i``/``g`` record of ``codec``'s class, read
-    after its class key: ``(buf, pos, seq) -> (RawObjectRecord, end)``.
+def compile_record_scanner(opcode: str, codec: ClassCodec, object_codec: Any = None
+                           ) -> Callable[[bytes, int, int, int, list[Any]], int]:
+    """Compile the scanner of ``c``/``i``/``g`` records of ``codec``'s class:
+    ``(buf, message_start, pos, seq, out) -> end``.
 
-    The scanner raises only :class:`DecodeError` (truncated record, a map size too
-    small); it does not look inside values.
+    ``pos`` is where the record starts after its message header and class key.  The
+    scanner appends a :class:`RawObjectRecord` to ``out``, and goes on with every
+    following message of the body that has the same header and class key (packed
+    records of one answer), so the caller dispatches once per run.  It raises only
+    :class:`DecodeError` (truncated record, a map size too small) and does not look
+    inside values.
     """
     schema = codec.schema
     props = [(p.name, p.type, bool(p.optional)) for p in schema.properties]
     stats = [(s.name, s.type, False) for s in schema.statistics]
-    lines = ["def scan(buf, pos, seq):", "    start = pos", "    pos += 40", "    try:"]
+    lines = ["def scan(buf, mstart, pos, seq, out):",
+             "    prefix = buf[mstart:pos]",  # header and class key, the same for the run
+             "    plen = pos - mstart",
+             "    blen = len(buf)",
+             "    append = out.append",
+             "    while True:",
+             "        start = pos",
+             "        pos += 40",
+             "        try:"]
     if opcode != "i":
-        lines += _section_lines(props, True, "        ")
-    lines.append("        sofs = pos")
+        lines += _section_lines(props, True, "            ")
+    lines.append("            sofs = pos")
     if opcode != "c":
-        lines += _section_lines(stats, False, "        ")
+        lines += _section_lines(stats, False, "            ")
     lines += [
-        "    except (IndexError, _struct_error) as exc:",
-        "        raise _DecodeError('truncated object values', pos) from exc",
-        "    if pos > len(buf):",
-        "        raise _DecodeError('truncated object values', len(buf))",
+        "        except (IndexError, _struct_error) as exc:",
+        "            raise _DecodeError('truncated object values', pos) from exc",
+        "        if pos > blen:",
+        "            raise _DecodeError('truncated object values', blen)",
     ]
     env: dict[str, Any] = {
         "_u32": _U32.unpack_from, "_DecodeError": DecodeError, "_struct_error": struct.error,
@@ -227,13 +239,19 @@ def compile_record_scanner(opcode: str, codec: ClassCodec,
     values = [repr(opcode), "seq", "_CODEC", "buf[start:pos]", "sofs - start"]
     setters = _slot_setters(RawObjectRecord, len(values))
     if setters is None:  # pragma: no cover - RawObjectRecord is a plain slots class
-        lines.append(f"    return _REC({', '.join(values)}), pos")
+        lines.append(f"        append(_REC({', '.join(values)}))")
     else:
-        lines.append("    rec = _new(_REC)")
+        lines.append("        rec = _new(_REC)")
         for i, (setter, value) in enumerate(zip(setters, values, strict=True)):
             env[f"_set{i}"] = setter
-            lines.append(f"    _set{i}(rec, {value})")
-        lines.append("    return rec, pos")
+            lines.append(f"        _set{i}(rec, {value})")
+        lines.append("        append(rec)")
+    lines += [
+        "        if pos < blen and buf.startswith(prefix, pos):",
+        "            pos += plen",
+        "            continue",
+        "        return pos",
+    ]
     label = ascii(str(schema.class_key))[1:-1]
     exec(compile("\n".join(lines) + "\n", f"<qmf codec scan_{opcode}_record {label}>", "exec"), env)
     fn: Callable[[bytes, int, int], tuple[RawObjectRecord, int]] = env["scan"]
