@@ -60,6 +60,8 @@ from ._objects import ManagedObject, RecordSnapshot, encode_records, now_ns, sna
 __all__ = ["Agent", "MethodHandler", "RequestContext", "current_request", "reply_target"]
 
 log = logging.getLogger("qmf_async.agent")
+#: a streamed G answer lets the sender publish after every this many bodies
+_BODIES_PER_YIELD = 8
 
 MANAGEMENT = "qpid.management"
 DIRECT = "amq.direct"
@@ -529,9 +531,11 @@ class Agent:
         so the console decodes the first objects while later ones are being encoded."""
         exchange, key = reply_target(reply_to)
         per_body = self.max_get_per_body
+        step = per_body * _BODIES_PER_YIELD
         for i in range(0, len(records), per_body):
             self._send_records(exchange, key, records[i:i + per_body], seq, timestamp)
-            await asyncio.sleep(0)
+            if i % step == 0:  # the first body leaves at once, then every few
+                await asyncio.sleep(0)
         self._send(exchange, key, [end])
         await asyncio.sleep(0)
 
