@@ -4,7 +4,8 @@ A console sends a request with a fresh sequence number and waits for the reply
 (request/response) or for indications ending in ``z`` (query/indication).  A
 :class:`Correlator` owns the numbers of one broker connection; its entries are
 removed when they complete, time out, are cancelled or fail, so numbers are
-released in every case.
+released in every case.  :meth:`Correlator.expire_after` times a wait out; waits
+that share a timeout value share one loop timer.
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ from typing import Any
 from ._errors import CommandError, QmfError
 from ._messages import CommandComplete, Message
 
-__all__ = ["Correlator", "Pending", "wait_reply"]
+__all__ = ["Correlator", "Pending"]
 
 _SEQ_MASK = 0xFFFFFFFF
+#: distinct timeout values served by shared timers; more fall back to a timer per wait
+_MAX_LANES = 8
 
 
 class Pending:
@@ -30,8 +33,20 @@ class Pending:
     with each indication as it arrives, for streaming callers.
     """
 
-    __slots__ = ("seq", "query", "agent", "future", "items", "on_item", "holds", "done_msg",
-                 "done_arrival", "expect", "context")
+    __slots__ = (
+        "agent",
+        "context",
+        "done_arrival",
+        "done_msg",
+        "expect",
+        "future",
+        "holds",
+        "items",
+        "on_item",
+        "query",
+        "seq",
+        "timer",
+    )
 
     def __init__(self, seq: int, *, query: bool, agent: Any = None, expect: str = "",
                  on_item: Callable[[Message], None] | None = None, context: Any = None) -> None:
@@ -46,6 +61,7 @@ class Pending:
         self.done_msg: CommandComplete | None = None
         self.done_arrival: int | None = None  # receive order of the body with the z
         self.context = context
+        self.timer: _Lane | asyncio.TimerHandle | None = None  # see Correlator.expire_after
 
     def _finish(self) -> None:
         if self.future.done():
@@ -60,12 +76,57 @@ class Pending:
             self.future.set_result(self.items)
 
 
+class _Lane:
+    """The expiry of waits that share one timeout value.
+
+    Their deadlines (start + timeout, on the loop's monotonic clock) come in the order
+    they were added, so one loop timer, armed for the oldest wait still in the lane,
+    serves them all: adding and removing a wait is a dict operation, not a timer heap
+    push and pop.  Each wait still fails at its own deadline.
+    """
+
+    __slots__ = ("handle", "lanes", "loop", "timeout", "waits")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, timeout: float,
+                 lanes: dict[float, _Lane]) -> None:
+        self.loop = loop
+        self.timeout = timeout
+        self.lanes = lanes
+        self.waits: dict[Pending, float] = {}  # insertion order = deadline order
+        self.handle: asyncio.TimerHandle | None = None
+
+    def add(self, entry: Pending) -> None:
+        deadline = self.loop.time() + self.timeout
+        self.waits[entry] = deadline
+        if self.handle is None:
+            self.handle = self.loop.call_at(deadline, self._expire)
+
+    def _expire(self) -> None:
+        self.handle = None
+        waits = self.waits
+        now = self.loop.time()
+        while waits:
+            entry = next(iter(waits))
+            deadline = waits[entry]
+            if deadline > now:
+                self.handle = self.loop.call_at(deadline, self._expire)
+                return
+            del waits[entry]
+            entry.timer = None
+            future = entry.future
+            if not future.done():
+                future.set_exception(TimeoutError())
+        if self.lanes.get(self.timeout) is self:  # idle: forget it
+            del self.lanes[self.timeout]
+
+
 class Correlator:
     """Sequence numbers -> :class:`Pending` entries of one connection."""
 
     def __init__(self, start: int | None = None) -> None:
         self._next = start if start is not None else random.randrange(1, 1 << 31)
         self._pending: dict[int, Pending] = {}
+        self._lanes: dict[float, _Lane] = {}
 
     def __len__(self) -> int:
         return len(self._pending)
@@ -86,19 +147,62 @@ class Correlator:
 
     def register(self, *, query: bool, agent: Any = None, expect: str = "",
                  on_item: Callable[[Message], None] | None = None, context: Any = None,
-                 seq: int | None = None) -> Pending:
-        """A new pending entry under a fresh (or the given) sequence number."""
+                 seq: int | None = None, release_on_done: bool = True) -> Pending:
+        """A new pending entry under a fresh (or the given) sequence number.
+
+        With ``release_on_done`` (the default) the entry is also released when its
+        future completes by other means than this correlator (for instance cancelled
+        by the awaiting task).  Callers that always :meth:`discard` the entry in a
+        ``finally`` can pass ``False`` and save a loop callback per request.
+        """
         if seq is None:
             seq = self.next_seq()
         entry = Pending(seq, query=query, agent=agent, expect=expect, on_item=on_item,
                         context=context)
         self._pending[seq] = entry
-        entry.future.add_done_callback(lambda _f, s=seq, e=entry: self._release(s, e))
+        if release_on_done:
+            entry.future.add_done_callback(lambda _f: self._release(seq, entry))
         return entry
+
+    def expire_after(self, entry: Pending, timeout: float) -> None:
+        """Fail ``entry``'s future with ``TimeoutError`` in ``timeout`` seconds.
+
+        The timer stops when the entry is released (reply, failure, :meth:`discard`).
+        Waits with the same timeout share one loop timer (see :class:`_Lane`).
+        """
+        if entry.timer is not None:
+            self._stop_timer(entry)
+        lane = self._lanes.get(timeout)
+        loop = asyncio.get_running_loop()
+        if lane is None or lane.loop is not loop:
+            if lane is None and len(self._lanes) >= _MAX_LANES:
+                future = entry.future
+
+                def expire() -> None:
+                    entry.timer = None
+                    if not future.done():
+                        future.set_exception(TimeoutError())
+
+                entry.timer = loop.call_later(timeout, expire)
+                return
+            lane = self._lanes[timeout] = _Lane(loop, timeout, self._lanes)
+        lane.add(entry)
+        entry.timer = lane
+
+    @staticmethod
+    def _stop_timer(entry: Pending) -> None:
+        timer = entry.timer
+        entry.timer = None
+        if isinstance(timer, _Lane):
+            timer.waits.pop(entry, None)
+        elif timer is not None:
+            timer.cancel()
 
     def _release(self, seq: int, entry: Pending) -> None:
         if self._pending.get(seq) is entry:
             del self._pending[seq]
+        if entry.timer is not None:
+            self._stop_timer(entry)
 
     def discard(self, entry: Pending) -> None:
         """Drop an entry (timeout, cancellation); its number is free again."""
@@ -118,7 +222,7 @@ class Correlator:
         entry = self._pending.get(msg.seq)
         if entry is None or entry.future.done():
             return False
-        if self._after_end(entry, arrival):
+        if entry.query and self._after_end(entry, arrival):
             return False
         if isinstance(msg, CommandComplete):
             if entry.query or msg.code != 0:
@@ -174,6 +278,8 @@ class Correlator:
     def fail_all(self, exc: QmfError) -> None:
         """Fail every pending wait with ``exc`` (connection lost, closed)."""
         for entry in list(self._pending.values()):
+            if entry.timer is not None:
+                self._stop_timer(entry)
             if not entry.future.done():
                 entry.future.set_exception(exc)
         self._pending.clear()
@@ -183,27 +289,9 @@ class Correlator:
         count = 0
         for entry in list(self._pending.values()):
             if entry.agent == agent and not entry.future.done():
+                if entry.timer is not None:
+                    self._stop_timer(entry)
                 entry.future.set_exception(exc)
                 count += 1
         return count
 
-
-async def wait_reply(future: asyncio.Future[Any], timeout: float) -> Any:
-    """Await ``future`` for at most ``timeout`` seconds.
-
-    Cheaper than ``wait_for(shield(...))`` on the hot path: one timer, no extra task.
-    The future itself is failed with ``TimeoutError`` on expiry (the caller discards
-    its entry either way).
-
-    Raises:
-        TimeoutError: nothing arrived in time.
-    """
-    def expire() -> None:
-        if not future.done():
-            future.set_exception(TimeoutError())
-
-    handle = asyncio.get_running_loop().call_later(timeout, expire)
-    try:
-        return await future
-    finally:
-        handle.cancel()

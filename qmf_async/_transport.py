@@ -10,13 +10,17 @@ Design notes:
   bindings.  A broker error that closes a channel (publishing to a missing exchange, a bad
   binding) therefore never stops consumption; the publish and control channels are
   reopened on next use.
-* aiormq starts one task per delivery.  Our consumer callback does no I/O: it appends
-  the :class:`Delivery` to one FIFO buffer, and one reader task hands the buffer to the
-  dispatcher, in arrival order, one delivery at a time.  On endpoints opened with
-  ``no_ack=False`` the reader acknowledges after dispatch (``multiple=True``, once per
-  batch), so ``basic_qos`` prefetch bounds what the buffer holds and the broker keeps the
-  rest (and applies ``x-max-length`` to it).  On ``no_ack=True`` endpoints the broker
-  pushes without limit; they are meant for replies, whose volume the requester controls.
+* aiormq starts one task per delivery, in arrival order.  Our consumer callback never
+  awaits.  A delivery of a ``no_ack=True`` endpoint that finds the buffer empty (and
+  the transport open, with a dispatcher) is dispatched at once, inside that callback:
+  every earlier delivery has then been dispatched already, so the order holds, and no
+  reader wake-up is spent on it.  Any other delivery is appended to one FIFO buffer, and
+  one reader task hands the buffer to the dispatcher, in arrival order, one delivery at
+  a time.  On endpoints opened with ``no_ack=False`` the reader acknowledges after
+  dispatch (``multiple=True``, once per batch), so ``basic_qos`` prefetch bounds what the
+  buffer holds and the broker keeps the rest (and applies ``x-max-length`` to it).  On
+  ``no_ack=True`` endpoints the broker pushes without limit; they are meant for replies,
+  whose volume the requester controls.
 * Nothing here cancels an aiormq RPC: control operations run as shielded tasks, the
   connect timeout closes the whole connection instead of leaving a half-open channel.
 """
@@ -28,6 +32,7 @@ import collections
 import logging
 import ssl
 from collections.abc import Callable, Coroutine, Mapping, Sequence
+from random import getrandbits
 from types import MappingProxyType
 from typing import Any, Final, TypeVar
 from urllib.parse import quote, unquote, urlsplit
@@ -57,6 +62,10 @@ _DEFAULT_PORTS: Final = {"amqp": 5672, "amqps": 5671}
 _EMPTY_HEADERS: Final[Mapping[str, Any]] = MappingProxyType({})
 #: most deliveries handed to the dispatcher between two acks / two yields to the loop
 _MAX_BATCH: Final = 256
+# A random UUID4 in hex, the message id aiormq gives a message that has none, built
+# without a uuid.UUID object: clear the version and variant bits, then set them.
+_UUID4_KEEP: Final = ((1 << 128) - 1) & ~((0xF000 << 64) | (0xC000 << 48))
+_UUID4_SET: Final = (4 << 76) | (0x8000 << 48)
 
 
 @attrs.frozen
@@ -90,6 +99,18 @@ class Delivery:
     headers: Mapping[str, Any]
     user_id: str | None
     endpoint: str
+
+
+# The consumer builds a Delivery per message: object.__new__ plus the slot setters skips
+# the frozen class's per-field setattr lookups (same object, same fields).
+_new_object = object.__new__
+_set_body, _set_exchange, _set_routing_key, _set_reply_to = (
+    Delivery.__dict__[name].__set__ for name in ("body", "exchange", "routing_key", "reply_to")
+)
+_set_content_type, _set_headers, _set_user_id, _set_endpoint = (
+    Delivery.__dict__[name].__set__ for name in ("content_type", "headers", "user_id", "endpoint")
+)
+assert len(attrs.fields(Delivery)) == 8  # every field is set by the consumer
 
 
 @attrs.frozen
@@ -532,6 +553,7 @@ class Transport:
             headers=(headers if type(headers) is dict else dict(headers)) if headers else None,
             reply_to=reply_to,
             user_id=user_id,
+            message_id=f"{getrandbits(128) & _UUID4_KEEP | _UUID4_SET:032x}",
         )
         try:
             await ch.basic_publish(
@@ -606,26 +628,39 @@ class Transport:
         buffer = self._buffer
         append = buffer.append
         empty = _EMPTY_HEADERS
+        new = _new_object
 
         async def on_message(message: Any) -> None:
-            # aiormq runs this in a task of its own; no await here keeps the order.
+            # aiormq runs this in a task of its own, tasks start in arrival order, and
+            # nothing here awaits: deliveries keep their order.
             props = message.header.properties
             deliver = message.delivery
-            append(
-                (
-                    Delivery(
-                        message.body,
-                        deliver.exchange,
-                        deliver.routing_key,
-                        props.reply_to,
-                        props.content_type,
-                        props.headers or empty,
-                        props.user_id,
-                        endpoint,
-                    ),
-                    0 if no_ack else deliver.delivery_tag,
-                )
-            )
+            delivery = new(Delivery)
+            _set_body(delivery, message.body)
+            _set_exchange(delivery, deliver.exchange)
+            _set_routing_key(delivery, deliver.routing_key)
+            _set_reply_to(delivery, props.reply_to)
+            _set_content_type(delivery, props.content_type)
+            _set_headers(delivery, props.headers or empty)
+            _set_user_id(delivery, props.user_id)
+            _set_endpoint(delivery, endpoint)
+            if no_ack:
+                dispatch = self._dispatch
+                # The reader hands each batch over without awaiting, so an empty buffer
+                # means every earlier delivery has been dispatched: go straight on.
+                if not buffer and dispatch is not None and self._state == "open":
+                    try:
+                        dispatch(delivery)
+                    except Exception:
+                        log.exception(
+                            "dispatcher failed on a delivery from %s (routing key %r)",
+                            endpoint,
+                            delivery.routing_key,
+                        )
+                    return
+                append((delivery, 0))
+            else:
+                append((delivery, deliver.delivery_tag))
             wakeup = self._wakeup
             if wakeup is not None and not wakeup.done():
                 wakeup.set_result(None)

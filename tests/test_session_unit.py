@@ -775,6 +775,7 @@ async def test_method_errors_and_timeouts(make_session: Any) -> None:
         await q.echo(1, "x", _timeout=0.15)
     assert 0.15 <= time.monotonic() - start < 1.5
     assert len(broker._correlator) == 0 and broker._method_targets == {}
+    assert all(not lane.waits for lane in broker._correlator._lanes.values())
     # cancellation
     task = asyncio.create_task(q.echo(2, "y"))
     await wait_until(lambda: sum(m.OPCODE == "M" for m in agent.requests) == 4)
@@ -783,6 +784,7 @@ async def test_method_errors_and_timeouts(make_session: Any) -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert len(broker._correlator) == 0 and broker._method_targets == {}
+    assert all(not lane.waits for lane in broker._correlator._lanes.values())
 
 
 async def test_proxy_attributes(make_session: Any) -> None:

@@ -391,6 +391,30 @@ async def test_order_preserved_across_5000_messages(
         await t.close()
 
 
+async def test_replies_and_acked_deliveries_together_lose_nothing(amqp_url: str) -> None:
+    """A no_ack endpoint (dispatched in the consumer callback when nothing is buffered)
+    and an acked one with a small prefetch (always through the reader) on one transport:
+    each keeps its order and nothing is lost."""
+    t = Transport(amqp_url, prefetch=20)
+    await t.connect()
+    try:
+        seen: dict[str, list[int]] = {}
+        t.set_dispatcher(lambda d: seen.setdefault(d.endpoint, []).append(int(d.body)))
+        key = "mixed-" + _token()
+        replies = await t.open_endpoint(bindings=[("amq.direct", key + "-r")], no_ack=True)
+        acked = await t.open_endpoint(bindings=[("amq.direct", key + "-a")], no_ack=False)
+        n = 2000
+        for i in range(n):
+            await t.publish(b"%d" % i, exchange="amq.direct", routing_key=key + "-r")
+            await t.publish(b"%d" % i, exchange="amq.direct", routing_key=key + "-a")
+        await wait_until(lambda: sum(map(len, seen.values())) >= 2 * n, timeout=15.0)
+        assert seen[replies] == list(range(n))
+        assert seen[acked] == list(range(n))
+        assert t.backlog == 0
+    finally:
+        await t.close()
+
+
 async def test_dispatcher_exception_does_not_stop_later_deliveries(
     transport: Transport, caplog: pytest.LogCaptureFixture
 ) -> None:
