@@ -247,6 +247,19 @@ class Correlator:
         self._release(msg.seq, entry)  # at once: the done callback runs a turn later
         return True
 
+    def item_sink(self, seq: int, arrival: int | None) -> Callable[[Message], None] | None:
+        """The ``on_item`` of the query waiting for ``seq``, when a record received at
+        ``arrival`` goes to it; None otherwise (route it with :meth:`resolve`).
+
+        For a run of records of one body: what :meth:`resolve` would do with each,
+        looked up once.  Valid until the next reply of that query is resolved.
+        """
+        entry = self._pending.get(seq)
+        if (entry is None or not entry.query or entry.on_item is None
+                or entry.future.done() or self._after_end(entry, arrival)):
+            return None
+        return entry.on_item
+
     @staticmethod
     def _after_end(entry: Pending, arrival: int | None) -> bool:
         if not entry.query or entry.done_msg is None:

@@ -377,8 +377,19 @@ class Broker:
             log.warning("malformed QMF body from %s (%s) dropped: %s", self.where,
                         delivery.routing_key, exc)
             return
+        # records of one query answer usually fill the body: find their query once
+        sink: Callable[[Message], None] | None = None
+        sink_seq = 0
         for msg in messages:
             try:
+                if type(msg) is RawObjectRecord and msg.seq:
+                    if msg.seq != sink_seq:
+                        sink_seq = msg.seq
+                        sink = self._correlator.item_sink(sink_seq, arrival)
+                    if sink is not None:
+                        sink(msg)
+                        continue
+                sink_seq = 0  # anything else may finish a query: look it up again
                 self._route(msg, delivery, arrival)
             except Exception:
                 log.exception("failed to handle %r from %s", msg.OPCODE, self.where)
@@ -1139,18 +1150,23 @@ class Session:
         targets = self._targets(brokers, _agent, oid)
         fan_out = _agent is None and oid is None
         delivered: list[QmfObject] = []
+        from_raw = QmfObject._from_raw
 
         def on_item(broker: Broker, agent: RemoteAgent) -> Callable[[Message], None]:
+            filtered = bool(property_equals) or selector is not None
+
             def take(msg: Message | RawObjectRecord) -> None:
                 if type(msg) is not RawObjectRecord:
                     return
-                if key is not None and msg.codec.class_key != key:
+                codec = msg.codec
+                if key is not None and codec.class_key != key:
                     return
-                if oid is not None and msg.raw[24:40] != oid.raw:
+                raw = msg.raw
+                if oid is not None and raw[24:40] != oid.raw:
                     return
-                obj = QmfObject._from_raw(self, broker, agent, reader_of(msg.codec), msg.raw,
-                                          msg.opcode, msg.sofs)
-                if property_equals or selector is not None:
+                obj = from_raw(self, broker, agent, codec._reader or reader_of(codec), raw,
+                               msg.opcode, msg.sofs)
+                if filtered:
                     try:
                         for name, want in property_equals.items():
                             if obj.get(name) != want:

@@ -131,3 +131,29 @@ async def test_expire_after_twice_keeps_one_timer() -> None:
     with pytest.raises(TimeoutError):
         await entry.future
     corr.discard(entry)
+
+
+async def test_item_sink_is_the_stream_of_an_open_query_only() -> None:
+    corr = Correlator(start=1)
+    got: list[object] = []
+    sink = got.append  # one bound method object, compared by identity
+    query = corr.register(query=True, on_item=sink)
+    kept = corr.register(query=True)  # no on_item: records are kept, resolve() does it
+    call = corr.register(query=False)
+    assert corr.item_sink(query.seq, arrival=5) is sink
+    assert corr.item_sink(kept.seq, arrival=5) is None
+    assert corr.item_sink(call.seq, arrival=5) is None
+    assert corr.item_sink(999, arrival=5) is None
+    # a z that waits for held bodies: records received before it still stream
+    query.holds = 1
+    assert corr.resolve(CommandComplete(query.seq), arrival=7)
+    assert corr.item_sink(query.seq, arrival=6) is sink
+    assert corr.item_sink(query.seq, arrival=8) is None  # after the z: a duplicate
+    corr.unhold(query.seq)
+    assert query.future.done()
+    assert corr.item_sink(query.seq, arrival=6) is None  # finished
+    other = corr.register(query=True, on_item=sink)
+    other.future.cancel()
+    assert corr.item_sink(other.seq, arrival=1) is None
+    for entry in (kept, call, other):
+        corr.discard(entry)
