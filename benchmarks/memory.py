@@ -252,7 +252,6 @@ def main() -> int:
         "values_bytes_per_object": round(shared, 1),
         "values_breakdown_bytes_per_object": {k: round(v, 1) for k, v in breakdown.items()},
         "meets_target_total": ratio_total <= TARGET and ratio_read <= TARGET,
-        "meets_target_containers": ratio_cont <= TARGET,
         "machine": {k: v for k, v in machine().items() if k != "rabbitmq"},
         "loadavg_after": os.getloadavg(),
     })
