@@ -50,7 +50,7 @@ from ._messages import (
     UndecodedTail,
 )
 from ._schema import SchemaArgument, SchemaClass, SchemaMethod, SchemaProperty, SchemaStatistic
-from ._values import ClassKey, ClassKind, ObjectId, QmfType
+from ._values import ClassKey, ClassKind, QmfType, oid_from_wire
 
 __all__ = [
     "SchemaRegistry",
@@ -66,6 +66,7 @@ MAGIC = b"AM2"
 _HEADER = struct.Struct(">3scI")
 _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
+_STATUS_STR16 = struct.Struct(">IH")
 _U32x2 = struct.Struct(">II")
 _U64 = struct.Struct(">Q")
 _QQ = struct.Struct(">QQ")
@@ -111,7 +112,8 @@ class ClassCodec:
     """Compiled decoders and encoders for one schema (compiled lazily, once)."""
 
     __slots__ = ("schema", "class_key", "wire_key", "_registry", "_props", "_stats",
-                 "_event", "_methods", "_records", "_record_encoders", "_scanners", "_reader")
+                 "_event", "_methods", "_records", "_record_encoders", "_scanners", "_reader",
+                 "_requests", "_writers")
 
     def __init__(self, schema: SchemaClass, registry: SchemaRegistry) -> None:
         self.schema = schema
@@ -126,6 +128,10 @@ class ClassCodec:
         self._record_encoders: dict[str, Callable[..., None]] = {}
         self._scanners: dict[str, Callable[[bytes, int, int, int, list[Any]], int]] = {}
         self._reader: Any = None  # the lazy-record reader (qmf_async._lazy), on first use
+        # method name as received (str8 bytes) -> (name, (input decoder, names) or None
+        # for a name the schema lacks): what decoding an ``M`` looks up
+        self._requests: dict[bytes, tuple[str, tuple[Decoder, tuple[str, ...]] | None]] = {}
+        self._writers: dict[tuple[str, str], Callable[..., bytes]] = {}
 
     def _compile(self, specs: list[FieldSpec], presence: bool, name: str) -> tuple[Decoder, Encoder]:
         oc = self._registry._object_codec
@@ -162,6 +168,45 @@ class ClassCodec:
             found = (dec, enc, tuple(a.name for a in args))
             self._methods[key] = found
         return found
+
+    def request_writer(self, method: str) -> Callable[[int, bytes, Mapping[str, Any]], bytes]:
+        """``write(seq, object_id_bytes, arguments) -> body``: one ``M`` calling
+        ``method`` of this class, the bytes :func:`encode` writes for it (cached).
+
+        Raises:
+            EncodeError: as :func:`encode` (no such method, the method name is too long,
+                an argument is missing, unknown or does not fit its type).
+        """
+        writer = self._writers.get(("M", method))
+        if writer is None:
+            prefix = bytearray(self.wire_key)
+            _put_str8(prefix, method)
+            try:
+                schema_method = self.schema.method(method)
+            except UnknownClassError as exc:
+                raise EncodeError(str(exc)) from exc
+            _, enc, names = self.method_args(schema_method, output=False)
+            writer = _args_writer(b"M", bytes(prefix), enc, names, method, True)
+            self._writers[("M", method)] = writer
+        return writer
+
+    def response_writer(self, method: SchemaMethod) -> Callable[[int, Mapping[str, Any]], bytes]:
+        """``write(seq, out_arguments) -> body``: one ``m`` with status 0 and text
+        ``OK`` answering ``method`` of this class, the bytes :func:`encode` writes for
+        it (cached by method name).
+
+        Raises:
+            EncodeError: as :func:`encode` (an argument is missing, unknown or does not
+                fit its type).
+        """
+        writer = self._writers.get(("m", method.name))
+        if writer is None:
+            _, enc, names = self.method_args(method, output=True)
+            status = bytearray(_U32.pack(0))
+            _put_str16(status, "OK")
+            writer = _args_writer(b"m", bytes(status), enc, names, "method response", False)
+            self._writers[("m", method.name)] = writer
+        return writer
 
     def record_decoder(self, opcode: str) -> Callable[[bytes, int, int], tuple[ObjectRecord, int]]:
         """The compiled decoder of a ``c``/``i``/``g`` record after its class key."""
@@ -264,6 +309,19 @@ class SchemaRegistry:
             self.add(schema)
             found = self._codec_of_key[key]
         return found
+
+    def request_writer(self, key: ClassKey, method: str
+                       ) -> Callable[[int, bytes, Mapping[str, Any]], bytes]:
+        """The :meth:`ClassCodec.request_writer` of ``method`` of class ``key``.
+
+        Raises:
+            EncodeError: as :func:`encode` of that ``M`` (no schema for ``key``, no
+                such method).
+        """
+        found = self._codec_of_key.get(key)
+        if found is None:
+            raise EncodeError(f"no schema for {key}")
+        return found.request_writer(method)
 
     def _codec_by_wire(self, wire_key: bytes) -> ClassCodec | None:
         return self._codecs.get(wire_key)
@@ -422,39 +480,95 @@ def _decode_schema(buf: bytes, pos: int, seq: int) -> tuple[SchemaResponse, int]
 
 def _decode_method_request(buf: bytes, pos: int, seq: int,
                            schemas: SchemaRegistry) -> tuple[MethodRequest, int]:
-    if pos + 16 > len(buf):
+    n = len(buf)
+    if pos + 16 > n:
         raise DecodeError("truncated object id", pos)
-    oid = ObjectId(buf[pos:pos + 16])
-    key, kstart, kend = _read_class_key(buf, pos + 16)
-    name, pos = _str8(buf, kend)
-    codec = schemas._codec_by_wire(buf[kstart:kend])
-    method = codec.schema.find_method(name) if codec is not None else None
-    if method is not None and codec is not None:
-        dec, _, names = codec.method_args(method, output=False)
+    oid = oid_from_wire(buf[pos:pos + 16])
+    found = _request_of_known_class(buf, pos + 16, schemas)
+    if found is not None:
+        key, name, pos, decoder = found
+    else:
+        key, kstart, kend = _read_class_key(buf, pos + 16)
+        name, pos = _str8(buf, kend)
+        codec = schemas._codec_by_wire(buf[kstart:kend])
+        method = codec.schema.find_method(name) if codec is not None else None
+        decoder = None
+        if method is not None and codec is not None:
+            dec, _, names = codec.method_args(method, output=False)
+            decoder = (dec, names)
+    if decoder is not None:
+        dec, names = decoder
         try:
             values, end = dec(buf, pos)
         except DecodeError:
             values, end = None, -1
         # Arguments are delimited by the schema; if what follows is not another
         # message, keep the whole remainder raw as qpidd would read it.
-        if values is not None and (end == len(buf) or buf[end:end + 3] == MAGIC):
+        if values is not None and (end == n or buf[end:end + 3] == MAGIC):
             return MethodRequest(seq, oid, key, name, dict(zip(names, values))), end
-    return MethodRequest(seq, oid, key, name, None, bytes(buf[pos:])), len(buf)
+    return MethodRequest(seq, oid, key, name, None, bytes(buf[pos:])), n
+
+
+def _request_of_known_class(buf: bytes, kstart: int, schemas: SchemaRegistry
+                            ) -> tuple[ClassKey, str, int, tuple[Decoder, tuple[str, ...]] | None
+                                       ] | None:
+    """For an ``M`` naming a class of ``schemas``: (class key, method name, where the
+    arguments start, (argument decoder, names) or None for a method the class
+    lacks), found by the class key and name bytes; None for anything else (the
+    caller then reads the key and name field by field, with their errors)."""
+    n = len(buf)
+    if kstart >= n:
+        return None
+    kend = kstart + 1 + buf[kstart]
+    if kend >= n:
+        return None
+    kend += 17 + buf[kend]
+    if kend >= n:
+        return None
+    codec = schemas._codecs.get(buf[kstart:kend])
+    if codec is None:
+        return None
+    pos = kend + 1 + buf[kend]
+    if pos > n:
+        return None
+    raw_name = buf[kend + 1:pos]
+    requests = codec._requests
+    try:
+        name, decoder = requests[raw_name]
+    except KeyError:
+        name, _ = _str8(buf, kend)  # DecodeError for a name that is not UTF-8
+        method = codec.schema.find_method(name)
+        decoder = None
+        if method is not None:
+            dec, _, names = codec.method_args(method, output=False)
+            decoder = (dec, names)
+        if len(requests) < 256:  # names a peer made up are not all kept
+            requests[raw_name] = (name, decoder)
+    return codec.class_key, name, pos, decoder
 
 
 def _decode_method_response(buf: bytes, pos: int, seq: int, schemas: SchemaRegistry,
                             methods: Mapping[int, tuple[SchemaClass, SchemaMethod] | SchemaMethod] | None
                             ) -> tuple[MethodResponse, int]:
-    (status,) = _unpack(_U32, buf, pos, "method status")
-    pos += 4
+    n = len(buf)
+    if pos + 6 <= n:  # status and the length of a str16 text
+        status, size = _STATUS_STR16.unpack_from(buf, pos)
+        pos += 4
+        fits = pos + 2 + size <= n
+    else:
+        (status,) = _unpack(_U32, buf, pos, "method status")
+        pos += 4
+        fits = False
     short = False
-    if pos + 2 <= len(buf) and pos + 2 + ((buf[pos] << 8) | buf[pos + 1]) <= len(buf):
-        text, pos = _str16(buf, pos)
+    if fits:
+        if buf[pos + 2:pos + 4] == b"OK" and size == 2:
+            text, pos = "OK", pos + 4
+        else:
+            text, pos = _str16(buf, pos)
     else:
         # qpidd writes the status text of an unknown-method error as str8
         text, pos = _str8(buf, pos)
         short = True
-    raw = bytes(buf[pos:])
     target = methods.get(seq) if methods else None
     if target is not None and status == 0:
         if isinstance(target, tuple):
@@ -466,10 +580,10 @@ def _decode_method_response(buf: bytes, pos: int, seq: int, schemas: SchemaRegis
         else:
             dec, _, names = _standalone_args(method)
         values, end = dec(buf, pos)
-        if end != len(buf):
-            raise DecodeError(f"{len(buf) - end} bytes after the output arguments", end)
+        if end != n:
+            raise DecodeError(f"{n - end} bytes after the output arguments", end)
         return MethodResponse(seq, status, text, dict(zip(names, values)), b"", short), end
-    return MethodResponse(seq, status, text, None, raw, short), len(buf)
+    return MethodResponse(seq, status, text, None, bytes(buf[pos:]), short), n
 
 
 _STANDALONE: dict[tuple[Any, ...], tuple[Decoder, Encoder, tuple[str, ...]]] = {}
@@ -683,6 +797,51 @@ def _args_tuple(names: tuple[str, ...], args: Mapping[str, Any], what: str) -> t
     if extra:
         raise EncodeError(f"{what}: unknown argument(s) {', '.join(sorted(extra))}")
     return tuple(args[n] for n in names)
+
+
+def _args_writer(opcode: bytes, prefix: bytes, enc: Encoder, names: tuple[str, ...],
+                 what: str, object_id: bool) -> Callable[..., bytes]:
+    """A writer of one message: its header, for an ``M`` the object id, ``prefix``,
+    then the arguments in schema order (checked as :func:`_args_tuple` does)."""
+    pack_header = _HEADER.pack
+    n = len(names)
+
+    def values_of(args: Mapping[str, Any]) -> tuple[Any, ...]:
+        if len(args) == n:
+            try:
+                return tuple([args[k] for k in names])
+            except KeyError:
+                pass
+        return _args_tuple(names, args, what)
+
+    def finish(out: bytearray, values: tuple[Any, ...]) -> bytes:
+        try:
+            enc(out, values)
+        except EncodeError:
+            raise
+        except (UnknownClassError, struct.error, OverflowError, UnicodeEncodeError) as exc:
+            raise EncodeError(str(exc)) from exc
+        return bytes(out)
+
+    if object_id:
+        def write_request(seq: int, oid: bytes, args: Mapping[str, Any]) -> bytes:
+            if not isinstance(seq, int) or not 0 <= seq <= 0xFFFFFFFF:
+                raise EncodeError(f"sequence number {seq!r} is not a uint32")
+            values = values_of(args)
+            out = bytearray(pack_header(MAGIC, opcode, seq))
+            out += oid
+            out += prefix
+            return finish(out, values)
+        return write_request
+
+    def write(seq: int, args: Mapping[str, Any]) -> bytes:
+        if not isinstance(seq, int) or not 0 <= seq <= 0xFFFFFFFF:
+            raise EncodeError(f"sequence number {seq!r} is not a uint32")
+        values = values_of(args)
+        out = bytearray(pack_header(MAGIC, opcode, seq))
+        out += prefix
+        return finish(out, values)
+    return write
 
 
 def _encode_one(out: bytearray, msg: Message, schemas: SchemaRegistry,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -361,16 +361,37 @@ class _Element:
 _BASE_NAMES = frozenset(dir(QmfObject))
 
 
+class _Method:
+    """A schema method as an attribute of the proxies of one schema: reading it gives
+    the same :class:`_BoundMethod` as ``QmfObject.__getattr__`` would, with the
+    method's compiled argument binder (see :func:`_binder`)."""
+
+    __slots__ = ("bind", "method")
+
+    def __init__(self, method: SchemaMethod) -> None:
+        self.method = method
+        self.bind = _binder(method)
+
+    def __get__(self, obj: QmfObject | None, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        return _BoundMethod(obj, self.method, self.bind)
+
+
 def _proxy_class(reader: RecordReader) -> type[QmfObject]:
-    """The subclass of QmfObject for one schema: its elements as descriptors (names
-    that QmfObject itself defines stay QmfObject's)."""
+    """The subclass of QmfObject for one schema: its elements and methods as
+    descriptors (names that QmfObject itself defines stay QmfObject's; a property or
+    statistic hides a method of its name, as in ``QmfObject.__getattr__``)."""
     ns: dict[str, Any] = {"__slots__": (), "__module__": QmfObject.__module__,
                           "__qualname__": QmfObject.__qualname__, "__doc__": QmfObject.__doc__}
+    for name, method in reader.methods.items():
+        ns[name] = _Method(method)
     for name, i in reader.stats.items():
         ns[name] = _Element(i, True)
     for name, i in reader.props.items():  # a property wins over a statistic of its name
         ns[name] = _Element(i, False)
-    for name in _BASE_NAMES.intersection(reader.props.keys() | reader.stats.keys()):
+    for name in _BASE_NAMES.intersection(reader.props.keys() | reader.stats.keys()
+                                         | reader.methods.keys()):
         del ns[name]
     cls: type[QmfObject] = type(QmfObject.__name__, (QmfObject,), ns)
     reader.proxy_class = cls
@@ -378,14 +399,25 @@ def _proxy_class(reader: RecordReader) -> type[QmfObject]:
 
 
 class _BoundMethod:
-    __slots__ = ("_obj", "_method")
+    __slots__ = ("_obj", "_method", "_bind")
 
-    def __init__(self, obj: QmfObject, method: SchemaMethod) -> None:
+    def __init__(self, obj: QmfObject, method: SchemaMethod,
+                 bind: Callable[[tuple[Any, ...], dict[str, Any]], dict[str, Any]] | None = None
+                 ) -> None:
         self._obj = obj
         self._method = method
+        self._bind = bind
 
     async def __call__(self, *args: Any, _timeout: float | None = None, **kwargs: Any) -> MethodResult:
-        return await self._obj.invoke(self._method.name, *args, _timeout=_timeout, **kwargs)
+        bind = self._bind
+        if bind is None:
+            return await self._obj.invoke(self._method.name, *args, _timeout=_timeout, **kwargs)
+        # QmfObject.invoke with the method at hand and its compiled binder
+        obj = self._obj
+        session = obj._session
+        if session is None or obj._broker is None:
+            raise UsageError("this object is not attached to a session")
+        return await session._call_method(obj, self._method, bind(args, kwargs), _timeout)
 
     def __repr__(self) -> str:
         args = ", ".join(f"{a.name}: {a.type.name.lower()}" for a in self._method.in_args)
@@ -523,6 +555,56 @@ def bind_arguments(method: SchemaMethod, args: tuple[Any, ...], kwargs: Mapping[
         out[p.name] = convert_argument(p.name, p.type, v, minimum=p.min, maximum=p.max,
                                        maxlen=p.maxlen)
     return out
+
+
+def _binder(method: SchemaMethod) -> Callable[[tuple[Any, ...], dict[str, Any]], dict[str, Any]]:
+    """``bind(args, kwargs)``: :func:`bind_arguments` of ``method``, compiled: a call
+    giving every argument by position has each checked by a per-argument checker
+    (same checks, same errors), anything else goes to :func:`bind_arguments`."""
+    params = method.in_args
+    names = tuple(p.name for p in params)
+    checks = tuple(_checker(p.name, p.type, p.min, p.max, p.maxlen) for p in params)
+    count = len(params)
+
+    def bind(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        if kwargs or len(args) != count:
+            return bind_arguments(method, args, kwargs)
+        return {name: check(v) for name, check, v in zip(names, checks, args, strict=True)}
+
+    return bind
+
+
+def _checker(name: str, t: QmfType, minimum: int | None, maximum: int | None,
+             maxlen: int | None) -> Callable[[Any], Any]:
+    """``check(value)``: :func:`convert_argument` for one argument, with the common
+    cases (an int in range, a str short enough) decided at once."""
+    def general(value: Any) -> Any:
+        return convert_argument(name, t, value, minimum=minimum, maximum=maximum,
+                                maxlen=maxlen)
+
+    if t in _INT_RANGES:
+        lo, hi = _INT_RANGES[t]
+        if minimum is not None:
+            lo = max(lo, minimum)
+        if maximum is not None:
+            hi = min(hi, maximum)
+
+        def check_int(value: Any) -> Any:
+            if type(value) is int and lo <= value <= hi:
+                return value
+            return general(value)
+        return check_int
+    if t in (QmfType.SSTR, QmfType.LSTR):
+        limit = 255 if t == QmfType.SSTR else 65535
+        if maxlen is not None:
+            limit = min(limit, maxlen)
+
+        def check_str(value: Any) -> Any:
+            if type(value) is str and len(value.encode()) <= limit:
+                return value
+            return general(value)
+        return check_str
+    return general
 
 
 class MethodResult:

@@ -10,15 +10,17 @@ and a publisher that sends changed objects and a heartbeat every interval.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import contextvars
+import functools
 import inspect
 import itertools
 import logging
 import random
 import struct
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -203,11 +205,12 @@ class Agent:
         self.registry = _ServedSchemas()
         self._event_severity: dict[ClassKey, int] = {}
         self._handlers: dict[tuple[str, str], MethodHandler] = {}
+        self._plans: dict[tuple[ClassKey, str], _MethodPlan] = {}
         self._objects: dict[ObjectId, ManagedObject] = {}
         self._pending_ids: list[ManagedObject] = []
         self._numbers = itertools.count(1)
         self._outgoing: asyncio.Queue[tuple[str, str, bytes, str | None]] = asyncio.Queue(max_outgoing)
-        self._semaphore = asyncio.Semaphore(max_concurrency)
+        self._slots = _Slots(max_concurrency)
         self._transport: Transport | None = None
         self._queue: str | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -230,6 +233,7 @@ class Agent:
     def add_schema(self, schema: SchemaClass, *, severity: int = 6) -> None:
         """Serve ``schema`` (``severity`` is the default for an event class)."""
         self.registry.add(schema)
+        self._plans.clear()
         if schema.kind == ClassKind.EVENT:
             self._event_severity[schema.class_key] = severity
         if self._running:
@@ -312,6 +316,7 @@ class Agent:
     def set_method_handler(self, class_name: str, method_name: str, fn: MethodHandler) -> None:
         """Register ``fn`` for ``class_name.method_name`` (see :meth:`method`)."""
         self._handlers[(class_name, method_name)] = fn
+        self._plans.clear()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -638,6 +643,9 @@ class Agent:
 
     def _handle(self, msg: Message, reply_to: str | None,
                 delivery: Delivery | None = None) -> None:
+        if type(msg) is MethodRequest and reply_to is not None:  # the hot path
+            self._serve_method(msg, reply_to, delivery)
+            return
         if isinstance(msg, AttachResponse):
             fut = self._attach_waiters.get(msg.seq)
             if fut is not None and not fut.done():
@@ -665,11 +673,7 @@ class Agent:
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
         elif isinstance(msg, MethodRequest):
-            ctx = RequestContext(msg.seq, reply_to, delivery.user_id if delivery else None,
-                                 delivery.routing_key if delivery else "")
-            task = asyncio.create_task(self._method(msg, reply_to, ctx))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._serve_method(msg, reply_to, delivery)
         elif isinstance(msg, PackageQuery):
             replies: list[Message] = [PackageIndication(msg.seq, p) for p in self.registry.packages()]
             self._reply(reply_to, replies + [CommandComplete(msg.seq)], self.max_per_body)
@@ -738,78 +742,286 @@ class Agent:
             result.append(o)
         return result
 
+    # ------------------------------------------------------------------ methods
+
+    def _serve_method(self, msg: MethodRequest, reply_to: str, delivery: Delivery | None) -> None:
+        """Serve an ``M``.
+
+        When a concurrency slot is free the handler is called at once, here, in that
+        slot, with :data:`current_request` set: a plain function's answer is encoded
+        and queued without a task; an awaitable it returns (a coroutine handler's) is
+        awaited in a task that keeps the slot, within ``method_timeout``.  With every
+        slot taken the request waits for one in a task (:meth:`_method`).
+        """
+        ctx = _new(RequestContext)
+        _set_ctx_seq(ctx, msg.seq)
+        _set_ctx_reply_to(ctx, reply_to)
+        _set_ctx_user_id(ctx, delivery.user_id if delivery is not None else None)
+        _set_ctx_routing_key(ctx, delivery.routing_key if delivery is not None else "")
+        slots = self._slots
+        if not slots.try_take():
+            self._spawn(self._method(msg, reply_to, ctx))
+            return
+        token = current_request.set(ctx)
+        held = True
+        try:
+            obj, plan, error = self._method_target(msg)
+            if error is not None:
+                self._reply_method(msg.seq, reply_to, *error, None, None)
+                return
+            assert obj is not None and plan is not None and plan.handler is not None
+            assert msg.arguments is not None
+            try:
+                result = plan.handler(obj, **msg.arguments)
+            except Exception as exc:
+                self._reply_method(msg.seq, reply_to, *self._handler_error(exc, plan), None,
+                                   None)
+                return
+            if result is not None and type(result) is not dict and inspect.isawaitable(result):
+                # the task copies the context (current_request included) and keeps the slot
+                task = self._spawn(self._finish_method(msg.seq, reply_to, plan, msg.arguments,
+                                                       result))
+                task.add_done_callback(functools.partial(_finished, slots, result))
+                held = False
+                return
+            self._reply_method(msg.seq, reply_to, *self._method_output(plan, msg.arguments,
+                                                                          result))
+        finally:
+            if held:
+                slots.give()
+            current_request.reset(token)
+
     async def _method(self, msg: MethodRequest, reply_to: str,
                       ctx: RequestContext | None = None) -> None:
+        """Serve an ``M`` in a task: wait for a concurrency slot, then run the handler."""
         if ctx is not None:
             current_request.set(ctx)
-        async with self._semaphore:
-            status, text, out, target = await self._run_method(msg)
-        response = MethodResponse(msg.seq, status, text, out if status == 0 else None)
-        methods = {msg.seq: target} if status == 0 and target is not None else None
-        if status == 0 and target is None:
-            response = MethodResponse(msg.seq, 0, text)
+        await self._slots.take()
         try:
-            body = codec.encode(response, self.registry, methods=methods)
-        except EncodeError as exc:
-            log.error("agent %s: handler of %s returned bad output: %s", self.label, msg.method, exc)
-            body = codec.encode(MethodResponse(msg.seq, 7, f"bad output arguments: {exc}"))
-        exchange, key = reply_target(reply_to)
-        self._enqueue(exchange, key, body)
+            status, text, plan, out = await self._run_method(msg)
+        finally:
+            self._slots.give()
+        self._reply_method(msg.seq, reply_to, status, text, plan, out)
+
+    async def _finish_method(self, seq: int, reply_to: str, plan: _MethodPlan,
+                             args: Mapping[str, Any], awaitable: Awaitable[Any]) -> None:
+        """Await what a handler returned (its slot is given back when the task ends)."""
+        status, text, plan_, out = await self._awaited(plan, args, awaitable)
+        self._reply_method(seq, reply_to, status, text, plan_, out)
 
     async def _run_method(self, msg: MethodRequest
-                          ) -> tuple[int, str, Mapping[str, Any] | None, Any]:
+                          ) -> tuple[int, str, _MethodPlan | None, dict[str, Any] | None]:
+        """(status, text, plan, output arguments) of an ``M`` (the plan and output
+        arguments only with status 0)."""
+        obj, plan, error = self._method_target(msg)
+        if error is not None:
+            return error[0], error[1], None, None
+        assert obj is not None and plan is not None and plan.handler is not None
+        assert msg.arguments is not None
+        try:
+            result = plan.handler(obj, **msg.arguments)
+        except Exception as exc:
+            return *self._handler_error(exc, plan), None, None
+        if inspect.isawaitable(result):
+            return await self._awaited(plan, msg.arguments, result)
+        return self._method_output(plan, msg.arguments, result)
+
+    async def _awaited(self, plan: _MethodPlan, args: Mapping[str, Any],
+                       awaitable: Awaitable[Any]
+                       ) -> tuple[int, str, _MethodPlan | None, dict[str, Any] | None]:
+        """Await a handler's awaitable within ``method_timeout``; as :meth:`_run_method`."""
+        deadline = asyncio.timeout(self.method_timeout)
+        try:
+            async with deadline:
+                result = await awaitable
+        except TimeoutError as exc:
+            if not deadline.expired():  # the handler's own timeout, not ours
+                return *self._handler_error(exc, plan), None, None
+            log.warning("agent %s: %s.%s timed out after %ss", self.label,
+                        plan.schema.class_key.name, plan.method.name, self.method_timeout)
+            return 7, f"Exception: method timed out after {self.method_timeout}s", None, None
+        except Exception as exc:
+            return *self._handler_error(exc, plan), None, None
+        return self._method_output(plan, args, result)
+
+    def _method_target(self, msg: MethodRequest
+                       ) -> tuple[ManagedObject | None, _MethodPlan | None, tuple[int, str] | None]:
+        """(object, plan, None) for a request its handler may serve, else
+        (None, None, (status, text)): unknown object, package, class or method, no
+        arguments, an argument out of range, no handler."""
         obj = self._objects.get(msg.object_id)
         key = msg.class_key
         if obj is None or obj.deleted:
             if key.package not in self.registry.packages():
-                return 8, f"UnknownPackage: {key.package}", None, None
+                return None, None, (8, f"UnknownPackage: {key.package}")
             if not self.registry.find(key.name, key.package):
-                return 9, f"UnknownClass: {key.package}:{key.name}", None, None
-            return 1, "UnknownObject", None, None
+                return None, None, (9, f"UnknownClass: {key.package}:{key.name}")
+            return None, None, (1, "UnknownObject")
         schema = obj.schema
-        if (key.package, key.name) != (schema.class_key.package, schema.class_key.name):
-            return 4, (f"InvalidParameter: object {msg.object_id} is a {schema.class_key.name}, "
-                       f"not a {key.name}"), None, None
-        method = schema.find_method(msg.method)
+        skey = schema.class_key
+        if key is not skey and (key.package, key.name) != (skey.package, skey.name):
+            return None, None, (4, f"InvalidParameter: object {msg.object_id} is a {skey.name}, "
+                                   f"not a {key.name}")
+        plan = self._plans.get((skey, msg.method))
+        if plan is None or plan.schema is not schema:
+            plan = self._plan(schema, msg.method)
+            if plan is None:
+                return None, None, (2, "UnknownMethod")
+        args = msg.arguments
+        if args is None:
+            return None, None, (4, "InvalidParameter: arguments do not match the method's schema")
+        if plan.checked:
+            error = _validate(plan.method, args)
+            if error is not None:
+                return None, None, (4, f"InvalidParameter: {error}")
+        if plan.handler is None:
+            return None, None, (3, "NotImplemented")
+        return obj, plan, None
+
+    def _plan(self, schema: SchemaClass, name: str) -> _MethodPlan | None:
+        """The plan of method ``name`` of ``schema`` (cached), None when it has none."""
+        method = schema.find_method(name)
         if method is None:
-            return 2, "UnknownMethod", None, None
-        if msg.arguments is None:
-            return 4, "InvalidParameter: arguments do not match the method's schema", None, None
-        error = _validate(method, msg.arguments)
-        if error is not None:
-            return 4, f"InvalidParameter: {error}", None, None
-        handler = self._handlers.get((schema.class_key.name, method.name))
-        if handler is None:
-            return 3, "NotImplemented", None, None
-        deadline = asyncio.timeout(self.method_timeout)
-        try:
-            result = handler(obj, **msg.arguments)
-            if inspect.isawaitable(result):
-                async with deadline:
-                    result = await result
-        except TimeoutError as exc:
-            if not deadline.expired():  # the handler's own timeout, not ours
-                return 7, f"Exception: {type(exc).__name__}: {exc}", None, None
-            log.warning("agent %s: %s.%s timed out after %ss", self.label, schema.class_key.name,
-                        method.name, self.method_timeout)
-            return 7, f"Exception: method timed out after {self.method_timeout}s", None, None
-        except MethodError as exc:
-            return exc.status, exc.text, None, None
-        except PermissionError as exc:
-            return 6, f"Forbidden: {exc}", None, None
-        except NotImplementedError as exc:
-            return 5, f"FeatureNotImplemented: {exc}", None, None
-        except (ValueError, TypeError, ArgumentError) as exc:
-            return 4, f"InvalidParameter: {exc}", None, None
-        except Exception as exc:  # the handler's bug is the caller's status 7
-            log.exception("agent %s: %s.%s raised", self.label, schema.class_key.name, method.name)
-            return 7, f"Exception: {type(exc).__name__}: {exc}", None, None
+            return None
+        plan = _MethodPlan(schema, method, self._handlers.get((schema.class_key.name, name)))
+        if len(self._plans) < 4096:
+            self._plans[(schema.class_key, name)] = plan
+        return plan
+
+    def _method_output(self, plan: _MethodPlan, args: Mapping[str, Any], result: Any
+                       ) -> tuple[int, str, _MethodPlan | None, dict[str, Any] | None]:
         out = dict(result or {})
         # IO arguments default to what came in
-        for a in method.out_args:
-            if a.name not in out and a.name in msg.arguments:
-                out[a.name] = msg.arguments[a.name]
-        missing = [a.name for a in method.out_args if a.name not in out]
-        if missing:
+        for name in plan.io_names:
+            if name not in out and name in args:
+                out[name] = args[name]
+        if len(out) < len(plan.out_names) or not all(n in out for n in plan.out_names):
+            missing = [n for n in plan.out_names if n not in out]
             return 7, f"Exception: handler returned no {', '.join(missing)}", None, None
-        return 0, "OK", out, (schema, method)
+        return 0, "OK", plan, out
+
+    def _handler_error(self, exc: Exception, plan: _MethodPlan) -> tuple[int, str]:
+        """The status and text of what a handler raised."""
+        if isinstance(exc, TimeoutError):
+            return 7, f"Exception: {type(exc).__name__}: {exc}"
+        if isinstance(exc, MethodError):
+            return exc.status, exc.text
+        if isinstance(exc, PermissionError):
+            return 6, f"Forbidden: {exc}"
+        if isinstance(exc, NotImplementedError):
+            return 5, f"FeatureNotImplemented: {exc}"
+        if isinstance(exc, (ValueError, TypeError, ArgumentError)):
+            return 4, f"InvalidParameter: {exc}"
+        # the handler's bug is the caller's status 7
+        log.error("agent %s: %s.%s raised", self.label, plan.schema.class_key.name,
+                  plan.method.name, exc_info=exc)
+        return 7, f"Exception: {type(exc).__name__}: {exc}"
+
+    def _reply_method(self, seq: int, reply_to: str, status: int, text: str,
+                      plan: _MethodPlan | None, out: Mapping[str, Any] | None) -> None:
+        """Queue the ``m`` answering request ``seq``."""
+        if status == 0 and plan is not None and out is not None:
+            try:
+                write = plan.write
+                if write is None:  # compiled on the first answer
+                    write = plan.write = self.registry.codec(plan.schema).response_writer(
+                        plan.method)
+                body = write(seq, out)
+            except EncodeError as exc:
+                log.error("agent %s: handler of %s returned bad output: %s", self.label,
+                          plan.method.name, exc)
+                body = codec.encode(MethodResponse(seq, 7, f"bad output arguments: {exc}"))
+        else:
+            body = codec.encode(MethodResponse(seq, status, text))
+        if "/" in reply_to:
+            exchange, key = reply_target(reply_to)
+        else:
+            exchange, key = DIRECT, reply_to
+        self._enqueue(exchange, key, body)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+
+def _finished(slots: _Slots, awaitable: Awaitable[Any], task: asyncio.Task[None]) -> None:
+    """Done-callback of a task awaiting a handler's awaitable: give its slot back; a
+    coroutine the task never started (cancelled at once, e.g. by stop()) is closed."""
+    slots.give()
+    if task.cancelled() and inspect.iscoroutine(awaitable):
+        awaitable.close()
+
+
+class _Slots:
+    """How many method handlers may run at once (``max_concurrency``): a counting
+    limit like :class:`asyncio.Semaphore`, first come first served, which can also be
+    taken synchronously when a slot is free (:meth:`try_take`)."""
+
+    __slots__ = ("_waiters", "free")
+
+    def __init__(self, count: int) -> None:
+        self.free = count
+        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+
+    def try_take(self) -> bool:
+        """Take a slot if one is free and nobody waits; True when taken."""
+        if self.free > 0 and not self._waiters:
+            self.free -= 1
+            return True
+        return False
+
+    async def take(self) -> None:
+        """Wait for a slot and take it."""
+        if self.try_take():
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(fut)
+        try:
+            await fut  # give() hands its slot over by resolving this
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():
+                self.give()  # handed a slot, then cancelled: pass it on
+            else:
+                with contextlib.suppress(ValueError):
+                    self._waiters.remove(fut)
+            raise
+
+    def give(self) -> None:
+        """Give a slot back: to the first waiter, else to the pool."""
+        waiters = self._waiters
+        while waiters:
+            fut = waiters.popleft()
+            if not fut.done():
+                fut.set_result(None)
+                return
+        self.free += 1
+
+
+class _MethodPlan:
+    """What serving one method of one served class takes, worked out once (until a
+    handler or schema is added): its schema, handler, whether its input arguments have
+    limits to check, its IO and output argument names and the writer of its answer
+    (compiled on first use)."""
+
+    __slots__ = ("checked", "handler", "io_names", "method", "out_names", "schema", "write")
+
+    def __init__(self, schema: SchemaClass, method: SchemaMethod,
+                 handler: MethodHandler | None) -> None:
+        self.schema = schema
+        self.method = method
+        self.handler = handler
+        self.checked = any(a.min is not None or a.max is not None or a.maxlen is not None
+                           for a in method.in_args)
+        in_names = {a.name for a in method.in_args}
+        self.out_names = tuple(a.name for a in method.out_args)
+        self.io_names = tuple(n for n in self.out_names if n in in_names)
+        self.write: Callable[[int, Mapping[str, Any]], bytes] | None = None
+
+
+_new = object.__new__
+_set_ctx_seq, _set_ctx_reply_to, _set_ctx_user_id, _set_ctx_routing_key = (
+    RequestContext.__dict__[name].__set__ for name in ("seq", "reply_to", "user_id", "routing_key")
+)
+assert len(attrs.fields(RequestContext)) == 4  # every field is set by _serve_method
