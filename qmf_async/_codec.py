@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, Literal, overload
 
 import attrs
 
@@ -666,13 +666,14 @@ def _decode_other(op: str, buf: bytes, pos: int, seq: int, start: int, schemas: 
 
 
 def _decode(buf: bytes, schemas: SchemaRegistry, methods: Mapping[int, Any] | None,
-            defer_unknown: bool, lazy: bool = False) -> list[Message]:
+            defer_unknown: bool, lazy: bool = False) -> list[Any]:
     n = len(buf)
     if n == 0:
         raise DecodeError("empty body", 0)
     out: list[Message] = []
     append = out.append
-    records = schemas._scanners if lazy else schemas._records
+    records: dict[bytes, dict[bytes, Callable[..., Any]]] = (
+        schemas._scanners if lazy else schemas._records)
     unpack_header = _HEADER.unpack_from
     pos = 0
     while pos < n:
@@ -723,9 +724,21 @@ def _decode(buf: bytes, schemas: SchemaRegistry, methods: Mapping[int, Any] | No
     return out
 
 
+@overload
 def decode(body: bytes, schemas: SchemaRegistry, *,
            methods: Mapping[int, Any] | None = None,
-           defer_unknown: bool = False, lazy: bool = False) -> list[Message]:
+           defer_unknown: bool = False, lazy: Literal[False] = False) -> list[Message]: ...
+
+
+@overload
+def decode(body: bytes, schemas: SchemaRegistry, *,
+           methods: Mapping[int, Any] | None = None,
+           defer_unknown: bool = False, lazy: bool) -> list[Message | RawObjectRecord]: ...
+
+
+def decode(body: bytes, schemas: SchemaRegistry, *,
+           methods: Mapping[int, Any] | None = None,
+           defer_unknown: bool = False, lazy: bool = False) -> list[Any]:
     """Decode every QMF message of an AMQP body.
 
     ``methods`` maps a sequence number to the :class:`SchemaMethod` (or a

@@ -16,7 +16,11 @@ from collections.abc import Callable
 from typing import Any
 
 from ._errors import CommandError, QmfError
+from ._lazy import RawObjectRecord
 from ._messages import CommandComplete, Message
+
+#: what a reply can be: a decoded message, or an object record kept as its bytes
+Reply = Message | RawObjectRecord
 
 __all__ = ["Correlator", "Pending"]
 
@@ -49,13 +53,13 @@ class Pending:
     )
 
     def __init__(self, seq: int, *, query: bool, agent: Any = None, expect: str = "",
-                 on_item: Callable[[Message], None] | None = None, context: Any = None) -> None:
+                 on_item: Callable[[Reply], None] | None = None, context: Any = None) -> None:
         self.seq = seq
         self.query = query
         self.agent = agent
         self.expect = expect
         self.future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self.items: list[Message] = []
+        self.items: list[Reply] = []
         self.on_item = on_item
         self.holds = 0  # bodies for this seq held back until their schema arrives
         self.done_msg: CommandComplete | None = None
@@ -146,7 +150,7 @@ class Correlator:
                 return seq
 
     def register(self, *, query: bool, agent: Any = None, expect: str = "",
-                 on_item: Callable[[Message], None] | None = None, context: Any = None,
+                 on_item: Callable[[Reply], None] | None = None, context: Any = None,
                  seq: int | None = None, release_on_done: bool = True) -> Pending:
         """A new pending entry under a fresh (or the given) sequence number.
 
@@ -210,7 +214,7 @@ class Correlator:
         if not entry.future.done():
             entry.future.cancel()
 
-    def resolve(self, msg: Message, *, arrival: int | None = None) -> bool:
+    def resolve(self, msg: Reply, *, arrival: int | None = None) -> bool:
         """Route a reply to its entry; False when no entry waits for ``msg.seq``.
 
         ``arrival`` is the position of the reply's body in the order bodies were
@@ -247,7 +251,7 @@ class Correlator:
         self._release(msg.seq, entry)  # at once: the done callback runs a turn later
         return True
 
-    def item_sink(self, seq: int, arrival: int | None) -> Callable[[Message], None] | None:
+    def item_sink(self, seq: int, arrival: int | None) -> Callable[[Reply], None] | None:
         """The ``on_item`` of the query waiting for ``seq``, when a record received at
         ``arrival`` goes to it; None otherwise (route it with :meth:`resolve`).
 

@@ -36,8 +36,14 @@ if TYPE_CHECKING:
     from ._messages import ObjectRecord
     from ._schema import SchemaClass
 
-__all__ = ["RawObjectRecord", "RecordReader", "HEADER_SIZE", "compile_record_scanner",
-           "make_oid", "reader_of"]
+__all__ = [
+    "HEADER_SIZE",
+    "RawObjectRecord",
+    "RecordReader",
+    "compile_record_scanner",
+    "make_oid",
+    "reader_of",
+]
 
 #: timestamps (3 x 8) + object id (16): the part every record starts with
 HEADER_SIZE = 40
@@ -117,14 +123,15 @@ class RawObjectRecord:
         values = self.properties
         if values is None:
             return {}
-        return {p.name: v for p, v in zip(self.schema.properties, values) if v is not None}
+        return {p.name: v for p, v in zip(self.schema.properties, values, strict=True)
+                if v is not None}
 
     def statistics_dict(self) -> dict[str, Any]:
         """Statistics by name."""
         values = self.statistics
         if values is None:
             return {}
-        return {s.name: v for s, v in zip(self.schema.statistics, values)}
+        return {s.name: v for s, v in zip(self.schema.statistics, values, strict=True)}
 
     def to_record(self) -> ObjectRecord:
         """The eagerly decoded :class:`~qmf_async.wire.ObjectRecord`.
@@ -151,7 +158,8 @@ def _skip_lines(t: QmfType, indent: str) -> list[str]:
         least = 5 if t == QmfType.ARRAY else 4  # a count (and a type code) follow the size
         return [f"{indent}n = _u32(buf, pos)[0]",
                 f"{indent}if n < {least}:",
-                f"{indent}    raise _DecodeError('{t.name.lower()} size {{}} too small'.format(n), pos)",
+                f"{indent}    raise _DecodeError("
+                f"'{t.name.lower()} size {{}} too small'.format(n), pos)",
                 f"{indent}pos += 4 + n"]
     if t == QmfType.OBJECT:
         return [f"{indent}pos = _object(buf, pos)[1]"]
@@ -254,7 +262,7 @@ def compile_record_scanner(opcode: str, codec: ClassCodec, object_codec: Any = N
     ]
     label = ascii(str(schema.class_key))[1:-1]
     exec(compile("\n".join(lines) + "\n", f"<qmf codec scan_{opcode}_record {label}>", "exec"), env)
-    fn: Callable[[bytes, int, int], tuple[RawObjectRecord, int]] = env["scan"]
+    fn: Callable[[bytes, int, int, int, list[Any]], int] = env["scan"]
     return fn
 
 
@@ -379,8 +387,22 @@ class RecordReader:
     """What reading a class's raw records needs, built once per class codec: names to
     positions, per-value getters, whole-section decoders."""
 
-    __slots__ = ("codec", "schema", "props", "stats", "methods", "pget", "sget",
-                 "_pdec", "_sdec", "_pspecs", "_sspecs", "proxy_class", "pnames", "snames")
+    __slots__ = (
+        "_pdec",
+        "_pspecs",
+        "_sdec",
+        "_sspecs",
+        "codec",
+        "methods",
+        "pget",
+        "pnames",
+        "props",
+        "proxy_class",
+        "schema",
+        "sget",
+        "snames",
+        "stats",
+    )
 
     def __init__(self, codec: ClassCodec | None, schema: SchemaClass) -> None:
         self.codec = codec

@@ -83,7 +83,7 @@ class QmfObject:
     def _from_raw(cls, session: Session | None, broker: Broker | None,
                   agent: RemoteAgent | None, reader: RecordReader, raw: bytes, kind: str,
                   sofs: int) -> QmfObject:
-        obj = _new(reader.proxy_class or _proxy_class(reader))
+        obj: QmfObject = _new(reader.proxy_class or _proxy_class(reader))
         obj._session = session
         obj._broker = broker
         obj._agent = agent

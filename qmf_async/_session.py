@@ -38,6 +38,7 @@ from ._errors import (
     UnknownClassError,
     UsageError,
 )
+from ._lazy import HEADER_SIZE, RawObjectRecord, reader_of
 from ._messages import (
     BrokerRequest,
     BrokerResponse,
@@ -56,7 +57,6 @@ from ._messages import (
     SchemaResponse,
     UndecodedTail,
 )
-from ._lazy import HEADER_SIZE, RawObjectRecord, reader_of
 from ._objects import Event, MethodResult, QmfObject, RemoteAgent
 from ._schema import SchemaClass, SchemaMethod
 from ._selector import Selector, compile_selector
@@ -377,7 +377,7 @@ class Broker:
                         delivery.routing_key, exc)
             return
         # records of one query answer usually fill the body: find their query once
-        sink: Callable[[Message], None] | None = None
+        sink: Callable[[Message | RawObjectRecord], None] | None = None
         sink_seq = 0
         for msg in messages:
             try:
@@ -1151,7 +1151,8 @@ class Session:
         delivered: list[QmfObject] = []
         from_raw = QmfObject._from_raw
 
-        def on_item(broker: Broker, agent: RemoteAgent) -> Callable[[Message], None]:
+        def on_item(broker: Broker, agent: RemoteAgent
+                    ) -> Callable[[Message | RawObjectRecord], None]:
             filtered = bool(property_equals) or selector is not None
 
             def take(msg: Message | RawObjectRecord) -> None:

@@ -30,21 +30,15 @@ from qmf_async._codec import decode
 from qmf_async._lazy import RawObjectRecord, reader_of
 from qmf_async._values import ClassKey, ObjectId
 
-from ._captures import load_records
-from .test_codec_fuzz import _nan_safe_equal, mutated_bodies, time_limit
-
-RECORDS = load_records()
-BODIES = [r["_body"] for r in RECORDS]
-
-
-def _registry() -> wire.SchemaRegistry:
-    reg = wire.SchemaRegistry()
-    for body in BODIES:
-        wire.decode(body, reg)
-    return reg
-
-
-REGISTRY = _registry()
+# every captured body and one registry holding every captured schema
+from .test_codec_fuzz import (
+    BODIES,
+    RECORDS,
+    REGISTRY,
+    _nan_safe_equal,
+    mutated_bodies,
+    time_limit,
+)
 
 
 def _values_of(rec: RawObjectRecord) -> tuple[tuple[Any, ...] | None, tuple[Any, ...] | None]:
@@ -128,7 +122,8 @@ def test_mutated_bodies_raise_only_decode_errors_at_receipt_or_read(body: bytes)
             continue
         obj = QmfObject._from_record(None, None, None, m)
         for read in (m.to_record, obj.get_properties, obj.get_statistics,
-                     lambda: _values_of(m), obj.get_object_id, obj.get_timestamps, obj.__repr__):
+                     lambda m=m: _values_of(m), obj.get_object_id, obj.get_timestamps,
+                     obj.__repr__):
             try:
                 with time_limit(5.0):
                     read()
@@ -184,7 +179,8 @@ def schema_and_records(draw: st.DrawFn) -> tuple[SchemaClass, list[wire.ObjectRe
         svals = tuple(draw(_TYPES[s.type]) for s in stats)
         opcode = draw(st.sampled_from("cig"))
         records.append(wire.ObjectRecord(
-            opcode, n, schema, draw(st.integers(0, (1 << 64) - 1)), 7, draw(st.sampled_from([0, 9])),
+            opcode, n, schema, draw(st.integers(0, (1 << 64) - 1)), 7,
+            draw(st.sampled_from([0, 9])),
             ObjectId.make(agent_bank=3, object=n + 1),
             pvals if opcode != "i" else None, svals if opcode != "c" else None))
     return schema, records
@@ -202,7 +198,8 @@ def _comparable(v: Any) -> Any:
 
 @settings(max_examples=300, deadline=None)
 @given(schema_and_records())
-def test_generated_schemas_read_back_value_by_value(case: tuple[SchemaClass, list[wire.ObjectRecord]]) -> None:
+def test_generated_schemas_read_back_value_by_value(
+        case: tuple[SchemaClass, list[wire.ObjectRecord]]) -> None:
     schema, records = case
     reg = wire.SchemaRegistry([schema])
     body = wire.encode(records, reg)

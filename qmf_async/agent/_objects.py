@@ -186,36 +186,40 @@ class ManagedObject:
 
     def _encoded_props(self, encode: Encoder) -> bytes | tuple[Any, ...]:
         """Presence octets + properties as ``encode`` (the class's properties
-        encoder) writes them, cached until a property is set; the values themselves
-        when they do not encode (so that encoding their record raises)."""
-        found = self._pbytes
-        if found is None:
-            props = tuple(self._props)
-            out = bytearray()
-            try:
-                encode(out, props)
-            except Exception:
-                return props
-            found = self._pbytes = bytes(out)
+        encoder) writes them, cached until a property is set (see :func:`_encoded`)."""
+        cached = self._pbytes
+        if cached is not None:
+            return cached
+        found = _encoded(self._props, encode)
+        if type(found) is bytes:
+            self._pbytes = found
         return found
 
     def _encoded_stats(self, encode: Encoder) -> bytes | tuple[Any, ...]:
         """Statistics as ``encode`` (the class's statistics encoder) writes them,
-        cached until a statistic changes; the values themselves when they do not
-        encode (so that encoding their record raises)."""
-        found = self._sbytes
-        if found is None:
-            stats = tuple(self._stats)
-            out = bytearray()
-            try:
-                encode(out, stats)
-            except Exception:
-                return stats
-            found = self._sbytes = bytes(out)
+        cached until a statistic changes (see :func:`_encoded`)."""
+        cached = self._sbytes
+        if cached is not None:
+            return cached
+        found = _encoded(self._stats, encode)
+        if type(found) is bytes:
+            self._sbytes = found
         return found
 
     def __repr__(self) -> str:
         return f"<ManagedObject {self.schema.class_key.name} {self.object_id}>"
+
+
+def _encoded(values: Sequence[Any], encode: Encoder) -> bytes | tuple[Any, ...]:
+    """``values`` as ``encode`` writes them; the values themselves when they do not
+    encode, so that encoding their record raises (and drops just that body)."""
+    snapshot = tuple(values)
+    out = bytearray()
+    try:
+        encode(out, snapshot)
+    except Exception:
+        return snapshot
+    return bytes(out)
 
 
 def snapshots(opcodes: str, objects: Iterable[ManagedObject], registry: SchemaRegistry
