@@ -299,6 +299,8 @@ class QmfObject:
             UnknownClassError: no such method.
             ArgumentError: bad arguments (nothing is sent).
             MethodError: the agent returned a non-zero status.
+            AgentGoneError: the object's agent left, before the call (raised at once,
+                nothing is sent) or while waiting for the response.
             QmfTimeout: no response in time.
             NotConnectedError: the broker is not connected.
             TransportError: the connection failed or was lost.

@@ -125,6 +125,9 @@ class Broker:
         self._topic_queue: str | None = None
         self._loss_queue: str | None = None
         self._agents: dict[tuple[int, int], _AgentState] = {}
+        # banks of agents seen leaving (newest last, bounded) -> why: calls to them fail
+        # at once until they are seen again
+        self._departed: dict[tuple[int, int], str] = {}
         self._method_targets: dict[int, tuple[SchemaClass, SchemaMethod]] = {}
         self._held: dict[ClassKey, list[tuple[UndecodedTail, Delivery, int]]] = {}
         self._arrivals = 0  # bodies received, in order
@@ -308,6 +311,7 @@ class Broker:
             agent = RemoteAgent(self, bb, ab, label or "", self.where)
             state = _AgentState(agent, now, self.session.agent_interval)
             self._agents[(bb, ab)] = state
+            self._departed.pop((bb, ab), None)
             self.session._agent_arrived(agent)
         elif label and state.agent.label != label:
             state.agent = RemoteAgent(self, bb, ab, label, self.where)
@@ -335,6 +339,11 @@ class Broker:
         self._see_agent(bb, ab, label=str(values.get("label", "")))
 
     def _agent_gone(self, agent: RemoteAgent, why: str) -> None:
+        departed = self._departed
+        departed.pop((agent.broker_bank, agent.agent_bank), None)
+        if len(departed) >= _MAX_DEPARTED:
+            del departed[next(iter(departed))]
+        departed[(agent.broker_bank, agent.agent_bank)] = why
         exc = AgentGoneError(f"{agent} on {self.where} left: {why}")
         self._correlator.fail_agent(agent, exc)
         self.session._agent_left(agent)
@@ -530,6 +539,9 @@ class Broker:
             log.log(level, "dropped %d bodies held for unknown schemas on %s: %s", dropped,
                     self.where, why)
 
+
+#: how many departed agents a broker remembers (to fail calls to them at once)
+_MAX_DEPARTED = 4096
 
 #: first half of an object id -> ((broker bank, agent bank), routing key of its agent);
 #: cleared when full (a few entries per agent boot)
@@ -1240,6 +1252,9 @@ class Session:
             route = _METHOD_ROUTES[head] = ((bb, ab), f"agent.{bb}.{ab}")
         banks, routing_key = route
         state = broker._agents.get(banks)
+        if state is None and banks in broker._departed:
+            raise AgentGoneError(f"agent {banks[0]}.{banks[1]} of {obj!r} on {broker.where} "
+                                 f"left: {broker._departed[banks]}")
         agent = state.agent if state is not None else obj.get_agent()
         schema = obj.get_schema()
         correlator = broker._correlator

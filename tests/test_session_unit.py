@@ -603,6 +603,28 @@ async def test_agent_gone_mid_query_fails_at_once(make_session: Any) -> None:
     assert len(broker._correlator) == 0
 
 
+async def test_a_call_to_an_agent_that_left_fails_at_once(make_session: Any) -> None:
+    bus = FakeBus()
+    mgmt = bus.add_management()
+    agent = queue_agent(bus, 6, count=1)
+    session, broker = await connect(make_session, bus)
+    (q,) = await session.get_objects(_class="queue")
+    mgmt.announce(agent, deleted=True)
+    await wait_until(lambda: 6 not in [a.agent_bank for a in session.get_agents()])
+    sent = len(agent.requests)
+    start = time.monotonic()
+    with pytest.raises(AgentGoneError, match="deleted by the management broker"):
+        await q.echo(1, "x", _timeout=5.0)
+    assert time.monotonic() - start < 0.5
+    assert len(agent.requests) == sent  # nothing was sent
+    assert len(broker._correlator) == 0
+    # back again (a new announcement): calls go through as before
+    mgmt.announce(agent)
+    await wait_until(lambda: 6 in [a.agent_bank for a in session.get_agents()])
+    result = await q.echo(2, "y", _timeout=5.0)
+    assert result.status == 0
+
+
 async def test_agent_gone_by_missed_heartbeats_mid_query(make_session: Any) -> None:
     bus = FakeBus()
     agent = queue_agent(bus, 5, silent=True)
