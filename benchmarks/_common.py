@@ -212,6 +212,23 @@ async def serve_until_terminated() -> None:
 
 # --------------------------------------------------------------------------- output
 
+async def raw_reply_channel(url: str, prefix: str) -> tuple[Any, Any, str, Any]:
+    """A raw aiormq requester's setup: (connection, channel without publisher confirms,
+    its reply queue bound to ``amq.direct`` under its own name, request properties)."""
+    import random
+
+    import aiormq
+    from pamqp import commands as spec
+
+    conn = await aiormq.connect(url)
+    ch = await conn.channel(publisher_confirms=False)
+    name = f"{prefix}-{os.getpid()}-{random.randrange(1 << 30)}"
+    await ch.queue_declare(name, exclusive=True, auto_delete=True)
+    await ch.queue_bind(name, "amq.direct", routing_key=name)
+    return conn, ch, name, spec.Basic.Properties(content_type="x-application/qmf",
+                                                  reply_to=name)
+
+
 def summary(times: Sequence[float]) -> dict[str, float]:
     return {"best": min(times), "median": statistics.median(times), "runs": len(times)}
 

@@ -48,6 +48,7 @@ from _common import (
     import_session,
     machine,
     parser,
+    raw_reply_channel,
     serve_until_terminated,
     table,
 )
@@ -194,15 +195,8 @@ class RawQmfClient:
         self.seq = random.randrange(1, 1 << 31)
 
     async def open(self) -> None:
-        import aiormq
-        from pamqp import commands as spec
-
-        self.conn = await aiormq.connect(self.url)
-        self.ch = await self.conn.channel(publisher_confirms=False)
-        self.name = f"bench-qmf-reply-{os.getpid()}-{random.randrange(1 << 30)}"
-        await self.ch.queue_declare(self.name, exclusive=True, auto_delete=True)
-        await self.ch.queue_bind(self.name, "amq.direct", routing_key=self.name)
-        self.props = spec.Basic.Properties(content_type="x-application/qmf", reply_to=self.name)
+        self.conn, self.ch, self.name, self.props = await raw_reply_channel(
+            self.url, "bench-qmf-reply")
         futures = self.futures
 
         async def on_reply(msg: Any) -> None:

@@ -43,6 +43,7 @@ from _common import (
     parser,
     queue_schema,
     queue_values,
+    raw_reply_channel,
     serve_until_terminated,
     summary,
     table,
@@ -122,18 +123,10 @@ class RawQueryClient:
         self.received = 0
 
     async def open(self) -> None:
-        import aiormq
-        from pamqp import commands as spec
-
         from qmf_async import wire
 
-        self.conn = await aiormq.connect(self.url)
-        self.ch = await self.conn.channel(publisher_confirms=False)
-        self.name = f"bench-raw-reply-{os.getpid()}-{random.randrange(1 << 30)}"
-        await self.ch.queue_declare(self.name, exclusive=True, auto_delete=True)
-        await self.ch.queue_bind(self.name, "amq.direct", routing_key=self.name)
-        self.props = spec.Basic.Properties(content_type="x-application/qmf",
-                                           reply_to=self.name)
+        self.conn, self.ch, self.name, self.props = await raw_reply_channel(
+            self.url, "bench-raw-reply")
         self.seq = random.randrange(1, 1 << 31)
         self.request = wire.encode(wire.GetQuery(self.seq, {"_class": "queue",
                                                             "_package": QUEUE_PACKAGE}))

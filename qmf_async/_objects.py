@@ -132,9 +132,9 @@ class QmfObject:
         return self._reader.stat(self._raw, self._sofs, i)
 
     def __getattr__(self, name: str) -> Any:
-        # Called when normal lookup fails: for schema methods, for elements whose
-        # value is missing (its _Element raised AttributeError), and for names that
-        # match no element.
+        # Called when normal lookup fails: for elements whose value is missing (its
+        # _Element raised AttributeError) and for names that match no element or
+        # method (those are descriptors of the per-schema class, see _proxy_class).
         try:
             reader = object.__getattribute__(self, "_reader")
         except AttributeError:
@@ -152,9 +152,6 @@ class QmfObject:
             if self._kind not in ("i", "g"):
                 raise AttributeError(f"{name!r}: statistics of this object were not received")
             return self._stat(i)
-        method = reader.methods.get(name)
-        if method is not None:
-            return _BoundMethod(self, method)
         raise AttributeError(f"{reader.schema.class_key.name} object has no element or "
                              f"method {name!r}")
 
@@ -404,22 +401,18 @@ class _BoundMethod:
     __slots__ = ("_obj", "_method", "_bind")
 
     def __init__(self, obj: QmfObject, method: SchemaMethod,
-                 bind: Callable[[tuple[Any, ...], dict[str, Any]], dict[str, Any]] | None = None
-                 ) -> None:
+                 bind: Callable[[tuple[Any, ...], dict[str, Any]], dict[str, Any]]) -> None:
         self._obj = obj
         self._method = method
         self._bind = bind
 
     async def __call__(self, *args: Any, _timeout: float | None = None, **kwargs: Any) -> MethodResult:
-        bind = self._bind
-        if bind is None:
-            return await self._obj.invoke(self._method.name, *args, _timeout=_timeout, **kwargs)
         # QmfObject.invoke with the method at hand and its compiled binder
         obj = self._obj
         session = obj._session
         if session is None or obj._broker is None:
             raise UsageError("this object is not attached to a session")
-        return await session._call_method(obj, self._method, bind(args, kwargs), _timeout)
+        return await session._call_method(obj, self._method, self._bind(args, kwargs), _timeout)
 
     def __repr__(self) -> str:
         args = ", ".join(f"{a.name}: {a.type.name.lower()}" for a in self._method.in_args)

@@ -540,6 +540,9 @@ class Broker:
                     self.where, why)
 
 
+#: the delete time of a live object, as it stands in a record
+_LIVE = bytes(8)
+
 #: how many departed agents a broker remembers (to fail calls to them at once)
 _MAX_DEPARTED = 4096
 
@@ -848,7 +851,7 @@ class Session:
             props = raw[HEADER_SIZE:sofs]
         if rec.opcode != "c":
             stats = raw[sofs:]
-        if raw[16:24] != bytes(8):  # deleted
+        if raw[16:24] != _LIVE:  # deleted
             self._latest.pop(key, None)
         else:
             self._latest[key] = (props, stats)

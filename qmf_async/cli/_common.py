@@ -74,6 +74,15 @@ def add_url_argument(parser: argparse.ArgumentParser, *, nargs: str = "?") -> No
                         help=f"broker URL (default: $QMF_URL or {DEFAULT_URL})")
 
 
+def add_session_options(parser: argparse.ArgumentParser) -> None:
+    """``--timeout`` and ``--wait`` of the interactive tools (shell, repl)."""
+    parser.add_argument("--timeout", type=float, default=10.0,
+                        help="seconds to wait for the broker and for each answer (default 10)")
+    parser.add_argument("--wait", type=float, default=3.0,
+                        help="without a management broker, seconds to wait for a first "
+                             "agent's heartbeat (default 3)")
+
+
 def resolve_url(url: str | None) -> str:
     return url or os.environ.get("QMF_URL") or DEFAULT_URL
 

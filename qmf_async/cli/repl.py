@@ -36,7 +36,14 @@ from typing import Any
 import qmf_async
 from qmf_async import Session
 
-from ._common import EXIT_ERROR, EXIT_OK, EXIT_USAGE, add_url_argument, connect
+from ._common import (
+    EXIT_ERROR,
+    EXIT_OK,
+    EXIT_USAGE,
+    add_session_options,
+    add_url_argument,
+    connect,
+)
 from .shell import history_file, wait_for_agents
 
 __all__ = ["AsyncConsole", "add_parser", "namespace", "run"]
@@ -184,11 +191,7 @@ def add_parser(subparsers: Any) -> None:
         description="A Python REPL with top-level await; `session` is a connected "
                     "qmf_async.Session.")
     add_url_argument(parser)
-    parser.add_argument("--timeout", type=float, default=10.0,
-                        help="seconds to wait for the broker and for each answer (default 10)")
-    parser.add_argument("--wait", type=float, default=3.0,
-                        help="without a management broker, seconds to wait for a first "
-                             "agent's heartbeat (default 3)")
+    add_session_options(parser)
     parser.set_defaults(run=run)
 
 

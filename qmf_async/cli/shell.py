@@ -59,6 +59,7 @@ from ._common import (
     EXIT_NOT_FOUND,
     EXIT_OK,
     EXIT_USAGE,
+    add_session_options,
     add_url_argument,
     connect,
     exit_code,
@@ -1088,11 +1089,7 @@ def add_parser(subparsers: Any) -> None:
         description="An interactive management shell in the spirit of qpid-tool. "
                     "Without a terminal, commands are read from stdin, one a line.")
     add_url_argument(parser)
-    parser.add_argument("--timeout", type=float, default=10.0,
-                        help="seconds to wait for the broker and for each answer (default 10)")
-    parser.add_argument("--wait", type=float, default=3.0,
-                        help="without a management broker, seconds to wait for a first "
-                             "agent's heartbeat (default 3)")
+    add_session_options(parser)
     parser.add_argument("--time-format", choices=("short", "long"), default="short",
                         help="time stamps as 12:00:01 (short, default) or with the date")
     parser.set_defaults(run=run)
