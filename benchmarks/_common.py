@@ -45,12 +45,12 @@ def import_session() -> Any:
     deadline = time.monotonic() + 600
     while True:
         try:
-            from qmf_async._session import Session
+            from qmf_async.console._session import Session
             return Session
         except ModuleNotFoundError as exc:
             if "_selector" not in str(exc) or time.monotonic() > deadline:
                 raise
-            print("qmf_async._selector is missing; retrying in 30 s", file=sys.stderr)
+            print("qmf_async.protocol._selector is missing; retrying in 30 s", file=sys.stderr)
             time.sleep(30)
 
 
@@ -284,7 +284,7 @@ def queue_values(i: int) -> dict[str, Any]:
     the others spread over 40 bits (so most are distinct int objects)."""
     import random as _random
 
-    from qmf_async._values import ObjectId
+    from qmf_async.wire._values import ObjectId
 
     rng = _random.Random(i)
     values: dict[str, Any] = {

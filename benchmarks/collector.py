@@ -42,7 +42,7 @@ from _corpus import machine  # noqa: E402
 
 from qmf_async import ObjectId, QmfObject, QmfType, RemoteAgent, Subscription, wire  # noqa: E402
 from qmf_async.agent import load_schema_xml  # noqa: E402
-from qmf_async.collector import Collector  # noqa: E402
+from qmf_async.tools.collector import Collector  # noqa: E402
 
 SCHEMA_PATH = ROOT / "examples" / "schemas" / "qpidd-broker.xml"
 PER_BODY = 22  # what the agent (and qpidd) pack into one body

@@ -79,7 +79,7 @@ def broker_schema() -> Any:
 def payload_sizes(body_size: int) -> tuple[int, int]:
     """Byte sizes of the QMF ``M`` request and ``m`` reply bodies of one echo."""
     from qmf_async import wire
-    from qmf_async._values import ObjectId
+    from qmf_async.wire._values import ObjectId
 
     schema = broker_schema()
     reg = wire.SchemaRegistry([schema])
@@ -94,7 +94,7 @@ def payload_sizes(body_size: int) -> tuple[int, int]:
 # --------------------------------------------------------------------------- children
 
 async def role_qmf_agent(url: str, bank: int) -> None:
-    from qmf_async._values import ObjectId
+    from qmf_async.wire._values import ObjectId
     from qmf_async.agent import Agent
 
     async with Agent(url, label="bench-echo", schemas=[broker_schema()], interval=3600.0,
@@ -182,7 +182,7 @@ class RawQmfClient:
 
     def __init__(self, url: str, bank: int, body_size: int) -> None:
         from qmf_async import wire
-        from qmf_async._values import ObjectId
+        from qmf_async.wire._values import ObjectId
 
         schema = broker_schema()
         oid = ObjectId.make(sequence=1, broker_bank=BROKER_BANK, agent_bank=bank, object=1)
@@ -237,7 +237,7 @@ async def run_calls(call: Any, count: int, in_flight: int) -> float:
 
 async def bench(url: str, quick: bool, body_size: int, profile: str | None) -> dict[str, Any]:
     Session = import_session()
-    from qmf_async._values import ObjectId
+    from qmf_async.wire._values import ObjectId
 
     m_size, r_size = payload_sizes(body_size)
     counts = {1: 500 if quick else 2000, 1000: 5000 if quick else 20000}

@@ -168,7 +168,7 @@ async def timed(fn: Any, child_pid: int | None) -> tuple[float, dict[str, float]
 
 async def bench(url: str, quick: bool, count: int, profile: str | None) -> dict[str, Any]:
     Session = import_session()
-    from qmf_async._values import ObjectId
+    from qmf_async.wire._values import ObjectId
 
     runs = 3 if quick else 7
     bank = random.randrange(1 << 20, 1 << 27)

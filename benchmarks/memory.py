@@ -53,7 +53,7 @@ class DictObject:
 
 def make_bodies(count: int) -> tuple[Any, list[bytes]]:
     from qmf_async import wire
-    from qmf_async._values import ObjectId
+    from qmf_async.wire._values import ObjectId
 
     schema = queue_schema()
     reg = wire.SchemaRegistry([schema])
@@ -73,9 +73,9 @@ def make_bodies(count: int) -> tuple[Any, list[bytes]]:
 
 def build_ours(schema: Any, bodies: list[bytes]) -> list[Any]:
     from qmf_async import wire
-    from qmf_async._codec import decode
-    from qmf_async._lazy import reader_of
-    from qmf_async._objects import QmfObject
+    from qmf_async.wire._codec import decode
+    from qmf_async.wire._record import reader_of
+    from qmf_async.console._objects import QmfObject
 
     reg = wire.SchemaRegistry([schema])
     session = broker = agent = None  # shared by every proxy: not per-object memory

@@ -1,4 +1,4 @@
-"""Throughput and memory of the Spark rate job (qmf_async.pipeline.counter_rates).
+"""Throughput and memory of the Spark rate job (qmf_async.tools.pipeline.counter_rates).
 
     python benchmarks/pipeline_rates.py [--rows 10000000] [--objects 10000]
         [--master local[*]] [--driver-memory 6g] [--dir DIR] [--keep] [--pipeline]
@@ -282,7 +282,7 @@ def main() -> int:
     p.add_argument("--json", action="store_true", help="also print one JSON line")
     args = p.parse_args()
 
-    from qmf_async.pipeline import build_spark, counter_rates, read_dataset, run_pipeline
+    from qmf_async.tools.pipeline import build_spark, counter_rates, read_dataset, run_pipeline
 
     work = Path(args.dir or tempfile.mkdtemp(prefix="qmf-pipeline-bench-"))
     work.mkdir(parents=True, exist_ok=True)

@@ -22,8 +22,8 @@ import sys
 import time
 import uuid
 
-from qmf_async._errors import QmfError
-from qmf_async._transport import Delivery, Transport
+from qmf_async.errors import QmfError
+from qmf_async.transport._aiormq import Delivery, Transport
 
 BROKER_REQUEST = b"AM2B\x00\x00\x00\x00"  # magic 'AM2', opcode 'B', sequence 0
 

@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
-from ._console import Console
-from ._errors import (
+from .console import (
+    Broker,
+    Console,
+    Event,
+    MethodResult,
+    QmfObject,
+    RemoteAgent,
+    Session,
+    Subscription,
+)
+from .errors import (
     AgentError,
     AgentGoneError,
     ArgumentError,
@@ -23,19 +32,21 @@ from ._errors import (
     UnknownClassError,
     UsageError,
 )
-from ._objects import Event, MethodResult, QmfObject, RemoteAgent
-from ._schema import (
+from .protocol import Selector, SelectorError
+from .transport import TlsOptions
+from .wire import (
+    SEVERITY_NAMES,
+    Access,
+    ClassKey,
+    ClassKind,
+    ObjectId,
+    QmfType,
     SchemaArgument,
     SchemaClass,
     SchemaMethod,
     SchemaProperty,
     SchemaStatistic,
 )
-from ._selector import Selector, SelectorError
-from ._session import Broker, Session
-from ._subscriptions import Subscription
-from ._transport import TlsOptions
-from ._values import SEVERITY_NAMES, Access, ClassKey, ClassKind, ObjectId, QmfType
 
 __version__ = "0.1.0"
 

@@ -3,7 +3,7 @@
 :class:`FakeBus` stands for the AMQP broker and the QMF bus behind it.  Its
 :meth:`FakeBus.factory` is passed to ``Session(_transport_factory=...)``; every
 connection the session opens is a :class:`FakeTransport` with the same interface
-as :class:`qmf_async._transport.Transport`.  Published bodies are recorded (and
+as :class:`qmf_async.transport._aiormq.Transport`.  Published bodies are recorded (and
 decoded with :mod:`qmf_async.wire`) and routed to the scripted responders:
 
 * :class:`ScriptedAgent` answers ``G`` (``g`` records packed in bodies, then ``z``),
@@ -49,7 +49,7 @@ from qmf_async import (
     TransportError,
     wire,
 )
-from qmf_async._transport import Delivery
+from qmf_async.transport._aiormq import Delivery
 
 MANAGEMENT = "qpid.management"
 DIRECT = "amq.direct"
@@ -150,7 +150,7 @@ class Published:
 
 
 class FakeTransport:
-    """The :class:`~qmf_async._transport.Transport` interface over a :class:`FakeBus`."""
+    """The :class:`~qmf_async.transport._aiormq.Transport` interface over a :class:`FakeBus`."""
 
     def __init__(self, bus: FakeBus, url: str, *, tls: Any = None, prefetch: int = 0,
                  name: str = "") -> None:

@@ -22,9 +22,9 @@ from urllib.parse import quote, unquote, urlsplit, urlunsplit
 import pytest
 
 from qmf_async import wire
-from qmf_async._errors import ArgumentError, MethodError, QmfError
-from qmf_async._transport import Delivery, Transport
-from qmf_async._values import ClassKey, ClassKind, ObjectId
+from qmf_async.errors import ArgumentError, MethodError, QmfError
+from qmf_async.transport._aiormq import Delivery, Transport
+from qmf_async.wire._values import ClassKey, ClassKind, ObjectId
 from qmf_async.agent import (
     Agent,
     Arg,

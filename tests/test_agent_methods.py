@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from qmf_async import wire
-from qmf_async._errors import ArgumentError, MethodError
-from qmf_async._transport import Delivery
-from qmf_async._values import ObjectId
+from qmf_async.errors import ArgumentError, MethodError
+from qmf_async.transport._aiormq import Delivery
+from qmf_async.wire._values import ObjectId
 from qmf_async.agent import (
     Agent,
     Arg,

@@ -1,7 +1,7 @@
 """``qmf shell`` and ``qmf repl`` against the real RabbitMQ, with the management-broker
 role and the demo broker agent (examples/demo_agent.py) running in-process.
 
-The command class (:class:`qmf_async.cli.shell.Shell`) is driven directly; the tools are
+The command class (:class:`qmf_async.tools.cli.shell.Shell`) is driven directly; the tools are
 also run as subprocesses (``python -m qmf_async shell|repl``) with commands piped to
 stdin, and the shell once in a pseudo-terminal (stdlib ``os.openpty``), where tab
 completion and prompt_toolkit's prompt are exercised end to end.
@@ -32,14 +32,14 @@ import pytest
 from qmf_async import Session
 from qmf_async.agent import Agent
 from qmf_async.agent.broker import ManagementBroker
-from qmf_async.cli._common import (
+from qmf_async.tools.cli._common import (
     EXIT_METHOD,
     EXIT_NOT_FOUND,
     EXIT_OK,
     EXIT_UNREACHABLE,
     EXIT_USAGE,
 )
-from qmf_async.cli.shell import COMMANDS, FIRST_ID, Shell, ShellError, ShellExit, history_file
+from qmf_async.tools.cli.shell import COMMANDS, FIRST_ID, Shell, ShellError, ShellExit, history_file
 
 from ._util import import_example, private_vhost, wait_until
 

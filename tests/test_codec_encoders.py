@@ -1,4 +1,4 @@
-"""The generated per-schema encoders (qmf_async._compile): their fast paths (one
+"""The generated per-schema encoders (qmf_async.wire._compile): their fast paths (one
 ``struct`` for a run of fixed-size fields, plain ``str``/``dict`` shortcuts) must
 accept, reject and write exactly what the per-field encoders do, with the same
 field-named errors."""
@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from qmf_async import EncodeError, ObjectId, QmfType, wire
-from qmf_async._amqp010 import WireMap, encode_map
-from qmf_async._compile import (
+from qmf_async.wire._amqp010 import WireMap, encode_map
+from qmf_async.wire._compile import (
     FieldSpec,
     _value_encoder,
     compile_decoder,
@@ -345,7 +345,7 @@ def test_record_encoder_writes_header_properties_and_statistics() -> None:
 
 def test_object_records_are_encoded_with_the_record_encoder() -> None:
     from qmf_async import SchemaClass, SchemaProperty, SchemaStatistic
-    from qmf_async._values import ClassKey, ClassKind
+    from qmf_async.wire._values import ClassKey, ClassKind
 
     schema = SchemaClass(ClassKind.OBJECT, ClassKey("p", "c", b"\x01" * 16),
                          properties=(SchemaProperty("n", QmfType.SSTR),),

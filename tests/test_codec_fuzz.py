@@ -22,9 +22,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from qmf_async import ClassKind, QmfType, SchemaClass, SchemaProperty, wire
-from qmf_async._amqp010 import MAX_DEPTH, decode_map, encode_map
-from qmf_async._messages import UndecodedTail
-from qmf_async._values import ClassKey
+from qmf_async.wire._amqp010 import MAX_DEPTH, decode_map, encode_map
+from qmf_async.wire._messages import UndecodedTail
+from qmf_async.wire._values import ClassKey
 
 from ._captures import load_records
 

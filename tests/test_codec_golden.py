@@ -19,7 +19,7 @@ import attrs
 import pytest
 
 from qmf_async import ClassKind, ObjectId, QmfType, wire
-from qmf_async._messages import (
+from qmf_async.wire._messages import (
     AttachRequest,
     AttachResponse,
     BrokerResponse,

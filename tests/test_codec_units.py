@@ -24,7 +24,7 @@ from qmf_async import (
     UsageError,
     wire,
 )
-from qmf_async._amqp010 import (
+from qmf_async.wire._amqp010 import (
     WireArray,
     WireList,
     WireMap,
@@ -38,7 +38,7 @@ from qmf_async._amqp010 import (
     encode_typed,
     infer_code,
 )
-from qmf_async._messages import (
+from qmf_async.wire._messages import (
     AttachRequest,
     AttachResponse,
     BrokerRequest,

@@ -1,4 +1,4 @@
-"""The Parquet collector (qmf_async.collector) and ``qmf collect``.
+"""The Parquet collector (qmf_async.tools.collector) and ``qmf collect``.
 
 Unit tests feed the collector proxies built from records encoded and decoded with
 ``qmf_async.wire`` (no network), through a fake session with real Subscriptions.
@@ -44,7 +44,7 @@ from qmf_async import (
 from qmf_async import collector as collector_mod
 from qmf_async.agent import Arg, Property, Statistic, event_class, object_class
 from qmf_async.agent.broker import ManagementBroker
-from qmf_async.collector import (
+from qmf_async.tools.collector import (
     EVENT_COLUMNS,
     SAMPLE_COLUMNS,
     Collector,
@@ -611,7 +611,7 @@ async def test_cancelling_run_still_writes(tmp_path: Path) -> None:
 def _qmf(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))
-    return subprocess.run([sys.executable, "-m", "qmf_async.cli", *args], cwd=str(ROOT),
+    return subprocess.run([sys.executable, "-m", "qmf_async.tools.cli", *args], cwd=str(ROOT),
                           env=env, capture_output=True, text=True, timeout=timeout)
 
 
@@ -737,7 +737,7 @@ async def test_qmf_collect_command(bus_url: str, tmp_path: Path) -> None:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(
             [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "qmf_async.cli", "collect", bus_url, "--out", str(out),
+            sys.executable, "-m", "qmf_async.tools.cli", "collect", bus_url, "--out", str(out),
             "--duration", "2", "--batch-seconds", "0.3", "--json", cwd=str(ROOT), env=env,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         stdout, stderr = await asyncio.wait_for(proc.communicate(), 30)
@@ -761,7 +761,7 @@ async def test_qmf_collect_writes_what_it_holds_on_sigterm(bus_url: str, tmp_pat
             [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))
         # batches would wait a minute: whatever is written comes from the final flush
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "qmf_async.cli", "collect", bus_url, "--out", str(out),
+            sys.executable, "-m", "qmf_async.tools.cli", "collect", bus_url, "--out", str(out),
             "--batch-seconds", "60", "--verbose", "--json", cwd=str(ROOT), env=env,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         try:

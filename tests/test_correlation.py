@@ -7,9 +7,9 @@ import asyncio
 import pytest
 
 from qmf_async import _correlation
-from qmf_async._correlation import Correlator
-from qmf_async._errors import ConnectionLostError
-from qmf_async._messages import CommandComplete
+from qmf_async.protocol._correlation import Correlator
+from qmf_async.errors import ConnectionLostError
+from qmf_async.wire._messages import CommandComplete
 
 from ._util import wait_until
 

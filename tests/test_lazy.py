@@ -1,4 +1,4 @@
-"""Lazy object records (``qmf_async._lazy``) and the proxies built on them.
+"""Lazy object records (``qmf_async.wire._record``) and the proxies built on them.
 
 The session scans ``c``/``i``/``g`` records (framing only) and decodes values when they
 are read.  Every check here compares with the eager decoder, which the golden tests
@@ -26,9 +26,9 @@ from qmf_async import (
     SchemaStatistic,
     wire,
 )
-from qmf_async._codec import decode
-from qmf_async._lazy import RawObjectRecord, reader_of
-from qmf_async._values import ClassKey, ObjectId
+from qmf_async.wire._codec import decode
+from qmf_async.wire._record import RawObjectRecord, reader_of
+from qmf_async.wire._values import ClassKey, ObjectId
 
 # every captured body and one registry holding every captured schema
 from .test_codec_fuzz import (

@@ -1,4 +1,4 @@
-"""The Spark pipeline (qmf_async.pipeline, ``qmf pipeline``) on small datasets that the
+"""The Spark pipeline (qmf_async.tools.pipeline, ``qmf pipeline``) on small datasets that the
 tests write with pyarrow in the collector's layout (docs/pipeline.md), compared value
 by value with what the data was made to give.
 
@@ -32,7 +32,7 @@ pytest.importorskip("matplotlib")
 if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
     pytest.skip("Spark needs Java (17 or later)", allow_module_level=True)
 
-from qmf_async.pipeline import (  # noqa: E402
+from qmf_async.tools.pipeline import (  # noqa: E402
     build_spark,
     counter_rates,
     counter_steps,
@@ -485,7 +485,7 @@ def test_qmf_pipeline_command(dataset: Path, tmp_path: Path) -> None:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))
     proc = subprocess.run(
-        [sys.executable, "-m", "qmf_async.cli", "pipeline", "--dataset", str(dataset),
+        [sys.executable, "-m", "qmf_async.tools.cli", "pipeline", "--dataset", str(dataset),
          "--out", str(out), "--master", "local[2]", "--top", "2",
          "--conf", "spark.driver.extraJavaOptions=" + QUICK_JVM[
              "spark.driver.extraJavaOptions"],
@@ -505,7 +505,7 @@ def spark_rows(path: Path) -> int:
 def test_qmf_pipeline_command_rejects_a_bad_time(dataset: Path, tmp_path: Path) -> None:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.run(
-        [sys.executable, "-m", "qmf_async.cli", "pipeline", "--dataset", str(dataset),
+        [sys.executable, "-m", "qmf_async.tools.cli", "pipeline", "--dataset", str(dataset),
          "--out", str(tmp_path / "x"), "--since", "yesterday-ish"],
         capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 2
@@ -534,7 +534,7 @@ async def test_collect_from_the_demo_agent_then_rates(bus_url: str, spark: Any,
 
     from qmf_async import Session
     from qmf_async.agent.broker import ManagementBroker
-    from qmf_async.collector import Collector
+    from qmf_async.tools.collector import Collector
 
     interval = 0.2
     demo = _import_demo()

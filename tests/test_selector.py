@@ -1,4 +1,4 @@
-"""JMS message selectors (qmf_async._selector): syntax, three-valued semantics, errors."""
+"""JMS message selectors (qmf_async.protocol._selector): syntax, three-valued semantics, errors."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from qmf_async._errors import ArgumentError, QmfError, UsageError
-from qmf_async._selector import (
+from qmf_async.errors import ArgumentError, QmfError, UsageError
+from qmf_async.protocol._selector import (
     MAX_DEPTH,
     MAX_LENGTH,
     Selector,

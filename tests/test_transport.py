@@ -14,7 +14,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from qmf_async._errors import (
+from qmf_async.errors import (
     AuthenticationError,
     ConnectionLostError,
     NotConnectedError,
@@ -22,7 +22,7 @@ from qmf_async._errors import (
     TransportError,
     UsageError,
 )
-from qmf_async._transport import Delivery, TlsOptions, Transport
+from qmf_async.transport._aiormq import Delivery, TlsOptions, Transport
 
 from ._util import wait_until
 

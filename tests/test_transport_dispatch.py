@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from pamqp import commands as spec
 
-from qmf_async._transport import Delivery, Transport
+from qmf_async.transport._aiormq import Delivery, Transport
 
 from ._util import wait_until
 

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from .._schema import SchemaArgument, SchemaMethod, SchemaProperty, SchemaStatistic
+from ..wire import SchemaArgument, SchemaMethod, SchemaProperty, SchemaStatistic
 from ._agent import Agent, MethodHandler, RequestContext, current_request
 from ._declare import compute_hash, event_class, method, object_class
 from ._objects import ManagedObject

@@ -25,9 +25,8 @@ from typing import Any
 
 import attrs
 
-from .. import _codec as codec
-from .._backoff import retry_with_backoff
-from .._errors import (
+from .. import wire as codec
+from ..errors import (
     ArgumentError,
     DecodeError,
     EncodeError,
@@ -36,10 +35,14 @@ from .._errors import (
     UnknownClassError,
     UsageError,
 )
-from .._messages import (
+from ..runtime import retry_with_backoff
+from ..transport import Delivery, TlsOptions, Transport
+from ..wire import (
     AttachRequest,
     AttachResponse,
     ClassIndication,
+    ClassKey,
+    ClassKind,
     ClassQuery,
     CommandComplete,
     ConsoleAdded,
@@ -49,14 +52,15 @@ from .._messages import (
     Message,
     MethodRequest,
     MethodResponse,
+    ObjectId,
     PackageIndication,
     PackageQuery,
+    QmfType,
+    SchemaClass,
+    SchemaMethod,
     SchemaRequest,
     SchemaResponse,
 )
-from .._schema import SchemaClass, SchemaMethod
-from .._transport import Delivery, TlsOptions, Transport
-from .._values import ClassKey, ClassKind, ObjectId, QmfType
 from ._objects import ManagedObject, RecordSnapshot, encode_records, now_ns, snapshots
 
 __all__ = ["Agent", "MethodHandler", "RequestContext", "current_request", "reply_target"]

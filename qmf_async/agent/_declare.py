@@ -12,10 +12,17 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 
-from .._codec import _encode_schema
-from .._errors import UsageError
-from .._schema import SchemaArgument, SchemaClass, SchemaMethod, SchemaProperty, SchemaStatistic
-from .._values import ClassKey, ClassKind
+from ..errors import UsageError
+from ..wire import (
+    ClassKey,
+    ClassKind,
+    SchemaArgument,
+    SchemaClass,
+    SchemaMethod,
+    SchemaProperty,
+    SchemaStatistic,
+    encode_schema,
+)
 
 __all__ = ["object_class", "event_class", "method", "compute_hash"]
 
@@ -39,7 +46,7 @@ def compute_hash(schema: SchemaClass) -> bytes:
     probe = SchemaClass(schema.kind, ClassKey(schema.class_key.package, schema.class_key.name, _ZERO),
                         schema.properties, schema.statistics, schema.methods, schema.arguments)
     out = bytearray()
-    _encode_schema(out, probe)
+    encode_schema(out, probe)
     return hashlib.md5(bytes(out), usedforsecurity=False).digest()
 
 

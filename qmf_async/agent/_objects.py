@@ -7,12 +7,17 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._codec import _HEADER, MAGIC, SchemaRegistry
-from .._compile import Encoder
-from .._errors import ArgumentError, UnknownClassError
-from .._messages import ObjectRecord
-from .._schema import SchemaClass
-from .._values import ObjectId, QmfType
+from ..errors import ArgumentError, UnknownClassError
+from ..wire import (
+    HEADER,
+    MAGIC,
+    Encoder,
+    ObjectId,
+    ObjectRecord,
+    QmfType,
+    SchemaClass,
+    SchemaRegistry,
+)
 
 if TYPE_CHECKING:
     from ._agent import Agent
@@ -265,7 +270,7 @@ def encode_records(registry: SchemaRegistry, records: Iterable[RecordSnapshot], 
         schema = obj.schema
         if schema is not last_schema or op != last_op:
             codec = registry.codec(schema)
-            prefix = _HEADER.pack(MAGIC, op.encode(), seq) + codec.wire_key
+            prefix = HEADER.pack(MAGIC, op.encode(), seq) + codec.wire_key
             enc_props, enc_stats = codec.properties[1], codec.statistics[1]
             last_schema, last_op = schema, op
         if obj.object_id is None:

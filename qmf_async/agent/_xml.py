@@ -41,9 +41,17 @@ import xml.parsers.expat as expat
 from collections.abc import Iterable, Mapping
 from typing import IO, TYPE_CHECKING, Any, Union
 
-from .._errors import UsageError
-from .._schema import SchemaArgument, SchemaClass, SchemaMethod, SchemaProperty, SchemaStatistic
-from .._values import Access, ClassKey, QmfType
+from ..errors import UsageError
+from ..wire import (
+    Access,
+    ClassKey,
+    QmfType,
+    SchemaArgument,
+    SchemaClass,
+    SchemaMethod,
+    SchemaProperty,
+    SchemaStatistic,
+)
 from ._declare import event_class, object_class
 
 if TYPE_CHECKING:

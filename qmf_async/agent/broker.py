@@ -68,28 +68,30 @@ from urllib.parse import quote
 
 import attrs
 
-from .. import _codec as codec
-from .._backoff import retry_with_backoff
-from .._errors import DecodeError, EncodeError, QmfError, UsageError
-from .._messages import (
+from .. import wire as codec
+from ..errors import DecodeError, EncodeError, QmfError, UsageError
+from ..runtime import retry_with_backoff
+from ..transport import Delivery, TlsOptions, Transport, parse_url
+from ..wire import (
     AttachRequest,
     AttachResponse,
     BrokerRequest,
     BrokerResponse,
     ClassIndication,
+    ClassKey,
     ClassQuery,
     CommandComplete,
     ConsoleAdded,
     Heartbeat,
     Message,
+    ObjectId,
     PackageIndication,
     PackageQuery,
+    SchemaClass,
+    SchemaProperty,
     SchemaRequest,
     SchemaResponse,
 )
-from .._schema import SchemaClass, SchemaProperty
-from .._transport import Delivery, TlsOptions, Transport, parse_url
-from .._values import ClassKey, ObjectId
 from ._agent import Agent, reply_target
 from ._declare import object_class
 from ._objects import ManagedObject

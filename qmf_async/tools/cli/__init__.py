@@ -15,7 +15,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from .. import __version__
+from ... import __version__
 from ._common import EXIT_USAGE, EXPECTED_ERRORS, fail
 
 __all__ = ["main", "SUBCOMMANDS"]

@@ -13,8 +13,8 @@ from typing import Any
 
 import attrs
 
+from ..errors import DecodeError, UnknownClassError
 from ._amqp010 import WireMap
-from ._errors import DecodeError, UnknownClassError
 from ._values import Access, ClassKey, ClassKind, QmfType, to_access, to_qmf_type
 
 __all__ = [

@@ -26,7 +26,7 @@ def require_pyspark() -> None:
         import pyspark
     except ImportError as exc:
         raise ImportError(
-            f"qmf_async.pipeline needs pyspark (and pyarrow, matplotlib): {INSTALL_HINT}"
+            f"qmf_async.tools.pipeline needs pyspark (and pyarrow, matplotlib): {INSTALL_HINT}"
         ) from exc
 
 

@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ._errors import DecodeError, EncodeError
+from ..errors import DecodeError, EncodeError
 
 __all__ = [
     "WireMap",

@@ -19,11 +19,8 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
-from . import _codec as codec
-from ._backoff import retry_with_backoff
-from ._console import Console
-from ._correlation import Correlator, Pending
-from ._errors import (
+from .. import wire as codec
+from ..errors import (
     AgentGoneError,
     CommandError,
     ConnectionLostError,
@@ -38,11 +35,15 @@ from ._errors import (
     UnknownClassError,
     UsageError,
 )
-from ._lazy import HEADER_SIZE, RawObjectRecord, reader_of
-from ._messages import (
+from ..protocol import Correlator, Pending, Selector, compile_selector
+from ..runtime import retry_with_backoff
+from ..transport import Delivery, TlsOptions, Transport, parse_url
+from ..wire import (
+    HEADER_SIZE,
     BrokerRequest,
     BrokerResponse,
     ClassIndication,
+    ClassKey,
     ClassQuery,
     CommandComplete,
     EventIndication,
@@ -50,19 +51,21 @@ from ._messages import (
     Heartbeat,
     Message,
     MethodResponse,
+    ObjectId,
     ObjectRecord,
     PackageIndication,
     PackageQuery,
+    RawObjectRecord,
+    SchemaClass,
+    SchemaMethod,
     SchemaRequest,
     SchemaResponse,
     UndecodedTail,
+    reader_of,
 )
+from ._callbacks import Console
 from ._objects import Event, MethodResult, QmfObject, RemoteAgent
-from ._schema import SchemaClass, SchemaMethod
-from ._selector import Selector, compile_selector
 from ._subscriptions import Subscription
-from ._transport import Delivery, TlsOptions, Transport, parse_url
-from ._values import ClassKey, ObjectId
 
 __all__ = ["Session", "Broker"]
 

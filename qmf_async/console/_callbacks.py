@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ..wire import ClassKey, SchemaClass
     from ._objects import Event, MethodResult, QmfObject, RemoteAgent
-    from ._schema import SchemaClass
     from ._session import Broker
-    from ._values import ClassKey
 
 __all__ = ["Console"]
 

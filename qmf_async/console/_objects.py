@@ -10,13 +10,24 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ._errors import ArgumentError, DecodeError, UsageError
-from ._lazy import HEADER_SIZE, RawObjectRecord, RecordReader, make_oid, plain_reader, reader_of
-from ._schema import SchemaClass, SchemaMethod
-from ._values import SEVERITY_NAMES, ClassKey, ObjectId, QmfType
+from ..errors import ArgumentError, DecodeError, UsageError
+from ..wire import (
+    HEADER_SIZE,
+    SEVERITY_NAMES,
+    ClassKey,
+    ObjectId,
+    QmfType,
+    RawObjectRecord,
+    RecordReader,
+    SchemaClass,
+    SchemaMethod,
+    make_oid,
+    plain_reader,
+    reader_of,
+)
 
 if TYPE_CHECKING:
-    from ._messages import ObjectRecord
+    from ..wire import ObjectRecord
     from ._session import Broker, Session
 
 _new = object.__new__
@@ -53,7 +64,7 @@ class QmfObject:
 
     A proxy is a snapshot; :meth:`update` refreshes it from its agent.  Proxies the
     session builds keep the record's wire bytes and decode a value when it is read
-    (``qmf_async._lazy``), so reading a malformed value raises
+    (``qmf_async.wire._record``), so reading a malformed value raises
     :class:`~qmf_async.DecodeError`.
     """
 

@@ -50,7 +50,7 @@ from urllib.parse import quote
 
 import attrs
 
-from . import (
+from .. import (
     ClassKey,
     Event,
     ObjectId,
@@ -60,12 +60,12 @@ from . import (
     Subscription,
     UsageError,
 )
-from .wire import ObjectValue, Typed
+from ..wire import ObjectValue, Typed
 
 if TYPE_CHECKING:
     import pyarrow as pa  # type: ignore[import-untyped]
 
-    from . import Session
+    from .. import Session
 
 __all__ = [
     "EVENT_COLUMNS",
@@ -80,7 +80,7 @@ __all__ = [
     "to_text",
 ]
 
-log = logging.getLogger("qmf_async.collector")
+log = logging.getLogger("qmf_async.tools.collector")
 
 INSTALL_HINT = "pip install 'qmf-async[collector]'"
 
@@ -117,7 +117,7 @@ def _pyarrow() -> Any:
         import pyarrow
         import pyarrow.parquet  # type: ignore[import-untyped]  # the writer
     except ImportError as exc:
-        raise ImportError(f"qmf_async.collector needs pyarrow: {INSTALL_HINT}") from exc
+        raise ImportError(f"qmf_async.tools.collector needs pyarrow: {INSTALL_HINT}") from exc
     return pyarrow
 
 

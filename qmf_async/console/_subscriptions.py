@@ -7,7 +7,7 @@ import collections
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-from ._errors import UsageError
+from ..errors import UsageError
 
 __all__ = ["Subscription"]
 

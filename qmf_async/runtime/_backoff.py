@@ -6,7 +6,7 @@ import asyncio
 import random
 from collections.abc import Awaitable, Callable
 
-from ._errors import QmfTimeout, TransportError
+from ..errors import QmfTimeout, TransportError
 
 __all__ = ["retry_with_backoff"]
 

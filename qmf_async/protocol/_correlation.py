@@ -15,9 +15,8 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from ._errors import CommandError, QmfError
-from ._lazy import RawObjectRecord
-from ._messages import CommandComplete, Message
+from ..errors import CommandError, QmfError
+from ..wire import CommandComplete, Message, RawObjectRecord
 
 #: what a reply can be: a decoded message, or an object record kept as its bytes
 Reply = Message | RawObjectRecord

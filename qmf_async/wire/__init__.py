@@ -9,17 +9,20 @@ anyone debugging a management bus.  Pure: no I/O.
 
 from __future__ import annotations
 
+from ..errors import DecodeError, EncodeError
 from ._amqp010 import WireArray, WireList, WireMap
 from ._codec import (
+    HEADER,
+    MAGIC,
     ObjectValue,
     SchemaRegistry,
     Typed,
     UnknownSchemaError,
     decode,
     encode,
+    encode_schema,
 )
-from ._errors import DecodeError, EncodeError
-from ._lazy import RawObjectRecord
+from ._compile import Encoder
 from ._messages import (
     AttachRequest,
     AttachResponse,
@@ -42,6 +45,9 @@ from ._messages import (
     SchemaResponse,
     UndecodedTail,
 )
+from ._record import HEADER_SIZE, RawObjectRecord, RecordReader, make_oid, plain_reader, reader_of
+from ._schema import SchemaArgument, SchemaClass, SchemaMethod, SchemaProperty, SchemaStatistic
+from ._values import SEVERITY_NAMES, Access, ClassKey, ClassKind, ObjectId, QmfType
 
 __all__ = [
     "decode",
@@ -76,4 +82,24 @@ __all__ = [
     "WireMap",
     "WireList",
     "WireArray",
+    "Access",
+    "ClassKey",
+    "ClassKind",
+    "Encoder",
+    "HEADER",
+    "HEADER_SIZE",
+    "MAGIC",
+    "ObjectId",
+    "QmfType",
+    "RecordReader",
+    "SEVERITY_NAMES",
+    "SchemaArgument",
+    "SchemaClass",
+    "SchemaMethod",
+    "SchemaProperty",
+    "SchemaStatistic",
+    "encode_schema",
+    "make_oid",
+    "plain_reader",
+    "reader_of",
 ]

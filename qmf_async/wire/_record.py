@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from ..errors import DecodeError
 from ._amqp010 import decode_array, decode_list, decode_map, new_wire_map
 from ._compile import _EMPTY_MAP, _FIXED_FMT, FieldSpec, _decode_lines, _slot_setters
-from ._errors import DecodeError
 from ._values import ClassKey, ObjectId, QmfType
 
 if TYPE_CHECKING:
@@ -418,7 +418,7 @@ class RecordReader:
         # getters of values at a fixed offset now; the others compiled on first read
         self.pget = _getters(pspecs, True)
         self.sget = _getters(sspecs, False)
-        self.proxy_class: Any = None  # set by qmf_async._objects on first use
+        self.proxy_class: Any = None  # set by qmf_async.console._objects on first use
         self._pdec = codec.properties[0] if codec is not None else None
         self._sdec = codec.statistics[0] if codec is not None else None
 

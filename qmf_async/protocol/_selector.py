@@ -63,7 +63,7 @@ from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any, Final
 
-from ._errors import ArgumentError, UsageError
+from ..errors import ArgumentError, UsageError
 
 __all__ = ["MAX_DEPTH", "MAX_LENGTH", "Selector", "SelectorError", "compile_selector"]
 

@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..errors import DecodeError, EncodeError
 from ._amqp010 import (
     WireMap,
     decode_array,
@@ -28,7 +29,6 @@ from ._amqp010 import (
     encode_map,
     new_wire_map,
 )
-from ._errors import DecodeError, EncodeError
 from ._values import ObjectId, QmfType
 
 __all__ = ["FieldSpec", "compile_decoder", "compile_encoder", "compile_record_encoder", "Decoder",

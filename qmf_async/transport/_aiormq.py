@@ -41,7 +41,7 @@ import aiormq
 import attrs
 from pamqp import commands as spec
 
-from ._errors import (
+from ..errors import (
     AuthenticationError,
     ConnectionLostError,
     NotConnectedError,

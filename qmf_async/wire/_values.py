@@ -7,7 +7,7 @@ import re
 
 import attrs
 
-from ._errors import UsageError
+from ..errors import UsageError
 
 __all__ = ["QmfType", "Access", "ClassKind", "ClassKey", "ObjectId", "SEVERITY_NAMES", "to_qmf_type",
            "to_access"]

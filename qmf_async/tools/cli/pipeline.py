@@ -18,7 +18,7 @@ import asyncio
 import os
 from typing import Any
 
-from qmf_async.pipeline import INSTALL_HINT, build_spark, parse_time, run_pipeline
+from qmf_async.tools.pipeline import INSTALL_HINT, build_spark, parse_time, run_pipeline
 
 from ._common import EXIT_USAGE, ToolError, print_json
 

@@ -7,7 +7,7 @@ import time
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
-from .. import SEVERITY_NAMES
+from ... import SEVERITY_NAMES
 from ._dataset import read_dataset
 from ._jobs import (
     DEFAULT_MAX_GAP,

@@ -15,6 +15,7 @@ from typing import Any, Literal, overload
 
 import attrs
 
+from ..errors import DecodeError, EncodeError, UnknownClassError
 from ._amqp010 import WireMap, decode_map, encode_map
 from ._compile import (
     Decoder,
@@ -25,8 +26,6 @@ from ._compile import (
     compile_record_decoder,
     compile_record_encoder,
 )
-from ._errors import DecodeError, EncodeError, UnknownClassError
-from ._lazy import RawObjectRecord, compile_record_scanner
 from ._messages import (
     AttachRequest,
     AttachResponse,
@@ -49,6 +48,7 @@ from ._messages import (
     SchemaResponse,
     UndecodedTail,
 )
+from ._record import RawObjectRecord, compile_record_scanner
 from ._schema import SchemaArgument, SchemaClass, SchemaMethod, SchemaProperty, SchemaStatistic
 from ._values import ClassKey, ClassKind, QmfType, oid_from_wire
 
@@ -63,7 +63,7 @@ __all__ = [
 ]
 
 MAGIC = b"AM2"
-_HEADER = struct.Struct(">3scI")
+HEADER = struct.Struct(">3scI")
 _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 _STATUS_STR16 = struct.Struct(">IH")
@@ -127,7 +127,7 @@ class ClassCodec:
         self._records: dict[str, Callable[[bytes, int, int], tuple[ObjectRecord, int]]] = {}
         self._record_encoders: dict[str, Callable[..., None]] = {}
         self._scanners: dict[str, Callable[[bytes, int, int, int, list[Any]], int]] = {}
-        self._reader: Any = None  # the lazy-record reader (qmf_async._lazy), on first use
+        self._reader: Any = None  # the lazy-record reader (qmf_async.wire._record), on first use
         # method name as received (str8 bytes) -> (name, (input decoder, names) or None
         # for a name the schema lacks): what decoding an ``M`` looks up
         self._requests: dict[bytes, tuple[str, tuple[Decoder, tuple[str, ...]] | None]] = {}
@@ -231,7 +231,7 @@ class ClassCodec:
 
     def record_scanner(self, opcode: str) -> Callable[[bytes, int, int, int, list[Any]], int]:
         """The compiled scanner of ``c``/``i``/``g`` records (values decoded on access),
-        see :func:`~qmf_async._lazy.compile_record_scanner`."""
+        see :func:`~qmf_async.wire._record.compile_record_scanner`."""
         fn = self._scanners.get(opcode)
         if fn is None:
             fn = compile_record_scanner(opcode, self, self._registry._object_codec)
@@ -674,7 +674,7 @@ def _decode(buf: bytes, schemas: SchemaRegistry, methods: Mapping[int, Any] | No
     append = out.append
     records: dict[bytes, dict[bytes, Callable[..., Any]]] = (
         schemas._scanners if lazy else schemas._records)
-    unpack_header = _HEADER.unpack_from
+    unpack_header = HEADER.unpack_from
     pos = 0
     while pos < n:
         start = pos
@@ -746,7 +746,7 @@ def decode(body: bytes, schemas: SchemaRegistry, *,
     output arguments are decoded; without it they stay raw.  With
     ``defer_unknown``, a message naming an unknown class ends the list with an
     :class:`UndecodedTail` instead of raising.  With ``lazy``, ``c``/``i``/``g``
-    records come as :class:`~qmf_async._lazy.RawObjectRecord`: their framing is
+    records come as :class:`~qmf_async.wire._record.RawObjectRecord`: their framing is
     checked, their values are decoded when read.
 
     Raises:
@@ -782,7 +782,7 @@ def _put_str16(out: bytearray, text: str) -> None:
     out += raw
 
 
-def _encode_schema(out: bytearray, schema: SchemaClass) -> None:
+def encode_schema(out: bytearray, schema: SchemaClass) -> None:
     out.append(int(schema.kind))
     out += schema.class_key.to_wire()
     if schema.kind == ClassKind.OBJECT:
@@ -816,7 +816,7 @@ def _args_writer(opcode: bytes, prefix: bytes, enc: Encoder, names: tuple[str, .
                  what: str, object_id: bool) -> Callable[..., bytes]:
     """A writer of one message: its header, for an ``M`` the object id, ``prefix``,
     then the arguments in schema order (checked as :func:`_args_tuple` does)."""
-    pack_header = _HEADER.pack
+    pack_header = HEADER.pack
     n = len(names)
 
     def values_of(args: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -866,7 +866,7 @@ def _encode_one(out: bytearray, msg: Message, schemas: SchemaRegistry,
     seq = msg.seq
     if not isinstance(seq, int) or not 0 <= seq <= 0xFFFFFFFF:
         raise EncodeError(f"sequence number {seq!r} is not a uint32")
-    out += _HEADER.pack(MAGIC, op.encode(), seq)
+    out += HEADER.pack(MAGIC, op.encode(), seq)
     if isinstance(msg, ObjectRecord):
         codec = schemas.codec(msg.schema)
         out += codec.wire_key
@@ -911,7 +911,7 @@ def _encode_one(out: bytearray, msg: Message, schemas: SchemaRegistry,
     elif isinstance(msg, GetQuery):
         encode_map(out, msg.query)
     elif isinstance(msg, SchemaResponse):
-        _encode_schema(out, msg.schema)
+        encode_schema(out, msg.schema)
     elif isinstance(msg, ClassIndication):
         out.append(int(msg.kind))
         out += msg.class_key.to_wire()

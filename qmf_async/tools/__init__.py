@@ -1,0 +1,1 @@
+"""qmf_async.tools."""
