@@ -96,7 +96,7 @@ def _note(text: str) -> None:
 
 def _collector_module() -> Any:
     try:
-        from qmf_async import collector
+        from qmf_async.tools import collector
         collector.samples_schema()  # imports pyarrow
     except ImportError as exc:
         raise ToolError(f"qmf collect needs pyarrow: pip install 'qmf-async[collector]' "
