@@ -1,0 +1,190 @@
+"""The layering rules of ../shared/DESIGN.md section 2, checked on the source.
+
+- no import circle between modules of ``qmf_async`` (``TYPE_CHECKING``-only imports count:
+  a circle at type level is still a circle in the design);
+- no private module or private name crosses a package line: a module imports another
+  subpackage only through that package's public names;
+- the codec (``wire``) and the protocol core (``protocol``) import neither asyncio nor a
+  client library; nothing outside ``transport`` imports aiormq or pamqp.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "qmf_async"
+#: subpackages whose modules count as one layer each (tools' members are their own packages)
+LAYER_PACKAGES = ("wire", "protocol", "transport", "runtime", "console", "agent", "tools.cli",
+                  "tools.pipeline", "tools")
+CLIENT_LIBRARIES = ("aiormq", "pamqp", "proton")
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE.parent).with_suffix("")
+        parts = list(rel.parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _is_package(name: str) -> bool:
+    return MODULES[name].name == "__init__.py"
+
+
+def _imports(name: str) -> Iterator[tuple[int, str, list[str]]]:
+    """(line, absolute module, imported names) of every import in module ``name``."""
+    tree = ast.parse(MODULES[name].read_text(), str(MODULES[name]))
+    base = name if _is_package(name) else name.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name, []
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = base.split(".")
+                parts = parts[: len(parts) - (node.level - 1)]
+                mod = ".".join(parts + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            yield node.lineno, mod, [a.name for a in node.names]
+
+
+def _package_of(name: str) -> str:
+    """The layer package a module belongs to (``qmf_async`` for the top-level modules)."""
+    rest = name.removeprefix("qmf_async").lstrip(".")
+    for pkg in LAYER_PACKAGES:
+        if rest == pkg or rest.startswith(pkg + "."):
+            return f"qmf_async.{pkg}"
+    return "qmf_async"
+
+
+def _targets(name: str) -> Iterator[tuple[int, str, list[str]]]:
+    """Imports of ``name`` that are modules of the package, resolved to module names."""
+    for line, mod, names in _imports(name):
+        if mod in MODULES:
+            subs = [f"{mod}.{n}" for n in names if f"{mod}.{n}" in MODULES]
+            if subs:
+                for sub in subs:
+                    yield line, sub, []
+                rest = [n for n in names if f"{mod}.{n}" not in MODULES]
+                if rest:
+                    yield line, mod, rest
+            else:
+                yield line, mod, names
+
+
+def _graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {name: set() for name in MODULES}
+    for name in MODULES:
+        for _, target, _ in _targets(name):
+            # importing a submodule imports its package first; the package's own
+            # __init__ is what a ``from pkg import x`` depends on
+            if target != name:
+                graph[name].add(target)
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+    counter = [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def _ancestor_packages(name: str) -> set[str]:
+    parts = name.split(".")
+    return {".".join(parts[:i]) for i in range(1, len(parts))}
+
+
+def test_no_import_circles() -> None:
+    graph = _graph()
+    # a package's __init__ importing its own submodules is how a package is built, and a
+    # submodule importing its package is then the same module set; leave those edges out
+    for name, targets in graph.items():
+        graph[name] = {t for t in targets
+                       if t not in _ancestor_packages(name) and name not in _ancestor_packages(t)}
+    assert _cycles(graph) == []
+
+
+def test_no_private_name_crosses_a_package_line() -> None:
+    offenders = []
+    for name in MODULES:
+        home = _package_of(name)
+        for line, target, names in _targets(name):
+            there = _package_of(target)
+            if there == home or not target.startswith("qmf_async"):
+                continue
+            where = f"{MODULES[name].relative_to(PACKAGE.parent)}:{line}"
+            if any(p.startswith("_") for p in target.split(".")):
+                offenders.append(f"{where}: imports private module {target}")
+            offenders += [f"{where}: imports private name {target}.{n}"
+                          for n in names if n.startswith("_") and n != "__version__"]
+    assert offenders == []
+
+
+@pytest.mark.parametrize("layer", ["wire", "protocol"])
+def test_codec_and_protocol_core_do_no_io(layer: str) -> None:
+    offenders = [
+        f"{MODULES[name].relative_to(PACKAGE.parent)}:{line}: {mod}"
+        for name in MODULES if _package_of(name) == f"qmf_async.{layer}"
+        for line, mod, _ in _imports(name)
+        if mod.split(".")[0] in ("asyncio", *CLIENT_LIBRARIES)
+    ]
+    assert offenders == []
+
+
+def test_only_transport_imports_client_libraries() -> None:
+    offenders = [
+        f"{MODULES[name].relative_to(PACKAGE.parent)}:{line}: {mod}"
+        for name in MODULES if _package_of(name) != "qmf_async.transport"
+        for line, mod, _ in _imports(name)
+        if mod.split(".")[0] in CLIENT_LIBRARIES
+    ]
+    assert offenders == []
+
+
+def test_the_rules_see_the_package() -> None:
+    """The checks above read the real tree: every layer has modules, imports resolve."""
+    for pkg in ("wire", "protocol", "transport", "console", "agent", "tools"):
+        assert any(_package_of(n) == f"qmf_async.{pkg}" for n in MODULES), pkg
+    assert "qmf_async.wire._codec" in _graph()["qmf_async.wire"]
