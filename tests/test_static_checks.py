@@ -1,0 +1,32 @@
+"""``mypy --strict`` and ruff stay clean over ``qmf_async/`` (settings in pyproject.toml)."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _run(module: str, *args: str) -> tuple[int, str]:
+    if importlib.util.find_spec(module) is None:
+        pytest.fail(f"{module} is not installed (pip install -e '.[test]')", pytrace=False)
+    proc = subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def test_mypy_strict_is_clean() -> None:
+    rc, output = _run("mypy", "--no-incremental")
+    assert rc == 0, output
+
+
+def test_ruff_is_clean() -> None:
+    rc, output = _run("ruff", "check", "--no-cache", "qmf_async")
+    assert rc == 0, output
