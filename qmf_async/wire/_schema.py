@@ -8,7 +8,7 @@ does not know are kept in ``extra`` (with their wire types) and written back.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -133,8 +133,8 @@ def _to_map(record: Any, attrs_in_order: tuple[str, ...]) -> WireMap:
         items.append((key, value, code))
     extra = record.extra
     for key, value in extra.items():
-        code = extra.types.get(key) if isinstance(extra, WireMap) else None
-        items.append((key, value, code if code is not None else -1))
+        extra_code = extra.types.get(key) if isinstance(extra, WireMap) else None
+        items.append((key, value, extra_code if extra_code is not None else -1))
     items.sort(key=lambda item: item[0].encode())
     for key, value, code in items:
         m[key] = value
@@ -246,12 +246,16 @@ class SchemaArgument:
         return _to_map(self, self._ATTRS)
 
 
+def _arguments(items: Iterable[SchemaArgument]) -> tuple[SchemaArgument, ...]:
+    return tuple(items)
+
+
 @attrs.frozen(slots=True)
 class SchemaMethod:
     """A method of an object class."""
 
     name: str
-    arguments: tuple[SchemaArgument, ...] = attrs.field(default=(), converter=tuple)
+    arguments: tuple[SchemaArgument, ...] = attrs.field(default=(), converter=_arguments)
     desc: str | None = None
     extra: WireMap = _extra_field()
 
@@ -294,6 +298,18 @@ class SchemaMethod:
         return kwargs, count
 
 
+def _properties(items: Iterable[SchemaProperty]) -> tuple[SchemaProperty, ...]:
+    return tuple(items)
+
+
+def _statistics(items: Iterable[SchemaStatistic]) -> tuple[SchemaStatistic, ...]:
+    return tuple(items)
+
+
+def _methods(items: Iterable[SchemaMethod]) -> tuple[SchemaMethod, ...]:
+    return tuple(items)
+
+
 @attrs.frozen(slots=True)
 class SchemaClass:
     """A full schema: an object class (properties, statistics, methods) or an
@@ -301,10 +317,10 @@ class SchemaClass:
 
     kind: ClassKind = attrs.field(converter=ClassKind)
     class_key: ClassKey
-    properties: tuple[SchemaProperty, ...] = attrs.field(default=(), converter=tuple)
-    statistics: tuple[SchemaStatistic, ...] = attrs.field(default=(), converter=tuple)
-    methods: tuple[SchemaMethod, ...] = attrs.field(default=(), converter=tuple)
-    arguments: tuple[SchemaArgument, ...] = attrs.field(default=(), converter=tuple)
+    properties: tuple[SchemaProperty, ...] = attrs.field(default=(), converter=_properties)
+    statistics: tuple[SchemaStatistic, ...] = attrs.field(default=(), converter=_statistics)
+    methods: tuple[SchemaMethod, ...] = attrs.field(default=(), converter=_methods)
+    arguments: tuple[SchemaArgument, ...] = attrs.field(default=(), converter=_arguments)
     _methods_by_name: dict[str, SchemaMethod] = attrs.field(
         init=False, eq=False, repr=False, hash=False)
 

@@ -80,10 +80,12 @@ def to_access(value: object) -> Access:
         return value
     if isinstance(value, str) and value.upper() in Access.__members__:
         return Access[value.upper()]
-    try:
-        return Access(value)
-    except ValueError:
-        raise UsageError(f"unknown access {value!r}") from None
+    if isinstance(value, int):
+        try:
+            return Access(value)
+        except ValueError:
+            pass
+    raise UsageError(f"unknown access {value!r}")
 
 
 class Access(enum.IntEnum):
