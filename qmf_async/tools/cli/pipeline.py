@@ -98,7 +98,7 @@ async def run(args: argparse.Namespace) -> int:
     if args.top < 1:
         raise ToolError("--top must be at least 1", EXIT_USAGE)
     try:
-        import pyspark
+        import pyspark  # noqa: F401  (only whether it imports)
     except ImportError:
         raise ToolError(f"the pipeline needs pyspark: {INSTALL_HINT}", EXIT_USAGE) from None
     summary = await asyncio.to_thread(_work, args, since, until, conf)

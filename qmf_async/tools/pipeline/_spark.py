@@ -23,7 +23,7 @@ _LOCAL_MASTER = re.compile(r"^local(?:\[(\*|\d+)(?:,\s*\d+)?\])?$")
 def require_pyspark() -> None:
     """Raise a clear ImportError when pyspark (the ``pipeline`` extra) is missing."""
     try:
-        import pyspark
+        import pyspark  # noqa: F401  (only whether it imports)
     except ImportError as exc:
         raise ImportError(
             f"qmf_async.tools.pipeline needs pyspark (and pyarrow, matplotlib): {INSTALL_HINT}"
