@@ -11,9 +11,16 @@ from __future__ import annotations
 
 from ..errors import DecodeError, EncodeError
 from ._amqp010 import WireArray, WireList, WireMap
-from ._codec import (
+from ._classcodec import (
     HEADER,
     MAGIC,
+    ClassCodec,
+    RawObjectRecord,
+    RecordReader,
+    plain_reader,
+    reader_of,
+)
+from ._codec import (
     ObjectValue,
     SchemaRegistry,
     Typed,
@@ -45,7 +52,7 @@ from ._messages import (
     SchemaResponse,
     UndecodedTail,
 )
-from ._record import HEADER_SIZE, RawObjectRecord, RecordReader, make_oid, plain_reader, reader_of
+from ._record import HEADER_SIZE, RecordLayout, make_oid
 from ._schema import SchemaArgument, SchemaClass, SchemaMethod, SchemaProperty, SchemaStatistic
 from ._values import SEVERITY_NAMES, Access, ClassKey, ClassKind, ObjectId, QmfType
 
@@ -85,12 +92,14 @@ __all__ = [
     "Access",
     "ClassKey",
     "ClassKind",
+    "ClassCodec",
     "Encoder",
     "HEADER",
     "HEADER_SIZE",
     "MAGIC",
     "ObjectId",
     "QmfType",
+    "RecordLayout",
     "RecordReader",
     "SEVERITY_NAMES",
     "SchemaArgument",
