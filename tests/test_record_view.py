@@ -168,7 +168,7 @@ def test_a_deleted_record_merges_and_says_deleted() -> None:
     assert merged.is_deleted() and merged.deleted == 19 and merged.statistics == STATS
 
 
-# ----------------------------------------------------------------------------- one codec per class
+# ------------------------------------------------------------------ one codec per class
 
 def test_one_codec_per_schema_hash_serves_every_face() -> None:
     reg = wire.SchemaRegistry([QUEUE])
@@ -224,7 +224,7 @@ def test_captured_records_rewrite_byte_for_byte_through_the_encoder_face() -> No
     assert written > 100
 
 
-# ----------------------------------------------------------------------------- decode has no side effect
+# ------------------------------------------------------------------ decode has no side effect
 
 def _schema_bodies() -> list[bytes]:
     return [b for b in BODIES if b[3:4] == b"s"]
