@@ -72,8 +72,6 @@ _U32 = struct.Struct(">I")
 _STATUS_STR16 = struct.Struct(">IH")
 _U32x2 = struct.Struct(">II")
 _U64 = struct.Struct(">Q")
-_QQ = struct.Struct(">QQ")
-_RECORD_HDR = struct.Struct(">QQQ")
 _EVENT_HDR = struct.Struct(">QB")
 _SCHEMA_COUNTS = struct.Struct(">HHH")
 
