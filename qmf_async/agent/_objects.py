@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ArgumentError, UnknownClassError
 from ..wire import (
-    ClassCodec,
     Encoder,
     ObjectId,
     ObjectRecord,
     QmfType,
+    RecordWriter,
     SchemaClass,
     SchemaRegistry,
 )
@@ -259,17 +259,17 @@ def encode_records(registry: SchemaRegistry, records: Iterable[RecordSnapshot], 
     last_schema: SchemaClass | None = None
     last_op = ""
     prefix = b""
-    codec: ClassCodec | None = None
+    write: RecordWriter | None = None
     for op, obj, props, stats in records:
         schema = obj.schema
         if schema is not last_schema or op != last_op:
             codec = registry.codec(schema)
             prefix = codec.record_prefix(op, seq)
+            write = codec.record_writer(op)
             last_schema, last_op = schema, op
         if obj.object_id is None:
             raise UnknownClassError("object has no id: add it to an agent first")
-        assert codec is not None
+        assert write is not None
         out += prefix
-        codec.write_record(out, op, timestamp, obj.created, obj.deleted, obj.object_id.raw,
-                           props, stats)
+        write(out, timestamp, obj.created, obj.deleted, obj.object_id.raw, props, stats)
     return bytes(out)

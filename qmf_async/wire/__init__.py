@@ -17,6 +17,7 @@ from ._classcodec import (
     ClassCodec,
     RawObjectRecord,
     RecordReader,
+    RecordWriter,
     plain_reader,
     reader_of,
 )
@@ -101,6 +102,7 @@ __all__ = [
     "QmfType",
     "RecordLayout",
     "RecordReader",
+    "RecordWriter",
     "SEVERITY_NAMES",
     "SchemaArgument",
     "SchemaClass",

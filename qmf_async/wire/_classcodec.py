@@ -10,7 +10,7 @@ a class's messages needs:
   of kept record bytes, name tables (what a console proxy reads through);
 * the **encoder face**: whole-record encoders, section encoders (an agent caches the
   encoded sections of its objects and writes records from them with
-  :meth:`ClassCodec.write_record`), method request and response writers.
+  :meth:`ClassCodec.record_writer`), method request and response writers.
 
 Pure: no I/O.  This module does not import :mod:`~qmf_async.wire._codec` (which
 holds the registry and the message codec).
@@ -65,6 +65,8 @@ _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 
 _pack_header = RecordLayout.pack_header
+RecordWriter = Callable[[bytearray, int, int, int, bytes, "bytes | Sequence[Any] | None",
+                          "bytes | Sequence[Any] | None"], None]
 Scanner = Callable[[bytes, int, int, int, list[Any]], int]
 RecordDecoder = Callable[[bytes, int, int], tuple[ObjectRecord, int]]
 
@@ -91,6 +93,7 @@ class ClassCodec:
         "_props",
         "_pspecs",
         "_record_encoders",
+        "_record_writers",
         "_records",
         "_requests",
         "_scanners",
@@ -127,6 +130,7 @@ class ClassCodec:
         # for a name the schema lacks): what decoding an ``M`` looks up
         self._requests: dict[bytes, tuple[str, tuple[Decoder, tuple[str, ...]] | None]] = {}
         self._writers: dict[tuple[str, str], Callable[..., bytes]] = {}
+        self._record_writers: dict[str, RecordWriter] = {}
         # the lazy face: names to positions, getters of values at fixed offsets now
         # (the others compiled on first read), section decoders on first use
         self.props = {p.name: i for i, p in enumerate(schema.properties)}
@@ -267,35 +271,62 @@ class ClassCodec:
         """
         return HEADER.pack(MAGIC, opcode.encode(), seq) + self.wire_key
 
+    def record_writer(self, opcode: str) -> RecordWriter:
+        """``write(out, timestamp, created, deleted, object_id_bytes, properties,
+        statistics)``: append one ``opcode`` record after its class key (see
+        :meth:`record_prefix`) to ``out``: header, then for ``c``/``g`` the
+        properties, for ``i``/``g`` the statistics.  A part given as ``bytes`` is a
+        section as the section encoder wrote it (an agent's cached encoding) and is
+        copied; a sequence of values is encoded (cached per opcode).
+
+        The writer raises EncodeError when a value does not fit its type or a part
+        the opcode needs is None (also struct.error, OverflowError or
+        UnicodeEncodeError from the value encoders).
+        """
+        found = self._record_writers.get(opcode)
+        if found is None:
+            found = self._record_writers[opcode] = self._record_writer(opcode)
+        return found
+
+    def _record_writer(self, opcode: str) -> RecordWriter:
+        head = _pack_header
+        enc_props = self.properties[1] if opcode != "i" else None
+        enc_stats = self.statistics[1] if opcode != "c" else None
+        no_props = f"{opcode!r} record needs properties"
+        no_stats = f"{opcode!r} record needs statistics"
+
+        def write(out: bytearray, timestamp: int, created: int, deleted: int, object_id: bytes,
+                  properties: bytes | Sequence[Any] | None,
+                  statistics: bytes | Sequence[Any] | None) -> None:
+            out += head(timestamp, created, deleted, object_id)
+            if enc_props is not None:
+                if type(properties) is bytes:
+                    out += properties
+                elif properties is None:
+                    raise EncodeError(no_props)
+                else:
+                    enc_props(out, properties)
+            if enc_stats is not None:
+                if type(statistics) is bytes:
+                    out += statistics
+                elif statistics is None:
+                    raise EncodeError(no_stats)
+                else:
+                    enc_stats(out, statistics)
+        return write
+
     def write_record(self, out: bytearray, opcode: str, timestamp: int, created: int,
                      deleted: int, object_id: bytes,
                      properties: bytes | Sequence[Any] | None,
                      statistics: bytes | Sequence[Any] | None) -> None:
-        """Append one record after its class key (see :meth:`record_prefix`) to
-        ``out``: header, then for ``c``/``g`` the properties, for ``i``/``g`` the
-        statistics.  A part given as ``bytes`` is a section as the section encoder
-        wrote it (an agent's cached encoding) and is copied; a sequence of values is
-        encoded.
+        """Append one record after its class key to ``out``, as
+        ``record_writer(opcode)(...)`` does.
 
         Raises:
-            EncodeError: a value does not fit its type (also struct.error,
-                OverflowError or UnicodeEncodeError from the value encoders).
+            EncodeError: as the writer of :meth:`record_writer`.
         """
-        out += _pack_header(timestamp, created, deleted, object_id)
-        if opcode != "i":
-            if type(properties) is bytes:
-                out += properties
-            else:
-                if properties is None:
-                    raise EncodeError(f"{opcode!r} record needs properties")
-                self.properties[1](out, properties)
-        if opcode != "c":
-            if type(statistics) is bytes:
-                out += statistics
-            else:
-                if statistics is None:
-                    raise EncodeError(f"{opcode!r} record needs statistics")
-                self.statistics[1](out, statistics)
+        self.record_writer(opcode)(out, timestamp, created, deleted, object_id, properties,
+                                   statistics)
 
     def request_writer(self, method: str) -> Callable[[int, bytes, Mapping[str, Any]], bytes]:
         """``write(seq, object_id_bytes, arguments) -> body``: one ``M`` calling
