@@ -471,6 +471,10 @@ class Broker:
         session = self.session
         if self._correlator.after_end(tail.seq, arrival):
             return  # received after its query's z: a duplicate, ignored as when not held
+        if tail.class_key in session.schemas:
+            # its schema came earlier in the same body (decode does not register it)
+            self._decode_and_route(tail.remaining, delivery, arrival)
+            return
         if self._held_count >= session.max_held:
             session.held_dropped += 1
             log.warning("too many bodies waiting for schemas on %s; dropping one of %s",

@@ -54,6 +54,7 @@ __all__ = [
     "ClassCodec",
     "RawObjectRecord",
     "RecordReader",
+    "RecordWriter",
     "plain_reader",
     "reader_of",
     "specs_of",
