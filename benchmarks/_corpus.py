@@ -40,6 +40,7 @@ def load(captures: Path = DEFAULT_CAPTURES) -> tuple[wire.SchemaRegistry, list[b
             rec = json.loads(line)
             body = base64.b64decode(rec["body_b64"])
             msgs = wire.decode(body, registry)
+            registry.learn(msgs)
             if rec["dir"] == "in" and all(m.OPCODE in FAMILIES for m in msgs):
                 content.append(body)
     return registry, content

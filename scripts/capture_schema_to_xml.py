@@ -50,7 +50,9 @@ def captured_schemas(path: str) -> dict[str, SchemaClass]:
     with open(path) as f:
         for line in f:
             record = json.loads(line)
-            for msg in wire.decode(base64.b64decode(record["body_b64"]), registry):
+            messages = wire.decode(base64.b64decode(record["body_b64"]), registry)
+            registry.learn(messages)
+            for msg in messages:
                 if isinstance(msg, wire.SchemaResponse):
                     found[msg.schema.class_key.name] = msg.schema
     return found

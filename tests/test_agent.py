@@ -146,6 +146,7 @@ class Console:
     def _on_delivery(self, d: Delivery) -> None:
         try:
             msgs = wire.decode(d.body, self.registry, methods=self.methods)
+            self.registry.learn(msgs)
             error = None
         except wire.DecodeError as exc:  # e.g. another agent's class on a shared bus
             msgs, error = [], exc

@@ -88,6 +88,7 @@ class Console:
     def _on_delivery(self, d: Delivery) -> None:
         try:
             msgs: list[Any] = wire.decode(d.body, self.registry, defer_unknown=True)
+            self.registry.learn(msgs)
         except wire.DecodeError:
             msgs = []  # other test runs' traffic may be anything
         self.received.append((d, msgs))

@@ -16,7 +16,9 @@ def _captured_agent_schema() -> tuple[wire.SchemaResponse, bytes]:
     for rec in load_records():
         if rec["_file"] != "qpidd-1.40-qmf1.jsonl":
             continue
-        for msg in wire.decode(rec["_body"], schemas):  # in order, one registry
+        messages = wire.decode(rec["_body"], schemas)
+        schemas.learn(messages)  # in order, one registry
+        for msg in messages:
             if isinstance(msg, wire.SchemaResponse) and msg.schema.class_key.name == "agent":
                 return msg, rec["_body"]
     raise AssertionError("no s for org.apache.qpid.broker:agent in the capture")

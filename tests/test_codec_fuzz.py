@@ -35,7 +35,7 @@ BODIES = [r["_body"] for r in RECORDS]
 def _loaded_registry() -> wire.SchemaRegistry:
     registry = wire.SchemaRegistry()
     for body in BODIES:
-        wire.decode(body, registry)
+        registry.learn(wire.decode(body, registry))
     return registry
 
 

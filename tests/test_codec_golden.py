@@ -94,6 +94,7 @@ def replay() -> Replay:
         by_id[_rid(rec)] = r
         try:
             r.msgs = wire.decode(rec["_body"], registry)
+            registry.learn(r.msgs)  # as a console does with the schemas it receives
         except Exception as exc:  # recorded, asserted by the per-record test
             r.error = exc
             continue

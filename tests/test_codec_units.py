@@ -676,13 +676,17 @@ def test_method_response_round_trip() -> None:
     assert wire.decode(body, registry) == [short]
 
 
-def test_schema_response_round_trip_and_registers() -> None:
+def test_schema_response_round_trip_and_registers_when_the_caller_learns_it() -> None:
     for schema in (BROKER, EVENT):
         body = wire.encode([SchemaResponse(5, schema)])
         registry = wire.SchemaRegistry()
-        (back,) = wire.decode(body, registry)
+        messages = wire.decode(body, registry)
+        (back,) = messages
         assert back.schema == schema
+        assert registry.get(schema.class_key) is None  # decoding only reads the registry
+        assert registry.learn(messages) == [schema]
         assert registry.get(schema.class_key) == schema
+        assert registry.learn(messages) == []  # already known
         assert wire.encode([back]) == body
     assert BROKER.method("query").in_args[0].name == "type"
     assert [a.name for a in BROKER.method("echo").out_args] == ["sequence", "body"]

@@ -67,7 +67,9 @@ class Console:
 
     def _dispatch(self, d: Delivery) -> None:
         if d.endpoint == self.reply_key:
-            for msg in wire.decode(d.body, self.registry, methods=self.methods):
+            replies = wire.decode(d.body, self.registry, methods=self.methods)
+            self.registry.learn(replies)
+            for msg in replies:
                 self.replies.setdefault(msg.seq, []).append(msg)
         elif self.bank in d.routing_key and not d.routing_key.startswith("console.heartbeat"):
             # only our agent's publications: other tests' agents share the bus

@@ -489,6 +489,7 @@ def captured_schemas() -> dict[str, SchemaClass]:
         for line in CAPTURE.read_text().splitlines():
             body = base64.b64decode(json.loads(line)["body_b64"])
             messages = wire.decode(body, registry)
+            registry.learn(messages)
             for msg in messages:
                 if isinstance(msg, wire.SchemaResponse):
                     _CAPTURED[msg.schema.class_key.name] = (msg.schema, body, len(messages))

@@ -826,6 +826,23 @@ async def test_proxy_attributes(make_session: Any) -> None:
 # ----------------------------------------------------------------------------- unsolicited
 
 
+async def test_a_schema_and_records_of_its_class_in_one_body(make_session: Any) -> None:
+    # decode does not register the schema: the session does, and the records that
+    # follow it in the same body are routed at once, without asking for the schema
+    bus = FakeBus()
+    agent = queue_agent(bus, 5, count=1)
+    session, _broker = await connect(make_session, bus)
+    updates = session.object_updates(_class="queue")
+    obj = agent.objects[0]
+    k = QUEUE.class_key
+    bus.publish_topic([wire.SchemaResponse(0, QUEUE), obj.record("c")],
+                      f"console.obj.1.5.{k.package}.{k.name}")
+    got = await updates.get(2.0)
+    assert got.get_properties() == {"name": "a5-q0", "durable": True}
+    assert session.schemas.get(k) == QUEUE
+    assert not [p for p in bus.published if p.messages[0].OPCODE == "S"]
+
+
 async def test_object_updates_merge_and_callbacks(make_session: Any) -> None:
     bus = FakeBus()
     agent = queue_agent(bus, 5, count=2)

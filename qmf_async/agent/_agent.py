@@ -125,24 +125,6 @@ def _validate(method: SchemaMethod, args: Mapping[str, Any]) -> str | None:
     return None
 
 
-class _ServedSchemas(codec.SchemaRegistry):
-    """The schemas an agent serves.
-
-    The codec adds the schema of every ``s`` message it decodes; while the agent
-    decodes a request body (``frozen``) that is refused, so a peer cannot make the
-    agent serve, list or describe classes it does not have.
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.frozen = False
-
-    def add(self, schema: SchemaClass) -> bool:
-        if self.frozen:
-            return False
-        return super().add(schema)
-
-
 class Agent:
     """A QMF v1 agent on an AMQP 0-9-1 broker.
 
@@ -206,7 +188,7 @@ class Agent:
         self.attached = False
         self._tls = tls
         self._connect_timeout = connect_timeout
-        self.registry = _ServedSchemas()
+        self.registry = codec.SchemaRegistry()
         self._event_severity: dict[ClassKey, int] = {}
         self._handlers: dict[tuple[str, str], MethodHandler] = {}
         self._plans: dict[tuple[ClassKey, str], _MethodPlan] = {}
@@ -627,16 +609,13 @@ class Agent:
     # ------------------------------------------------------------------ requests
 
     def _dispatch(self, delivery: Delivery) -> None:
-        self.registry.frozen = True
-        try:
+        try:  # decoding leaves the served schemas as they are (a peer's 's' is not served)
             messages = codec.decode(delivery.body, self.registry)
         except DecodeError as exc:
             self.stats["bad_requests"] += 1
             log.warning("agent %s: malformed message on %s dropped: %s", self.label,
                         delivery.routing_key, exc)
             return
-        finally:
-            self.registry.frozen = False
         for msg in messages:
             self.stats["requests"] += 1
             try:

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import struct
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ArgumentError, UnknownClassError
 from ..wire import (
-    HEADER,
-    MAGIC,
     Encoder,
     ObjectId,
     ObjectRecord,
     QmfType,
+    RecordWriter,
     SchemaClass,
     SchemaRegistry,
 )
@@ -28,8 +26,6 @@ __all__ = ["ManagedObject", "encode_records", "zero_value"]
 #: not encode: the error is raised when the record is), statistics)
 RecordSnapshot = tuple[str, "ManagedObject", "bytes | tuple[Any, ...] | None",
                        "bytes | Sequence[Any] | None"]
-
-_RECORD_HEAD = struct.Struct(">QQQ16s")  # timestamp, created, deleted, object id
 
 _ZEROS: dict[QmfType, Any] = {
     QmfType.SSTR: "", QmfType.LSTR: "", QmfType.BOOL: False, QmfType.FLOAT: 0.0,
@@ -260,35 +256,20 @@ def encode_records(registry: SchemaRegistry, records: Iterable[RecordSnapshot], 
         or UnicodeEncodeError, as from the codec's value encoders).
     """
     out = bytearray()
-    head = _RECORD_HEAD.pack
     last_schema: SchemaClass | None = None
     last_op = ""
     prefix = b""
-    enc_props: Encoder = _no_encoder
-    enc_stats: Encoder = _no_encoder
+    write: RecordWriter | None = None
     for op, obj, props, stats in records:
         schema = obj.schema
         if schema is not last_schema or op != last_op:
             codec = registry.codec(schema)
-            prefix = HEADER.pack(MAGIC, op.encode(), seq) + codec.wire_key
-            enc_props, enc_stats = codec.properties[1], codec.statistics[1]
+            prefix = codec.record_prefix(op, seq)
+            write = codec.record_writer(op)
             last_schema, last_op = schema, op
         if obj.object_id is None:
             raise UnknownClassError("object has no id: add it to an agent first")
+        assert write is not None
         out += prefix
-        out += head(timestamp, obj.created, obj.deleted, obj.object_id.raw)
-        if op != "i":
-            if type(props) is bytes:
-                out += props
-            else:
-                enc_props(out, props)  # type: ignore[arg-type]
-        if op != "c":
-            if type(stats) is bytes:
-                out += stats
-            else:
-                enc_stats(out, stats)  # type: ignore[arg-type]
+        write(out, timestamp, obj.created, obj.deleted, obj.object_id.raw, props, stats)
     return bytes(out)
-
-
-def _no_encoder(out: bytearray, values: Sequence[Any]) -> None:  # pragma: no cover
-    raise AssertionError("no record encoder chosen")

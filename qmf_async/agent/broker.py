@@ -554,10 +554,10 @@ class ManagementBroker:
             log.debug("management broker: unexpected delivery %s/%s ignored", d.exchange, rk)
 
     def _decode(self, d: Delivery) -> list[Message] | None:
-        """Decode with a throw-away registry: a peer's ``s`` never enters our cache
-        by itself (we add the schemas we asked for)."""
+        """Decode with our registry (decoding never adds to it: a peer's ``s`` enters
+        our cache only when we asked for it)."""
         try:
-            return codec.decode(d.body, codec.SchemaRegistry())
+            return codec.decode(d.body, self.registry)
         except DecodeError as exc:
             self.stats["bad_requests"] += 1
             log.warning("management broker: malformed body on %s/%s dropped: %s",

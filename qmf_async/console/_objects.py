@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import struct
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -12,18 +11,16 @@ import attrs
 
 from ..errors import ArgumentError, DecodeError, UsageError
 from ..wire import (
-    HEADER_SIZE,
     SEVERITY_NAMES,
     ClassKey,
     ObjectId,
     QmfType,
     RawObjectRecord,
+    RecordLayout,
     RecordReader,
     SchemaClass,
     SchemaMethod,
-    make_oid,
     plain_reader,
-    reader_of,
 )
 
 if TYPE_CHECKING:
@@ -31,8 +28,6 @@ if TYPE_CHECKING:
     from ._session import Broker, Session
 
 _new = object.__new__
-_TIMES = struct.Struct(">QQQ")
-_ZERO8 = bytes(8)
 #: (properties received, statistics received) -> kind
 _KINDS = {(True, True): "g", (True, False): "c", (False, True): "i", (False, False): ""}
 
@@ -84,9 +79,9 @@ class QmfObject:
         self._broker = broker
         self._agent = agent
         self._reader = reader
-        self._raw = _TIMES.pack(*timestamps) + object_id.raw
+        self._raw = RecordLayout.header(*timestamps, object_id)
         self._kind = _KINDS[properties is not None, statistics is not None]
-        self._sofs = HEADER_SIZE
+        self._sofs = RecordLayout.HEADER_SIZE
         self._p = tuple(properties) if properties is not None else None
         self._s = tuple(statistics) if statistics is not None else None
 
@@ -109,7 +104,7 @@ class QmfObject:
     def _from_record(cls, session: Session | None, broker: Broker | None,
                      agent: RemoteAgent | None, rec: RawObjectRecord | ObjectRecord) -> QmfObject:
         if type(rec) is RawObjectRecord:
-            return cls._from_raw(session, broker, agent, reader_of(rec.codec), rec.raw,
+            return cls._from_raw(session, broker, agent, rec.codec, rec.raw,
                                  rec.opcode, rec.sofs)
         return cls(session, broker, agent, rec.schema, rec.object_id, rec.properties,
                    rec.statistics, (rec.timestamp, rec.created, rec.deleted))
@@ -223,7 +218,7 @@ class QmfObject:
         return out
 
     def get_object_id(self) -> ObjectId:
-        return make_oid(self._raw[24:40])
+        return RecordLayout.object_id(self._raw)
 
     def get_class_key(self) -> ClassKey:
         return self._reader.schema.class_key
@@ -233,11 +228,10 @@ class QmfObject:
 
     def get_timestamps(self) -> tuple[int, int, int]:
         """(last update, created, deleted) in ns since the epoch; deleted is 0 if live."""
-        ts, cr, de = _TIMES.unpack_from(self._raw, 0)
-        return (ts, cr, de)
+        return RecordLayout.timestamps(self._raw)
 
     def is_deleted(self) -> bool:
-        return self._raw[16:24] != _ZERO8
+        return RecordLayout.is_deleted(self._raw)
 
     def get_index(self) -> str:
         """The index properties' values joined by ':' (qpid-tool's display name).
@@ -330,7 +324,7 @@ class QmfObject:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, QmfObject):
             return NotImplemented
-        return (self._broker is other._broker and self._raw[:40] == other._raw[:40]
+        return (self._broker is other._broker and RecordLayout.same_header(self._raw, other._raw)
                 and self._props() == other._props() and self._stats() == other._stats())
 
     __hash__ = None  # type: ignore[assignment]

@@ -39,7 +39,6 @@ from ..protocol import Correlator, Pending, Selector, compile_selector
 from ..runtime import retry_with_backoff
 from ..transport import Delivery, TlsOptions, Transport, parse_url
 from ..wire import (
-    HEADER_SIZE,
     BrokerRequest,
     BrokerResponse,
     ClassIndication,
@@ -56,12 +55,12 @@ from ..wire import (
     PackageIndication,
     PackageQuery,
     RawObjectRecord,
+    RecordLayout,
     SchemaClass,
     SchemaMethod,
     SchemaRequest,
     SchemaResponse,
     UndecodedTail,
-    reader_of,
 )
 from ._callbacks import Console
 from ._objects import Event, MethodResult, QmfObject, RemoteAgent
@@ -472,6 +471,10 @@ class Broker:
         session = self.session
         if self._correlator.after_end(tail.seq, arrival):
             return  # received after its query's z: a duplicate, ignored as when not held
+        if tail.class_key in session.schemas:
+            # its schema came earlier in the same body (decode does not register it)
+            self._decode_and_route(tail.remaining, delivery, arrival)
+            return
         if self._held_count >= session.max_held:
             session.held_dropped += 1
             log.warning("too many bodies waiting for schemas on %s; dropping one of %s",
@@ -542,9 +545,6 @@ class Broker:
             log.log(level, "dropped %d bodies held for unknown schemas on %s: %s", dropped,
                     self.where, why)
 
-
-#: the delete time of a live object, as it stands in a record
-_LIVE = bytes(8)
 
 #: how many departed agents a broker remembers (to fail calls to them at once)
 _MAX_DEPARTED = 4096
@@ -624,7 +624,7 @@ class Session:
         self._agent_subs: list[Subscription[tuple[str, RemoteAgent]]] = []
         # the latest properties and statistics bytes of each object, merged into the
         # proxies of c/i updates
-        self._latest: dict[tuple[int, bytes], tuple[bytes | None, bytes | None]] = {}
+        self._latest: dict[tuple[int, bytes], RawObjectRecord] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._ager: asyncio.Task[None] | None = None
         self._closed = False
@@ -847,24 +847,15 @@ class Session:
                        rec: RawObjectRecord) -> None:
         if not (self.console is not None or self._update_subs):
             return
-        raw, sofs = rec.raw, rec.sofs
-        key = (id(broker), raw[24:40])
-        props, stats = self._latest.get(key, (None, None))
-        if rec.opcode != "i":
-            props = raw[HEADER_SIZE:sofs]
-        if rec.opcode != "c":
-            stats = raw[sofs:]
-        if raw[16:24] != _LIVE:  # deleted
+        key = (id(broker), rec.object_id_bytes)
+        # the proxy carries the newest header, properties and statistics seen
+        merged = rec.merge(self._latest.get(key))
+        if rec.is_deleted():
             self._latest.pop(key, None)
         else:
-            self._latest[key] = (props, stats)
-        # the proxy carries the newest header, properties and statistics seen
-        kind = "g" if props is not None and stats is not None else rec.opcode
-        if kind != rec.opcode:
-            assert props is not None and stats is not None
-            sofs = HEADER_SIZE + len(props)
-            raw = raw[:HEADER_SIZE] + props + stats
-        obj = QmfObject._from_raw(self, broker, agent, reader_of(rec.codec), raw, kind, sofs)
+            self._latest[key] = merged
+        obj = QmfObject._from_raw(self, broker, agent, merged.codec, merged.raw, merged.opcode,
+                                  merged.sofs)
         if rec.opcode == "c":
             self._notify("object_props", broker, obj)
         else:
@@ -1179,11 +1170,9 @@ class Session:
                 codec = msg.codec
                 if key is not None and codec.class_key != key:
                     return
-                raw = msg.raw
-                if oid is not None and raw[24:40] != oid.raw:
+                if oid is not None and msg.object_id_bytes != oid.raw:
                     return
-                obj = from_raw(self, broker, agent, codec._reader or reader_of(codec), raw,
-                               msg.opcode, msg.sofs)
+                obj = from_raw(self, broker, agent, codec, msg.raw, msg.opcode, msg.sofs)
                 if filtered:
                     try:
                         for name, want in property_equals.items():
@@ -1248,7 +1237,7 @@ class Session:
         broker = obj.get_broker()
         assert broker is not None
         transport = broker._check()
-        raw_oid = obj._raw[24:40]  # obj.get_object_id() as bytes
+        raw_oid = RecordLayout.object_id_bytes(obj._raw)  # obj.get_object_id() as bytes
         head = raw_oid[:8]  # flags, boot sequence, broker and agent bank
         route = _METHOD_ROUTES.get(head)
         if route is None:

@@ -11,9 +11,17 @@ from __future__ import annotations
 
 from ..errors import DecodeError, EncodeError
 from ._amqp010 import WireArray, WireList, WireMap
-from ._codec import (
+from ._classcodec import (
     HEADER,
     MAGIC,
+    ClassCodec,
+    RawObjectRecord,
+    RecordReader,
+    RecordWriter,
+    plain_reader,
+    reader_of,
+)
+from ._codec import (
     ObjectValue,
     SchemaRegistry,
     Typed,
@@ -45,7 +53,7 @@ from ._messages import (
     SchemaResponse,
     UndecodedTail,
 )
-from ._record import HEADER_SIZE, RawObjectRecord, RecordReader, make_oid, plain_reader, reader_of
+from ._record import HEADER_SIZE, RecordLayout, make_oid
 from ._schema import SchemaArgument, SchemaClass, SchemaMethod, SchemaProperty, SchemaStatistic
 from ._values import SEVERITY_NAMES, Access, ClassKey, ClassKind, ObjectId, QmfType
 
@@ -85,13 +93,16 @@ __all__ = [
     "Access",
     "ClassKey",
     "ClassKind",
+    "ClassCodec",
     "Encoder",
     "HEADER",
     "HEADER_SIZE",
     "MAGIC",
     "ObjectId",
     "QmfType",
+    "RecordLayout",
     "RecordReader",
+    "RecordWriter",
     "SEVERITY_NAMES",
     "SchemaArgument",
     "SchemaClass",

@@ -3,7 +3,10 @@
 ``decode(body, schemas)`` splits a body into its messages (several may be packed in
 one AMQP body) and ``encode(messages, schemas)`` packs them back.  Content, event and
 method-request bodies name a class and are decoded with that class's compiled codec
-from the :class:`SchemaRegistry`; decoding a schema response adds the class to it.
+from the :class:`SchemaRegistry`.  Decoding never changes the registry: a schema
+response decodes to a :class:`SchemaResponse`, and adding its class is the caller's
+decision (:meth:`SchemaRegistry.add`, or :meth:`SchemaRegistry.learn` for every
+schema response of a list of messages).
 """
 
 from __future__ import annotations
@@ -17,15 +20,18 @@ import attrs
 
 from ..errors import DecodeError, EncodeError, UnknownClassError
 from ._amqp010 import WireMap, decode_map, encode_map
-from ._compile import (
-    Decoder,
-    Encoder,
-    FieldSpec,
-    compile_decoder,
-    compile_encoder,
-    compile_record_decoder,
-    compile_record_encoder,
+from ._classcodec import (
+    HEADER,
+    MAGIC,
+    ClassCodec,
+    RawObjectRecord,
+    RecordDecoder,
+    args_tuple,
+    put_str8,
+    put_str16,
+    specs_of,
 )
+from ._compile import Decoder, Encoder, FieldSpec, compile_decoder, compile_encoder
 from ._messages import (
     AttachRequest,
     AttachResponse,
@@ -48,29 +54,24 @@ from ._messages import (
     SchemaResponse,
     UndecodedTail,
 )
-from ._record import RawObjectRecord, compile_record_scanner
 from ._schema import SchemaArgument, SchemaClass, SchemaMethod, SchemaProperty, SchemaStatistic
 from ._values import ClassKey, ClassKind, QmfType, oid_from_wire
 
 __all__ = [
-    "SchemaRegistry",
     "ClassCodec",
     "ObjectValue",
+    "SchemaRegistry",
     "Typed",
     "UnknownSchemaError",
     "decode",
     "encode",
 ]
 
-MAGIC = b"AM2"
-HEADER = struct.Struct(">3scI")
 _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 _STATUS_STR16 = struct.Struct(">IH")
 _U32x2 = struct.Struct(">II")
 _U64 = struct.Struct(">Q")
-_QQ = struct.Struct(">QQ")
-_RECORD_HDR = struct.Struct(">QQQ")
 _EVENT_HDR = struct.Struct(">QB")
 _SCHEMA_COUNTS = struct.Struct(">HHH")
 
@@ -104,144 +105,10 @@ class Typed:
     value: Any
 
 
-def _specs(items: Iterable[SchemaProperty | SchemaStatistic | SchemaArgument]) -> list[FieldSpec]:
-    return [(i.name, i.type, bool(getattr(i, "optional", False))) for i in items]
-
-
-class ClassCodec:
-    """Compiled decoders and encoders for one schema (compiled lazily, once)."""
-
-    __slots__ = ("schema", "class_key", "wire_key", "_registry", "_props", "_stats",
-                 "_event", "_methods", "_records", "_record_encoders", "_scanners", "_reader",
-                 "_requests", "_writers")
-
-    def __init__(self, schema: SchemaClass, registry: SchemaRegistry) -> None:
-        self.schema = schema
-        self.class_key = schema.class_key
-        self.wire_key = schema.class_key.to_wire()
-        self._registry = registry
-        self._props: tuple[Decoder, Encoder] | None = None
-        self._stats: tuple[Decoder, Encoder] | None = None
-        self._event: tuple[Decoder, Encoder] | None = None
-        self._methods: dict[tuple[str, bool], tuple[Decoder, Encoder, tuple[str, ...]]] = {}
-        self._records: dict[str, Callable[[bytes, int, int], tuple[ObjectRecord, int]]] = {}
-        self._record_encoders: dict[str, Callable[..., None]] = {}
-        self._scanners: dict[str, Callable[[bytes, int, int, int, list[Any]], int]] = {}
-        self._reader: Any = None  # the lazy-record reader (qmf_async.wire._record), on first use
-        # method name as received (str8 bytes) -> (name, (input decoder, names) or None
-        # for a name the schema lacks): what decoding an ``M`` looks up
-        self._requests: dict[bytes, tuple[str, tuple[Decoder, tuple[str, ...]] | None]] = {}
-        self._writers: dict[tuple[str, str], Callable[..., bytes]] = {}
-
-    def _compile(self, specs: list[FieldSpec], presence: bool, name: str) -> tuple[Decoder, Encoder]:
-        oc = self._registry._object_codec
-        return (compile_decoder(specs, presence=presence, object_codec=oc, name=name),
-                compile_encoder(specs, presence=presence, object_codec=oc,
-                                name=name.replace("decode", "encode", 1),
-                                label=str(self.class_key)))
-
-    @property
-    def properties(self) -> tuple[Decoder, Encoder]:
-        if self._props is None:
-            self._props = self._compile(_specs(self.schema.properties), True, "decode_props")
-        return self._props
-
-    @property
-    def statistics(self) -> tuple[Decoder, Encoder]:
-        if self._stats is None:
-            self._stats = self._compile(_specs(self.schema.statistics), False, "decode_stats")
-        return self._stats
-
-    @property
-    def event(self) -> tuple[Decoder, Encoder]:
-        if self._event is None:
-            self._event = self._compile(_specs(self.schema.arguments), False, "decode_event")
-        return self._event
-
-    def method_args(self, method: SchemaMethod, output: bool) -> tuple[Decoder, Encoder, tuple[str, ...]]:
-        """Codec of a method's input (I, IO) or output (O, IO) arguments."""
-        key = (method.name, output)
-        found = self._methods.get(key)
-        if found is None:
-            args = method.out_args if output else method.in_args
-            dec, enc = self._compile(_specs(args), False, "decode_args")
-            found = (dec, enc, tuple(a.name for a in args))
-            self._methods[key] = found
-        return found
-
-    def request_writer(self, method: str) -> Callable[[int, bytes, Mapping[str, Any]], bytes]:
-        """``write(seq, object_id_bytes, arguments) -> body``: one ``M`` calling
-        ``method`` of this class, the bytes :func:`encode` writes for it (cached).
-
-        Raises:
-            EncodeError: as :func:`encode` (no such method, the method name is too long,
-                an argument is missing, unknown or does not fit its type).
-        """
-        writer = self._writers.get(("M", method))
-        if writer is None:
-            prefix = bytearray(self.wire_key)
-            _put_str8(prefix, method)
-            try:
-                schema_method = self.schema.method(method)
-            except UnknownClassError as exc:
-                raise EncodeError(str(exc)) from exc
-            _, enc, names = self.method_args(schema_method, output=False)
-            writer = _args_writer(b"M", bytes(prefix), enc, names, method, True)
-            self._writers[("M", method)] = writer
-        return writer
-
-    def response_writer(self, method: SchemaMethod) -> Callable[[int, Mapping[str, Any]], bytes]:
-        """``write(seq, out_arguments) -> body``: one ``m`` with status 0 and text
-        ``OK`` answering ``method`` of this class, the bytes :func:`encode` writes for
-        it (cached by method name).
-
-        Raises:
-            EncodeError: as :func:`encode` (an argument is missing, unknown or does not
-                fit its type).
-        """
-        writer = self._writers.get(("m", method.name))
-        if writer is None:
-            _, enc, names = self.method_args(method, output=True)
-            status = bytearray(_U32.pack(0))
-            _put_str16(status, "OK")
-            writer = _args_writer(b"m", bytes(status), enc, names, "method response", False)
-            self._writers[("m", method.name)] = writer
-        return writer
-
-    def record_decoder(self, opcode: str) -> Callable[[bytes, int, int], tuple[ObjectRecord, int]]:
-        """The compiled decoder of a ``c``/``i``/``g`` record after its class key."""
-        fn = self._records.get(opcode)
-        if fn is None:
-            fn = compile_record_decoder(opcode, _specs(self.schema.properties),
-                                        _specs(self.schema.statistics), ObjectRecord,
-                                        self.schema, self._registry._object_codec)
-            self._records[opcode] = fn
-        return fn
-
-    def record_encoder(self, opcode: str) -> Callable[..., None]:
-        """The compiled encoder of a ``c``/``i``/``g`` record after its class key:
-        ``(out, timestamp, created, deleted, object_id, properties, statistics)``."""
-        fn = self._record_encoders.get(opcode)
-        if fn is None:
-            fn = compile_record_encoder(opcode, _specs(self.schema.properties),
-                                        _specs(self.schema.statistics),
-                                        self._registry._object_codec, str(self.class_key))
-            self._record_encoders[opcode] = fn
-        return fn
-
-    def record_scanner(self, opcode: str) -> Callable[[bytes, int, int, int, list[Any]], int]:
-        """The compiled scanner of ``c``/``i``/``g`` records (values decoded on access),
-        see :func:`~qmf_async.wire._record.compile_record_scanner`."""
-        fn = self._scanners.get(opcode)
-        if fn is None:
-            fn = compile_record_scanner(opcode, self, self._registry._object_codec)
-            self._scanners[opcode] = fn
-        return fn
-
-
 class SchemaRegistry:
     """The schemas a decoder knows, by class key; several hash versions of a class
-    live side by side.  Decoding a schema response adds its class."""
+    live side by side, each with its compiled :class:`ClassCodec`.  :func:`decode`
+    only reads it: the caller adds the schemas it receives (:meth:`learn`)."""
 
     def __init__(self, schemas: Iterable[SchemaClass] = ()) -> None:
         self._by_key: dict[ClassKey, SchemaClass] = {}
@@ -250,7 +117,7 @@ class SchemaRegistry:
         self._object_codec = (self._decode_object_value, self._encode_object_value)
         self._typed_codecs: dict[QmfType, tuple[Decoder, Encoder]] = {}
         # opcode byte -> wire class key -> compiled record decoder (filled on first use)
-        self._records: dict[bytes, dict[bytes, Callable[[bytes, int, int], tuple[ObjectRecord, int]]]] = {
+        self._records: dict[bytes, dict[bytes, RecordDecoder]] = {
             b"c": {}, b"i": {}, b"g": {}}
         self._scanners: dict[bytes, dict[bytes, Callable[..., Any]]] = {
             b"c": {}, b"i": {}, b"g": {}}
@@ -264,10 +131,16 @@ class SchemaRegistry:
         if key in self._by_key:
             return False
         self._by_key[key] = schema
-        codec = ClassCodec(schema, self)
+        codec = ClassCodec(schema, self._object_codec)
         self._codecs[codec.wire_key] = codec
         self._codec_of_key[key] = codec
         return True
+
+    def learn(self, messages: Iterable[object]) -> list[SchemaClass]:
+        """Add the schema of every :class:`SchemaResponse` among ``messages`` (what
+        :func:`decode` returned); returns the schemas that were new."""
+        return [m.schema for m in messages
+                if isinstance(m, SchemaResponse) and self.add(m.schema)]
 
     def get(self, key: ClassKey) -> SchemaClass | None:
         """The schema of ``key``, or None."""
@@ -592,7 +465,7 @@ _STANDALONE: dict[tuple[Any, ...], tuple[Decoder, Encoder, tuple[str, ...]]] = {
 def _standalone_args(method: SchemaMethod, output: bool = True) -> tuple[Decoder, Encoder, tuple[str, ...]]:
     """Codec for a method's arguments without a registry (no object-typed args)."""
     args = method.out_args if output else method.in_args
-    specs = _specs(args)
+    specs = specs_of(args)
     # Keyed by what the codec depends on: schema records hold ``extra`` maps and are
     # not hashable themselves.
     key = (tuple(specs), output)
@@ -625,9 +498,7 @@ def _decode_other(op: str, buf: bytes, pos: int, seq: int, start: int, schemas: 
         query, pos = _read_map(buf, pos)
         return GetQuery(seq, query), pos
     if op == "s":
-        msg, pos = _decode_schema(buf, pos, seq)
-        schemas.add(msg.schema)
-        return msg, pos
+        return _decode_schema(buf, pos, seq)
     if op == "q":
         if pos >= n:
             raise DecodeError("truncated class indication", pos)
@@ -746,8 +617,10 @@ def decode(body: bytes, schemas: SchemaRegistry, *,
     output arguments are decoded; without it they stay raw.  With
     ``defer_unknown``, a message naming an unknown class ends the list with an
     :class:`UndecodedTail` instead of raising.  With ``lazy``, ``c``/``i``/``g``
-    records come as :class:`~qmf_async.wire._record.RawObjectRecord`: their framing is
-    checked, their values are decoded when read.
+    records come as :class:`~qmf_async.wire.RawObjectRecord`: their framing is
+    checked, their values are decoded when read.  ``schemas`` is only read: a
+    schema response in ``body`` does not add its class (see
+    :meth:`SchemaRegistry.learn`).
 
     Raises:
         DecodeError: the body is malformed (:class:`UnknownSchemaError` when it
@@ -765,22 +638,6 @@ def decode(body: bytes, schemas: SchemaRegistry, *,
 
 
 # --------------------------------------------------------------------------- writers
-
-def _put_str8(out: bytearray, text: str) -> None:
-    raw = text.encode("utf-8")
-    if len(raw) > 255:
-        raise EncodeError(f"{text[:20]!r}... is longer than 255 bytes (str8)")
-    out.append(len(raw))
-    out += raw
-
-
-def _put_str16(out: bytearray, text: str) -> None:
-    raw = text.encode("utf-8")
-    if len(raw) > 0xFFFF:
-        raise EncodeError("text longer than 65535 bytes (str16)")
-    out += _U16.pack(len(raw))
-    out += raw
-
 
 def encode_schema(out: bytearray, schema: SchemaClass) -> None:
     out.append(int(schema.kind))
@@ -800,61 +657,6 @@ def encode_schema(out: bytearray, schema: SchemaClass) -> None:
         out += _U16.pack(len(schema.arguments))
         for a in schema.arguments:
             encode_map(out, a.to_map())
-
-
-def _args_tuple(names: tuple[str, ...], args: Mapping[str, Any], what: str) -> tuple[Any, ...]:
-    missing = [n for n in names if n not in args]
-    if missing:
-        raise EncodeError(f"{what}: missing argument(s) {', '.join(missing)}")
-    extra = set(args) - set(names)
-    if extra:
-        raise EncodeError(f"{what}: unknown argument(s) {', '.join(sorted(extra))}")
-    return tuple(args[n] for n in names)
-
-
-def _args_writer(opcode: bytes, prefix: bytes, enc: Encoder, names: tuple[str, ...],
-                 what: str, object_id: bool) -> Callable[..., bytes]:
-    """A writer of one message: its header, for an ``M`` the object id, ``prefix``,
-    then the arguments in schema order (checked as :func:`_args_tuple` does)."""
-    pack_header = HEADER.pack
-    n = len(names)
-
-    def values_of(args: Mapping[str, Any]) -> tuple[Any, ...]:
-        if len(args) == n:
-            try:
-                return tuple([args[k] for k in names])
-            except KeyError:
-                pass
-        return _args_tuple(names, args, what)
-
-    def finish(out: bytearray, values: tuple[Any, ...]) -> bytes:
-        try:
-            enc(out, values)
-        except EncodeError:
-            raise
-        except (UnknownClassError, struct.error, OverflowError, UnicodeEncodeError) as exc:
-            raise EncodeError(str(exc)) from exc
-        return bytes(out)
-
-    if object_id:
-        def write_request(seq: int, oid: bytes, args: Mapping[str, Any]) -> bytes:
-            if not isinstance(seq, int) or not 0 <= seq <= 0xFFFFFFFF:
-                raise EncodeError(f"sequence number {seq!r} is not a uint32")
-            values = values_of(args)
-            out = bytearray(pack_header(MAGIC, opcode, seq))
-            out += oid
-            out += prefix
-            return finish(out, values)
-        return write_request
-
-    def write(seq: int, args: Mapping[str, Any]) -> bytes:
-        if not isinstance(seq, int) or not 0 <= seq <= 0xFFFFFFFF:
-            raise EncodeError(f"sequence number {seq!r} is not a uint32")
-        values = values_of(args)
-        out = bytearray(pack_header(MAGIC, opcode, seq))
-        out += prefix
-        return finish(out, values)
-    return write
 
 
 def _encode_one(out: bytearray, msg: Message, schemas: SchemaRegistry,
@@ -879,13 +681,13 @@ def _encode_one(out: bytearray, msg: Message, schemas: SchemaRegistry,
         out += codec.wire_key
         out += _EVENT_HDR.pack(msg.timestamp, msg.severity)
         names = tuple(a.name for a in msg.schema.arguments)
-        codec.event[1](out, _args_tuple(names, msg.arguments, str(msg.class_key)))
+        codec.event[1](out, args_tuple(names, msg.arguments, str(msg.class_key)))
     elif isinstance(msg, CommandComplete):
         out += _U32.pack(msg.code)
-        _put_str8(out, msg.text)
+        put_str8(out, msg.text)
     elif isinstance(msg, MethodResponse):
         out += _U32.pack(msg.status)
-        (_put_str8 if msg.short_text else _put_str16)(out, msg.text)
+        (put_str8 if msg.short_text else put_str16)(out, msg.text)
         if msg.arguments is None:
             out += msg.raw_arguments
         else:
@@ -897,17 +699,17 @@ def _encode_one(out: bytearray, msg: Message, schemas: SchemaRegistry,
                 _, enc, names = schemas.codec(target[0]).method_args(target[1], output=True)
             else:
                 _, enc, names = _standalone_args(target)
-            enc(out, _args_tuple(names, msg.arguments, "method response"))
+            enc(out, args_tuple(names, msg.arguments, "method response"))
     elif isinstance(msg, MethodRequest):
         out += msg.object_id.to_bytes()
         out += msg.class_key.to_wire()
-        _put_str8(out, msg.method)
+        put_str8(out, msg.method)
         if msg.arguments is None:
             out += msg.raw_arguments
         else:
             codec = schemas.codec(msg.class_key)
             _, enc, names = codec.method_args(codec.schema.method(msg.method), output=False)
-            enc(out, _args_tuple(names, msg.arguments, msg.method))
+            enc(out, args_tuple(names, msg.arguments, msg.method))
     elif isinstance(msg, GetQuery):
         encode_map(out, msg.query)
     elif isinstance(msg, SchemaResponse):
@@ -918,13 +720,13 @@ def _encode_one(out: bytearray, msg: Message, schemas: SchemaRegistry,
     elif isinstance(msg, SchemaRequest):
         out += msg.class_key.to_wire()
     elif isinstance(msg, (PackageIndication,)):
-        _put_str8(out, msg.package)
+        put_str8(out, msg.package)
     elif isinstance(msg, ClassQuery):
-        _put_str8(out, msg.package)
+        put_str8(out, msg.package)
     elif isinstance(msg, BrokerResponse):
         out += msg.broker_id.bytes
     elif isinstance(msg, AttachRequest):
-        _put_str8(out, msg.label)
+        put_str8(out, msg.label)
         out += msg.system_id.bytes
         out += _U32x2.pack(msg.broker_bank, msg.agent_bank)
     elif isinstance(msg, AttachResponse):

@@ -1,4 +1,15 @@
-"""Object records kept as their wire bytes and decoded on access.  Pure: no I/O.
+"""The QMF v1 object record: its layout, and a view of a received record that reads
+its values on access.  Pure: no I/O.
+
+This module is the one place that knows where things stand in an object record.  The
+record bytes (``raw``) always have the layout of a ``g`` record after its class key::
+
+    0   timestamp  (uint64, ns)      last update
+    8   created    (uint64, ns)
+    16  deleted    (uint64, ns)      0 while the object lives
+    24  object id  (16 bytes)
+    40  presence octets and properties   (``c`` and ``g``)
+    sofs statistics                      (``i`` and ``g``)
 
 A console receives far more object records than it reads values of: a query for
 10,000 queues usually looks at a few columns, an update stream at a few counters.
@@ -6,15 +17,15 @@ The session therefore decodes ``c``/``i``/``g`` records *lazily*: a generated
 per-schema **scanner** only checks a record's framing (where each value starts and
 ends, that nothing runs past the body) and keeps the record's bytes; values are
 decoded when they are read, by generated per-schema decoders or, for values at a
-fixed offset, by one ``struct`` read.  A proxy then costs its bytes plus a few
-slots, instead of a tuple of boxed values, and receiving costs a scan instead of a
-decode.
+fixed offset, by one ``struct`` read.  A malformed value that the scanner cannot see
+(invalid UTF-8, a map whose entries are broken) raises :class:`~qmf_async.DecodeError`
+when it is read.
 
-The record bytes (``raw``) always have the layout of a ``g`` record after its class
-key: timestamps (3 x uint64) and object id (16 bytes) in the first 40 bytes, then for
-``c``/``g`` the presence octets and properties, then (from ``sofs``) for ``i``/``g``
-the statistics.  A malformed value that the scanner cannot see (invalid UTF-8, a map
-whose entries are broken) raises :class:`~qmf_async.DecodeError` when it is read.
+The per-class code (decoders, scanners, value readers, encoders) is held by one
+:class:`~qmf_async.wire.ClassCodec` per schema hash, and the view of a received
+record, :class:`~qmf_async.wire.RawObjectRecord`, reads through it; both use
+:class:`RecordLayout` for every offset (``_classcodec``).  This module imports no
+other module of the codec but the code generators (``_compile``).
 """
 
 from __future__ import annotations
@@ -22,33 +33,28 @@ from __future__ import annotations
 import struct
 import uuid
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
-
-import attrs
+from typing import Any
 
 from ..errors import DecodeError
 from ._amqp010 import decode_array, decode_list, decode_map, new_wire_map
 from ._compile import _EMPTY_MAP, _FIXED_FMT, FieldSpec, _decode_lines, _slot_setters
-from ._values import ClassKey, ObjectId, QmfType
-
-if TYPE_CHECKING:
-    from ._codec import ClassCodec
-    from ._messages import ObjectRecord
-    from ._schema import SchemaClass
+from ._values import ObjectId, QmfType
 
 __all__ = [
     "HEADER_SIZE",
-    "RawObjectRecord",
-    "RecordReader",
+    "RecordLayout",
     "compile_record_scanner",
+    "compile_seek_getter",
+    "field_getters",
     "make_oid",
-    "reader_of",
 ]
 
 #: timestamps (3 x 8) + object id (16): the part every record starts with
 HEADER_SIZE = 40
 _TIMES = struct.Struct(">QQQ")
+_HEAD = struct.Struct(">QQQ16s")
 _U32 = struct.Struct(">I")
+_LIVE = bytes(8)
 _new = object.__new__
 _set_oid = ObjectId.__dict__["raw"].__set__
 
@@ -60,90 +66,70 @@ def make_oid(raw16: bytes) -> ObjectId:
     return oid
 
 
-@attrs.frozen(slots=True)
-class RawObjectRecord:
-    """A ``c``/``i``/``g`` record as received: its bytes, decoded on access.
+class RecordLayout:
+    """Where the fields of a record's bytes (``raw``, ``g`` layout) stand.
 
-    Reads like :class:`~qmf_async.wire.ObjectRecord` (``properties``, ``statistics``,
-    ``object_id``, timestamps); :meth:`to_record` decodes it into one.  Reading a
-    value raises :class:`~qmf_async.DecodeError` when its bytes are malformed.
+    Every function takes the record bytes as kept by a :class:`RawObjectRecord` or a
+    console proxy; ``sofs`` is where the statistics start.  None of them raises for
+    a record of at least :data:`HEADER_SIZE` bytes (the scanner guarantees that).
     """
 
-    opcode: str
-    seq: int
-    codec: ClassCodec = attrs.field(repr=lambda c: str(c.class_key))
-    raw: bytes = attrs.field(repr=False)
-    #: offset of the statistics in ``raw`` (``len(raw)`` for a ``c`` record)
-    sofs: int = attrs.field(repr=False)
+    HEADER_SIZE = HEADER_SIZE
 
-    @property
-    def OPCODE(self) -> str:
-        return self.opcode
+    #: ``(timestamp, created, deleted, object id bytes) -> header bytes``; raises
+    #: struct.error for a value that does not fit
+    pack_header = staticmethod(_HEAD.pack)
 
-    @property
-    def schema(self) -> SchemaClass:
-        return self.codec.schema
-
-    @property
-    def class_key(self) -> ClassKey:
-        return self.codec.class_key
-
-    @property
-    def timestamp(self) -> int:
-        return int(_TIMES.unpack_from(self.raw, 0)[0])
-
-    @property
-    def created(self) -> int:
-        return int(_TIMES.unpack_from(self.raw, 0)[1])
-
-    @property
-    def deleted(self) -> int:
-        return int(_TIMES.unpack_from(self.raw, 0)[2])
-
-    @property
-    def object_id(self) -> ObjectId:
-        return make_oid(self.raw[24:40])
-
-    @property
-    def properties(self) -> tuple[Any, ...] | None:
-        """Property values in schema order (None when the opcode carries none)."""
-        if self.opcode == "i":
-            return None
-        return reader_of(self.codec).decode_props(self.raw)
-
-    @property
-    def statistics(self) -> tuple[Any, ...] | None:
-        """Statistic values in schema order (None when the opcode carries none)."""
-        if self.opcode == "c":
-            return None
-        return reader_of(self.codec).decode_stats(self.raw, self.sofs)
-
-    def properties_dict(self) -> dict[str, Any]:
-        """Properties by name (absent optional properties are left out)."""
-        values = self.properties
-        if values is None:
-            return {}
-        return {p.name: v for p, v in zip(self.schema.properties, values, strict=True)
-                if v is not None}
-
-    def statistics_dict(self) -> dict[str, Any]:
-        """Statistics by name."""
-        values = self.statistics
-        if values is None:
-            return {}
-        return {s.name: v for s, v in zip(self.schema.statistics, values, strict=True)}
-
-    def to_record(self) -> ObjectRecord:
-        """The eagerly decoded :class:`~qmf_async.wire.ObjectRecord`.
+    @staticmethod
+    def header(timestamp: int, created: int, deleted: int, object_id: ObjectId | bytes) -> bytes:
+        """The first :data:`HEADER_SIZE` bytes of a record.
 
         Raises:
-            DecodeError: a value is malformed.
+            struct.error: a timestamp is not a uint64 or the id is not 16 bytes.
         """
-        from ._messages import ObjectRecord
+        oid = object_id.raw if isinstance(object_id, ObjectId) else object_id
+        return _HEAD.pack(timestamp, created, deleted, oid)
 
-        ts, cr, de = _TIMES.unpack_from(self.raw, 0)
-        return ObjectRecord(self.opcode, self.seq, self.schema, ts, cr, de, self.object_id,
-                            self.properties, self.statistics)
+    @staticmethod
+    def object_id_bytes(raw: bytes) -> bytes:
+        """The 16 bytes of the object id (cheap to compare and to key a dict with)."""
+        return raw[24:40]
+
+    @staticmethod
+    def object_id(raw: bytes) -> ObjectId:
+        return make_oid(raw[24:40])
+
+    @staticmethod
+    def timestamps(raw: bytes) -> tuple[int, int, int]:
+        """(last update, created, deleted) in ns since the epoch."""
+        ts, cr, de = _TIMES.unpack_from(raw, 0)
+        return (ts, cr, de)
+
+    @staticmethod
+    def is_deleted(raw: bytes) -> bool:
+        """True when the record's delete time is set."""
+        return raw[16:24] != _LIVE
+
+    @staticmethod
+    def same_header(a: bytes, b: bytes) -> bool:
+        """True when two records have the same timestamps and object id."""
+        return a[:HEADER_SIZE] == b[:HEADER_SIZE]
+
+    @staticmethod
+    def properties(raw: bytes, sofs: int) -> bytes:
+        """The presence octets and properties section (empty for an ``i`` record)."""
+        return raw[HEADER_SIZE:sofs]
+
+    @staticmethod
+    def statistics(raw: bytes, sofs: int) -> bytes:
+        """The statistics section (empty for a ``c`` record)."""
+        return raw[sofs:]
+
+    @staticmethod
+    def join(header: bytes, properties: bytes, statistics: bytes) -> tuple[bytes, int]:
+        """(raw, sofs): a ``g``-layout record of a header and two sections."""
+        head = header[:HEADER_SIZE]
+        return head + properties + statistics, HEADER_SIZE + len(properties)
 
 
 # ----------------------------------------------------------------------------- scanners
@@ -204,14 +190,15 @@ def _section_lines(fields: Sequence[FieldSpec], presence: bool, indent: str,
     return lines
 
 
-def compile_record_scanner(opcode: str, codec: ClassCodec, object_codec: Any = None
+def compile_record_scanner(opcode: str, codec: Any, make_record: type, object_codec: Any = None
                            ) -> Callable[[bytes, int, int, int, list[Any]], int]:
     """Compile the scanner of ``c``/``i``/``g`` records of ``codec``'s class:
     ``(buf, message_start, pos, seq, out) -> end``.
 
     ``pos`` is where the record starts after its message header and class key.  The
-    scanner appends a :class:`RawObjectRecord` to ``out``, and goes on with every
-    following message of the body that has the same header and class key (packed
+    scanner appends a ``make_record(opcode, seq, codec, raw, sofs)`` (a
+    :class:`~qmf_async.wire.RawObjectRecord`, its slots filled directly) to ``out``,
+    and goes on with every following message of the body that has the same header and class key (packed
     records of one answer), so the caller dispatches once per run.  It raises only
     :class:`DecodeError` (truncated record, a map size too small) and does not look
     inside values.
@@ -242,11 +229,11 @@ def compile_record_scanner(opcode: str, codec: ClassCodec, object_codec: Any = N
     env: dict[str, Any] = {
         "_u32": _U32.unpack_from, "_DecodeError": DecodeError, "_struct_error": struct.error,
         "_object": object_codec[0] if object_codec is not None else _no_object,
-        "_REC": RawObjectRecord, "_CODEC": codec, "_new": _new,
+        "_REC": make_record, "_CODEC": codec, "_new": _new,
     }
     values = [repr(opcode), "seq", "_CODEC", "buf[start:pos]", "sofs - start"]
-    setters = _slot_setters(RawObjectRecord, len(values))
-    if setters is None:  # pragma: no cover - RawObjectRecord is a plain slots class
+    setters = _slot_setters(make_record, len(values))
+    if setters is None:  # pragma: no cover - the view is a plain slots class
         lines.append(f"        append(_REC({', '.join(values)}))")
     else:
         lines.append("        rec = _new(_REC)")
@@ -350,7 +337,7 @@ def compile_seek_getter(fields: Sequence[FieldSpec], presence: bool, index: int,
     return fn
 
 
-def _getters(fields: Sequence[FieldSpec], presence: bool) -> list[Getter | None]:
+def field_getters(fields: Sequence[FieldSpec], presence: bool) -> list[Getter | None]:
     """One getter per field whose offset in its section is the same in every record
     (everything before it is mandatory and fixed-size); None for the others."""
     n_opt = sum(1 for _, _, opt in fields if opt) if presence else 0
@@ -383,98 +370,3 @@ def _getters(fields: Sequence[FieldSpec], presence: bool) -> list[Getter | None]
     return out
 
 
-class RecordReader:
-    """What reading a class's raw records needs, built once per class codec: names to
-    positions, per-value getters, whole-section decoders."""
-
-    __slots__ = (
-        "_pdec",
-        "_pspecs",
-        "_sdec",
-        "_sspecs",
-        "codec",
-        "methods",
-        "pget",
-        "pnames",
-        "props",
-        "proxy_class",
-        "schema",
-        "sget",
-        "snames",
-        "stats",
-    )
-
-    def __init__(self, codec: ClassCodec | None, schema: SchemaClass) -> None:
-        self.codec = codec
-        self.schema = schema
-        self.props = {p.name: i for i, p in enumerate(schema.properties)}
-        self.stats = {s.name: i for i, s in enumerate(schema.statistics)}
-        self.methods = {m.name: m for m in schema.methods}
-        self.pnames = tuple(p.name for p in schema.properties)
-        self.snames = tuple(s.name for s in schema.statistics)
-        pspecs = [(p.name, p.type, bool(p.optional)) for p in schema.properties]
-        sspecs = [(s.name, s.type, False) for s in schema.statistics]
-        self._pspecs, self._sspecs = pspecs, sspecs
-        # getters of values at a fixed offset now; the others compiled on first read
-        self.pget = _getters(pspecs, True)
-        self.sget = _getters(sspecs, False)
-        self.proxy_class: Any = None  # set by qmf_async.console._objects on first use
-        self._pdec = codec.properties[0] if codec is not None else None
-        self._sdec = codec.statistics[0] if codec is not None else None
-
-    def decode_props(self, raw: bytes) -> tuple[Any, ...]:
-        """Every property of a raw ``c``/``g`` record.
-
-        Raises:
-            DecodeError: a value is malformed.
-        """
-        assert self._pdec is not None
-        return self._pdec(raw, HEADER_SIZE)[0]
-
-    def decode_stats(self, raw: bytes, sofs: int) -> tuple[Any, ...]:
-        """Every statistic of a raw ``i``/``g`` record.
-
-        Raises:
-            DecodeError: a value is malformed.
-        """
-        assert self._sdec is not None
-        return self._sdec(raw, sofs)[0]
-
-    def _seek(self, stats: bool, i: int) -> Getter:
-        assert self.codec is not None
-        specs = self._sspecs if stats else self._pspecs
-        get = compile_seek_getter(specs, not stats, i, self.codec._registry._object_codec,
-                                  str(self.schema.class_key))
-        (self.sget if stats else self.pget)[i] = get
-        return get
-
-    def prop(self, raw: bytes, i: int) -> Any:
-        """Property ``i`` of a raw ``c``/``g`` record.  Raises DecodeError."""
-        get = self.pget[i] or self._seek(False, i)
-        return get(raw, HEADER_SIZE)
-
-    def stat(self, raw: bytes, sofs: int, i: int) -> Any:
-        """Statistic ``i`` of a raw ``i``/``g`` record.  Raises DecodeError."""
-        get = self.sget[i] or self._seek(True, i)
-        return get(raw, sofs)
-
-
-_PLAIN: dict[ClassKey, RecordReader] = {}
-
-
-def reader_of(codec: ClassCodec) -> RecordReader:
-    """The reader of ``codec``'s class (built on first use, kept by the codec)."""
-    found: RecordReader | None = codec._reader
-    if found is None:
-        found = codec._reader = RecordReader(codec, codec.schema)
-    return found
-
-
-def plain_reader(schema: SchemaClass) -> RecordReader:
-    """A reader without a codec, for proxies built from decoded values."""
-    found = _PLAIN.get(schema.class_key)
-    if found is None or found.schema is not schema:
-        found = RecordReader(None, schema)
-        if len(_PLAIN) < 4096:
-            _PLAIN[schema.class_key] = found
-    return found
