@@ -3,24 +3,28 @@
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import itertools
 import logging
 from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+import qmf_async.agent as agent_module
 from qmf_async import wire
 from qmf_async.agent import Agent, Arg, Property, Statistic, method, object_class
 from qmf_async.agent.broker import AGENT_CLASS, ManagementBroker
 from qmf_async.errors import QmfError, QmfTimeout
 from qmf_async.runtime import Correlator, PeerRuntime
 from qmf_async.transport import (
-    DIRECT_EXCHANGE,
     MANAGEMENT_EXCHANGE,
     Delivery,
     TransportProtocol,
+    open_broadcast_endpoint,
+    open_reply_endpoint,
 )
 
 from ._util import wait_until
@@ -55,8 +59,7 @@ class Peer:
         await t.connect()
         t.set_dispatcher(self._on_delivery)
         await t.declare_management_exchange()
-        self.endpoint = await t.open_endpoint(None)
-        await t.bind(self.endpoint, DIRECT_EXCHANGE, self.endpoint)
+        self.endpoint = await open_reply_endpoint(t)
         for key in bindings:
             await t.bind(self.endpoint, MANAGEMENT_EXCHANGE, key)
         return self
@@ -129,8 +132,7 @@ async def test_bus_caps_a_queue_by_dropping_the_oldest(bus: MemoryBus) -> None:
     t = bus.factory(URL, name="capped")
     await t.connect()
     await t.declare_management_exchange()
-    ep = await t.open_endpoint(None, bindings=[(MANAGEMENT_EXCHANGE, "k.#")], max_length=3,
-                               no_ack=False)
+    ep = await open_broadcast_endpoint(t, ["k.#"], max_length=3)
     for i in range(5):
         await t.publish(bytes([i]), exchange=MANAGEMENT_EXCHANGE, routing_key=f"k.{i}")
     got: list[bytes] = []
@@ -335,3 +337,23 @@ async def test_correlator_collects_until_complete_and_times_out() -> None:
         await waiting
     assert len(c) == 0
 
+
+
+# --------------------------------------------------------------------------- layout
+
+
+def _imported_modules(path: Path) -> set[str]:
+    """Relative imports of a module (``._agent`` -> ``_agent``), TYPE_CHECKING ones too."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            found.update([node.module] if node.module else [a.name for a in node.names])
+    return found
+
+
+def test_agent_and_its_objects_do_not_import_each_other() -> None:
+    agent_pkg = Path(agent_module.__file__).parent
+    assert "_agent" not in _imported_modules(agent_pkg / "_objects.py")
+    assert "_objects" in _imported_modules(agent_pkg / "_agent.py")
+    # the role's command is apart from the role: the role never imports it
+    assert "_role_cli" not in _imported_modules(agent_pkg / "_role.py")

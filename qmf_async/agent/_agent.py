@@ -427,7 +427,7 @@ class Agent:
         """Flush what is queued (bounded by ``timeout``), stop the tasks and disconnect.
 
         Raises:
-            Nothing.
+            Nothing: failures while stopping are logged.
         """
         if not self._running:
             return

@@ -55,7 +55,7 @@ class Correlator(Generic[_M]):
         """Sequence numbers start at ``first`` and wrap within ``mask``.
 
         Raises:
-            Nothing.
+            Nothing: it does not raise.
         """
         self._seq = itertools.count(first)
         self._mask = mask
@@ -71,7 +71,7 @@ class Correlator(Generic[_M]):
         """A new sequence number (not one that is still pending).
 
         Raises:
-            Nothing.
+            Nothing: it does not raise.
         """
         while True:
             seq = next(self._seq) & self._mask
@@ -93,7 +93,7 @@ class Correlator(Generic[_M]):
         """Hand one answer over; False when no request ``seq`` is waiting.
 
         Raises:
-            Nothing.
+            Nothing: it does not raise.
         """
         pending = self._pending.get(seq)
         if pending is None:
@@ -105,7 +105,7 @@ class Correlator(Generic[_M]):
         """Stop waiting for ``seq`` (its future is cancelled when still open).
 
         Raises:
-            Nothing.
+            Nothing: it does not raise.
         """
         pending = self._pending.pop(seq, None)
         if pending is not None and not pending.future.done():
@@ -132,7 +132,7 @@ class Correlator(Generic[_M]):
         """Fail every waiting request with ``exc`` and forget them all.
 
         Raises:
-            Nothing.
+            Nothing: it does not raise.
         """
         pending, self._pending = self._pending, {}
         for p in pending.values():

@@ -130,7 +130,7 @@ class PeerRuntime:
         ``on_lost``).
 
         Raises:
-            Nothing.
+            Nothing: it does not raise.
         """
         self._lost_listeners.append(listener)
 
@@ -140,7 +140,7 @@ class PeerRuntime:
         """Hand deliveries to the dispatcher from now on (this and later connections).
 
         Raises:
-            Nothing.
+            Nothing: it does not raise.
         """
         self._dispatching = True
         if self.transport is not None:
@@ -194,7 +194,7 @@ class PeerRuntime:
         """Start the sender and the supervisor (after a successful :meth:`connect`).
 
         Raises:
-            Nothing.
+            Nothing: it does not raise.
         """
         if self._running:
             return
@@ -252,7 +252,7 @@ class PeerRuntime:
         ``timeout`` seconds or until the connection is lost; True when flushed.
 
         Raises:
-            Nothing.
+            Nothing: it does not raise.
         """
         if not self.is_open or self._sender is None or self._sender.done():
             return self.outgoing.empty()
@@ -272,7 +272,7 @@ class PeerRuntime:
         """Queue ``body`` for the sender; False (and counted) when the queue is full.
 
         Raises:
-            Nothing.
+            Nothing: it does not raise.
         """
         try:
             self.outgoing.put_nowait((exchange, key, body, reply_to))

@@ -17,6 +17,8 @@ from ._base import (
     TlsOptions,
     TransportFactory,
     censor_url,
+    open_broadcast_endpoint,
+    open_reply_endpoint,
     parse_url,
 )
 from ._base import Transport as TransportProtocol
@@ -36,6 +38,8 @@ __all__ = [
     "TransportFactory",
     "TransportProtocol",
     "censor_url",
+    "open_broadcast_endpoint",
+    "open_reply_endpoint",
     "parse_url",
     "quiet_aiormq_loggers",
 ]

@@ -27,6 +27,8 @@ __all__ = [
     "Transport",
     "TransportFactory",
     "censor_url",
+    "open_broadcast_endpoint",
+    "open_reply_endpoint",
     "parse_url",
 ]
 
@@ -252,7 +254,7 @@ class Transport(Protocol):
         """Hand every delivery to ``dispatch`` (synchronous), in arrival order.
 
         Raises:
-            Nothing.
+            Nothing: it does not raise.
         """
         ...
 
@@ -261,7 +263,7 @@ class Transport(Protocol):
         after :meth:`close`).
 
         Raises:
-            Nothing.
+            Nothing: it does not raise.
         """
         ...
 
@@ -269,7 +271,7 @@ class Transport(Protocol):
         """Close; idempotent, bounded by ``timeout``, shielded from cancellation.
 
         Raises:
-            Nothing.
+            Nothing: it does not raise.
         """
         ...
 
@@ -292,3 +294,32 @@ class TransportFactory(Protocol):
             UsageError: bad options.
         """
         ...
+
+
+async def open_reply_endpoint(transport: Transport) -> str:
+    """Open a server-named reply endpoint bound on ``amq.direct`` under its own name
+    (its name is the reply key); never lossy.  Returns its name.
+
+    Raises:
+        NotConnectedError: the transport is not open.
+        TransportError: the broker refused.
+    """
+    endpoint = await transport.open_endpoint(None)
+    await transport.bind(endpoint, DIRECT_EXCHANGE, endpoint)
+    return endpoint
+
+
+async def open_broadcast_endpoint(transport: Transport, keys: Sequence[str], *,
+                                  max_length: int | None = None) -> str:
+    """Open a server-named endpoint bound on ``qpid.management`` to ``keys``, capped at
+    ``max_length`` (oldest dropped) with backpressure (``no_ack=False``).  Returns its
+    name.
+
+    Raises:
+        UsageError: a bad ``max_length``.
+        NotConnectedError: the transport is not open.
+        TransportError: the broker refused.
+    """
+    return await transport.open_endpoint(
+        None, bindings=[(MANAGEMENT_EXCHANGE, key) for key in keys], max_length=max_length,
+        no_ack=False)
