@@ -24,7 +24,7 @@ from ..wire import (
     encode_schema,
 )
 
-__all__ = ["compute_hash", "event_class", "method", "object_class"]
+__all__ = ["object_class", "event_class", "method", "compute_hash"]
 
 _ZERO = bytes(16)
 
