@@ -282,9 +282,11 @@ async def test_runtime_bounds_its_send_queue_and_counts_the_drops(bus: MemoryBus
         setups.append(endpoint)
 
     rt = PeerRuntime(URL, dispatch=lambda d: None, setup=setup, max_outgoing=2,
-                     transport_factory=bus.as_factory(), name="rt")
+                     transport_factory=bus.as_factory(), name="rt", prefetch=7)
     await rt.connect()
     assert setups == [rt.endpoint]
+    (transport,) = bus.open_transports("rt")
+    assert transport.prefetch == 7 and transport.name == "rt"
     sent = [rt.enqueue(MANAGEMENT_EXCHANGE, "k", bytes([i])) for i in range(4)]
     assert sent == [True, True, False, False] and rt.stats["dropped"] == 2
     rt.run()

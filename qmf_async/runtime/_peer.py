@@ -60,6 +60,7 @@ class PeerRuntime:
         transport_factory: TransportFactory | None = None,
         tls: TlsOptions | None = None,
         name: str = "qmf-async",
+        prefetch: int | None = None,
         connect_timeout: float = 10.0,
         max_outgoing: int = 10_000,
         endpoint_max_length: int | None = None,
@@ -76,7 +77,8 @@ class PeerRuntime:
         """Prepare; nothing is sent before :meth:`connect`.
 
         ``what`` names the peer in log lines (e.g. ``"agent foo"``); ``stats`` is
-        updated in place (``published``, ``dropped``).
+        updated in place (``published``, ``dropped``); ``prefetch`` is handed to the
+        factory when given (the transport's own default otherwise).
 
         Raises:
             UsageError: a non-positive ``max_outgoing`` or ``connect_timeout``.
@@ -90,6 +92,7 @@ class PeerRuntime:
         self._factory: TransportFactory = transport_factory or AiormqTransport
         self._tls = tls
         self._name = name
+        self._prefetch = prefetch
         self._connect_timeout = connect_timeout
         self._endpoint_max_length = endpoint_max_length
         self._endpoint_no_ack = endpoint_no_ack
@@ -156,7 +159,11 @@ class PeerRuntime:
             TransportError: the broker cannot be reached or refused a declaration.
             QmfTimeout: connecting timed out.
         """
-        transport = self._factory(self.url, tls=self._tls, name=self._name)
+        if self._prefetch is None:
+            transport = self._factory(self.url, tls=self._tls, name=self._name)
+        else:
+            transport = self._factory(self.url, tls=self._tls, prefetch=self._prefetch,
+                                      name=self._name)
         await transport.connect(self._connect_timeout)
         try:
             if self._dispatching:
