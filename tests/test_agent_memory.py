@@ -189,15 +189,24 @@ async def test_agent_calls_the_method_handler(bus: MemoryBus, peer: Peer) -> Non
 
 
 async def test_agent_reconnects_and_publishes_everything_again(
-        bus: MemoryBus, peer: Peer) -> None:
+        bus: MemoryBus, peer: Peer, caplog: pytest.LogCaptureFixture) -> None:
     async with _agent(bus, interval=10.0) as agent:
         w = agent.create_object("widget", name="w1")
         agent.publish_now()
         await wait_until(lambda: len(peer.on_key("console.obj.1.77.")) == 2, message="c and i")
         first = agent._transport
-        assert bus.lose("qmf-agent") == 1
-        await wait_until(lambda: agent._transport is not None and agent._transport is not first
-                         and agent._transport.is_open, message="reconnected")
+        with caplog.at_level(logging.INFO, logger="qmf_async"):
+            assert bus.lose("qmf-agent") == 1
+            await wait_until(lambda: agent._transport is not None and
+                             agent._transport is not first and agent._transport.is_open,
+                             message="reconnected")
+        # the loss is the transport's warning to give: the agent adds INFO lines only
+        assert [r.getMessage() for r in caplog.records if r.name == "qmf_async.agent"] == [
+            "agent qmf-async-agent lost its broker connection: "
+            "connection 'qmf-agent qmf-async-agent' to the memory bus lost",
+            "agent qmf-async-agent reconnected"]
+        assert all(r.levelno == logging.INFO for r in caplog.records
+                   if r.name == "qmf_async.agent")
         # re-published (c and i) and re-announced without waiting for the interval
         await wait_until(lambda: len(peer.on_key("console.obj.1.77.")) == 4, message="again")
         assert [m.object_id for m in peer.on_key("console.obj.1.77.")] == [w.object_id] * 4

@@ -186,7 +186,8 @@ class PeerRuntime:
         def lost(exc: BaseException) -> None:
             if self.transport is not transport:
                 return  # an old connection, already replaced
-            self._log.warning("%s lost its broker connection: %s", self._what, exc)
+            # INFO: the transport already said it at WARNING (said once to the user)
+            self._log.info("%s lost its broker connection: %s", self._what, exc)
             self._lost.set()
             for listener in (self._on_lost_cb, *self._lost_listeners):
                 if listener is None:
