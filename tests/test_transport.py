@@ -544,3 +544,70 @@ async def test_on_lost_not_called_on_close(transport: Transport) -> None:
     await transport.close()
     await asyncio.sleep(0)  # give a wrongly scheduled callback its chance
     assert lost == []
+
+
+class _ListHandler(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+async def test_aiormq_lines_about_a_forced_close_stay_off_the_users_handlers(
+    amqp_url: str,
+) -> None:
+    """The broker closes the connection: the user's handlers (on the root logger) get our
+    one warning, and neither aiormq's "Unexpected connection close from remote ..." nor
+    its "reader exited abnormally" traceback; those go to qmf_async.transport.aiormq at
+    DEBUG, for whoever turns it on."""
+    name = "qmf-test-quiet-" + _token()
+    root = logging.getLogger()
+    ours = logging.getLogger("qmf_async.transport.aiormq")
+    user = _ListHandler()
+    root.addHandler(user)
+    old_level = ours.level
+    ours.setLevel(logging.DEBUG)
+    t = Transport(amqp_url, name=name)
+    try:
+        await t.connect()
+        lost: list[BaseException] = []
+        t.on_lost(lost.append)
+        await t.open_endpoint()
+        if not await asyncio.to_thread(_rabbitmqctl_close, name):
+            pytest.skip("rabbitmqctl cannot close the connection from the broker side here")
+        await wait_until(lambda: lost, timeout=10.0)
+        # aiormq's reader closes the connection after reporting the loss: let it finish
+        conn = t._conn
+        assert conn is not None
+        await wait_until(lambda: conn.is_closed and conn._reader_task.done(), timeout=10.0)
+    finally:
+        await t.close()
+        root.removeHandler(user)
+        ours.setLevel(old_level)
+    from_aiormq = [r for r in user.records if r.name.startswith("aiormq")]
+    assert from_aiormq == []
+    assert not [r for r in user.records if r.exc_info and r.levelno >= logging.WARNING]
+    warnings = [r for r in user.records if r.levelno >= logging.WARNING]
+    assert [r.name for r in warnings] == ["qmf_async.transport"]
+    assert "CONNECTION_FORCED" in warnings[0].getMessage()
+    demoted = [r.getMessage() for r in user.records if r.name == "qmf_async.transport.aiormq"]
+    assert any("Unexpected connection close from remote" in m for m in demoted)
+    assert all(r.levelno == logging.DEBUG for r in user.records
+               if r.name == "qmf_async.transport.aiormq")
+
+
+async def test_a_refused_connect_is_one_error_and_no_aiormq_line() -> None:
+    user = _ListHandler()
+    root = logging.getLogger()
+    root.addHandler(user)
+    try:
+        t = Transport(f"amqp://guest:guest@127.0.0.1:{_unused_port()}/")
+        with pytest.raises(TransportError, match="cannot connect"):
+            await t.connect(timeout=5.0)
+        await t.close()
+    finally:
+        root.removeHandler(user)
+    assert [r for r in user.records
+            if r.name.startswith("aiormq") and r.levelno >= logging.WARNING] == []

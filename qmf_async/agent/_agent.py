@@ -1,10 +1,11 @@
 """The asyncio QMF v1 agent: serves schemas, objects, methods and events.
 
-One :class:`Agent` owns one broker connection (through the transport module), a
-private queue bound on ``qpid.management`` for ``agent.<brokerBank>.<agentBank>``
-and on ``amq.direct`` under its own name, and two background tasks: a sender that
-drains a bounded outgoing queue (so no request handler ever waits on the network)
-and a publisher that sends changed objects and a heartbeat every interval.
+One :class:`Agent` owns one peer runtime (:class:`~qmf_async.runtime.PeerRuntime`:
+the broker connection through an injected transport factory, a private endpoint bound
+on ``amq.direct`` under its own name, supervision with backoff, and a sender that
+drains a bounded outgoing queue, so no request handler ever waits on the network).
+The agent binds ``agent.<brokerBank>.<agentBank>`` on ``qpid.management`` and runs a
+publisher that sends changed objects and a heartbeat every interval.
 """
 
 from __future__ import annotations
@@ -32,11 +33,19 @@ from ..errors import (
     EncodeError,
     MethodError,
     QmfError,
+    QmfTimeout,
     UnknownClassError,
     UsageError,
 )
-from ..runtime import retry_with_backoff
-from ..transport import Delivery, TlsOptions, Transport
+from ..runtime import Correlator, PeerRuntime
+from ..transport import (
+    DIRECT_EXCHANGE,
+    MANAGEMENT_EXCHANGE,
+    Delivery,
+    TlsOptions,
+    TransportFactory,
+    TransportProtocol,
+)
 from ..wire import (
     AttachRequest,
     AttachResponse,
@@ -69,8 +78,8 @@ log = logging.getLogger("qmf_async.agent")
 #: a streamed G answer lets the sender publish after every this many bodies
 _BODIES_PER_YIELD = 8
 
-MANAGEMENT = "qpid.management"
-DIRECT = "amq.direct"
+MANAGEMENT = MANAGEMENT_EXCHANGE
+DIRECT = DIRECT_EXCHANGE
 
 #: ``async def handler(obj, **in_args) -> Mapping[str, Any] | None`` (or a plain function)
 MethodHandler = Callable[..., "Awaitable[Mapping[str, Any] | None] | Mapping[str, Any] | None"]
@@ -154,13 +163,15 @@ class Agent:
         reconnect: bool = True,
         tls: TlsOptions | None = None,
         connect_timeout: float = 10.0,
+        transport_factory: TransportFactory | None = None,
     ) -> None:
         """Prepare an agent; nothing is sent before :meth:`start`.
 
         ``interval`` is the publish and heartbeat interval in seconds.  Without a
         management broker (``attach=False`` or no answer to ``A`` within
         ``attach_timeout``) the agent uses ``broker_bank``/``agent_bank`` (a random
-        agent bank when None).
+        agent bank when None).  ``transport_factory`` builds the connection
+        (default: AMQP 0-9-1 over aiormq).
 
         Raises:
             UsageError: a bad interval, bank or limit.
@@ -184,10 +195,7 @@ class Agent:
         self.method_timeout = method_timeout
         self.max_per_body = max_per_body
         self.max_get_per_body = max_get_per_body
-        self.reconnect = reconnect
         self.attached = False
-        self._tls = tls
-        self._connect_timeout = connect_timeout
         self.registry = codec.SchemaRegistry()
         self._event_severity: dict[ClassKey, int] = {}
         self._handlers: dict[tuple[str, str], MethodHandler] = {}
@@ -195,21 +203,20 @@ class Agent:
         self._objects: dict[ObjectId, ManagedObject] = {}
         self._pending_ids: list[ManagedObject] = []
         self._numbers = itertools.count(1)
-        self._outgoing: asyncio.Queue[tuple[str, str, bytes, str | None]] = asyncio.Queue(max_outgoing)
         self._slots = _Slots(max_concurrency)
-        self._transport: Transport | None = None
-        self._queue: str | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._publisher: asyncio.Task[None] | None = None
-        self._sender: asyncio.Task[None] | None = None
-        self._supervisor: asyncio.Task[None] | None = None
-        self._attach_waiters: dict[int, asyncio.Future[AttachResponse]] = {}
-        self._seq = itertools.count(1)
+        self._correlator: Correlator[Message] = Correlator()
         self._wake = asyncio.Event()
         self._running = False
-        self._lost = asyncio.Event()
         #: counters: published bodies, dropped outgoing bodies, bad requests
         self.stats = {"published": 0, "dropped": 0, "bad_requests": 0, "requests": 0}
+        self._runtime = PeerRuntime(
+            url, dispatch=self._dispatch, setup=self._setup,
+            transport_factory=transport_factory, tls=tls, name=f"qmf-agent {label}",
+            connect_timeout=connect_timeout, max_outgoing=max_outgoing, reconnect=reconnect,
+            on_reconnected=self._reconnected, stats=self.stats, what=f"agent {label}",
+            log=log)
         severities: Mapping[ClassKey, int] = getattr(schemas, "severities", None) or {}
         for schema in schemas:
             self.add_schema(schema, severity=severities.get(schema.class_key, 6))
@@ -258,7 +265,6 @@ class Agent:
         """
         if obj.schema.class_key not in self.registry:
             raise UnknownClassError(f"{obj.schema.class_key} is not served by this agent")
-        obj._agent = self
         obj.number = next(self._numbers)
         self._assign_id(obj)
         return obj
@@ -313,6 +319,30 @@ class Agent:
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
+    @property
+    def reconnect(self) -> bool:
+        """Whether the agent reconnects (with backoff) after losing its connection."""
+        return self._runtime.reconnect
+
+    @reconnect.setter
+    def reconnect(self, value: bool) -> None:
+        self._runtime.reconnect = value
+
+    @property
+    def _transport(self) -> TransportProtocol | None:
+        """The current connection (None while disconnected)."""
+        return self._runtime.transport
+
+    @property
+    def _queue(self) -> str | None:
+        """The agent's endpoint (its reply key)."""
+        return self._runtime.endpoint
+
+    @property
+    def _outgoing(self) -> asyncio.Queue[tuple[str, str, bytes, str | None]]:
+        """Bodies waiting for the sender: (exchange, routing key, body, reply key)."""
+        return self._runtime.outgoing
+
     async def start(self) -> None:
         """Connect, attach (when a management broker answers), bind and start publishing.
 
@@ -322,49 +352,39 @@ class Agent:
         """
         if self._running:
             return
-        await self._connect()
+        self._runtime.begin_dispatch()
+        await self._runtime.connect()
         self._running = True
-        self._sender = asyncio.create_task(self._send_loop(), name="qmf-agent-sender")
+        self._runtime.run()
         self._publisher = asyncio.create_task(self._publish_loop(), name="qmf-agent-publisher")
-        self._supervisor = asyncio.create_task(self._supervise(), name="qmf-agent-supervisor")
         self._broadcast_all()
 
-    async def _connect(self) -> None:
-        transport = Transport(self.url, tls=self._tls, name=f"qmf-agent {self.label}")
-        await transport.connect(self._connect_timeout)
-        try:
-            transport.set_dispatcher(self._dispatch)
-            transport.on_lost(self._on_lost)
-            await transport.declare_management_exchange()
-            queue = await transport.open_endpoint(None)
-            await transport.bind(queue, DIRECT, queue)
-            self._transport, self._queue = transport, queue
-            self._lost.clear()
-            if self.attach:
-                await self._attach()
-            await transport.bind(queue, MANAGEMENT, self.agent_key)
-        except BaseException:
-            await transport.close()
-            raise
+    async def _setup(self, transport: TransportProtocol, endpoint: str) -> None:
+        """Per connection, once the endpoint is open: attach, then bind the agent key."""
+        if self.attach:
+            await self._attach()
+        await transport.bind(endpoint, MANAGEMENT, self.agent_key)
 
     async def _attach(self) -> None:
-        assert self._transport is not None and self._queue is not None
-        seq = next(self._seq)
-        fut: asyncio.Future[AttachResponse] = asyncio.get_running_loop().create_future()
-        self._attach_waiters[seq] = fut
+        endpoint = self._runtime.endpoint
+        assert endpoint is not None
+        correlator = self._correlator
+        seq = correlator.next_seq()
+        correlator.expect(seq)
         request = AttachRequest(seq, self.label, self.system_id,
                                 self.broker_bank if self.attached else 0,
                                 self.agent_bank if self.attached else 0)
-        await self._transport.publish(codec.encode(request), exchange=MANAGEMENT,
-                                      routing_key="broker", reply_to=self._queue)
         try:
-            answer = await asyncio.wait_for(fut, self.attach_timeout)
-        except TimeoutError:
+            await self._runtime.publish_now(MANAGEMENT, "broker", codec.encode(request),
+                                            reply_to=endpoint)
+            (answer,) = await correlator.wait(seq, self.attach_timeout)
+        except QmfTimeout:
             log.info("agent %s: no management broker answered; using banks %d.%d",
                      self.label, self.broker_bank, self.agent_bank)
             return
         finally:
-            self._attach_waiters.pop(seq, None)
+            correlator.forget(seq)
+        assert isinstance(answer, AttachResponse)
         if (answer.broker_bank, answer.agent_bank) != (self.broker_bank, self.agent_bank):
             self.broker_bank, self.agent_bank = answer.broker_bank, answer.agent_bank
             old = list(self._objects.values())
@@ -386,79 +406,32 @@ class Agent:
         return f"agent.{self.broker_bank}.{self.agent_bank}"
 
     async def stop(self, timeout: float = 5.0) -> None:
-        """Flush what is queued (bounded by ``timeout``), stop the tasks and disconnect."""
+        """Flush what is queued (bounded by ``timeout``), stop the tasks and disconnect.
+
+        Raises:
+            Nothing: failures while stopping are logged.
+        """
         if not self._running:
             return
         self._running = False
-        with contextlib.suppress(asyncio.TimeoutError, QmfError):
-            await asyncio.wait_for(self._flush(), timeout)
-        for task in (self._publisher, self._supervisor, self._sender, *self._tasks):
-            if task is not None:
-                task.cancel()
-        await asyncio.gather(*(t for t in (self._publisher, self._supervisor, self._sender,
-                                           *self._tasks) if t is not None),
-                             return_exceptions=True)
+        await self._runtime.flush(timeout)
+        tasks = [t for t in (self._publisher, *self._tasks) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         self._tasks.clear()
-        if self._transport is not None:
-            await self._transport.close(timeout)
-            self._transport = None
+        self._correlator.fail_all(QmfError(f"agent {self.label} stopped"))
+        await self._runtime.stop(timeout, flush=0.0)
 
-    async def _flush(self) -> None:
-        while not self._outgoing.empty() and self._transport is not None \
-                and self._transport.is_open:
-            await asyncio.sleep(0.01)
-
-    def _on_lost(self, exc: BaseException) -> None:
-        log.warning("agent %s lost its broker connection: %s", self.label, exc)
-        self._lost.set()
-
-    async def _supervise(self) -> None:
-        """Reconnect with backoff after a lost connection; then re-publish everything."""
-        while self._running:
-            await self._lost.wait()
-            if not self.reconnect:
-                return
-            old = self._transport
-            self._transport = None
-            if old is not None:
-                with contextlib.suppress(QmfError):
-                    await old.close(1.0)
-            def failed(exc: BaseException, delay: float) -> None:
-                log.info("agent %s: reconnect failed (%s); retrying in %.1fs",
-                         self.label, exc, delay)
-
-            if await retry_with_backoff(self._connect, running=lambda: self._running,
-                                        on_failure=failed):
-                self.republish()
-                self._broadcast_all()
-                log.info("agent %s reconnected", self.label)
+    def _reconnected(self) -> None:
+        """After a reconnection: publish everything again and re-announce the schemas."""
+        self.republish()
+        self._broadcast_all()
 
     # ------------------------------------------------------------------ sending
 
     def _enqueue(self, exchange: str, key: str, body: bytes, reply_to: str | None = None) -> None:
-        try:
-            self._outgoing.put_nowait((exchange, key, body, reply_to))
-        except asyncio.QueueFull:
-            self.stats["dropped"] += 1
-            if self.stats["dropped"] in (1, 10, 100) or self.stats["dropped"] % 1000 == 0:
-                log.warning("agent %s: outgoing queue full, %d bodies dropped so far",
-                            self.label, self.stats["dropped"])
-
-    async def _send_loop(self) -> None:
-        while True:
-            exchange, key, body, reply_to = await self._outgoing.get()
-            transport = self._transport
-            if transport is None or not transport.is_open:
-                self.stats["dropped"] += 1
-                continue
-            try:
-                await transport.publish(body, exchange=exchange, routing_key=key,
-                                        reply_to=reply_to,
-                                        content_type="x-application/qmf" if reply_to else None)
-                self.stats["published"] += 1
-            except QmfError as exc:
-                self.stats["dropped"] += 1
-                log.warning("agent %s: publish to %s/%s failed: %s", self.label, exchange, key, exc)
+        self._runtime.enqueue(exchange, key, body, reply_to)
 
     def _send(self, exchange: str, key: str, messages: Sequence[Message],
               methods: Mapping[int, Any] | None = None) -> None:
@@ -630,9 +603,7 @@ class Agent:
             self._serve_method(msg, reply_to, delivery)
             return
         if isinstance(msg, AttachResponse):
-            fut = self._attach_waiters.get(msg.seq)
-            if fut is not None and not fut.done():
-                fut.set_result(msg)
+            self._correlator.feed(msg.seq, msg)
             return
         if isinstance(msg, ConsoleAdded):
             self.republish()
@@ -658,12 +629,13 @@ class Agent:
         elif isinstance(msg, MethodRequest):
             self._serve_method(msg, reply_to, delivery)
         elif isinstance(msg, PackageQuery):
-            replies: list[Message] = [PackageIndication(msg.seq, p) for p in self.registry.packages()]
-            self._reply(reply_to, replies + [CommandComplete(msg.seq)], self.max_per_body)
+            replies: list[Message] = [PackageIndication(msg.seq, p)
+                                      for p in self.registry.packages()]
+            self._reply(reply_to, [*replies, CommandComplete(msg.seq)], self.max_per_body)
         elif isinstance(msg, ClassQuery):
             replies = [ClassIndication(msg.seq, s.kind, s.class_key)
                        for s in self.registry.classes(msg.package)]
-            self._reply(reply_to, replies + [CommandComplete(msg.seq)], self.max_per_body)
+            self._reply(reply_to, [*replies, CommandComplete(msg.seq)], self.max_per_body)
         elif isinstance(msg, SchemaRequest):
             schema = self.registry.get(msg.class_key)
             if schema is None:

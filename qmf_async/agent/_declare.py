@@ -43,7 +43,8 @@ def _check_names(what: str, names: Iterable[str]) -> None:
 
 def compute_hash(schema: SchemaClass) -> bytes:
     """MD5 of the schema's wire encoding with a zero hash: deterministic, 16 bytes."""
-    probe = SchemaClass(schema.kind, ClassKey(schema.class_key.package, schema.class_key.name, _ZERO),
+    key = schema.class_key
+    probe = SchemaClass(schema.kind, ClassKey(key.package, key.name, _ZERO),
                         schema.properties, schema.statistics, schema.methods, schema.arguments)
     out = bytearray()
     encode_schema(out, probe)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import ArgumentError, UnknownClassError
 from ..wire import (
@@ -16,9 +16,6 @@ from ..wire import (
     SchemaClass,
     SchemaRegistry,
 )
-
-if TYPE_CHECKING:
-    from ._agent import Agent
 
 __all__ = ["ManagedObject", "encode_records", "zero_value"]
 
@@ -54,9 +51,22 @@ class ManagedObject:
     interval: properties in a ``c`` message, statistics in an ``i`` message.
     """
 
-    __slots__ = ("schema", "object_id", "created", "deleted", "_props", "_stats", "_pindex",
-                 "_sindex", "props_changed", "stats_changed", "_agent", "persistent", "number",
-                 "_pbytes", "_sbytes")
+    __slots__ = (
+        "_pbytes",
+        "_pindex",
+        "_props",
+        "_sbytes",
+        "_sindex",
+        "_stats",
+        "created",
+        "deleted",
+        "number",
+        "object_id",
+        "persistent",
+        "props_changed",
+        "schema",
+        "stats_changed",
+    )
 
     def __init__(self, schema: SchemaClass, values: Mapping[str, Any], *,
                  persistent: bool = False) -> None:
@@ -89,7 +99,6 @@ class ManagedObject:
         self.persistent = persistent
         self.props_changed = True
         self.stats_changed = True
-        self._agent: Agent | None = None
 
     def __getitem__(self, name: str) -> Any:
         i = self._pindex.get(name)
@@ -157,11 +166,12 @@ class ManagedObject:
 
     @property
     def properties(self) -> dict[str, Any]:
-        return {p.name: v for p, v in zip(self.schema.properties, self._props) if v is not None}
+        return {p.name: v for p, v in zip(self.schema.properties, self._props, strict=False)
+                if v is not None}
 
     @property
     def statistics(self) -> dict[str, Any]:
-        return {s.name: v for s, v in zip(self.schema.statistics, self._stats)}
+        return {s.name: v for s, v in zip(self.schema.statistics, self._stats, strict=False)}
 
     @property
     def is_deleted(self) -> bool:

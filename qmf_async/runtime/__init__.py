@@ -1,9 +1,14 @@
-"""qmf_async.runtime."""
+"""qmf_async.runtime: the peer runtime shared by the agent, the role and the console."""
 
 from __future__ import annotations
 
 from ._backoff import retry_with_backoff
+from ._correlation import Correlator
+from ._peer import Outgoing, PeerRuntime
 
 __all__ = [
+    "Correlator",
+    "Outgoing",
+    "PeerRuntime",
     "retry_with_backoff",
 ]

@@ -35,7 +35,6 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from random import getrandbits
 from types import MappingProxyType
 from typing import Any, Final, TypeVar
-from urllib.parse import quote, unquote, urlsplit
 
 import aiormq
 import attrs
@@ -50,15 +49,24 @@ from ..errors import (
     TransportError,
     UsageError,
 )
+from ._base import (
+    MANAGEMENT_EXCHANGE,
+    QMF_CONTENT_TYPE,
+    BrokerAddress,
+    Delivery,
+    TlsOptions,
+    TransportFactory,
+    censor_url,
+    parse_url,
+)
+from ._base import Transport as TransportProtocol
 
-__all__ = ["Delivery", "TlsOptions", "Transport", "parse_url"]
+__all__ = ["AiormqTransport", "Delivery", "TlsOptions", "Transport", "parse_url"]
 
 log = logging.getLogger("qmf_async.transport")
 
 _T = TypeVar("_T")
 
-MANAGEMENT_EXCHANGE: Final = "qpid.management"
-_DEFAULT_PORTS: Final = {"amqp": 5672, "amqps": 5671}
 _EMPTY_HEADERS: Final[Mapping[str, Any]] = MappingProxyType({})
 #: most deliveries handed to the dispatcher between two acks / two yields to the loop
 _MAX_BATCH: Final = 256
@@ -66,39 +74,6 @@ _MAX_BATCH: Final = 256
 # without a uuid.UUID object: clear the version and variant bits, then set them.
 _UUID4_KEEP: Final = ((1 << 128) - 1) & ~((0xF000 << 64) | (0xC000 << 48))
 _UUID4_SET: Final = (4 << 76) | (0x8000 << 48)
-
-
-@attrs.frozen
-class TlsOptions:
-    """TLS settings for ``amqps://`` URLs.
-
-    ``cafile`` defaults to the system trust store; ``certfile``/``keyfile`` give a
-    client certificate; ``verify_hostname=False`` keeps certificate verification but
-    skips the host name check.
-    """
-
-    cafile: str | None = None
-    certfile: str | None = None
-    keyfile: str | None = None
-    verify_hostname: bool = True
-
-
-@attrs.frozen
-class Delivery:
-    """One received AMQP message, in QMF terms.
-
-    ``endpoint`` is the name of the queue (endpoint) it came from; ``headers`` is the
-    application headers table (empty mapping when absent).
-    """
-
-    body: bytes
-    exchange: str
-    routing_key: str
-    reply_to: str | None
-    content_type: str | None
-    headers: Mapping[str, Any]
-    user_id: str | None
-    endpoint: str
 
 
 # The consumer builds a Delivery per message: object.__new__ plus the slot setters skips
@@ -113,73 +88,53 @@ _set_content_type, _set_headers, _set_user_id, _set_endpoint = (
 assert len(attrs.fields(Delivery)) == 8  # every field is set by the consumer
 
 
-@attrs.frozen
-class _Target:
-    """A parsed broker URL (credentials kept out of ``repr`` and ``where``)."""
-
-    scheme: str
-    host: str
-    port: int
-    vhost: str
-    user: str = attrs.field(repr=False)
-
-    @property
-    def where(self) -> str:
-        return f"{self.scheme}://{self.host}:{self.port}/{quote(self.vhost, safe='')}"
+#: aiormq's loggers that report connection setup and loss (records are created on each
+#: of them, so each gets the filter: a logger's filters do not see its children's records)
+_AIORMQ_LOGGERS: Final = ("aiormq", "aiormq.connection", "aiormq.connection.marshall",
+                          "aiormq.channel", "aiormq.base", "aiormq.tools")
+#: where aiormq's own records go instead: DEBUG, under our name
+aiormq_log = logging.getLogger("qmf_async.transport.aiormq")
 
 
-def parse_url(url: str) -> _Target:
-    """Check an ``amqp://`` or ``amqps://`` URL and return its parts.
+class _AiormqRecords(logging.Filter):
+    """Keeps aiormq's own warnings and tracebacks (e.g. "Unexpected connection close
+    from remote ...", "reader exited abnormally") off the user's handlers.
 
-    The vhost is the percent-decoded path without its leading ``/`` (``/`` when the path
-    is empty); user and password default to ``guest``.
+    The transport reports what they describe once, as a :class:`TransportError` (or a
+    ``ConnectionLostError`` logged at WARNING by ``qmf_async.transport``); aiormq's
+    record is passed on at DEBUG to ``qmf_async.transport.aiormq`` (one line, the
+    traceback only with DEBUG on) and dropped from aiormq's own loggers.  Records below
+    WARNING pass unchanged.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING:
+            return True
+        if aiormq_log.isEnabledFor(logging.DEBUG):
+            exc = record.exc_info
+            aiormq_log.debug(
+                "aiormq %s (%s): %s%s",
+                record.levelname.lower(),
+                record.name,
+                record.getMessage(),
+                f" ({exc[1]!r})" if exc and exc[1] is not None else "",
+            )
+        return False
+
+
+_AIORMQ_FILTER: Final = _AiormqRecords()
+
+
+def quiet_aiormq_loggers() -> None:
+    """Install the filter of aiormq's records (idempotent; done by every transport).
 
     Raises:
-        UsageError: the URL is not a string or is malformed.
+        Nothing.
     """
-    if not isinstance(url, str):
-        raise UsageError(f"broker URL must be a str, not {type(url).__name__}")
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError as exc:
-        raise UsageError(f"malformed broker URL {_censor(url)!r}: {exc}") from exc
-    scheme = parts.scheme.lower()
-    if scheme not in _DEFAULT_PORTS:
-        raise UsageError(f"broker URL {_censor(url)!r} must start with amqp:// or amqps://")
-    if not parts.hostname:
-        raise UsageError(f"broker URL {_censor(url)!r} has no host")
-    path = parts.path
-    if path in ("", "/"):
-        vhost = "/"
-    else:
-        raw = path[1:]
-        if "/" in raw:
-            raise UsageError(
-                f"broker URL {_censor(url)!r}: the vhost is one path segment; "
-                "write '/' inside it as %2F"
-            )
-        if "@" in raw:
-            raise UsageError(
-                f"broker URL {_censor(url)!r}: '@' in the vhost; qpid-style "
-                "'user/password@host' URLs are not supported, write "
-                "amqp://user:password@host:port/vhost"
-            )
-        vhost = unquote(raw)
-    user = unquote(parts.username) if parts.username is not None else "guest"
-    return _Target(scheme, parts.hostname, port or _DEFAULT_PORTS[scheme], vhost, user)
-
-
-def _censor(url: str) -> str:
-    """Hide the password of a URL for messages."""
-    try:
-        parts = urlsplit(url)
-        if parts.password is None:
-            return url
-        netloc = parts.netloc.replace(f":{parts.password}@", ":******@", 1)
-        return parts._replace(netloc=netloc).geturl()
-    except ValueError:
-        return "<unparsable URL>"
+    for name in _AIORMQ_LOGGERS:
+        logger = logging.getLogger(name)
+        if _AIORMQ_FILTER not in logger.filters:
+            logger.addFilter(_AIORMQ_FILTER)
 
 
 def _ssl_context(tls: TlsOptions) -> ssl.SSLContext:
@@ -206,8 +161,9 @@ def _retrieve(task: asyncio.Future[Any]) -> None:
         task.exception()
 
 
-class Transport:
-    """One AMQP 0-9-1 connection carrying a QMF bus.
+class AiormqTransport:
+    """One AMQP 0-9-1 connection carrying a QMF bus (conforms to
+    :class:`~qmf_async.transport.Transport`).
 
     Lifecycle: ``connect()`` once, then ``declare_management_exchange()``,
     ``open_endpoint()``, ``bind()``, ``publish()``; ``close()`` at the end.  Every
@@ -233,6 +189,7 @@ class Transport:
         """
         if not isinstance(prefetch, int) or isinstance(prefetch, bool) or prefetch < 0:
             raise UsageError(f"prefetch must be an int >= 0, not {prefetch!r}")
+        quiet_aiormq_loggers()
         self._url = url
         self._tls = tls
         self._prefetch = prefetch
@@ -240,7 +197,7 @@ class Transport:
         self._batch = min(_MAX_BATCH, max(1, prefetch // 2)) if prefetch else _MAX_BATCH
 
         self._state = "new"  # new, connecting, open, lost, closing, closed
-        self._target: _Target | None = None
+        self._target: BrokerAddress | None = None
         self._conn: aiormq.Connection | None = None
         self._consume_ch: Any = None
         self._publish_ch: Any = None
@@ -274,7 +231,7 @@ class Transport:
     def where(self) -> str:
         """The broker address without credentials (for messages and logs)."""
         if self._target is None:
-            return _censor(self._url) if isinstance(self._url, str) else repr(self._url)
+            return censor_url(self._url) if isinstance(self._url, str) else repr(self._url)
         return self._target.where
 
     @property
@@ -331,7 +288,7 @@ class Transport:
             self._read_loop(), name=f"qmf-transport-reader {target.where}"
         )
 
-    async def _open(self, target: _Target, context: ssl.SSLContext | None) -> None:
+    async def _open(self, target: BrokerAddress, context: ssl.SSLContext | None) -> None:
         conn = aiormq.Connection(self._url, context=context)
         conn.vhost = target.vhost  # our parsing of the URL path is authoritative
         self._conn = conn
@@ -529,7 +486,7 @@ class Transport:
         exchange: str,
         routing_key: str,
         reply_to: str | None = None,
-        content_type: str | None = "x-application/qmf",
+        content_type: str | None = QMF_CONTENT_TYPE,
         headers: Mapping[str, Any] | None = None,
         user_id: str | None = None,
     ) -> None:
@@ -829,7 +786,7 @@ class Transport:
         if self._state != "lost":
             self._state = "closed"
 
-    async def __aenter__(self) -> Transport:
+    async def __aenter__(self) -> AiormqTransport:
         await self.connect()
         return self
 
@@ -837,4 +794,15 @@ class Transport:
         await self.close()
 
     def __repr__(self) -> str:
-        return f"<Transport {self.where} {self._state}>"
+        return f"<AiormqTransport {self.where} {self._state}>"
+
+
+#: The name this class had before the Transport protocol existed (kept for callers).
+Transport = AiormqTransport
+
+
+def _conforms(factory: type[AiormqTransport]) -> None:
+    """Type-level check (mypy): the class is a TransportFactory making Transports."""
+    _factory: TransportFactory = factory
+    _transport: TransportProtocol = factory("amqp://localhost/")
+    del _factory, _transport

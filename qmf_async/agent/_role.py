@@ -1,0 +1,801 @@
+"""The management-broker role (implementation; the public module is
+:mod:`qmf_async.agent.broker`, whose docstring describes what the role does)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any, Final
+from urllib.parse import quote
+
+import attrs
+
+from .. import wire as codec
+from ..errors import DecodeError, EncodeError, QmfError, UsageError
+from ..runtime import Correlator, PeerRuntime
+from ..transport import (
+    DIRECT_EXCHANGE,
+    MANAGEMENT_EXCHANGE,
+    Delivery,
+    TlsOptions,
+    TransportFactory,
+    TransportProtocol,
+    parse_url,
+)
+from ..wire import (
+    AttachRequest,
+    AttachResponse,
+    BrokerRequest,
+    BrokerResponse,
+    ClassIndication,
+    ClassKey,
+    ClassQuery,
+    CommandComplete,
+    ConsoleAdded,
+    Heartbeat,
+    Message,
+    ObjectId,
+    PackageIndication,
+    PackageQuery,
+    SchemaClass,
+    SchemaProperty,
+    SchemaRequest,
+    SchemaResponse,
+)
+from ._agent import Agent, reply_target
+from ._declare import object_class
+from ._objects import ManagedObject
+
+__all__ = ["AGENT_CLASS", "AGENT_CLASS_HASH", "AgentInfo", "ManagementBroker", "derive_broker_id"]
+
+log = logging.getLogger("qmf_async.agent.broker")
+
+MANAGEMENT: Final = MANAGEMENT_EXCHANGE
+DIRECT: Final = DIRECT_EXCHANGE
+_M28: Final = (1 << 28) - 1
+_ZERO_OID: Final = ObjectId(bytes(16))
+_ZERO_UUID: Final = uuid.UUID(int=0)
+
+#: qpidd's class hash of ``org.apache.qpid.broker:agent`` (qpidd 1.40 captures).  Our own
+#: hash of the same declaration differs (qpidd hashes its schema XML, we hash the wire
+#: encoding); reusing qpidd's keeps the class key identical, so a console that knows
+#: qpidd (cached schema, tools matching the key, a session on both kinds of brokers)
+#: sees one class, not two versions of it.
+AGENT_CLASS_HASH: Final = bytes.fromhex("d9e7e6304319941e6685be8f8892f3a5")
+
+#: ``org.apache.qpid.broker:agent`` exactly as qpidd 1.40 serves it (the ``s`` body
+#: re-encodes to the captured bytes).
+AGENT_CLASS: Final[SchemaClass] = object_class(
+    "org.apache.qpid.broker", "agent",
+    properties=[
+        SchemaProperty("connectionRef", "objId", access="RO", index=True),
+        SchemaProperty("label", "sstr", access="RO", desc="Label for agent"),
+        SchemaProperty("registeredTo", "objId", access="RO",
+                       desc="Broker agent is registered to"),
+        SchemaProperty("systemId", "uuid", access="RO",
+                       desc="Identifier of system where agent resides"),
+        SchemaProperty("brokerBank", "uint32", access="RO",
+                       desc="Assigned object-id broker bank"),
+        SchemaProperty("agentBank", "uint32", access="RO",
+                       desc="Assigned object-id agent bank"),
+    ],
+    hash=AGENT_CLASS_HASH,
+)
+
+
+def derive_broker_id(url: str) -> uuid.UUID:
+    """The broker id used when none is given: a UUID5 of the URL without credentials.
+
+    Scheme, host (lowercased), port and vhost enter it; user and password do not.
+
+    Raises:
+        UsageError: the URL is malformed.
+    """
+    t = parse_url(url)
+    name = f"qmf-async:management-broker:{t.scheme}://{t.host.lower()}:{t.port}/" \
+           f"{quote(t.vhost, safe='')}"
+    return uuid.uuid5(uuid.NAMESPACE_URL, name)
+
+
+@attrs.frozen
+class AgentInfo:
+    """What the role knows about one agent (a snapshot).
+
+    ``live`` is False during the grace period after the agent was aged out;
+    ``adopted`` means it was heard by heartbeat but never attached to this role;
+    ``classes`` are the class keys it listed; ``learned`` is True once its schema
+    was fetched completely.
+    """
+
+    label: str
+    system_id: uuid.UUID
+    broker_bank: int
+    agent_bank: int
+    live: bool
+    adopted: bool
+    learned: bool
+    classes: frozenset[ClassKey]
+
+
+@attrs.define(eq=False)
+class _Peer:
+    label: str
+    system_id: uuid.UUID
+    agent_bank: int
+    reply_to: str | None
+    adopted: bool
+    last_seen: float
+    obj: ManagedObject | None = None
+    live: bool = True
+    expired_at: float = 0.0
+    classes: set[ClassKey] = attrs.Factory(set)
+    learned: bool = False
+    phase: str = ""
+    learn_task: asyncio.Task[None] | None = None
+    relearn: bool = False
+    next_try: float = 0.0
+    backoff: float = 0.0
+
+
+class _NoAnswer(Exception):
+    """A request to an agent got no (complete) answer in time."""
+
+
+class ManagementBroker:
+    """The management-broker role on an AMQP 0-9-1 bus.
+
+    Use as ``async with ManagementBroker(url) as mb:`` (or :meth:`start` /
+    :meth:`stop`).  Run one per vhost: two roles would both answer ``B`` and ``A``
+    (the role warns at start when another one answers).
+
+    ``interval`` is the publish interval of the role's own agent and the pace of its
+    housekeeping; ``agent_timeout`` (default ``3 * interval``) ages out agents whose
+    heartbeats stop -- agents should heartbeat more often than that; ``bank_grace``
+    (default ``2 * agent_timeout``) is how long an aged-out agent's bank stays
+    reserved for it; ``request_timeout`` bounds every wait for an agent's answer.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        broker_id: uuid.UUID | None = None,
+        broker_bank: int = 1,
+        interval: float = 10.0,
+        agent_timeout: float | None = None,
+        first_agent_bank: int = 10,
+        tls: TlsOptions | None = None,
+        request_timeout: float = 2.0,
+        bank_grace: float | None = None,
+        boot_sequence: int | None = None,
+        label: str = "qmf-async management broker",
+        max_agents: int = 10_000,
+        max_classes: int = 10_000,
+        max_outgoing: int = 10_000,
+        connect_timeout: float = 10.0,
+        transport_factory: TransportFactory | None = None,
+    ) -> None:
+        """Prepare the role; nothing is sent before :meth:`start`.
+
+        ``transport_factory`` builds the connections of the role and of its own agent
+        (default: AMQP 0-9-1 over aiormq).
+
+        Raises:
+            UsageError: a malformed URL, a bank out of range or a non-positive time.
+        """
+        if not 0 < broker_bank < (1 << 20):
+            raise UsageError(f"broker bank {broker_bank} must be 1 .. 2**20-1")
+        if not 0 < first_agent_bank <= _M28:
+            raise UsageError(f"first agent bank {first_agent_bank} must be 1 .. 2**28-1")
+        timeout = 3 * interval if agent_timeout is None else agent_timeout
+        grace = 2 * timeout if bank_grace is None else bank_grace
+        if interval <= 0 or timeout <= 0 or grace < 0 or request_timeout <= 0:
+            raise UsageError("interval, agent_timeout and request_timeout must be positive, "
+                             "bank_grace >= 0")
+        if max_agents < 1 or max_classes < 1 or max_outgoing < 1:
+            raise UsageError("max_agents, max_classes and max_outgoing must be positive")
+        self.url = url
+        self.broker_id = broker_id if broker_id is not None else derive_broker_id(url)
+        self.broker_bank = broker_bank
+        self.interval = interval
+        self.agent_timeout = timeout
+        self.bank_grace = grace
+        self.first_agent_bank = first_agent_bank
+        self.request_timeout = request_timeout
+        self.max_agents = max_agents
+        self.max_classes = max_classes
+        self.label = label
+        if boot_sequence is None:
+            boot_sequence = int(time.time()) % 0xFFF + 1
+        #: the role's own agent (bank ``<broker_bank>.0``), serving ``AGENT_CLASS``
+        self.agent = Agent(url, label=label, schemas=[AGENT_CLASS], interval=interval,
+                           broker_bank=broker_bank, agent_bank=0, attach=False,
+                           boot_sequence=boot_sequence, tls=tls,
+                           connect_timeout=connect_timeout,
+                           transport_factory=transport_factory)
+        #: every schema the role serves: its own class and those learned from agents
+        self.registry = codec.SchemaRegistry([AGENT_CLASS])
+        #: counters
+        self.stats = {"requests": 0, "bad_requests": 0, "published": 0, "dropped": 0,
+                      "attaches": 0, "aged_out": 0}
+        self._peers: dict[int, _Peer] = {}
+        self._next_bank = first_agent_bank
+        self._correlator: Correlator[Message] = Correlator(random.randrange(1, 1 << 30))
+        self._fetching: set[ClassKey] = set()  # S asked for a q received on 'broker'
+        self._chased: dict[ClassKey, float] = {}  # unknown broadcast classes -> when asked
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._housekeeper: asyncio.Task[None] | None = None
+        self._running = False
+        self._runtime = PeerRuntime(
+            url, dispatch=self._dispatch, setup=self._setup,
+            transport_factory=transport_factory, tls=tls, name=f"qmf-broker {label}",
+            connect_timeout=connect_timeout, max_outgoing=max_outgoing,
+            endpoint_max_length=10_000, endpoint_no_ack=False,
+            on_lost=self._on_lost, on_reconnected=self._reconnected, stats=self.stats,
+            what="management broker", log=log)
+        self._probe_seq = -1
+        self._probe_answers = 0
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def __aenter__(self) -> ManagementBroker:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    @property
+    def agent_key(self) -> str:
+        """Routing key of the role's own agent: ``agent.<brokerBank>.0``."""
+        return f"agent.{self.broker_bank}.0"
+
+    @property
+    def _transport(self) -> TransportProtocol | None:
+        """The current connection (None while disconnected)."""
+        return self._runtime.transport
+
+    @property
+    def _queue(self) -> str | None:
+        """The role's endpoint (its reply key)."""
+        return self._runtime.endpoint
+
+    async def start(self) -> None:
+        """Connect, bind, start the role's own agent and answer requests.
+
+        Raises:
+            TransportError: the broker cannot be reached or refused a declaration.
+            QmfTimeout: connecting timed out.
+        """
+        if self._running:
+            return
+        await self._runtime.connect()  # deliveries wait until the role's agent runs
+        try:
+            await self.agent.start()
+        except BaseException:
+            await self._runtime.stop()
+            raise
+        self._running = True
+        self._runtime.begin_dispatch()
+        self._runtime.run()
+        self._housekeeper = asyncio.create_task(self._housekeeping(), name="qmf-broker-ageing")
+        self._probe()
+        transport = self._runtime.transport
+        log.info("management broker %s ready as bank %d on %s", self.broker_id,
+                 self.broker_bank, transport.where if transport else self.url)
+
+    async def _setup(self, transport: TransportProtocol, endpoint: str) -> None:
+        """Per connection, once the endpoint is open: bind the role's keys."""
+        for key in ("broker", "console.heartbeat.#", "schema.#"):
+            await transport.bind(endpoint, MANAGEMENT, key)
+
+    def _probe(self) -> None:
+        """Send ``B`` to ``broker`` ourselves: a second answer means a second role."""
+        self._probe_seq = self._next_seq()
+        self._probe_answers = 0
+        self._request(MANAGEMENT, "broker", BrokerRequest(self._probe_seq))
+
+    async def stop(self, timeout: float = 5.0) -> None:
+        """Flush what is queued (bounded by ``timeout``), stop and disconnect.
+
+        Raises:
+            Nothing: failures while stopping are logged.
+        """
+        if not self._running:
+            return
+        self._running = False
+        await self._runtime.flush(timeout / 2)
+        tasks = [t for t in (self._housekeeper, *self._tasks) if t is not None]
+        for peer in self._peers.values():
+            if peer.learn_task is not None:
+                tasks.append(peer.learn_task)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._tasks.clear()
+        self._fail_pending()
+        try:
+            await self.agent.stop(timeout / 2)
+        except Exception:  # stopping must not raise
+            log.exception("stopping the management broker's own agent failed")
+        await self._runtime.stop(timeout / 2, flush=0.0)
+
+    def _on_lost(self, exc: BaseException) -> None:
+        self._fail_pending()
+
+    def _reconnected(self) -> None:
+        now = time.monotonic()
+        for peer in self._peers.values():  # we heard nothing while away
+            if peer.live:
+                peer.last_seen = now
+                peer.next_try = 0.0
+
+    # ------------------------------------------------------------------ public views
+
+    def agents(self, *, include_expired: bool = False) -> list[AgentInfo]:
+        """The agents known to the role, by agent bank."""
+        return [self._info(p) for _, p in sorted(self._peers.items())
+                if p.live or include_expired]
+
+    def _info(self, p: _Peer) -> AgentInfo:
+        return AgentInfo(p.label, p.system_id, self.broker_bank, p.agent_bank, p.live,
+                         p.adopted, p.learned, frozenset(p.classes))
+
+    # ------------------------------------------------------------------ sending
+
+    def _next_seq(self) -> int:
+        return self._correlator.next_seq()
+
+    def _enqueue(self, exchange: str, key: str, body: bytes, reply_to: str | None) -> None:
+        self._runtime.enqueue(exchange, key, body, reply_to)
+
+    def _send(self, exchange: str, key: str, messages: Sequence[Message],
+              reply_to: str | None = None) -> None:
+        try:
+            body = codec.encode(messages, self.registry)
+        except EncodeError as exc:
+            log.error("management broker: cannot encode %s: %s",
+                      "".join(m.OPCODE for m in messages), exc)
+            return
+        self._enqueue(exchange, key, body, reply_to)
+
+    def _request(self, exchange: str, key: str, msg: Message) -> None:
+        """Send a request carrying our reply key (dropped while disconnected)."""
+        if self._queue is None:
+            return
+        self._send(exchange, key, [msg], reply_to=self._queue)
+
+    def _reply(self, reply_to: str, messages: Sequence[Message], per_body: int = 22) -> None:
+        """Send replies, packing consecutive indications of one opcode; ``z`` goes alone
+        (as qpidd: ``pp`` then ``z``)."""
+        exchange, key = reply_target(reply_to)
+        batch: list[Message] = []
+        for msg in messages:
+            alone = msg.OPCODE in "zs"
+            if batch and (alone or len(batch) >= per_body or batch[0].OPCODE != msg.OPCODE):
+                self._send(exchange, key, batch)
+                batch = []
+            if alone:
+                self._send(exchange, key, [msg])
+            else:
+                batch.append(msg)
+        if batch:
+            self._send(exchange, key, batch)
+
+    async def _ask(self, routing_key: str, make: Any, *, single: bool = False,
+                   exchange: str = MANAGEMENT) -> list[Message]:
+        """Send ``make(seq)`` to ``routing_key`` and collect the answers until ``z``
+        (or the first ``s`` when ``single``), for at most ``request_timeout``.
+
+        Raises:
+            _NoAnswer: no complete answer in time (or the connection went away).
+        """
+        correlator = self._correlator
+        seq = correlator.next_seq()
+
+        def complete(msg: Message) -> bool:
+            return isinstance(msg, CommandComplete) or (single and isinstance(msg,
+                                                                              SchemaResponse))
+
+        correlator.expect(seq, complete)
+        try:
+            self._request(exchange, routing_key, make(seq))
+            return await correlator.wait(seq, self.request_timeout)
+        except QmfError as exc:
+            raise _NoAnswer(f"no answer from {routing_key} within "
+                            f"{self.request_timeout}s") from exc
+        finally:
+            correlator.forget(seq)
+
+    def _fail_pending(self) -> None:
+        self._correlator.fail_all(QmfError("connection lost"))
+
+    def _spawn(self, coro: Any, name: str) -> asyncio.Task[Any]:
+        task = asyncio.get_running_loop().create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    # ------------------------------------------------------------------ receiving
+
+    def _dispatch(self, d: Delivery) -> None:
+        if not self._running:
+            return
+        rk = d.routing_key
+        if d.exchange == DIRECT or rk == self._queue:
+            self._on_reply(d)
+        elif rk == "broker":
+            self._on_request(d)
+        elif rk.startswith("console.heartbeat."):
+            self._on_heartbeat(d)
+        elif rk.startswith("schema."):
+            self._on_schema_broadcast(d)
+        else:
+            log.debug("management broker: unexpected delivery %s/%s ignored", d.exchange, rk)
+
+    def _decode(self, d: Delivery) -> list[Message] | None:
+        """Decode with our registry (decoding never adds to it: a peer's ``s`` enters
+        our cache only when we asked for it)."""
+        try:
+            return codec.decode(d.body, self.registry)
+        except DecodeError as exc:
+            self.stats["bad_requests"] += 1
+            log.warning("management broker: malformed body on %s/%s dropped: %s",
+                        d.exchange, d.routing_key, exc)
+            return None
+
+    def _on_reply(self, d: Delivery) -> None:
+        messages = self._decode(d)
+        for msg in messages or ():
+            if isinstance(msg, BrokerResponse):
+                self._on_probe_answer(msg)
+                continue
+            if not self._correlator.feed(msg.seq, msg):
+                log.debug("management broker: late or unexpected %r (seq %d) ignored",
+                          msg.OPCODE, msg.seq)
+
+    def _on_probe_answer(self, msg: BrokerResponse) -> None:
+        if msg.seq != self._probe_seq:
+            return
+        self._probe_answers += 1
+        if msg.broker_id != self.broker_id or self._probe_answers == 2:
+            log.warning("another management broker (id %s) answers on this bus: agents may "
+                        "get conflicting banks; run one per vhost", msg.broker_id)
+
+    def _on_request(self, d: Delivery) -> None:
+        messages = self._decode(d)
+        for msg in messages or ():
+            self.stats["requests"] += 1
+            try:
+                self._handle(msg, d.reply_to)
+            except Exception:
+                self.stats["bad_requests"] += 1
+                log.exception("management broker: failed to handle %r", msg.OPCODE)
+
+    def _handle(self, msg: Message, reply_to: str | None) -> None:
+        if isinstance(msg, PackageIndication):
+            return  # a qpid agent announcing a package; its classes follow
+        if reply_to is None:
+            self.stats["bad_requests"] += 1
+            log.warning("management broker: %r request without reply-to dropped", msg.OPCODE)
+            return
+        if isinstance(msg, BrokerRequest):
+            self._on_broker_request(msg, reply_to)
+        elif isinstance(msg, PackageQuery):
+            replies: list[Message] = [PackageIndication(msg.seq, p)
+                                      for p in self.registry.packages()]
+            self._reply(reply_to, [*replies, CommandComplete(msg.seq)])
+        elif isinstance(msg, ClassQuery):
+            replies = [ClassIndication(msg.seq, s.kind, s.class_key)
+                       for s in self.registry.classes(msg.package)]
+            self._reply(reply_to, [*replies, CommandComplete(msg.seq)])  # unknown: z 0
+        elif isinstance(msg, SchemaRequest):
+            self._on_schema_request(msg, reply_to)
+        elif isinstance(msg, AttachRequest):
+            self._on_attach(msg, reply_to)
+        elif isinstance(msg, ClassIndication):
+            self._on_class_indication(msg, reply_to)
+        else:
+            self.stats["bad_requests"] += 1
+            log.warning("management broker: unexpected %r message on 'broker' ignored",
+                        msg.OPCODE)
+
+    def _on_broker_request(self, msg: BrokerRequest, reply_to: str) -> None:
+        self._reply(reply_to, [BrokerResponse(self.broker_id, msg.seq)])
+        if reply_to == self._queue:
+            return  # our own probe
+        # a console appeared: every agent re-publishes (qpidd does it on binding)
+        for peer in self._peers.values():
+            if peer.live:
+                self._send(MANAGEMENT, self._key(peer), [ConsoleAdded()])
+        self.agent.republish()
+
+    def _key(self, peer: _Peer) -> str:
+        return f"agent.{self.broker_bank}.{peer.agent_bank}"
+
+    # ------------------------------------------------------------------ schemas
+
+    def _on_schema_request(self, msg: SchemaRequest, reply_to: str) -> None:
+        key = msg.class_key
+        schema = self.registry.get(key)
+        if schema is not None:
+            self._reply(reply_to, [SchemaResponse(msg.seq, schema)])
+            return
+        holders = [p for p in self._peers.values() if p.live and key in p.classes]
+        if holders:  # listed by an agent, not fetched yet: ask it (bounded wait)
+            self._spawn(self._forward_schema(msg, reply_to, holders), "qmf-broker-schema")
+            return
+        known = set(self.registry.packages()) | {
+            k.package for p in self._peers.values() for k in p.classes}
+        text = "Class key not found" if key.package in known else "Package not found"
+        self._reply(reply_to, [CommandComplete(msg.seq, 1, text)])
+
+    async def _forward_schema(self, msg: SchemaRequest, reply_to: str,
+                              holders: list[_Peer]) -> None:
+        schema = None
+        for peer in holders[:3]:
+            schema = await self._fetch_schema(peer, msg.class_key)
+            if schema is not None:
+                break
+        if schema is None:
+            self._reply(reply_to, [CommandComplete(msg.seq, 1, "Schema not available")])
+        else:
+            self._reply(reply_to, [SchemaResponse(msg.seq, schema)])
+
+    async def _fetch_schema(self, peer: _Peer, key: ClassKey,
+                            routing: tuple[str, str] | None = None) -> SchemaClass | None:
+        """S to the agent (or to ``routing`` = (exchange, key)); cache and return the
+        schema, or None (error, timeout, wrong class)."""
+        exchange, rk = routing or (MANAGEMENT, self._key(peer))
+        try:
+            answer = await self._ask(rk, lambda seq: SchemaRequest(seq, key), single=True,
+                                     exchange=exchange)
+        except _NoAnswer:
+            return None
+        for m in answer:
+            if isinstance(m, SchemaResponse):
+                if m.schema.class_key != key:
+                    log.warning("management broker: asked %s for %s, got %s; ignored", rk, key,
+                                m.schema.class_key)
+                    return None
+                return self._cache(m.schema)
+        return None
+
+    def _cache(self, schema: SchemaClass) -> SchemaClass | None:
+        known = self.registry.get(schema.class_key)
+        if known is not None:
+            return known
+        if len(self.registry) >= self.max_classes:
+            log.warning("management broker: schema cache full (%d classes); %s not cached",
+                        self.max_classes, schema.class_key)
+            return None
+        self.registry.add(schema)
+        log.info("management broker: learned %s", schema.class_key)
+        return schema
+
+    def _on_schema_broadcast(self, d: Delivery) -> None:
+        """An agent announced its classes (``q`` on ``schema.class``, sent once it
+        listens on its agent key).  Agents still waiting for an answer to our first
+        ``P`` (sent before they bound) are asked again now.  A class new to us may be
+        one an attached agent added: every live agent is asked again, at most once per
+        class key per ``agent_timeout`` (the broadcast does not say who sent it, and
+        agents not attached to us announce classes we will never learn)."""
+        messages = self._decode(d)
+        indications = [m for m in messages or () if isinstance(m, ClassIndication)]
+        if not indications:
+            return
+        now = time.monotonic()
+        unknown = False
+        for m in indications:
+            key = m.class_key
+            if key not in self.registry and now - self._chased.get(key, -1e9) > self.agent_timeout:
+                if len(self._chased) >= self.max_classes:
+                    self._chased.clear()
+                self._chased[key] = now
+                unknown = True
+        for peer in self._peers.values():
+            if not peer.live:
+                continue
+            task = peer.learn_task
+            if task is not None and not task.done() and peer.phase == "P":
+                task.cancel()
+                peer.learn_task = None
+            if unknown or not peer.learned:
+                peer.next_try = 0.0
+                self._schedule_learn(peer)
+
+    def _on_class_indication(self, msg: ClassIndication, reply_to: str) -> None:
+        """A qpid-style agent announces a class to ``broker`` with its reply key: ask it
+        for the schema there (what qpidd does)."""
+        if msg.class_key in self.registry or msg.class_key in self._fetching:
+            return
+        peer = next((p for p in self._peers.values() if p.reply_to == reply_to), None)
+        if peer is not None:
+            peer.classes.add(msg.class_key)
+        routing = reply_target(reply_to)
+        dummy = peer or _Peer("", _ZERO_UUID, 0, reply_to, True, 0.0)
+        self._fetching.add(msg.class_key)
+        task = self._spawn(self._fetch_schema(dummy, msg.class_key, routing),
+                           "qmf-broker-schema")
+        key = msg.class_key
+        task.add_done_callback(lambda _t: self._fetching.discard(key))
+
+    def _schedule_learn(self, peer: _Peer) -> None:
+        if not self._running or not peer.live:
+            return
+        if peer.learn_task is not None and not peer.learn_task.done():
+            peer.relearn = True
+            return
+        if time.monotonic() < peer.next_try:
+            return
+        peer.learn_task = asyncio.get_running_loop().create_task(
+            self._learn(peer), name=f"qmf-broker-learn {self._key(peer)}")
+
+    async def _learn(self, peer: _Peer) -> None:
+        """P, Q and S to the agent; every wait bounded.  On a timeout, retry a few
+        times with a growing back-off, then at its next heartbeat or schema broadcast
+        (the first P often arrives before the agent has bound its key)."""
+        key = self._key(peer)
+        retries = 3
+        while True:
+            peer.relearn = False
+            try:
+                peer.phase = "P"
+                answer = await self._ask(key, PackageQuery)
+                peer.phase = "QS"
+                packages = [m.package for m in answer if isinstance(m, PackageIndication)]
+                classes: set[ClassKey] = set()
+                for package in packages:
+                    answer = await self._ask(key, lambda seq, p=package: ClassQuery(seq, p))
+                    classes.update(m.class_key for m in answer if isinstance(m, ClassIndication)
+                                   and m.class_key.package == package)
+                peer.classes = classes
+                missing = [k for k in classes if k not in self.registry]
+                fetched = await asyncio.gather(*(self._fetch_schema(peer, k) for k in missing))
+                peer.learned = all(s is not None for s in fetched)
+                peer.backoff = 0.0
+                peer.next_try = 0.0
+                if peer.learned:
+                    log.info("management broker: schema of %s (%s) learned: %d classes", key,
+                             peer.label or "adopted", len(classes))
+            except _NoAnswer as exc:
+                peer.learned = False
+                peer.backoff = min(max(peer.backoff * 2, self.request_timeout), 30.0)
+                peer.next_try = time.monotonic() + peer.backoff
+                log.info("management broker: learning the schema of %s: %s; retrying later",
+                         key, exc)
+                if retries and not peer.relearn:
+                    retries -= 1
+                    peer.phase = "P"  # a schema broadcast may cut the wait short
+                    await asyncio.sleep(peer.backoff)
+                    peer.relearn = True
+            peer.phase = ""
+            if not peer.relearn or not peer.live or not self._running:
+                return
+
+    # ------------------------------------------------------------------ agents
+
+    def _assign_bank(self, requested_bb: int, requested_ab: int, label: str,
+                     system_id: uuid.UUID) -> int | None:
+        """The bank for an attaching agent (None when the table is full)."""
+        if requested_bb in (0, self.broker_bank) and \
+                self.first_agent_bank <= requested_ab <= _M28:
+            holder = self._peers.get(requested_ab)
+            if holder is None or holder.adopted or \
+                    (holder.label, holder.system_id) == (label, system_id):
+                return requested_ab
+        if len(self._peers) >= self.max_agents:
+            return None
+        while True:
+            bank = self._next_bank
+            self._next_bank = bank + 1 if bank < _M28 else self.first_agent_bank
+            if bank not in self._peers:
+                return bank
+
+    def _on_attach(self, msg: AttachRequest, reply_to: str) -> None:
+        bank = self._assign_bank(msg.broker_bank, msg.agent_bank, msg.label, msg.system_id)
+        if bank is None:
+            log.warning("management broker: %d agents known; attach of %r refused",
+                        self.max_agents, msg.label)
+            self._reply(reply_to, [CommandComplete(msg.seq, 1, "Too many agents")])
+            return
+        self.stats["attaches"] += 1
+        self._reply(reply_to, [AttachResponse(msg.seq, self.broker_bank, bank)])
+        peer = self._peers.get(bank)
+        now = time.monotonic()
+        if peer is None:
+            peer = self._peers[bank] = _Peer(msg.label, msg.system_id, bank, reply_to, False, now)
+        else:  # a re-attach (same identity) or an adopted agent telling us who it is
+            peer.label, peer.system_id, peer.reply_to = msg.label, msg.system_id, reply_to
+            peer.adopted = False
+            peer.last_seen = now
+            peer.next_try = 0.0
+            peer.learned = False  # it may serve other classes now
+        self._revive(peer)
+        log.info("management broker: agent %r attached as %d.%d", msg.label,
+                 self.broker_bank, bank)
+        self._schedule_learn(peer)
+
+    def _revive(self, peer: _Peer) -> None:
+        """Make ``peer`` live with an up-to-date ``agent`` object, published now."""
+        peer.live = True
+        obj = peer.obj
+        if obj is not None and not obj.deleted:
+            obj.set(label=peer.label, systemId=peer.system_id)
+        else:
+            peer.obj = self.agent.create_object(
+                AGENT_CLASS,
+                connectionRef=ObjectId.make(broker_bank=self.broker_bank,
+                                            agent_bank=peer.agent_bank),
+                label=peer.label, registeredTo=_ZERO_OID, systemId=peer.system_id,
+                brokerBank=self.broker_bank, agentBank=peer.agent_bank)
+        self.agent.publish_now()
+
+    def _on_heartbeat(self, d: Delivery) -> None:
+        parts = d.routing_key.split(".")
+        try:
+            bb, ab = int(parts[2]), int(parts[3])
+        except (IndexError, ValueError):
+            log.debug("management broker: heartbeat key %r ignored", d.routing_key)
+            return
+        if len(parts) != 4 or bb != self.broker_bank or ab == 0:
+            return
+        messages = self._decode(d)
+        if not messages or not any(isinstance(m, Heartbeat) for m in messages):
+            return
+        now = time.monotonic()
+        peer = self._peers.get(ab)
+        if peer is None:
+            if len(self._peers) >= self.max_agents or not 0 < ab <= _M28:
+                return
+            log.info("management broker: adopting agent %d.%d (heard, never attached)", bb, ab)
+            peer = self._peers[ab] = _Peer("", _ZERO_UUID, ab, None, True, now)
+            self._revive(peer)
+        elif not peer.live:
+            log.info("management broker: agent %r (%d.%d) is back", peer.label, bb, ab)
+            peer.last_seen = now
+            peer.next_try = 0.0
+            self._revive(peer)
+        peer.last_seen = now
+        if not peer.learned:
+            self._schedule_learn(peer)
+
+    async def _housekeeping(self) -> None:
+        tick = max(0.05, min(self.interval, self.agent_timeout) / 4)
+        while True:
+            await asyncio.sleep(tick)
+            if not self._runtime.is_open:
+                continue  # deaf while away: nobody ages (the supervisor resets the clocks)
+            try:
+                self._age(time.monotonic())
+            except Exception:  # keep ageing whatever one agent did
+                log.exception("management broker: ageing failed")
+
+    def _age(self, now: float) -> None:
+        expired = False
+        for bank, peer in list(self._peers.items()):
+            if peer.live and now - peer.last_seen > self.agent_timeout:
+                peer.live = False
+                peer.expired_at = now
+                self.stats["aged_out"] += 1
+                if peer.learn_task is not None:
+                    peer.learn_task.cancel()
+                if peer.obj is not None:
+                    self.agent.delete_object(peer.obj)
+                    expired = True
+                log.info("management broker: agent %r (%d.%d) silent for %.1fs; aged out",
+                         peer.label, self.broker_bank, bank, now - peer.last_seen)
+            elif not peer.live and now - peer.expired_at > self.bank_grace:
+                del self._peers[bank]
+                log.debug("management broker: bank %d freed", bank)
+        if expired:
+            self.agent.publish_now()  # the delete records go out now
+
+    def __repr__(self) -> str:
+        state = "running" if self._running else "stopped"
+        return (f"<ManagementBroker {self.broker_id} bank {self.broker_bank} "
+                f"{len(self.agents())} agents {state}>")

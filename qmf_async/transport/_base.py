@@ -1,0 +1,325 @@
+"""The transport surface in QMF terms: what the console, the agent and the role need
+from a connection to a broker, with no client-library type crossing it.
+
+:class:`Transport` is a :class:`typing.Protocol`: an implementation (AMQP 0-9-1 over
+aiormq in ``_aiormq.py``; an in-memory bus in the tests; AMQP 1.0 later) conforms by
+shape.  :data:`TransportFactory` is what the console, the agent and the role are given
+to build one per connection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final, Protocol
+from urllib.parse import quote, unquote, urlsplit
+
+import attrs
+
+from ..errors import UsageError
+
+__all__ = [
+    "DIRECT_EXCHANGE",
+    "MANAGEMENT_EXCHANGE",
+    "QMF_CONTENT_TYPE",
+    "BrokerAddress",
+    "Delivery",
+    "TlsOptions",
+    "Transport",
+    "TransportFactory",
+    "censor_url",
+    "open_broadcast_endpoint",
+    "open_reply_endpoint",
+    "parse_url",
+]
+
+#: the management topic exchange (declared durable, always with the same arguments)
+MANAGEMENT_EXCHANGE: Final = "qpid.management"
+#: where replies go: a reply key ``K`` means routing key ``K`` on this exchange
+DIRECT_EXCHANGE: Final = "amq.direct"
+#: content type of QMF v1 bodies
+QMF_CONTENT_TYPE: Final = "x-application/qmf"
+
+_DEFAULT_PORTS: Final = {"amqp": 5672, "amqps": 5671}
+
+
+@attrs.frozen
+class TlsOptions:
+    """TLS settings for ``amqps://`` URLs.
+
+    ``cafile`` defaults to the system trust store; ``certfile``/``keyfile`` give a
+    client certificate; ``verify_hostname=False`` keeps certificate verification but
+    skips the host name check.
+    """
+
+    cafile: str | None = None
+    certfile: str | None = None
+    keyfile: str | None = None
+    verify_hostname: bool = True
+
+
+@attrs.frozen
+class Delivery:
+    """One received message, in QMF terms.
+
+    ``endpoint`` is the name of the endpoint (queue) it came from; ``headers`` is the
+    application headers table (empty mapping when absent).
+    """
+
+    body: bytes
+    exchange: str
+    routing_key: str
+    reply_to: str | None
+    content_type: str | None
+    headers: Mapping[str, Any]
+    user_id: str | None
+    endpoint: str
+
+
+@attrs.frozen
+class BrokerAddress:
+    """A parsed broker URL (credentials kept out of ``repr`` and ``where``)."""
+
+    scheme: str
+    host: str
+    port: int
+    vhost: str
+    user: str = attrs.field(repr=False)
+
+    @property
+    def where(self) -> str:
+        """``scheme://host:port/vhost`` without credentials (for messages and logs)."""
+        return f"{self.scheme}://{self.host}:{self.port}/{quote(self.vhost, safe='')}"
+
+
+def parse_url(url: str) -> BrokerAddress:
+    """Check an ``amqp://`` or ``amqps://`` URL and return its parts.
+
+    The vhost is the percent-decoded path without its leading ``/`` (``/`` when the path
+    is empty); user and password default to ``guest``.
+
+    Raises:
+        UsageError: the URL is not a string or is malformed.
+    """
+    if not isinstance(url, str):
+        raise UsageError(f"broker URL must be a str, not {type(url).__name__}")
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise UsageError(f"malformed broker URL {censor_url(url)!r}: {exc}") from exc
+    scheme = parts.scheme.lower()
+    if scheme not in _DEFAULT_PORTS:
+        raise UsageError(f"broker URL {censor_url(url)!r} must start with amqp:// or amqps://")
+    if not parts.hostname:
+        raise UsageError(f"broker URL {censor_url(url)!r} has no host")
+    path = parts.path
+    if path in ("", "/"):
+        vhost = "/"
+    else:
+        raw = path[1:]
+        if "/" in raw:
+            raise UsageError(
+                f"broker URL {censor_url(url)!r}: the vhost is one path segment; "
+                "write '/' inside it as %2F"
+            )
+        if "@" in raw:
+            raise UsageError(
+                f"broker URL {censor_url(url)!r}: '@' in the vhost; qpid-style "
+                "'user/password@host' URLs are not supported, write "
+                "amqp://user:password@host:port/vhost"
+            )
+        vhost = unquote(raw)
+    user = unquote(parts.username) if parts.username is not None else "guest"
+    return BrokerAddress(scheme, parts.hostname, port or _DEFAULT_PORTS[scheme], vhost, user)
+
+
+def censor_url(url: str) -> str:
+    """``url`` with its password hidden (for messages).
+
+    Raises:
+        Nothing: an unparsable URL gives ``<unparsable URL>``.
+    """
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+        netloc = parts.netloc.replace(f":{parts.password}@", ":******@", 1)
+        return parts._replace(netloc=netloc).geturl()
+    except ValueError:
+        return "<unparsable URL>"
+
+
+class Transport(Protocol):
+    """One connection carrying a QMF bus, in QMF terms.
+
+    Lifecycle: :meth:`connect` once; :meth:`declare_management_exchange`; open a
+    reply endpoint (``open_endpoint(None)`` then ``bind(ep, DIRECT_EXCHANGE, ep)``) and
+    a broadcast endpoint (``open_endpoint(None, bindings=[(MANAGEMENT_EXCHANGE, key),
+    ...], max_length=N, no_ack=False)``); :meth:`bind` / :meth:`unbind` keys;
+    :meth:`publish`; :meth:`close` at the end.  Every delivery of every endpoint goes,
+    in order, to the one dispatcher given to :meth:`set_dispatcher`; deliveries wait
+    until one is set.  Endpoints opened with ``no_ack=False`` have backpressure (the
+    broker keeps what the client has not dispatched yet, capped by ``max_length``).
+    """
+
+    @property
+    def is_open(self) -> bool:
+        """True while connected and not closing."""
+        ...
+
+    @property
+    def where(self) -> str:
+        """The broker address without credentials (for messages and logs)."""
+        ...
+
+    async def connect(self, timeout: float = 10.0) -> None:
+        """Open the connection; may be called once.
+
+        Raises:
+            UsageError: malformed URL or options, or called twice.
+            TransportError: the broker refused or cannot be reached (cause chained).
+            QmfTimeout: no connection within ``timeout`` seconds.
+        """
+        ...
+
+    async def declare_management_exchange(self) -> None:
+        """Declare the management topic exchange ``qpid.management``.
+
+        Raises:
+            NotConnectedError: not open.
+            TransportError: the broker refused.
+        """
+        ...
+
+    async def open_endpoint(
+        self,
+        name: str | None = None,
+        *,
+        bindings: Sequence[tuple[str, str]] = (),
+        max_length: int | None = None,
+        dead_letter_exchange: str | None = None,
+        dead_letter_routing_key: str | None = None,
+        no_ack: bool = True,
+    ) -> str:
+        """Open an exclusive endpoint (``name=None``: server-named), bind it to
+        ``bindings`` ((exchange, key) pairs) and receive from it; returns its name.
+
+        Raises:
+            UsageError: bad options.
+            NotConnectedError: not open.
+            TransportError: the broker refused.
+        """
+        ...
+
+    async def bind(self, endpoint: str, exchange: str, routing_key: str) -> None:
+        """Bind ``endpoint`` to ``exchange`` with ``routing_key``.
+
+        Raises:
+            NotConnectedError: not open.
+            TransportError: the broker refused.
+        """
+        ...
+
+    async def unbind(self, endpoint: str, exchange: str, routing_key: str) -> None:
+        """Remove a binding made by :meth:`bind` or :meth:`open_endpoint`.
+
+        Raises:
+            NotConnectedError: not open.
+            TransportError: the broker refused.
+        """
+        ...
+
+    async def publish(
+        self,
+        body: bytes,
+        *,
+        exchange: str,
+        routing_key: str,
+        reply_to: str | None = None,
+        content_type: str | None = QMF_CONTENT_TYPE,
+        headers: Mapping[str, Any] | None = None,
+        user_id: str | None = None,
+    ) -> None:
+        """Send ``body`` to ``exchange`` with ``routing_key``, the reply key
+        ``reply_to`` and application ``headers``.
+
+        Raises:
+            UsageError: something in the message cannot be sent.
+            NotConnectedError: not open (never opened, closed or lost).
+            TransportError: the broker refused.
+        """
+        ...
+
+    def set_dispatcher(self, dispatch: Callable[[Delivery], None]) -> None:
+        """Hand every delivery to ``dispatch`` (synchronous), in arrival order.
+
+        Raises:
+            Nothing: it does not raise.
+        """
+        ...
+
+    def on_lost(self, callback: Callable[[BaseException], None]) -> None:
+        """Call ``callback(ConnectionLostError)`` once if the connection drops (not
+        after :meth:`close`).
+
+        Raises:
+            Nothing: it does not raise.
+        """
+        ...
+
+    async def close(self, timeout: float = 5.0) -> None:
+        """Close; idempotent, bounded by ``timeout``, shielded from cancellation.
+
+        Raises:
+            Nothing: it does not raise.
+        """
+        ...
+
+
+class TransportFactory(Protocol):
+    """Builds one :class:`Transport` per connection: ``factory(url, tls=..., prefetch=...,
+    name=...)``.  :class:`~qmf_async.transport.AiormqTransport` itself is one."""
+
+    def __call__(
+        self,
+        url: str,
+        *,
+        tls: TlsOptions | None = ...,
+        prefetch: int = ...,
+        name: str = ...,
+    ) -> Transport:
+        """A new, unconnected transport to ``url``.
+
+        Raises:
+            UsageError: bad options.
+        """
+        ...
+
+
+async def open_reply_endpoint(transport: Transport) -> str:
+    """Open a server-named reply endpoint bound on ``amq.direct`` under its own name
+    (its name is the reply key); never lossy.  Returns its name.
+
+    Raises:
+        NotConnectedError: the transport is not open.
+        TransportError: the broker refused.
+    """
+    endpoint = await transport.open_endpoint(None)
+    await transport.bind(endpoint, DIRECT_EXCHANGE, endpoint)
+    return endpoint
+
+
+async def open_broadcast_endpoint(transport: Transport, keys: Sequence[str], *,
+                                  max_length: int | None = None) -> str:
+    """Open a server-named endpoint bound on ``qpid.management`` to ``keys``, capped at
+    ``max_length`` (oldest dropped) with backpressure (``no_ack=False``).  Returns its
+    name.
+
+    Raises:
+        UsageError: a bad ``max_length``.
+        NotConnectedError: the transport is not open.
+        TransportError: the broker refused.
+    """
+    return await transport.open_endpoint(
+        None, bindings=[(MANAGEMENT_EXCHANGE, key) for key in keys], max_length=max_length,
+        no_ack=False)
