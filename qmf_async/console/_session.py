@@ -337,9 +337,12 @@ class Broker:
         finally:
             self._discard(wait)
 
-    async def _query(self, agent: RemoteAgent, query: Mapping[str, Any], timeout: float) -> list[Message]:
-        return await self._request(agent, lambda seq: GetQuery(seq, dict(query)), agent.key,
-                                   query=True, expect="", timeout=timeout)
+    async def _query(self, agent: RemoteAgent, query: Mapping[str, Any],
+                     timeout: float) -> list[Message]:
+        found: list[Message] = await self._request(
+            agent, lambda seq: GetQuery(seq, dict(query)), agent.key, query=True, expect="",
+            timeout=timeout)
+        return found
 
     async def _send_query(self, agent: RemoteAgent, query: Mapping[str, Any],
                           sink: Callable[[Message | RawObjectRecord], None]) -> Wait:
