@@ -3,9 +3,10 @@
 A Session holds one schema cache shared by all its brokers, the known agents,
 the user's console callbacks and subscriptions.  Each Broker owns one transport,
 a reply queue (``amq.direct`` under its own name) and a length-capped topic queue
-on ``qpid.management``; every delivery goes through one synchronous dispatcher
-that decodes it and routes replies by sequence number (``_correlation``) and
-unsolicited data to callbacks and subscriptions.
+on ``qpid.management``, and drives one sans-I/O protocol core
+(:class:`~qmf_async.protocol.ConsoleProtocol`): every delivery goes through one
+synchronous dispatcher that hands the body to the core and acts on the events it
+returns (futures of waiting requests, callbacks, subscriptions, schema fetches).
 """
 
 from __future__ import annotations
@@ -368,7 +369,13 @@ class Broker:
         return self._core.departed_why(banks)
 
     def _age_agents(self, now: float) -> None:
-        self._handle(self._core.age(now))
+        core, session = self._core, self.session
+        # the session's limits may have been changed since this broker was added
+        core.agent_interval = session.agent_interval
+        core.min_agent_interval = session.min_agent_interval
+        core.missed_heartbeats = session.missed_heartbeats
+        core.max_held = session.max_held
+        self._handle(core.age(now))
 
     def _forget_agents(self) -> None:
         self._handle(self._core.forget_agents("broker removed"))

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import attrs
 
@@ -459,14 +459,15 @@ class ConsoleProtocol:
         if key not in self.fetching:
             self.fetching.add(key)
             pending = correlator.get(tail.seq)
-            agent = pending.agent if pending is not None else None
+            # the core registers its requests with banks (or None) as their agent
+            agent = cast("Banks | None", pending.agent if pending is not None else None)
             if agent is None:
                 banks = (agent_banks(routing_key, "console.obj.")
                          or agent_banks(routing_key, "console.event."))
                 if banks is not None:
                     self._see(banks[0], banks[1], now, events)
                     agent = banks
-            events.append(SchemaNeeded(key, agent))  # type: ignore[arg-type]
+            events.append(SchemaNeeded(key, agent))
 
     def schema_known(self, class_key: ClassKey, now: float) -> list[Any]:
         """The schema of ``class_key`` is in the registry now: route the bodies held
