@@ -1,159 +1,216 @@
-"""Correlator timeouts (``expire_after``) and entry release, without a broker."""
+"""Correlation: the core's sans-I/O pending table (``protocol.Correlator``: plain
+entries, events out, no loop) and the console's futures and shared-timeout timers
+(``console._waits.Waits``), without a broker."""
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
-from qmf_async import _correlation
-from qmf_async.protocol._correlation import Correlator
-from qmf_async.errors import ConnectionLostError
-from qmf_async.wire._messages import CommandComplete
+from qmf_async.console import _waits
+from qmf_async.console._waits import Waits
+from qmf_async.errors import AgentGoneError, ConnectionLostError, UsageError
+from qmf_async.protocol import Correlator, QueryDone, Reply, RequestFailed
+from qmf_async.wire import CommandComplete, PackageIndication
 
 from ._util import wait_until
 
+# ----------------------------------------------------------------------------- the core's table
 
-async def test_each_wait_fails_at_its_own_deadline() -> None:
+
+def test_register_and_discard_release_numbers() -> None:
     corr = Correlator(start=1)
-    loop = asyncio.get_running_loop()
-    done_at: dict[int, float] = {}
-    started: dict[int, float] = {}
-    entries = []
-    for i in range(3):
-        entry = corr.register(query=False, release_on_done=False)
-        entry.future.add_done_callback(lambda _f, i=i: done_at.setdefault(i, loop.time()))
-        started[i] = loop.time()
-        corr.expire_after(entry, 0.15)
-        entries.append(entry)
-        if i < 2:
-            await asyncio.sleep(0.05)
-    assert len(corr._lanes) == 1  # one timeout value: one lane
-    for entry in entries:
-        with pytest.raises(TimeoutError):
-            await entry.future
-    for i in range(3):  # never early (lower bounds only: the machine may be busy)
-        assert done_at[i] - started[i] >= 0.149
-    await wait_until(lambda: not corr._lanes)  # an idle lane is dropped
-    for entry in entries:
-        corr.discard(entry)
+    a = corr.register(query=False)
+    b = corr.register(query=True, agent=(1, 5))
+    assert (a.seq, b.seq) == (1, 2) and len(corr) == 2 and a.seq in corr
+    with pytest.raises(UsageError):
+        corr.register(query=False, seq=2)  # in use
+    assert corr.discard(a.seq, a) and not corr.discard(a.seq, a)
+    reused = corr.register(query=False, seq=1)
+    assert not corr.discard(1, a)  # an old entry does not drop the one reusing its number
+    assert corr.get(1) is reused and len(corr) == 2
+
+
+def test_resolve_completes_a_request_with_its_first_expected_reply() -> None:
+    corr = Correlator(start=1)
+    entry = corr.register(query=False, expect="s")
+    events: list[Any] = []
+    assert not corr.resolve(PackageIndication(entry.seq, "x"), events)  # not an s
+    assert not corr.resolve(CommandComplete(99), events)  # nobody waits for 99
+    assert corr.resolve(CommandComplete(entry.seq), events)  # a z always answers
+    assert events == [Reply(entry.seq, CommandComplete(entry.seq))]
     assert len(corr) == 0
 
 
-async def test_same_timeout_waits_share_one_loop_timer() -> None:
+def test_a_query_collects_until_z_or_streams_to_its_sink() -> None:
     corr = Correlator(start=1)
-    loop = asyncio.get_running_loop()
-    timers = len(loop._scheduled)  # type: ignore[attr-defined]
-    entries = [corr.register(query=False, release_on_done=False) for _ in range(100)]
-    for entry in entries:
-        corr.expire_after(entry, 30.0)
-    assert len(loop._scheduled) == timers + 1  # type: ignore[attr-defined]
-    for entry in entries:
-        corr.discard(entry)
-    assert all(e.future.cancelled() for e in entries)
-    assert corr._lanes[30.0].waits == {}
-
-
-async def test_a_reply_stops_the_timer() -> None:
-    corr = Correlator(start=1)
-    entry = corr.register(query=False, release_on_done=False)
-    corr.expire_after(entry, 0.05)
-    assert corr.resolve(CommandComplete(entry.seq))
-    assert entry.future.result() == CommandComplete(entry.seq)
-    assert entry.timer is None and corr._lanes[0.05].waits == {}
-    await asyncio.sleep(0.1)  # the lane's timer fires with nothing to expire
-    assert entry.future.result() == CommandComplete(entry.seq)
+    kept = corr.register(query=True)
+    got: list[Any] = []
+    streamed = corr.register(query=True, sink=got.append)
+    events: list[Any] = []
+    for entry in (kept, streamed):
+        assert corr.resolve(PackageIndication(entry.seq, "a"), events)
+        assert corr.resolve(PackageIndication(entry.seq, "b"), events)
+    assert events == [] and got == [PackageIndication(streamed.seq, "a"),
+                                     PackageIndication(streamed.seq, "b")]
+    assert corr.resolve(CommandComplete(kept.seq, 4, "bad"), events)
+    assert corr.resolve(CommandComplete(streamed.seq), events)
+    assert events == [
+        QueryDone(kept.seq, [PackageIndication(kept.seq, "a"), PackageIndication(kept.seq, "b")],
+                  4, "bad"),
+        QueryDone(streamed.seq, [])]
     assert len(corr) == 0
 
 
-async def test_many_distinct_timeouts_fall_back_to_a_timer_each() -> None:
-    corr = Correlator(start=1)
-    entries = [corr.register(query=False, release_on_done=False)
-               for _ in range(_correlation._MAX_LANES + 3)]
-    for i, entry in enumerate(entries):
-        corr.expire_after(entry, 0.05 + i / 1000)
-    assert len(corr._lanes) == _correlation._MAX_LANES
-    assert isinstance(entries[-1].timer, asyncio.TimerHandle)
-    for entry in entries:
-        with pytest.raises(TimeoutError):
-            await entry.future
-    corr.discard(entries[0])
-    kept = corr.register(query=False, release_on_done=False)
-    corr.expire_after(kept, 30.0)
-    corr.discard(kept)  # cancels the lane wait; nothing left pending
-    for entry in entries[1:]:
-        corr.discard(entry)
-    assert len(corr) == 0
-
-
-async def test_fail_all_wins_over_a_pending_timeout() -> None:
-    corr = Correlator(start=1)
-    entry = corr.register(query=False, release_on_done=False)
-    corr.expire_after(entry, 0.05)
-    lost = ConnectionLostError("gone")
-    corr.fail_all(lost)
-    assert entry.future.exception() is lost and entry.timer is None
-    await asyncio.sleep(0.1)
-    assert entry.future.exception() is lost
-
-
-async def test_fail_agent_stops_the_timer() -> None:
-    corr = Correlator(start=1)
-    entry = corr.register(query=False, agent="a1", release_on_done=False)
-    other = corr.register(query=False, agent="a2", release_on_done=False)
-    corr.expire_after(entry, 0.05)
-    corr.expire_after(other, 0.05)
-    assert corr.fail_agent("a1", ConnectionLostError("agent left")) == 1
-    assert entry.timer is None
-    with pytest.raises(TimeoutError):
-        await other.future
-    assert isinstance(entry.future.exception(), ConnectionLostError)
-
-
-async def test_release_on_done() -> None:
-    corr = Correlator(start=1)
-    kept = corr.register(query=False, release_on_done=False)
-    released = corr.register(query=False)
-    kept.future.cancel()  # e.g. the awaiting task was cancelled
-    released.future.cancel()
-    await asyncio.sleep(0)
-    assert kept.seq in corr and released.seq not in corr
-    corr.discard(kept)  # callers that opt out discard in ``finally``
-    assert len(corr) == 0
-
-
-async def test_expire_after_twice_keeps_one_timer() -> None:
-    corr = Correlator(start=1)
-    entry = corr.register(query=False, release_on_done=False)
-    corr.expire_after(entry, 30.0)
-    corr.expire_after(entry, 0.05)
-    assert corr._lanes[30.0].waits == {}
-    with pytest.raises(TimeoutError):
-        await entry.future
-    corr.discard(entry)
-
-
-async def test_item_sink_is_the_stream_of_an_open_query_only() -> None:
+def test_item_sink_is_the_stream_of_an_open_query_only() -> None:
     corr = Correlator(start=1)
     got: list[object] = []
     sink = got.append  # one bound method object, compared by identity
-    query = corr.register(query=True, on_item=sink)
-    kept = corr.register(query=True)  # no on_item: records are kept, resolve() does it
+    query = corr.register(query=True, sink=sink)
+    kept = corr.register(query=True)  # no sink: records are kept, resolve() does it
     call = corr.register(query=False)
     assert corr.item_sink(query.seq, arrival=5) is sink
     assert corr.item_sink(kept.seq, arrival=5) is None
     assert corr.item_sink(call.seq, arrival=5) is None
     assert corr.item_sink(999, arrival=5) is None
     # a z that waits for held bodies: records received before it still stream
-    query.holds = 1
-    assert corr.resolve(CommandComplete(query.seq), arrival=7)
-    assert corr.item_sink(query.seq, arrival=6) is sink
+    events: list[Any] = []
+    assert corr.hold(query.seq) and not corr.hold(call.seq)
+    assert corr.resolve(CommandComplete(query.seq), events, arrival=7)
+    assert events == [] and corr.item_sink(query.seq, arrival=6) is sink
     assert corr.item_sink(query.seq, arrival=8) is None  # after the z: a duplicate
-    corr.unhold(query.seq)
-    assert query.future.done()
+    corr.unhold(query.seq, events)
+    assert events == [QueryDone(query.seq, [])]
     assert corr.item_sink(query.seq, arrival=6) is None  # finished
-    other = corr.register(query=True, on_item=sink)
-    other.future.cancel()
-    assert corr.item_sink(other.seq, arrival=1) is None
-    for entry in (kept, call, other):
-        corr.discard(entry)
+
+
+def test_fail_all_and_fail_agent_emit_one_failure_per_request() -> None:
+    corr = Correlator(start=1)
+    to_a1 = corr.register(query=False, agent="a1")
+    to_a2 = corr.register(query=True, agent="a2")
+    events: list[Any] = []
+    gone = AgentGoneError("agent left")
+    assert corr.fail_agent("a1", gone, events) == 1
+    assert events == [RequestFailed(to_a1.seq, gone)] and to_a2.seq in corr
+    lost = ConnectionLostError("gone")
+    events.clear()
+    corr.fail_all(lost, events)
+    assert events == [RequestFailed(to_a2.seq, lost)] and len(corr) == 0
+    assert not corr.fail(to_a2.seq, lost, events)  # already released
+
+
+def test_deadlines_are_numbers_the_caller_compares() -> None:
+    corr = Correlator(start=1)
+    early = corr.register(query=False, deadline=10.0)
+    corr.register(query=False, deadline=20.0)
+    corr.register(query=False)  # no deadline
+    assert corr.expired(9.9) == [] and corr.expired(10.0) == [early.seq]
+    assert len(corr.expired(25.0)) == 2 and len(corr) == 3  # expiry releases nothing
+
+
+# ----------------------------------------------------------------------------- the console's waits
+
+
+async def test_each_wait_fails_at_its_own_deadline() -> None:
+    waits = Waits()
+    loop = asyncio.get_running_loop()
+    done_at: dict[int, float] = {}
+    started: dict[int, float] = {}
+    entries = []
+    for i in range(3):
+        wait = waits.open(i + 1)
+        wait.future.add_done_callback(lambda _f, i=i: done_at.setdefault(i, loop.time()))
+        started[i] = loop.time()
+        waits.expire_after(wait, 0.15)
+        entries.append(wait)
+        if i < 2:
+            await asyncio.sleep(0.05)
+    assert len(waits._lanes) == 1  # one timeout value: one lane
+    for wait in entries:
+        with pytest.raises(TimeoutError):
+            await wait.future
+    for i in range(3):  # never early (lower bounds only: the machine may be busy)
+        assert done_at[i] - started[i] >= 0.149
+    await wait_until(lambda: not waits._lanes)  # an idle lane is dropped
+    for wait in entries:
+        assert waits.discard(wait)  # still registered: the core's entry must go too
+    assert len(waits) == 0
+
+
+async def test_same_timeout_waits_share_one_loop_timer() -> None:
+    waits = Waits()
+    loop = asyncio.get_running_loop()
+    timers = len(loop._scheduled)  # type: ignore[attr-defined]
+    entries = [waits.open(seq) for seq in range(1, 101)]
+    for wait in entries:
+        waits.expire_after(wait, 30.0)
+    assert len(loop._scheduled) == timers + 1  # type: ignore[attr-defined]
+    for wait in entries:
+        waits.discard(wait)
+    assert all(w.future.cancelled() for w in entries)
+    assert waits._lanes[30.0].waits == {}
+
+
+async def test_finishing_a_wait_stops_its_timer() -> None:
+    waits = Waits()
+    wait = waits.open(1)
+    waits.expire_after(wait, 0.05)
+    assert waits.finish(1) is wait and waits.finish(1) is None
+    wait.future.set_result("reply")
+    assert wait.timer is None and waits._lanes[0.05].waits == {}
+    await asyncio.sleep(0.1)  # the lane's timer fires with nothing to expire
+    assert wait.future.result() == "reply"
+    assert not waits.discard(wait) and len(waits) == 0  # already finished
+
+
+async def test_many_distinct_timeouts_fall_back_to_a_timer_each() -> None:
+    waits = Waits()
+    entries = [waits.open(seq) for seq in range(1, _waits._MAX_LANES + 4)]
+    for i, wait in enumerate(entries):
+        waits.expire_after(wait, 0.05 + i / 1000)
+    assert len(waits._lanes) == _waits._MAX_LANES
+    assert isinstance(entries[-1].timer, asyncio.TimerHandle)
+    for wait in entries:
+        with pytest.raises(TimeoutError):
+            await wait.future
+    waits.discard(entries[0])
+    kept = waits.open(1000)
+    waits.expire_after(kept, 30.0)
+    waits.discard(kept)  # cancels the lane wait; nothing left pending
+    for wait in entries[1:]:
+        waits.discard(wait)
+    assert len(waits) == 0
+
+
+async def test_fail_all_wins_over_a_pending_timeout() -> None:
+    waits = Waits()
+    wait = waits.open(1)
+    waits.expire_after(wait, 0.05)
+    lost = ConnectionLostError("gone")
+    waits.fail_all(lost)
+    assert wait.future.exception() is lost and wait.timer is None and len(waits) == 0
+    await asyncio.sleep(0.1)
+    assert wait.future.exception() is lost
+
+
+async def test_expire_after_twice_keeps_one_timer() -> None:
+    waits = Waits()
+    wait = waits.open(1)
+    waits.expire_after(wait, 30.0)
+    waits.expire_after(wait, 0.05)
+    assert waits._lanes[30.0].waits == {}
+    with pytest.raises(TimeoutError):
+        await wait.future
+    waits.discard(wait)
+
+
+async def test_a_wait_reopened_under_the_same_number_is_not_dropped_by_the_old_one() -> None:
+    waits = Waits()
+    old = waits.open(7)
+    assert waits.finish(7) is old
+    new = waits.open(7)
+    assert not waits.discard(old)  # the old wait's ``finally`` runs late
+    assert waits.get(7) is new and not new.future.done()
+    assert waits.discard(new)

@@ -35,7 +35,7 @@ from qmf_async import (
     UsageError,
     wire,
 )
-from qmf_async.protocol._correlation import Correlator
+from qmf_async.protocol import Correlator, QueryDone
 from qmf_async.wire._messages import CommandComplete, ObjectRecord
 from qmf_async.protocol._selector import SelectorError
 from qmf_async.console._session import Broker, Session
@@ -235,7 +235,7 @@ async def test_handshake_with_management_broker(make_session: Any) -> None:
     assert BROKER_AGENT_SCHEMA.class_key in session.schemas
     assert bus.sent("S")[0].class_key == BROKER_AGENT_SCHEMA.class_key
     assert {a.agent_bank for (a,) in rec.calls["new_agent"]} == {0, 5, 6}
-    assert len(broker._correlator) == 0
+    assert len(broker._core) == 0
     (six,) = await session.wait_for_agents(1, timeout=0.5, label="agent-1-6")
     assert six.agent_bank == 6
 
@@ -252,7 +252,7 @@ async def test_handshake_without_management_broker(make_session: Any) -> None:
     assert broker.connected and not broker.has_management and broker.broker_id is None
     assert rec.n("broker_info") == 0 and rec.n("broker_connected") == 1
     assert session.get_agents() == []
-    assert len(broker._correlator) == 0
+    assert len(broker._core) == 0
     assert len(bus.sent("B")) == 1 and bus.sent("G") == []
 
 
@@ -357,7 +357,7 @@ async def test_get_objects_gathers_from_several_agents(make_session: Any) -> Non
     assert sorted(p.routing_key for p in bus.published if p.messages[0].OPCODE == "G") == \
         ["agent.1.5", "agent.1.6", "agent.1.7"]
     assert all(a.requests[0].query == {"_class": "queue"} for a in agents)
-    assert len(broker._correlator) == 0
+    assert len(broker._core) == 0
     # the schema was fetched once, from an agent (no management broker)
     assert [m.class_key for m in bus.sent("S")] == [QUEUE.class_key]
     assert QUEUE.class_key in session.schemas
@@ -376,7 +376,7 @@ async def test_no_agent_known_raises_instead_of_empty_list(make_session: Any) ->
     with pytest.raises(PartialResultError) as info:
         await session.get_objects(_class="queue")
     assert info.value.partial == [] and "wait_for_agents" in str(info.value)
-    assert len(bus.published) == sent and len(broker._correlator) == 0
+    assert len(bus.published) == sent and len(broker._core) == 0
     with pytest.raises(QmfTimeout):
         await session.wait_for_agents(1, timeout=0.05)
     waiter = asyncio.create_task(session.wait_for_agents(1, timeout=2.0))
@@ -400,8 +400,8 @@ async def test_unknown_class_held_until_schema_arrives_after_z(make_session: Any
     assert [p.routing_key for p in bus.published if p.messages[0].OPCODE == "S"] == \
         ["agent.1.5"]
     assert [m.OPCODE for m in agent.requests] == ["G", "S"]
-    assert broker._held == {} and broker._held_count == 0
-    assert session.held_dropped == 0 and len(broker._correlator) == 0
+    assert broker._core.held == {} and broker._core.held_count == 0
+    assert session.held_dropped == 0 and len(broker._core) == 0
 
 
 async def test_schema_not_available_fails_query_not_shorter(make_session: Any) -> None:
@@ -414,7 +414,7 @@ async def test_schema_not_available_fails_query_not_shorter(make_session: Any) -
     assert info.value.partial == []
     assert len(info.value.errors) == 1
     assert session.held_dropped >= 1
-    assert len(broker._correlator) == 0
+    assert len(broker._core) == 0
 
 
 async def test_silent_agent_gives_query_timeout_with_partial(make_session: Any) -> None:
@@ -431,7 +431,7 @@ async def test_silent_agent_gives_query_timeout_with_partial(make_session: Any) 
     assert names(exc.partial) == ["a5-q0", "a5-q1", "a5-q2"]
     assert len(exc.errors) == 1 and "1.6" in str(exc.errors[0])
     assert [m.OPCODE for m in silent.requests] == ["G"]
-    assert len(broker._correlator) == 0
+    assert len(broker._core) == 0
 
 
 async def test_lost_reply_times_out_and_later_query_works(make_session: Any) -> None:
@@ -443,7 +443,7 @@ async def test_lost_reply_times_out_and_later_query_works(make_session: Any) -> 
     with pytest.raises(QueryTimeout) as info:
         await session.get_objects(_class="queue", _timeout=0.2)
     assert info.value.partial == []
-    assert len(broker._correlator) == 0
+    assert len(broker._core) == 0
     assert names(await session.get_objects(_class="queue")) == ["a5-q0", "a5-q1"]
 
 
@@ -461,7 +461,7 @@ async def test_z_with_error_code_is_surfaced(make_session: Any) -> None:
     assert isinstance(err, CommandError) and err.status == 7 and err.text == "query exploded"
     assert exc.__cause__ is err
     assert {"a5-q0", "a5-q1"} <= set(names(exc.partial))
-    assert len(broker._correlator) == 0
+    assert len(broker._core) == 0
 
 
 async def test_query_cancellation_removes_correlator_entry(make_session: Any) -> None:
@@ -470,11 +470,11 @@ async def test_query_cancellation_removes_correlator_entry(make_session: Any) ->
     session, broker = await with_heartbeats(make_session, bus)
     task = asyncio.create_task(session.get_objects(_class="queue"))
     await wait_until(lambda: len(bus.sent("G")) == 1)
-    assert len(broker._correlator) == 1
+    assert len(broker._core) == 1
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert len(broker._correlator) == 0
+    assert len(broker._core) == 0
 
 
 async def test_late_reply_after_timeout_is_ignored(make_session: Any) -> None:
@@ -484,10 +484,10 @@ async def test_late_reply_after_timeout_is_ignored(make_session: Any) -> None:
     await session.get_schema(QUEUE.class_key)
     with pytest.raises(QueryTimeout):
         await session.get_objects(_class="queue", _timeout=0.1)
-    assert len(broker._correlator) == 0
+    assert len(broker._core) == 0
     before = bus.delivered
     await wait_until(lambda: bus.delivered > before, timeout=2.0)  # the late g and z
-    assert session.malformed == 0 and len(broker._correlator) == 0
+    assert session.malformed == 0 and len(broker._core) == 0
     agent.delay = 0.0
     assert len(await session.get_objects(_class="queue")) == 2
 
@@ -502,13 +502,13 @@ async def test_many_concurrent_queries_answered_out_of_order(make_session: Any) 
     tasks = [asyncio.create_task(session.get_objects(_objectId=queues[i % 50].oid))
              for i in range(n)]
     await wait_until(lambda: bus.queued == n, timeout=10.0)
-    assert len(broker._correlator) == n
+    assert len(broker._core) == n
     assert bus.flush("shuffle") == n
     results = await asyncio.wait_for(asyncio.gather(*tasks), 20.0)
     for i, objs in enumerate(results):
         assert len(objs) == 1 and objs[0].get_object_id() == queues[i % 50].oid
         assert objs[0].name == f"a5-q{i % 50}"
-    assert len(broker._correlator) == 0 and broker._held_count == 0
+    assert len(broker._core) == 0 and broker._core.held_count == 0
 
 
 async def test_many_concurrent_method_calls_answered_out_of_order(make_session: Any) -> None:
@@ -524,7 +524,7 @@ async def test_many_concurrent_method_calls_answered_out_of_order(make_session: 
     results = await asyncio.wait_for(asyncio.gather(*tasks), 20.0)
     for i, r in enumerate(results):
         assert (r.status, r.seq, r.body, r.total) == (0, i, f"body-{i}", i * ((i % 10) + 1))
-    assert len(broker._correlator) == 0 and broker._method_targets == {}
+    assert len(broker._core) == 0 and broker._core.method_targets == {}
 
 
 @pytest.mark.parametrize("z_packed", [False, True])
@@ -543,7 +543,7 @@ async def test_duplicate_replies_are_ignored(make_session: Any, z_packed: bool) 
     # a second call still gets its own answer, the duplicates went nowhere
     assert (await objs[1].echo(8, "y")).seq == 8
     assert rec.n("method_response") == 2
-    assert session.malformed == 0 and len(broker._correlator) == 0
+    assert session.malformed == 0 and len(broker._core) == 0
     assert len([m for m in agent.requests if m.OPCODE == "M"]) == 2
 
 
@@ -567,7 +567,7 @@ async def test_disconnect_fails_every_pending_wait_at_once(make_session: Any) ->
         exc = t.exception()
         assert isinstance(exc, ConnectionLostError), repr(exc)
         assert cause in chain(exc)
-    assert len(broker._correlator) == 0 and not broker.connected
+    assert len(broker._core) == 0 and not broker.connected
     assert rec.n("broker_disconnected") == 1
     assert session.get_agents() == [] and rec.n("del_agent") == 2
     bus.flush()  # replies to a dead connection go nowhere
@@ -600,7 +600,7 @@ async def test_agent_gone_mid_query_fails_at_once(make_session: Any) -> None:
     # a query to every agent leaves out the one that left: its objects are gone with it
     assert everyone.exception() is None
     assert names(everyone.result()) == ["a5-q0", "a5-q1"]
-    assert len(broker._correlator) == 0
+    assert len(broker._core) == 0
 
 
 async def test_a_call_to_an_agent_that_left_fails_at_once(make_session: Any) -> None:
@@ -617,7 +617,7 @@ async def test_a_call_to_an_agent_that_left_fails_at_once(make_session: Any) -> 
         await q.echo(1, "x", _timeout=5.0)
     assert time.monotonic() - start < 0.5
     assert len(agent.requests) == sent  # nothing was sent
-    assert len(broker._correlator) == 0
+    assert len(broker._core) == 0
     # back again (a new announcement): calls go through as before
     mgmt.announce(agent)
     await wait_until(lambda: 6 in [a.agent_bank for a in session.get_agents()])
@@ -635,7 +635,7 @@ async def test_agent_gone_by_missed_heartbeats_mid_query(make_session: Any) -> N
     with pytest.raises(AgentGoneError):
         await session.get_objects(_class="queue", _timeout=5.0)
     assert time.monotonic() - start < 2.0
-    assert len(broker._correlator) == 0 and session.get_agents() == []
+    assert len(broker._core) == 0 and session.get_agents() == []
 
 
 async def test_where_selector_and_property_equals(make_session: Any) -> None:
@@ -688,7 +688,7 @@ async def test_iter_objects_yields_as_they_arrive_then_raises(make_session: Any)
     assert names([o for _, o in got]) == ["a5-q0", "a5-q1", "a5-q2", "a5-q3"]
     assert got[0][0] < 0.4  # long before the silent agent's timeout
     assert names(info.value.partial) == names([o for _, o in got])
-    assert len(broker._correlator) == 0
+    assert len(broker._core) == 0
 
 
 async def test_iter_objects_early_break_cleans_up(make_session: Any) -> None:
@@ -700,7 +700,7 @@ async def test_iter_objects_early_break_cleans_up(make_session: Any) -> None:
     first = await it.__anext__()
     assert first.name.startswith("a5-q")
     await it.aclose()
-    assert len(broker._correlator) == 0
+    assert len(broker._core) == 0
 
 
 async def test_schema_queries(make_session: Any) -> None:
@@ -717,7 +717,7 @@ async def test_schema_queries(make_session: Any) -> None:
     assert await session.get_schema(str(DECLARE.class_key)) == DECLARE
     assert ("test.pkg",) in rec.calls["new_package"]
     await wait_until(lambda: (2, DECLARE.class_key) in rec.calls["new_class"])
-    assert len(broker._correlator) == 0
+    assert len(broker._core) == 0
 
 
 # ----------------------------------------------------------------------------- methods
@@ -776,7 +776,7 @@ async def test_bad_arguments_raise_before_sending(make_session: Any, call: Any) 
     with pytest.raises(ArgumentError):
         await call(q)
     assert len(bus.published) == sent
-    assert len(broker._correlator) == 0
+    assert len(broker._core) == 0
 
 
 async def test_method_errors_and_timeouts(make_session: Any) -> None:
@@ -796,17 +796,17 @@ async def test_method_errors_and_timeouts(make_session: Any) -> None:
     with pytest.raises(QmfTimeout):
         await q.echo(1, "x", _timeout=0.15)
     assert 0.15 <= time.monotonic() - start < 1.5
-    assert len(broker._correlator) == 0 and broker._method_targets == {}
-    assert all(not lane.waits for lane in broker._correlator._lanes.values())
+    assert len(broker._core) == 0 and broker._core.method_targets == {}
+    assert all(not lane.waits for lane in broker._waits._lanes.values())
     # cancellation
     task = asyncio.create_task(q.echo(2, "y"))
     await wait_until(lambda: sum(m.OPCODE == "M" for m in agent.requests) == 4)
-    assert len(broker._correlator) == 1
+    assert len(broker._core) == 1
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert len(broker._correlator) == 0 and broker._method_targets == {}
-    assert all(not lane.waits for lane in broker._correlator._lanes.values())
+    assert len(broker._core) == 0 and broker._core.method_targets == {}
+    assert all(not lane.waits for lane in broker._waits._lanes.values())
 
 
 async def test_proxy_attributes(make_session: Any) -> None:
@@ -1065,7 +1065,7 @@ async def test_close_is_idempotent_and_fails_pending(make_session: Any) -> None:
     assert transport.closed_calls == 1 and not transport.is_open
     with pytest.raises(NotConnectedError):
         await pending
-    assert len(broker._correlator) == 0 and session.brokers == []
+    assert len(broker._core) == 0 and session.brokers == []
     with pytest.raises(StopAsyncIteration):
         await events.get(1.0)
     with pytest.raises(UsageError):
@@ -1123,23 +1123,24 @@ async def test_del_broker(make_session: Any) -> None:
 # ----------------------------------------------------------------------------- protocol core
 
 
-async def test_correlator_ignores_replies_after_the_z_but_not_held_bodies() -> None:
+def test_correlator_ignores_replies_after_the_z_but_not_held_bodies() -> None:
     corr = Correlator(start=10)
     entry = corr.register(query=True)
     rec = ObjectRecord("g", entry.seq, QUEUE, 1, 1, 0, QUEUE_OID, ("q", True, None), (0, 0))
+    events: list[Any] = []
     assert corr.hold(entry.seq)  # body 1 waits for its schema
-    assert corr.resolve(CommandComplete(entry.seq), arrival=2)  # the z, body 2
+    assert corr.resolve(CommandComplete(entry.seq), events, arrival=2)  # the z, body 2
     assert corr.after_end(entry.seq, 3) and not corr.after_end(entry.seq, 1)
-    assert not corr.resolve(rec, arrival=3)  # a duplicate received after the z
-    assert not corr.resolve(CommandComplete(entry.seq), arrival=4)
-    assert corr.resolve(rec, arrival=1)  # body 1, released when its schema came
-    assert not entry.future.done()
-    corr.unhold(entry.seq)
-    assert entry.future.result() == [rec]
-    await wait_until(lambda: len(corr) == 0)  # released by the future's done callback
+    assert not corr.resolve(rec, events, arrival=3)  # a duplicate received after the z
+    assert not corr.resolve(CommandComplete(entry.seq), events, arrival=4)
+    assert corr.resolve(rec, events, arrival=1)  # body 1, released when its schema came
+    assert events == []
+    corr.unhold(entry.seq, events)
+    assert events == [QueryDone(entry.seq, [rec])]
+    assert len(corr) == 0  # released with its QueryDone
     # sequence numbers skip 0 and those in use
     corr2 = Correlator(start=0xFFFFFFFF)
     first = corr2.register(query=False)
     assert first.seq == 0xFFFFFFFF and corr2.register(query=False).seq == 1
-    corr2.discard(first)
-    assert first.future.cancelled() and len(corr2) == 1
+    assert corr2.discard(first.seq, first)
+    assert len(corr2) == 1

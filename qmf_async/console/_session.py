@@ -3,9 +3,10 @@
 A Session holds one schema cache shared by all its brokers, the known agents,
 the user's console callbacks and subscriptions.  Each Broker owns one transport,
 a reply queue (``amq.direct`` under its own name) and a length-capped topic queue
-on ``qpid.management``; every delivery goes through one synchronous dispatcher
-that decodes it and routes replies by sequence number (``_correlation``) and
-unsolicited data to callbacks and subscriptions.
+on ``qpid.management``, and drives one sans-I/O protocol core
+(:class:`~qmf_async.protocol.ConsoleProtocol`): every delivery goes through one
+synchronous dispatcher that hands the body to the core and acts on the events it
+returns (futures of waiting requests, callbacks, subscriptions, schema fetches).
 """
 
 from __future__ import annotations
@@ -35,23 +36,39 @@ from ..errors import (
     UnknownClassError,
     UsageError,
 )
-from ..protocol import Correlator, Pending, Selector, compile_selector
+from ..protocol import (
+    BROKER_AGENT_CLASS,
+    AgentArrived,
+    AgentLeft,
+    AgentRelabeled,
+    BodyMalformed,
+    ClassSeen,
+    ConsoleProtocol,
+    EventReceived,
+    HeartbeatReceived,
+    HeldDropped,
+    ObjectUpdate,
+    Outgoing,
+    PackageSeen,
+    QueryDone,
+    Reply,
+    RequestFailed,
+    SchemaNeeded,
+    SchemaSeen,
+    Selector,
+    compile_selector,
+)
 from ..runtime import retry_with_backoff
 from ..transport import Delivery, TlsOptions, Transport, parse_url
 from ..wire import (
-    BrokerRequest,
-    BrokerResponse,
     ClassIndication,
     ClassKey,
     ClassQuery,
     CommandComplete,
-    EventIndication,
     GetQuery,
-    Heartbeat,
     Message,
     MethodResponse,
     ObjectId,
-    ObjectRecord,
     PackageIndication,
     PackageQuery,
     RawObjectRecord,
@@ -60,44 +77,20 @@ from ..wire import (
     SchemaMethod,
     SchemaRequest,
     SchemaResponse,
-    UndecodedTail,
 )
 from ._callbacks import Console
 from ._objects import Event, MethodResult, QmfObject, RemoteAgent
 from ._subscriptions import Subscription
+from ._waits import Wait, Waits
 
-__all__ = ["Session", "Broker"]
+__all__ = ["Broker", "Session"]
 
 log = logging.getLogger("qmf_async.session")
 
 MANAGEMENT = "qpid.management"
 DIRECT = "amq.direct"
-BROKER_AGENT_CLASS = ("org.apache.qpid.broker", "agent")
 
 TransportFactory = Callable[..., Any]
-
-
-def _agent_banks(routing_key: str, prefix: str) -> tuple[int, int] | None:
-    """(brokerBank, agentBank) from ``console.obj.<bb>.<ab>...``-style keys."""
-    if not routing_key.startswith(prefix):
-        return None
-    parts = routing_key[len(prefix):].split(".", 2)
-    if len(parts) < 2:
-        return None
-    try:
-        return int(parts[0]), int(parts[1])
-    except ValueError:
-        return None
-
-
-class _AgentState:
-    __slots__ = ("agent", "last_seen", "interval", "last_heartbeat")
-
-    def __init__(self, agent: RemoteAgent, now: float, interval: float) -> None:
-        self.agent = agent
-        self.last_seen = now
-        self.interval = interval
-        self.last_heartbeat = 0.0
 
 
 class Broker:
@@ -106,6 +99,12 @@ class Broker:
     ``broker_id`` is set when a management broker answered ``B``;
     ``has_management`` tells whether one did.  ``topic_dropped`` counts
     unsolicited messages the broker dropped because this console was too slow.
+
+    The protocol state lives in a :class:`~qmf_async.protocol.ConsoleProtocol`
+    (``_core``); this class is its asyncio driver: it feeds deliveries to the core,
+    turns the core's events into future results, callbacks and subscription items,
+    publishes what the core builds, and owns the timers, the schema fetches, the
+    transport and reconnecting.
     """
 
     def __init__(self, session: Session, url: str, *, tls: TlsOptions | None,
@@ -116,28 +115,51 @@ class Broker:
         self.tls = tls
         self.timeout = timeout
         self.broker_id: uuid.UUID | None = None
-        self.has_management = False
         self.connected = False
         self.topic_dropped = 0
         self.reconnects = 0
         self.error: BaseException | None = None
         self._transport: Any = None
-        self._correlator = Correlator()
+        self._core = ConsoleProtocol(
+            session.schemas, where=self.where, max_held=session.max_held,
+            agent_interval=session.agent_interval,
+            min_agent_interval=session.min_agent_interval,
+            missed_heartbeats=session.missed_heartbeats, max_departed=_MAX_DEPARTED)
+        self._waits = Waits()
         self._reply_queue: str | None = None
         self._topic_queue: str | None = None
         self._loss_queue: str | None = None
-        self._agents: dict[tuple[int, int], _AgentState] = {}
-        # banks of agents seen leaving (newest last, bounded) -> why: calls to them fail
-        # at once until they are seen again
-        self._departed: dict[tuple[int, int], str] = {}
-        self._method_targets: dict[int, tuple[SchemaClass, SchemaMethod]] = {}
-        self._held: dict[ClassKey, list[tuple[UndecodedTail, Delivery, int]]] = {}
-        self._arrivals = 0  # bodies received, in order
-        self._held_count = 0
-        self._fetching: set[ClassKey] = set()
+        #: the known agents, as the core's directory has them (same order)
+        self._agents: dict[tuple[int, int], RemoteAgent] = {}
         self._reconnect_task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closing = False
+        self._handlers: dict[type, Callable[[Any], None]] = {
+            Reply: self._on_reply,
+            QueryDone: self._on_query_done,
+            RequestFailed: self._on_request_failed,
+            AgentArrived: self._on_agent_arrived,
+            AgentRelabeled: self._on_agent_relabeled,
+            AgentLeft: self._on_agent_left,
+            HeartbeatReceived: self._on_heartbeat,
+            ObjectUpdate: self._on_object_update,
+            EventReceived: self._on_event,
+            PackageSeen: lambda ev: self.session._package_seen(ev.package),
+            ClassSeen: lambda ev: self.session._class_seen(ev.kind, ev.class_key),
+            SchemaSeen: lambda ev: self.session._schema_seen(ev.schema),
+            SchemaNeeded: self._on_schema_needed,
+            HeldDropped: self._on_held_dropped,
+            BodyMalformed: self._on_malformed,
+        }
+
+    @property
+    def has_management(self) -> bool:
+        """Whether a management broker answered ``B`` on this connection."""
+        return self._core.has_management
+
+    @has_management.setter
+    def has_management(self, value: bool) -> None:
+        self._core.has_management = value
 
     # ------------------------------------------------------------------ connection
 
@@ -178,10 +200,13 @@ class Broker:
 
     async def _handshake(self) -> None:
         """B/b, then the agent list of a management broker."""
-        entry = self._correlator.register(query=False, expect="b", seq=0)
+        transport = self._check()
+        out = self._core.send_broker_request()
+        wait = self._waits.open(out.seq)
         try:
-            await self._publish(BrokerRequest(), "broker")
-            msg = await asyncio.wait_for(entry.future, self.session.broker_timeout)
+            await transport.publish(out.body, exchange=MANAGEMENT, routing_key=out.routing_key,
+                                    reply_to=self._reply_queue)
+            msg = await asyncio.wait_for(wait.future, self.session.broker_timeout)
         except TimeoutError:
             self.has_management = False
             log.info("no management broker answered B on %s; finding agents by heartbeats",
@@ -192,25 +217,19 @@ class Broker:
             self.session._notify("broker_info", self)
             await self._load_broker_agents()
         finally:
-            self._correlator.discard(entry)
+            self._discard(wait)
 
     async def _load_broker_agents(self) -> None:
         """Ask the broker's own agent (1.0) for its ``agent`` objects."""
-        self._see_agent(1, 0, label="broker")
+        agent = self._see_agent(1, 0, label="broker")
         try:
-            records = await self._query(self._agents[(1, 0)].agent,
+            records = await self._query(agent,
                                         {"_class": "agent", "_package": BROKER_AGENT_CLASS[0]},
                                         self.session.broker_timeout)
         except QmfError as exc:
             log.info("agent list of %s not available: %s", self.where, exc)
             return
-        for rec in records:
-            if isinstance(rec, (RawObjectRecord, ObjectRecord)):
-                try:
-                    self._agent_object(rec)
-                except DecodeError as exc:
-                    self.session.malformed += 1
-                    log.warning("malformed agent object from %s dropped: %s", self.where, exc)
+        self._handle(self._core.agent_objects(records, time.monotonic()))
 
     def _on_lost(self, exc: BaseException) -> None:
         if self._closing:
@@ -219,12 +238,8 @@ class Broker:
         self.error = exc
         lost = ConnectionLostError(f"connection to {self.where} lost: {exc}")
         lost.__cause__ = exc
-        self._correlator.fail_all(lost)
-        self._method_targets.clear()
-        self._drop_held("connection lost")
-        for state in list(self._agents.values()):
-            self.session._agent_left(state.agent)
-        self._agents.clear()
+        self._handle(self._core.connection_lost(lost))
+        self._waits.fail_all(lost)  # waits the core no longer knew (already answered)
         self.session._notify("broker_disconnected", self)
         if self.session.manage_connections:
             self._start_reconnect()
@@ -258,8 +273,9 @@ class Broker:
             self._reconnect_task.cancel()
             with contextlib.suppress(BaseException):
                 await self._reconnect_task
-        self._correlator.fail_all(NotConnectedError(f"broker {self.where} was removed"))
-        self._drop_held("session closed")
+        removed = NotConnectedError(f"broker {self.where} was removed")
+        self._handle(self._core.close(removed))
+        self._waits.fail_all(removed)
         transport, self._transport = self._transport, None
         self.connected = False
         if transport is not None:
@@ -281,88 +297,91 @@ class Broker:
 
     # ------------------------------------------------------------------ requests
 
+    @staticmethod
+    def _banks(agent: RemoteAgent | None) -> tuple[int, int] | None:
+        return None if agent is None else (agent.broker_bank, agent.agent_bank)
+
+    async def _send(self, transport: Any, out: Outgoing) -> Wait:
+        """Publish what the core built and open the wait for its answer.
+
+        Raises:
+            TransportError: publishing failed (the request is forgotten).
+        """
+        wait = self._waits.open(out.seq)
+        try:
+            await transport.publish(out.body, exchange=MANAGEMENT, routing_key=out.routing_key,
+                                    reply_to=self._reply_queue)
+        except BaseException:
+            self._discard(wait)
+            raise
+        return wait
+
+    def _discard(self, wait: Wait) -> None:
+        """Forget a wait (done, timed out, cancelled) and its request in the core."""
+        if self._waits.discard(wait):
+            self._core.cancel(wait.seq)
+
     async def _request(self, agent: RemoteAgent | None, msg_factory: Callable[[int], Message],
                        routing_key: str, *, query: bool, expect: str, timeout: float) -> Any:
         """Send one request and wait for its reply (or its indications and ``z``)."""
-        self._check()
-        correlator = self._correlator
-        # discarded in ``finally`` whatever happens: no release callback needed
-        entry = correlator.register(query=query, agent=agent, expect=expect,
-                                    release_on_done=False)
+        transport = self._check()
+        out = self._core.send_request(msg_factory, routing_key, query=query,
+                                      agent=self._banks(agent), expect=expect)
+        wait = await self._send(transport, out)
         try:
-            await self._publish(msg_factory(entry.seq), routing_key)
-            correlator.expire_after(entry, timeout)
-            return await entry.future
+            self._waits.expire_after(wait, timeout)
+            return await wait.future
         except TimeoutError:
             raise QmfTimeout(f"no complete answer from {agent or routing_key} on {self.where} "
                              f"within {timeout}s") from None
         finally:
-            correlator.discard(entry)
+            self._discard(wait)
 
-    async def _query(self, agent: RemoteAgent, query: Mapping[str, Any], timeout: float) -> list[Message]:
-        return await self._request(agent, lambda seq: GetQuery(seq, dict(query)), agent.key,
-                                   query=True, expect="", timeout=timeout)
+    async def _query(self, agent: RemoteAgent, query: Mapping[str, Any],
+                     timeout: float) -> list[Message]:
+        found: list[Message] = await self._request(
+            agent, lambda seq: GetQuery(seq, dict(query)), agent.key, query=True, expect="",
+            timeout=timeout)
+        return found
+
+    async def _send_query(self, agent: RemoteAgent, query: Mapping[str, Any],
+                          sink: Callable[[Message | RawObjectRecord], None]) -> Wait:
+        """Send a ``G`` whose records go to ``sink``; the wait completes at its ``z``.
+
+        The caller must :meth:`_discard` the wait.
+
+        Raises:
+            NotConnectedError, TransportError: not sent.
+        """
+        transport = self._check()
+        out = self._core.send_query((agent.broker_bank, agent.agent_bank), query, sink=sink)
+        return await self._send(transport, out)
 
     # ------------------------------------------------------------------ agents
 
-    def _see_agent(self, bb: int, ab: int, *, label: str | None = None,
-                   heartbeat: bool = False) -> _AgentState:
-        now = time.monotonic()
-        state = self._agents.get((bb, ab))
-        if state is None:
-            agent = RemoteAgent(self, bb, ab, label or "", self.where)
-            state = _AgentState(agent, now, self.session.agent_interval)
-            self._agents[(bb, ab)] = state
-            self._departed.pop((bb, ab), None)
-            self.session._agent_arrived(agent)
-        elif label and state.agent.label != label:
-            state.agent = RemoteAgent(self, bb, ab, label, self.where)
-        if heartbeat:
-            if state.last_heartbeat:
-                gap = now - state.last_heartbeat
-                # follow the agent's real interval, smoothing jitter
-                state.interval = max(0.05, 0.7 * state.interval + 0.3 * gap) \
-                    if state.interval else gap
-            state.last_heartbeat = now
-        state.last_seen = now
-        return state
+    def _see_agent(self, bb: int, ab: int, *, label: str | None = None) -> RemoteAgent:
+        """The agent of these banks, noted alive now (it arrives if it was not known)."""
+        self._handle(self._core.see_agent(bb, ab, time.monotonic(), label=label))
+        return self._agents[(bb, ab)]
 
-    def _agent_object(self, rec: RawObjectRecord | ObjectRecord) -> None:
-        """An ``org.apache.qpid.broker:agent`` object from the management broker."""
-        values = rec.properties_dict() if rec.properties is not None else {}
-        bb, ab = values.get("brokerBank"), values.get("agentBank")
-        if not isinstance(bb, int) or not isinstance(ab, int):
-            return
-        if rec.deleted:
-            state = self._agents.pop((bb, ab), None)
-            if state is not None:
-                self._agent_gone(state.agent, "deleted by the management broker")
-            return
-        self._see_agent(bb, ab, label=str(values.get("label", "")))
-
-    def _agent_gone(self, agent: RemoteAgent, why: str) -> None:
-        departed = self._departed
-        departed.pop((agent.broker_bank, agent.agent_bank), None)
-        if len(departed) >= _MAX_DEPARTED:
-            del departed[next(iter(departed))]
-        departed[(agent.broker_bank, agent.agent_bank)] = why
-        exc = AgentGoneError(f"{agent} on {self.where} left: {why}")
-        self._correlator.fail_agent(agent, exc)
-        self.session._agent_left(agent)
+    def _departed_why(self, banks: tuple[int, int]) -> str | None:
+        return self._core.departed_why(banks)
 
     def _age_agents(self, now: float) -> None:
-        for key, state in list(self._agents.items()):
-            if key == (1, 0) and self.has_management:
-                continue
-            limit = self.session.missed_heartbeats * max(state.interval,
-                                                         self.session.min_agent_interval)
-            if now - state.last_seen > limit:
-                del self._agents[key]
-                self._agent_gone(state.agent, f"no heartbeat for {now - state.last_seen:.1f}s")
+        core, session = self._core, self.session
+        # the session's limits may have been changed since this broker was added
+        core.agent_interval = session.agent_interval
+        core.min_agent_interval = session.min_agent_interval
+        core.missed_heartbeats = session.missed_heartbeats
+        core.max_held = session.max_held
+        self._handle(core.age(now))
+
+    def _forget_agents(self) -> None:
+        self._handle(self._core.forget_agents("broker removed"))
 
     def agents(self) -> list[RemoteAgent]:
         """The agents currently known on this broker."""
-        return [s.agent for s in self._agents.values()]
+        return list(self._agents.values())
 
     # ------------------------------------------------------------------ dispatch
 
@@ -373,131 +392,97 @@ class Broker:
                 log.warning("console too slow for %s: %d unsolicited messages dropped so far",
                             self.where, self.topic_dropped)
             return
-        self._arrivals += 1
-        self._decode_and_route(delivery.body, delivery, self._arrivals)
+        events = self._core.receive(delivery.body, delivery.routing_key, time.monotonic())
+        if events:
+            self._handle(events)
 
-    def _decode_and_route(self, body: bytes, delivery: Delivery, arrival: int) -> None:
-        # ``arrival`` orders bodies as received, also when one was held for a schema
-        session = self.session
-        try:
-            messages = codec.decode(body, session.schemas, methods=self._method_targets,
-                                    defer_unknown=True, lazy=True)
-        except DecodeError as exc:
-            session.malformed += 1
-            log.warning("malformed QMF body from %s (%s) dropped: %s", self.where,
-                        delivery.routing_key, exc)
-            return
-        # records of one query answer usually fill the body: find their query once
-        sink: Callable[[Message | RawObjectRecord], None] | None = None
-        sink_seq = 0
-        for msg in messages:
+    def _handle(self, events: list[Any]) -> None:
+        """Act on the core's events, in order (one failing handler does not stop the rest)."""
+        handlers = self._handlers
+        for ev in events:
             try:
-                if type(msg) is RawObjectRecord and msg.seq:
-                    if msg.seq != sink_seq:
-                        sink_seq = msg.seq
-                        sink = self._correlator.item_sink(sink_seq, arrival)
-                    if sink is not None:
-                        sink(msg)
-                        continue
-                sink_seq = 0  # anything else may finish a query: look it up again
-                self._route(msg, delivery, arrival)
+                handlers[type(ev)](ev)
             except Exception:
-                log.exception("failed to handle %r from %s", msg.OPCODE, self.where)
+                log.exception("failed to handle %r from %s", ev, self.where)
 
-    def _route(self, msg: Message | RawObjectRecord, delivery: Delivery, arrival: int) -> None:
-        session = self.session
-        if type(msg) is RawObjectRecord:  # the hot path: query answers and updates
-            if msg.seq and self._correlator.resolve(msg, arrival=arrival):
-                return
-            if msg.opcode != "g":
-                self._content(msg, delivery)
+    def _on_reply(self, ev: Reply) -> None:
+        wait = self._waits.finish(ev.seq)
+        msg = ev.message
+        if wait is not None and not wait.future.done():
+            wait.future.set_result(msg)
+        if type(msg) is MethodResponse and self.session.console is not None:
+            self.session._notify("method_response", self, msg.seq, _method_result(msg))
+
+    def _on_query_done(self, ev: QueryDone) -> None:
+        wait = self._waits.finish(ev.seq)
+        if wait is None or wait.future.done():
             return
-        if isinstance(msg, UndecodedTail):
-            self._hold(msg, delivery, arrival)
-            return
-        if isinstance(msg, SchemaResponse):
-            session._schema_seen(msg.schema)
-        if isinstance(msg, MethodResponse):
-            self._method_targets.pop(msg.seq, None)
-        if (msg.seq or isinstance(msg, BrokerResponse)) and self._correlator.resolve(
-                msg, arrival=arrival):
-            if isinstance(msg, MethodResponse) and session.console is not None:
-                session._notify("method_response", self, msg.seq, _method_result(msg))
-            return
-        if isinstance(msg, EventIndication):
-            self._event(msg, delivery)
-        elif isinstance(msg, Heartbeat):
-            banks = _agent_banks(delivery.routing_key, "console.heartbeat.")
-            if banks is not None:
-                state = self._see_agent(*banks, heartbeat=True)
-                session._notify("heartbeat", state.agent, msg.timestamp)
-        elif isinstance(msg, PackageIndication):
-            session._package_seen(msg.package)
-        elif isinstance(msg, ClassIndication):
-            session._package_seen(msg.class_key.package)
-            session._class_seen(msg.kind, msg.class_key)
+        if ev.code != 0:
+            exc = CommandError(ev.code, ev.text)
+            exc.partial = list(ev.items)  # type: ignore[attr-defined]
+            wait.future.set_exception(exc)
+        else:
+            wait.future.set_result(ev.items)
 
-    def _agent_for(self, banks: tuple[int, int] | None, oid: ObjectId | None = None) -> RemoteAgent | None:
-        if banks is None and oid is not None:
-            banks = oid.agent_key()
-        if banks is None:
-            return None
-        return self._see_agent(*banks).agent
+    def _on_request_failed(self, ev: RequestFailed) -> None:
+        wait = self._waits.finish(ev.seq)
+        if wait is not None and not wait.future.done():
+            wait.future.set_exception(ev.error)
 
-    def _content(self, rec: RawObjectRecord, delivery: Delivery) -> None:
-        banks = _agent_banks(delivery.routing_key, "console.obj.")
-        agent = self._agent_for(banks, rec.object_id)
-        key = rec.codec.class_key
-        if (key.package, key.name) == BROKER_AGENT_CLASS and rec.opcode != "i":
-            try:
-                self._agent_object(rec)
-            except DecodeError as exc:
-                self.session.malformed += 1
-                log.warning("malformed agent object from %s dropped: %s", self.where, exc)
-                return
-        self.session._object_update(self, agent, rec)
+    def _on_agent_arrived(self, ev: AgentArrived) -> None:
+        agent = RemoteAgent(self, ev.broker_bank, ev.agent_bank, ev.label, self.where)
+        self._agents[(ev.broker_bank, ev.agent_bank)] = agent
+        self.session._agent_arrived(agent)
 
-    def _event(self, msg: EventIndication, delivery: Delivery) -> None:
-        banks = _agent_banks(delivery.routing_key, "console.event.")
-        agent = self._agent_for(banks)
+    def _on_agent_relabeled(self, ev: AgentRelabeled) -> None:
+        self._agents[(ev.broker_bank, ev.agent_bank)] = RemoteAgent(
+            self, ev.broker_bank, ev.agent_bank, ev.label, self.where)
+
+    def _on_agent_left(self, ev: AgentLeft) -> None:
+        agent = self._agents.pop((ev.broker_bank, ev.agent_bank), None)
+        if agent is not None:
+            self.session._agent_left(agent)
+
+    def _on_heartbeat(self, ev: HeartbeatReceived) -> None:
+        agent = self._agents.get((ev.broker_bank, ev.agent_bank))
+        if agent is not None:
+            self.session._notify("heartbeat", agent, ev.timestamp)
+
+    def _on_object_update(self, ev: ObjectUpdate) -> None:
+        banks = ev.agent
+        agent = self._agents.get(banks) if banks is not None else None
+        self.session._object_update(self, agent, ev.record)
+
+    def _on_event(self, ev: EventReceived) -> None:
+        banks = ev.agent
+        agent = self._agents.get(banks) if banks is not None else None
+        msg = ev.message
         event = Event(msg.schema.class_key, msg.timestamp, msg.severity, dict(msg.arguments),
                       agent, msg.schema)
         self.session._event(self, event)
 
+    def _on_malformed(self, ev: BodyMalformed) -> None:
+        self.session.malformed += 1
+        log.warning("malformed QMF body from %s (%s) dropped: %s", self.where,
+                    ev.routing_key, ev.error)
+
+    def _on_held_dropped(self, ev: HeldDropped) -> None:
+        self.session.held_dropped += ev.count
+        # closing with a schema fetch in flight is normal; anything else is worth a warning
+        level = logging.DEBUG if self._closing else logging.WARNING
+        log.log(level, "dropped %d bodies held for unknown schemas on %s: %s", ev.count,
+                self.where, ev.why)
+
     # ------------------------------------------------------------------ unknown schemas
 
-    def _hold(self, tail: UndecodedTail, delivery: Delivery, arrival: int) -> None:
-        """Keep a body whose class is unknown until its schema arrives (bounded)."""
-        session = self.session
-        if self._correlator.after_end(tail.seq, arrival):
-            return  # received after its query's z: a duplicate, ignored as when not held
-        if tail.class_key in session.schemas:
-            # its schema came earlier in the same body (decode does not register it)
-            self._decode_and_route(tail.remaining, delivery, arrival)
-            return
-        if self._held_count >= session.max_held:
-            session.held_dropped += 1
-            log.warning("too many bodies waiting for schemas on %s; dropping one of %s",
-                        self.where, tail.class_key)
-            return
-        key = tail.class_key
-        self._held.setdefault(key, []).append((tail, delivery, arrival))
-        self._held_count += 1
-        self._correlator.hold(tail.seq)
-        if key not in self._fetching:
-            self._fetching.add(key)
-            banks = (_agent_banks(delivery.routing_key, "console.obj.")
-                     or _agent_banks(delivery.routing_key, "console.event."))
-            pending = self._correlator.get(tail.seq)
-            agent = pending.agent if pending is not None else None
-            if agent is None and banks is not None:
-                agent = self._see_agent(*banks).agent
-            task = asyncio.get_running_loop().create_task(self._fetch_schema(key, agent))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+    def _on_schema_needed(self, ev: SchemaNeeded) -> None:
+        agent = self._agents.get(ev.agent) if ev.agent is not None else None
+        task = asyncio.get_running_loop().create_task(self._fetch_schema(ev.class_key, agent))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _fetch_schema(self, key: ClassKey, agent: RemoteAgent | None) -> None:
-        targets = []
+        targets: list[tuple[RemoteAgent | None, str]] = []
         if agent is not None:
             targets.append((agent, agent.key))
         if self.has_management:
@@ -515,35 +500,15 @@ class Broker:
                 if isinstance(reply, SchemaResponse):
                     self.session._schema_seen(reply.schema)
                     return
-            self._drop_held(f"schema {key} could not be fetched: {error}", key)
+            self._handle(self._core.drop_held(f"schema {key} could not be fetched: {error}",
+                                              key))
         finally:
-            self._fetching.discard(key)
+            self._core.fetch_finished(key)
 
     def _release_held(self, key: ClassKey) -> None:
-        held = self._held.pop(key, None)
-        if not held:
-            return
-        for tail, delivery, arrival in held:
-            self._held_count -= 1
-            self._decode_and_route(tail.remaining, delivery, arrival)
-            self._correlator.unhold(tail.seq)
-
-    def _drop_held(self, why: str, key: ClassKey | None = None) -> None:
-        keys = [key] if key is not None else list(self._held)
-        dropped = 0
-        for k in keys:
-            for tail, _, _ in self._held.pop(k, []):
-                dropped += 1
-                self._held_count -= 1
-                self.session.held_dropped += 1
-                entry = self._correlator.get(tail.seq)
-                if entry is not None and not entry.future.done():
-                    entry.future.set_exception(QmfError(why))
-        if dropped:
-            # closing with a schema fetch in flight is normal; anything else is worth a warning
-            level = logging.DEBUG if self._closing else logging.WARNING
-            log.log(level, "dropped %d bodies held for unknown schemas on %s: %s", dropped,
-                    self.where, why)
+        """The schema of ``key`` arrived: route the bodies held for it."""
+        if key in self._core.held:
+            self._handle(self._core.schema_known(key, time.monotonic()))
 
 
 #: how many departed agents a broker remembers (to fail calls to them at once)
@@ -700,9 +665,7 @@ class Session:
         """Disconnect and forget a broker; its pending requests fail with NotConnectedError."""
         if broker in self.brokers:
             self.brokers.remove(broker)
-        for state in list(broker._agents.values()):
-            self._agent_left(state.agent)
-        broker._agents.clear()
+        broker._forget_agents()
         await broker._close()
 
     async def close(self) -> None:
@@ -1060,8 +1023,8 @@ class Session:
         targets = []
         for b in brokers:
             if _objectId is not None:
-                state = b._agents.get(_objectId.agent_key())
-                agent = state.agent if state is not None else b._see_agent(*_objectId.agent_key()).agent
+                banks = _objectId.agent_key()
+                agent = b._agents.get(banks) or b._see_agent(*banks)
                 targets.append((b, agent))
             else:
                 targets.extend((b, a) for a in b.agents())
@@ -1189,13 +1152,11 @@ class Session:
                 emit(obj)
             return take
 
-        entries: list[tuple[Broker, RemoteAgent, Pending]] = []
+        entries: list[tuple[Broker, RemoteAgent, Wait]] = []
         try:
             for broker, agent in targets:
-                entry = broker._correlator.register(query=True, agent=agent,
-                                                    on_item=on_item(broker, agent))
+                entry = await broker._send_query(agent, query, on_item(broker, agent))
                 entries.append((broker, agent, entry))
-                await broker._publish(GetQuery(entry.seq, query), agent.key)
             if not entries:
                 where = ", ".join(b.where for b in brokers)
                 raise PartialResultError(f"no agent is known on {where} (no management broker "
@@ -1230,7 +1191,7 @@ class Session:
                           list(delivered), errors) from errors[0]
         finally:
             for broker, _agent2, entry in entries:
-                broker._correlator.discard(entry)
+                broker._discard(entry)
 
     async def _call_method(self, obj: QmfObject, method: SchemaMethod, in_args: dict[str, Any],
                            timeout: float | None) -> MethodResult:
@@ -1246,35 +1207,29 @@ class Session:
             bb, ab = obj.get_object_id().agent_key()
             route = _METHOD_ROUTES[head] = ((bb, ab), f"agent.{bb}.{ab}")
         banks, routing_key = route
-        state = broker._agents.get(banks)
-        if state is None and banks in broker._departed:
+        core = broker._core
+        if banks not in core.agents and banks in core.departed:
             raise AgentGoneError(f"agent {banks[0]}.{banks[1]} of {obj!r} on {broker.where} "
-                                 f"left: {broker._departed[banks]}")
-        agent = state.agent if state is not None else obj.get_agent()
+                                 f"left: {core.departed[banks]}")
         schema = obj.get_schema()
-        correlator = broker._correlator
-        # discarded in ``finally`` whatever happens: no release callback needed
-        entry = correlator.register(query=False, agent=agent, expect="m", release_on_done=False)
-        seq = entry.seq
-        targets = broker._method_targets
-        targets[seq] = (schema, method)
         wait = timeout if timeout is not None else self.timeout
+        # the core builds the M (the method's cached writer) and opens its entry
+        out = core.send_method(banks, routing_key, schema, method, raw_oid, in_args)
+        waits = broker._waits
+        entry = waits.open(out.seq)
         try:
-            # Broker._publish, inlined: one coroutine less on every resume of this call;
-            # the M written by the method's cached writer (the bytes codec.encode writes)
-            body = self.schemas.request_writer(schema.class_key, method.name)(seq, raw_oid,
-                                                                              in_args)
-            await transport.publish(body, exchange=MANAGEMENT, routing_key=routing_key,
+            # Broker._send, inlined: one coroutine less on every resume of this call
+            await transport.publish(out.body, exchange=MANAGEMENT, routing_key=routing_key,
                                     reply_to=broker._reply_queue)
-            correlator.expire_after(entry, wait)
+            waits.expire_after(entry, wait)
             try:
                 reply = await entry.future
             except TimeoutError:
                 raise QmfTimeout(f"{schema.class_key.name}.{method.name} on "
                                  f"{obj.get_object_id()}: no response within {wait}s") from None
         finally:
-            correlator.discard(entry)
-            targets.pop(seq, None)
+            if waits.discard(entry):
+                core.cancel(entry.seq)
         if isinstance(reply, CommandComplete):
             raise MethodError(reply.code, reply.text)
         assert isinstance(reply, MethodResponse)
