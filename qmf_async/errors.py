@@ -33,6 +33,7 @@ __all__ = [
     "ConnectionLostError",
     "QmfTimeout",
     "AgentGoneError",
+    "ObjectGoneError",
     "QueryTimeout",
     "AgentError",
     "MethodError",
@@ -94,6 +95,10 @@ class ConnectionLostError(TransportError):
 
 class AgentGoneError(TransportError):
     """The agent a request was addressed to left (stopped heartbeating) or was deleted."""
+
+
+class ObjectGoneError(QmfError, LookupError):
+    """The object a request was about no longer exists at its agent."""
 
 
 class QmfTimeout(QmfError, TimeoutError):

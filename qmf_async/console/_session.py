@@ -61,10 +61,11 @@ from ..wire import (
     SchemaRequest,
     SchemaResponse,
     UndecodedTail,
+    make_oid,
     reader_of,
 )
 from ._callbacks import Console
-from ._objects import Event, MethodResult, QmfObject, RemoteAgent
+from ._objects import Change, Event, MethodResult, QmfObject, RemoteAgent
 from ._subscriptions import Subscription
 
 __all__ = ["Session", "Broker"]
@@ -546,6 +547,13 @@ class Broker:
 #: the delete time of a live object, as it stands in a record
 _LIVE = bytes(8)
 
+#: an object in the session's view: (id of its Broker, its object id's 16 bytes)
+_ViewKey = tuple[int, bytes]
+
+#: what an update of each opcode carries
+_RECORD_CHANGES = {"c": Change.PROPERTIES, "i": Change.STATISTICS,
+                   "g": Change.PROPERTIES | Change.STATISTICS}
+
 #: how many departed agents a broker remembers (to fail calls to them at once)
 _MAX_DEPARTED = 4096
 
@@ -583,6 +591,8 @@ class Session:
         topic_max_length: int = 100_000,
         prefetch: int = 1000,
         max_held: int = 10_000,
+        completion_timeout: float = 5.0,
+        max_objects: int = 1_000_000,
         reconnect_min_delay: float = 0.5,
         reconnect_max_delay: float = 30.0,
         close_timeout: float = 5.0,
@@ -590,7 +600,9 @@ class Session:
     ) -> None:
         """Raises: UsageError for non-positive timeouts or limits."""
         for name, value in (("timeout", timeout), ("broker_timeout", broker_timeout),
-                            ("schema_timeout", schema_timeout), ("agent_interval", agent_interval)):
+                            ("schema_timeout", schema_timeout), ("agent_interval", agent_interval),
+                            ("completion_timeout", completion_timeout),
+                            ("max_objects", max_objects)):
             if value <= 0:
                 raise UsageError(f"{name} must be positive")
         self.console = console
@@ -608,6 +620,8 @@ class Session:
         self.topic_max_length = topic_max_length
         self.prefetch = prefetch
         self.max_held = max_held
+        self.completion_timeout = completion_timeout
+        self.max_objects = max_objects
         self.reconnect_min_delay = reconnect_min_delay
         self.reconnect_max_delay = reconnect_max_delay
         self.close_timeout = close_timeout
@@ -622,15 +636,32 @@ class Session:
         self._event_subs: list[Subscription[Event]] = []
         self._update_subs: list[Subscription[QmfObject]] = []
         self._agent_subs: list[Subscription[tuple[str, RemoteAgent]]] = []
-        # the latest properties and statistics bytes of each object, merged into the
-        # proxies of c/i updates
-        self._latest: dict[tuple[int, bytes], tuple[bytes | None, bytes | None]] = {}
+        # The object view: (id(broker), object id bytes) -> the latest properties and
+        # statistics bytes received, merged into the proxies of c/i updates; least
+        # recently updated first, at most ``max_objects`` entries, deleted objects and
+        # objects of departed agents leave it.
+        self._latest: dict[_ViewKey, tuple[bytes | None, bytes | None]] = {}
+        # objects first seen through an i, waiting for their properties: their updates
+        # in arrival order, delivered when the completion query answers (or fails)
+        self._waiting: dict[_ViewKey, list[tuple[Broker, RemoteAgent, RawObjectRecord]]] = {}
+        # (id(broker), brokerBank, agentBank, class) -> objects for the next completion
+        # query of that agent and class (the task sending it is running)
+        self._completions: dict[tuple[int, int, int, ClassKey], set[_ViewKey]] = {}
+        # objects whose completion failed -> when (retried after completion_timeout)
+        self._failed_at: dict[_ViewKey, float] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._ager: asyncio.Task[None] | None = None
         self._closed = False
         #: bodies that failed to decode, and bodies dropped while waiting for a schema
         self.malformed = 0
         self.held_dropped = 0
+        #: completion queries sent (a ``G`` per agent and class for objects first seen
+        #: through statistics), objects delivered without properties because their
+        #: completion failed or timed out, and objects evicted from the view when it
+        #: held ``max_objects``
+        self.completion_queries = 0
+        self.completion_failures = 0
+        self.objects_evicted = 0
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -839,38 +870,148 @@ class Session:
             sub._put(("added", agent))
 
     def _agent_left(self, agent: RemoteAgent) -> None:
+        if self._latest:
+            # its objects leave the view (they come back, completed again, if it returns)
+            bid, banks = id(agent.broker), (agent.broker_bank, agent.agent_bank)
+            for key in [k for k in self._latest
+                        if k[0] == bid and make_oid(k[1]).agent_key() == banks]:
+                del self._latest[key]
+                self._failed_at.pop(key, None)
         self._notify("del_agent", agent)
         for sub in self._agent_subs:
             sub._put(("removed", agent))
 
+    # ------------------------------------------------------------------ object view
+
     def _object_update(self, broker: Broker, agent: RemoteAgent | None,
                        rec: RawObjectRecord) -> None:
+        """A ``c`` or ``i`` from the topic: deliver it merged with the object's view,
+        or, for an object whose properties were never received, hold it until a
+        completion query brings them (updates of a held object queue behind it)."""
         if not (self.console is not None or self._update_subs):
+            if self._latest:
+                self._latest.clear()  # nobody listens: the view would go stale
+                self._failed_at.clear()
             return
+        key = (id(broker), rec.raw[24:40])
+        waiting = self._waiting.get(key)
+        if waiting is not None:
+            waiting.append((broker, agent or waiting[0][1], rec))
+            if rec.opcode != "i":  # properties arrived: the object is complete
+                self._release(key, None)
+            return
+        if rec.opcode == "i" and agent is not None and rec.raw[16:24] == _LIVE:
+            known = self._latest.get(key)
+            if known is None or known[0] is None:
+                failed = self._failed_at.get(key)
+                if failed is None or time.monotonic() - failed >= self.completion_timeout:
+                    self._await_completion(broker, agent, rec, key)
+                    return
+        self._deliver(broker, agent, rec, key)
+
+    def _deliver(self, broker: Broker, agent: RemoteAgent | None, rec: RawObjectRecord,
+                 key: _ViewKey) -> None:
         raw, sofs = rec.raw, rec.sofs
-        key = (id(broker), raw[24:40])
-        props, stats = self._latest.get(key, (None, None))
+        latest = self._latest
+        # popped and put back: the dict stays ordered by last update (eviction order)
+        props, stats = latest.pop(key, (None, None))
         if rec.opcode != "i":
             props = raw[HEADER_SIZE:sofs]
         if rec.opcode != "c":
             stats = raw[sofs:]
-        if raw[16:24] != _LIVE:  # deleted
-            self._latest.pop(key, None)
+        if raw[16:24] != _LIVE:  # deleted: leaves the view
+            self._failed_at.pop(key, None)
         else:
-            self._latest[key] = (props, stats)
+            latest[key] = (props, stats)
+            if len(latest) > self.max_objects:
+                oldest = next(iter(latest))
+                del latest[oldest]
+                self._failed_at.pop(oldest, None)
+                self.objects_evicted += 1
         # the proxy carries the newest header, properties and statistics seen
         kind = "g" if props is not None and stats is not None else rec.opcode
         if kind != rec.opcode:
             assert props is not None and stats is not None
             sofs = HEADER_SIZE + len(props)
             raw = raw[:HEADER_SIZE] + props + stats
-        obj = QmfObject._from_raw(self, broker, agent, reader_of(rec.codec), raw, kind, sofs)
+        changed = _RECORD_CHANGES[rec.opcode]
+        if raw[16:24] != _LIVE:
+            changed |= Change.DELETED
+        obj = QmfObject._from_raw(self, broker, agent, reader_of(rec.codec), raw, kind, sofs,
+                                  changed)
         if rec.opcode == "c":
             self._notify("object_props", broker, obj)
         else:
             self._notify("object_stats", broker, obj)
         for sub in self._update_subs:
             sub._put(obj)
+
+    def _await_completion(self, broker: Broker, agent: RemoteAgent, rec: RawObjectRecord,
+                          key: _ViewKey) -> None:
+        """Hold an object first seen through an ``i`` and add it to the next completion
+        query of its agent and class (one query for every object waiting on them)."""
+        self._waiting[key] = [(broker, agent, rec)]
+        class_key = rec.codec.class_key
+        ckey = (id(broker), agent.broker_bank, agent.agent_bank, class_key)
+        batch = self._completions.get(ckey)
+        if batch is not None:
+            batch.add(key)
+            return
+        batch = self._completions[ckey] = {key}
+        task = asyncio.get_running_loop().create_task(
+            self._complete(broker, agent, class_key, ckey, batch))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _complete(self, broker: Broker, agent: RemoteAgent, class_key: ClassKey,
+                        ckey: tuple[int, int, int, ClassKey], batch: set[_ViewKey]) -> None:
+        """Fetch the properties of the objects in ``batch`` with one ``G`` per round;
+        objects added while a query is out are answered by it when it holds them,
+        else by the next round."""
+        query = {"_class": class_key.name, "_package": class_key.package}
+        try:
+            while batch:
+                keys = set(batch)
+                batch.clear()
+                self.completion_queries += 1
+                found: dict[bytes, bytes] = {}
+                try:
+                    records = await broker._query(agent, query, self.completion_timeout)
+                except Exception as exc:  # QmfError mostly; nothing may leave objects held
+                    log.info("completing %d %s object(s) of %s on %s failed: %s", len(keys),
+                             class_key, agent, broker.where, exc)
+                else:
+                    for r in records:
+                        if type(r) is RawObjectRecord and r.codec.class_key == class_key:
+                            found[r.raw[24:40]] = r.raw[HEADER_SIZE:r.sofs]
+                for k in [k for k in batch if k[1] in found]:
+                    batch.discard(k)
+                    keys.add(k)
+                for k in keys:
+                    if k in self._waiting:  # else a c completed it meanwhile
+                        self._release(k, found.get(k[1]))
+        finally:
+            if self._completions.get(ckey) is batch:
+                del self._completions[ckey]
+
+    def _release(self, key: _ViewKey, props: bytes | None) -> None:
+        """Deliver the held updates of an object, in order, with ``props`` (or the
+        properties of the first ``c`` among them) as its properties; with neither,
+        the completion failed: counted, and delivered with what is known."""
+        held = self._waiting.pop(key)
+        if props is None:
+            props = next((rec.raw[HEADER_SIZE:rec.sofs] for _, _, rec in held
+                          if rec.opcode != "i"), None)
+        if props is None:
+            self.completion_failures += 1
+            self._failed_at[key] = time.monotonic()
+        else:
+            self._failed_at.pop(key, None)
+            known = self._latest.get(key)
+            if known is None or known[0] is None:
+                self._latest[key] = (props, known[1] if known is not None else None)
+        for broker, agent, rec in held:
+            self._deliver(broker, agent, rec, key)
 
     def _event(self, broker: Broker, event: Event) -> None:
         self._notify("event", broker, event)
