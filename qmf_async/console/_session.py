@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import difflib
 import inspect
 import logging
 import time
@@ -646,7 +647,8 @@ class Session:
         self._waiting: dict[_ViewKey, list[tuple[Broker, RemoteAgent, RawObjectRecord]]] = {}
         # (id(broker), brokerBank, agentBank, class) -> objects for the next completion
         # query of that agent and class (the task sending it is running)
-        self._completions: dict[tuple[int, int, int, ClassKey], set[_ViewKey]] = {}
+        # (in arrival order)
+        self._completions: dict[tuple[int, int, int, ClassKey], dict[_ViewKey, None]] = {}
         # objects whose completion failed -> when (retried after completion_timeout)
         self._failed_at: dict[_ViewKey, float] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -955,28 +957,30 @@ class Session:
         ckey = (id(broker), agent.broker_bank, agent.agent_bank, class_key)
         batch = self._completions.get(ckey)
         if batch is not None:
-            batch.add(key)
+            batch[key] = None
             return
-        batch = self._completions[ckey] = {key}
+        batch = self._completions[ckey] = {key: None}
         task = asyncio.get_running_loop().create_task(
             self._complete(broker, agent, class_key, ckey, batch))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
     async def _complete(self, broker: Broker, agent: RemoteAgent, class_key: ClassKey,
-                        ckey: tuple[int, int, int, ClassKey], batch: set[_ViewKey]) -> None:
+                        ckey: tuple[int, int, int, ClassKey], batch: dict[_ViewKey, None]
+                        ) -> None:
         """Fetch the properties of the objects in ``batch`` with one ``G`` per round;
         objects added while a query is out are answered by it when it holds them,
         else by the next round."""
         query = {"_class": class_key.name, "_package": class_key.package}
         try:
             while batch:
-                keys = set(batch)
+                keys = list(batch)
                 batch.clear()
                 self.completion_queries += 1
                 found: dict[bytes, bytes] = {}
                 try:
-                    records = await broker._query(agent, query, self.completion_timeout)
+                    records: list[Any] = await broker._query(agent, query,
+                                                             self.completion_timeout)
                 except Exception as exc:  # QmfError mostly; nothing may leave objects held
                     log.info("completing %d %s object(s) of %s on %s failed: %s", len(keys),
                              class_key, agent, broker.where, exc)
@@ -985,8 +989,8 @@ class Session:
                         if type(r) is RawObjectRecord and r.codec.class_key == class_key:
                             found[r.raw[24:40]] = r.raw[HEADER_SIZE:r.sofs]
                 for k in [k for k in batch if k[1] in found]:
-                    batch.discard(k)
-                    keys.add(k)
+                    del batch[k]
+                    keys.append(k)
                 for k in keys:
                     if k in self._waiting:  # else a c completed it meanwhile
                         self._release(k, found.get(k[1]))
@@ -1260,6 +1264,9 @@ class Session:
             QueryTimeout: some agents did not finish in time (``partial`` holds the
                 objects that did arrive).
             PartialResultError: some agents failed (errors in ``errors``).
+            UnknownClassError: no object arrived and no known schema has ``_class``
+                (or ``_package``): neither the schema cache nor the classes the bus
+                lists when asked (``P``/``Q``).  The message names close classes.
         """
         out: list[QmfObject] = []
         await self._collect(out.append, _class, _package, _key, _objectId, _agent, _broker,
@@ -1308,6 +1315,7 @@ class Session:
         targets = self._targets(brokers, _agent, oid)
         fan_out = _agent is None and oid is None
         delivered: list[QmfObject] = []
+        seen = [False]  # a record of the asked class arrived (before the filters)
         from_raw = QmfObject._from_raw
 
         def on_item(broker: Broker, agent: RemoteAgent
@@ -1323,6 +1331,7 @@ class Session:
                 raw = msg.raw
                 if oid is not None and raw[24:40] != oid.raw:
                     return
+                seen[0] = True
                 obj = from_raw(self, broker, agent, codec._reader or reader_of(codec), raw,
                                msg.opcode, msg.sofs)
                 if filtered:
@@ -1380,9 +1389,56 @@ class Session:
                 failed = ", ".join(str(e) for e in errors[:3])
                 raise cls(f"{len(errors)} of {len(entries)} agent(s) failed: {failed}",
                           list(delivered), errors) from errors[0]
+            if not seen[0] and _class is not None and oid is None:
+                await self._check_class_name(_class, _package, min(timeout, self.broker_timeout))
         finally:
             for broker, _agent2, entry in entries:
                 broker._correlator.discard(entry)
+
+    def _class_known(self, name: str, package: str | None) -> bool:
+        """A schema in the cache, or a class announced on the bus, has this name."""
+        keys = [s.class_key for s in self.schemas]
+        keys.extend(self._classes)
+        return any(k.name == name and (package is None or k.package == package) for k in keys)
+
+    async def _check_class_name(self, name: str, package: str | None, timeout: float) -> None:
+        """After a query by class that no agent answered with an object: raise
+        UnknownClassError when no known class has ``name`` (in ``package``).
+
+        Known classes are the schemas in the cache and the classes the bus
+        announced; when they do not have the name, the management broker (or every
+        agent, without one) is asked for its packages and classes (``P``, ``Q``)
+        first.  When that asking fails, nothing is raised: the session cannot tell.
+
+        Raises:
+            UnknownClassError: no known schema has the class or package.
+        """
+        if self._class_known(name, package):
+            return
+        try:
+            packages = await self.get_packages(_timeout=timeout)
+            asked = [package] if package is not None else packages
+            if package is None or package in packages:
+                await asyncio.gather(*(self.get_classes(p, _timeout=timeout) for p in asked))
+        except QmfError as exc:
+            log.debug("cannot tell whether class %r is known: %s", name, exc)
+            return
+        if self._class_known(name, package):
+            return
+        known_packages = sorted(self._packages | {s.class_key.package for s in self.schemas})
+        if package is not None and package not in known_packages:
+            close = difflib.get_close_matches(package, known_packages, n=3, cutoff=0.6)
+            hint = f"; close: {', '.join(close)}" if close else ""
+            raise UnknownClassError(f"no known schema has package {package!r}{hint} "
+                                    f"(known: {', '.join(known_packages) or 'none'})")
+        keys = {s.class_key for s in self.schemas} | set(self._classes)
+        names = sorted({k.name for k in keys
+                        if self._classes.get(k, 1) == 1
+                        and (package is None or k.package == package)})
+        close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+        where = f" in package {package!r}" if package is not None else ""
+        hint = f"; close: {', '.join(close)}" if close else ""
+        raise UnknownClassError(f"no known schema has class {name!r}{where}{hint}")
 
     async def _call_method(self, obj: QmfObject, method: SchemaMethod, in_args: dict[str, Any],
                            timeout: float | None) -> MethodResult:
