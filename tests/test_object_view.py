@@ -24,7 +24,7 @@ from qmf_async import (
 from qmf_async.console._session import Session
 from tests._util import wait_until
 from tests.fake_transport import FakeBus, FakeObject, ScriptedAgent, now_ns
-from tests.test_session_unit import QUEUE, Recorder, connect, queue_agent, with_heartbeats
+from tests.test_session_unit import EXCHANGE, QUEUE, Recorder, connect, queue_agent, with_heartbeats
 
 
 @pytest.fixture
@@ -98,6 +98,34 @@ async def test_i_first_objects_completed_by_one_query_per_agent_and_class(
     assert (later.name, later.depth) == ("a5-q0", 40)
     assert len(completion_queries(bus)) == 2
     assert len(session._waiting) == 0 and len(session._completions) == 0
+
+
+async def test_c_first_objects_get_their_statistics(make_session: Any) -> None:
+    bus = FakeBus()
+    agent = queue_agent(bus, 5, count=3)
+    session, _broker = await with_heartbeats(make_session, bus)
+    await session.get_schema(QUEUE.class_key)
+    await session.get_schema(EXCHANGE.class_key)
+    updates = session.object_updates()
+    q0, q1, q2 = queues(agent)
+    # a new object's c and i in one body complete each other: no query
+    q0.stats["depth"] = 11
+    agent.publish(q0, "ci")
+    got = await take(updates, 2)
+    assert [(o.name, o.depth, o.get_changes()) for o in got] == [
+        ("a5-q0", 11, Change.PROPERTIES), ("a5-q0", 11, Change.STATISTICS)]
+    assert session.completion_queries == 0
+    # a c alone: its statistics come from one query for both objects
+    publish_body(agent, [q1, q2], "c")
+    got = await take(updates, 2)
+    assert [(o.name, o.depth) for o in got] == [("a5-q1", 1), ("a5-q2", 2)]
+    assert all(o.get_changes() == Change.PROPERTIES for o in got)
+    assert session.completion_queries == 1
+    # a class without statistics has nothing to complete
+    (ex,) = [o for o in agent.objects if o.schema is EXCHANGE]
+    publish_body(agent, [ex], "c")
+    (exchange,) = await take(updates, 1)
+    assert exchange.name == "a5-ex" and session.completion_queries == 1
 
 
 async def test_updates_during_a_completion_keep_their_order(make_session: Any) -> None:
@@ -205,6 +233,8 @@ async def test_mixed_stream_every_update_answers_name_and_statistics(
         publish_body(agent, queues(agent), "i")
         for o in queues(agent):
             expected.setdefault(o.props["name"], []).append(o.stats["depth"])
+    # the rest arrives while the completions are out (a c completes its object early)
+    await wait_until(lambda: session.completion_queries == 2)
     for step in range(200):
         agent = rng.choice(agents)
         obj = rng.choice(queues(agent))

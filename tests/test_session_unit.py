@@ -838,7 +838,9 @@ async def test_object_updates_merge_and_callbacks(make_session: Any) -> None:
     assert agent.publish(obj, "c") == 1  # unknown class: held, schema fetched
     first = await updates.get(2.0)
     assert first.get_properties() == {"name": "a5-q0", "durable": True}
-    assert first.get_statistics() == {}
+    # never seen before: its statistics were completed by a query before delivery
+    assert first.get_statistics() == {"depth": 0, "enqueues": 0}
+    assert session.completion_queries == 1
     obj.stats["depth"] = 9
     agent.publish(obj, "i")
     second = await updates.get(2.0)
@@ -866,7 +868,7 @@ async def test_object_updates_merge_and_callbacks(make_session: Any) -> None:
     agent.publish(obj, "i")
     again = await updates.get(2.0)
     assert again.get_properties() == {"name": "a5-q0", "durable": True}
-    assert len(bus.sent("G")) == queries + 1 and session.completion_queries == 1
+    assert len(bus.sent("G")) == queries + 1 and session.completion_queries == 2
 
 
 async def test_console_callbacks(make_session: Any) -> None:

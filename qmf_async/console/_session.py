@@ -888,8 +888,10 @@ class Session:
     def _object_update(self, broker: Broker, agent: RemoteAgent | None,
                        rec: RawObjectRecord) -> None:
         """A ``c`` or ``i`` from the topic: deliver it merged with the object's view,
-        or, for an object whose properties were never received, hold it until a
-        completion query brings them (updates of a held object queue behind it)."""
+        or, for a live object whose properties (an ``i`` arrived) or statistics (a
+        ``c`` arrived, and its class has statistics) were never received, hold it
+        until the missing part arrives or a completion query brings it (updates of
+        a held object queue behind it)."""
         if not (self.console is not None or self._update_subs):
             if self._latest:
                 self._latest.clear()  # nobody listens: the view would go stale
@@ -899,12 +901,17 @@ class Session:
         waiting = self._waiting.get(key)
         if waiting is not None:
             waiting.append((broker, agent or waiting[0][1], rec))
-            if rec.opcode != "i":  # properties arrived: the object is complete
+            if rec.opcode != waiting[0][2].opcode:  # the missing part arrived
                 self._release(key, None)
             return
-        if rec.opcode == "i" and agent is not None and rec.raw[16:24] == _LIVE:
+        if agent is not None and rec.raw[16:24] == _LIVE:
             known = self._latest.get(key)
-            if known is None or known[0] is None:
+            if rec.opcode == "i":
+                missing = known is None or known[0] is None
+            else:
+                missing = (known is None or known[1] is None) \
+                    and bool(rec.codec.schema.statistics)
+            if missing:
                 failed = self._failed_at.get(key)
                 if failed is None or time.monotonic() - failed >= self.completion_timeout:
                     self._await_completion(broker, agent, rec, key)
@@ -950,7 +957,7 @@ class Session:
 
     def _await_completion(self, broker: Broker, agent: RemoteAgent, rec: RawObjectRecord,
                           key: _ViewKey) -> None:
-        """Hold an object first seen through an ``i`` and add it to the next completion
+        """Hold an object whose view lacks a part and add it to the next completion
         query of its agent and class (one query for every object waiting on them)."""
         self._waiting[key] = [(broker, agent, rec)]
         class_key = rec.codec.class_key
@@ -968,16 +975,21 @@ class Session:
     async def _complete(self, broker: Broker, agent: RemoteAgent, class_key: ClassKey,
                         ckey: tuple[int, int, int, ClassKey], batch: dict[_ViewKey, None]
                         ) -> None:
-        """Fetch the properties of the objects in ``batch`` with one ``G`` per round;
-        objects added while a query is out are answered by it when it holds them,
-        else by the next round."""
+        """Fetch the missing parts of the objects in ``batch`` with one ``G`` per
+        round; objects added while a query is out are answered by it when it holds
+        them, else by the next round.  The first round starts after the rest of the
+        current body was routed: a ``c`` and an ``i`` of a new object usually come
+        together and complete each other without a query."""
         query = {"_class": class_key.name, "_package": class_key.package}
         try:
+            await asyncio.sleep(0)
             while batch:
-                keys = list(batch)
+                keys = [k for k in batch if k in self._waiting]
                 batch.clear()
+                if not keys:
+                    break
                 self.completion_queries += 1
-                found: dict[bytes, bytes] = {}
+                found: dict[bytes, tuple[bytes, bytes]] = {}
                 try:
                     records: list[Any] = await broker._query(agent, query,
                                                              self.completion_timeout)
@@ -987,7 +999,7 @@ class Session:
                 else:
                     for r in records:
                         if type(r) is RawObjectRecord and r.codec.class_key == class_key:
-                            found[r.raw[24:40]] = r.raw[HEADER_SIZE:r.sofs]
+                            found[r.raw[24:40]] = (r.raw[HEADER_SIZE:r.sofs], r.raw[r.sofs:])
                 for k in [k for k in batch if k[1] in found]:
                     del batch[k]
                     keys.append(k)
@@ -998,22 +1010,30 @@ class Session:
             if self._completions.get(ckey) is batch:
                 del self._completions[ckey]
 
-    def _release(self, key: _ViewKey, props: bytes | None) -> None:
-        """Deliver the held updates of an object, in order, with ``props`` (or the
-        properties of the first ``c`` among them) as its properties; with neither,
-        the completion failed: counted, and delivered with what is known."""
+    def _release(self, key: _ViewKey, answer: tuple[bytes, bytes] | None) -> None:
+        """Deliver the held updates of an object, in order, once the part it lacked
+        is known: from the first held update carrying it, else from the completion
+        query's ``answer`` (properties, statistics).  With neither the completion
+        failed: counted, and the updates delivered with what is known."""
         held = self._waiting.pop(key)
-        if props is None:
-            props = next((rec.raw[HEADER_SIZE:rec.sofs] for _, _, rec in held
-                          if rec.opcode != "i"), None)
-        if props is None:
+        need_props = held[0][2].opcode == "i"
+        part: bytes | None = None
+        for _, _, rec in held:
+            if need_props and rec.opcode != "i":
+                part = rec.raw[HEADER_SIZE:rec.sofs]
+                break
+            if not need_props and rec.opcode != "c":
+                part = rec.raw[rec.sofs:]
+                break
+        if part is None and answer is not None:
+            part = answer[0] if need_props else answer[1]
+        if part is None:
             self.completion_failures += 1
             self._failed_at[key] = time.monotonic()
         else:
             self._failed_at.pop(key, None)
-            known = self._latest.get(key)
-            if known is None or known[0] is None:
-                self._latest[key] = (props, known[1] if known is not None else None)
+            props, stats = self._latest.get(key, (None, None))
+            self._latest[key] = (part, stats) if need_props else (props, part)
         for broker, agent, rec in held:
             self._deliver(broker, agent, rec, key)
 
