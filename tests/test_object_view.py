@@ -273,12 +273,17 @@ async def test_deleted_objects_leave_the_view(make_session: Any) -> None:
     assert gone.is_deleted() and gone.name == "a5-q0"
     assert gone.get_changes() == Change.STATISTICS | Change.DELETED
     assert session._latest == {}
-    # an object first seen deleted is handed out at once: there is nothing to complete
+    # an object first seen deleted is not queried (the agent no longer has it); its
+    # c and i in one body (as agents publish a deletion) complete each other
     q1.deleted = now_ns()
     publish_body(agent, [q1], "i")
     (dead,) = await take(updates, 1)
     assert dead.is_deleted() and dead.get_properties() == {}
+    agent.publish(q1, "ci")
+    both = await take(updates, 2)
+    assert [(o.name, o.depth, o.is_deleted()) for o in both] == [("a5-q1", 1, True)] * 2
     assert session.completion_queries == 1 and session._latest == {}
+    assert session.completion_failures == 0
 
 
 async def test_view_is_bounded_and_departed_agents_leave_it(make_session: Any) -> None:

@@ -548,6 +548,9 @@ class Broker:
 #: the delete time of a live object, as it stands in a record
 _LIVE = bytes(8)
 
+#: how many deleted objects' last views a session remembers
+_MAX_GONE = 4096
+
 #: an object in the session's view: (id of its Broker, its object id's 16 bytes)
 _ViewKey = tuple[int, bytes]
 
@@ -649,6 +652,9 @@ class Session:
         # query of that agent and class (the task sending it is running)
         # (in arrival order)
         self._completions: dict[tuple[int, int, int, ClassKey], dict[_ViewKey, None]] = {}
+        # the last views of recently deleted objects (at most _MAX_GONE, oldest out):
+        # the rest of a deletion (agents publish its c and i) answers what was known
+        self._gone: dict[_ViewKey, tuple[bytes | None, bytes | None]] = {}
         # objects whose completion failed -> when (retried after completion_timeout)
         self._failed_at: dict[_ViewKey, float] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -893,8 +899,9 @@ class Session:
         until the missing part arrives or a completion query brings it (updates of
         a held object queue behind it)."""
         if not (self.console is not None or self._update_subs):
-            if self._latest:
+            if self._latest or self._gone:
                 self._latest.clear()  # nobody listens: the view would go stale
+                self._gone.clear()
                 self._failed_at.clear()
             return
         key = (id(broker), rec.raw[24:40])
@@ -904,8 +911,10 @@ class Session:
             if rec.opcode != waiting[0][2].opcode:  # the missing part arrived
                 self._release(key, None)
             return
-        if agent is not None and rec.raw[16:24] == _LIVE:
+        if agent is not None:
             known = self._latest.get(key)
+            if known is None and rec.raw[16:24] != _LIVE:
+                known = self._gone.get(key)
             if rec.opcode == "i":
                 missing = known is None or known[0] is None
             else:
@@ -922,14 +931,23 @@ class Session:
                  key: _ViewKey) -> None:
         raw, sofs = rec.raw, rec.sofs
         latest = self._latest
+        live = raw[16:24] == _LIVE
         # popped and put back: the dict stays ordered by last update (eviction order)
-        props, stats = latest.pop(key, (None, None))
+        known = latest.pop(key, None)
+        if known is None and not live:
+            known = self._gone.get(key)
+        props, stats = known if known is not None else (None, None)
         if rec.opcode != "i":
             props = raw[HEADER_SIZE:sofs]
         if rec.opcode != "c":
             stats = raw[sofs:]
-        if raw[16:24] != _LIVE:  # deleted: leaves the view
+        if not live:  # deleted: leaves the view (remembered a while among the gone)
             self._failed_at.pop(key, None)
+            gone = self._gone
+            gone.pop(key, None)
+            gone[key] = (props, stats)
+            if len(gone) > _MAX_GONE:
+                del gone[next(iter(gone))]
         else:
             latest[key] = (props, stats)
             if len(latest) > self.max_objects:
@@ -944,7 +962,7 @@ class Session:
             sofs = HEADER_SIZE + len(props)
             raw = raw[:HEADER_SIZE] + props + stats
         changed = _RECORD_CHANGES[rec.opcode]
-        if raw[16:24] != _LIVE:
+        if not live:
             changed |= Change.DELETED
         obj = QmfObject._from_raw(self, broker, agent, reader_of(rec.codec), raw, kind, sofs,
                                   changed)
@@ -983,6 +1001,12 @@ class Session:
         query = {"_class": class_key.name, "_package": class_key.package}
         try:
             await asyncio.sleep(0)
+            for k in [k for k in batch if k in self._waiting
+                      and self._waiting[k][0][2].raw[16:24] != _LIVE]:
+                # first seen deleted: a query would not find it; what its body held is
+                # all there is
+                del batch[k]
+                self._release(k, None, count=False)
             while batch:
                 keys = [k for k in batch if k in self._waiting]
                 batch.clear()
@@ -1010,7 +1034,8 @@ class Session:
             if self._completions.get(ckey) is batch:
                 del self._completions[ckey]
 
-    def _release(self, key: _ViewKey, answer: tuple[bytes, bytes] | None) -> None:
+    def _release(self, key: _ViewKey, answer: tuple[bytes, bytes] | None, *,
+                 count: bool = True) -> None:
         """Deliver the held updates of an object, in order, once the part it lacked
         is known: from the first held update carrying it, else from the completion
         query's ``answer`` (properties, statistics).  With neither the completion
@@ -1028,11 +1053,12 @@ class Session:
         if part is None and answer is not None:
             part = answer[0] if need_props else answer[1]
         if part is None:
-            self.completion_failures += 1
-            self._failed_at[key] = time.monotonic()
+            if count:
+                self.completion_failures += 1
+                self._failed_at[key] = time.monotonic()
         else:
             self._failed_at.pop(key, None)
-            props, stats = self._latest.get(key, (None, None))
+            props, stats = self._latest.get(key) or (None, None)
             self._latest[key] = (part, stats) if need_props else (props, part)
         for broker, agent, rec in held:
             self._deliver(broker, agent, rec, key)
