@@ -26,7 +26,8 @@ from .test_session_integration import (  # noqa: F401  (bus is a fixture)
 pytestmark = pytest.mark.integration
 
 
-async def test_a_late_console_reads_name_and_statistics_of_every_update(bus: Bus) -> None:
+async def test_a_late_console_reads_name_and_statistics_of_every_update(
+        bus: Bus) -> None:  # noqa: F811  (the fixture)
     async with running_role(bus) as _role, running_demo(bus) as (agent, _model):
         assert agent.attached
         # the agent publishes for a few intervals before the console exists (setup, not
