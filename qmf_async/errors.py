@@ -97,10 +97,6 @@ class AgentGoneError(TransportError):
     """The agent a request was addressed to left (stopped heartbeating) or was deleted."""
 
 
-class ObjectGoneError(QmfError, LookupError):
-    """The object a request was about no longer exists at its agent."""
-
-
 class QmfTimeout(QmfError, TimeoutError):
     """No (complete) reply arrived in time."""
 
@@ -120,6 +116,11 @@ class MethodError(AgentError):
 
 class CommandError(AgentError):
     """A request was completed (``z``) with a non-zero code."""
+
+
+class ObjectGoneError(AgentError, LookupError):
+    """The object a request was about no longer exists at its agent (status 1,
+    UNKNOWN_OBJECT)."""
 
 
 class PartialResultError(QmfError):

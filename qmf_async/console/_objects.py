@@ -324,7 +324,7 @@ class QmfObject:
         fresh = await self._session.get_objects(_objectId=oid, _broker=self._broker,
                                                 _agent=self._agent, _timeout=_timeout)
         if not fresh:
-            raise ObjectGoneError(f"object {oid} is gone")
+            raise ObjectGoneError(1, f"object {oid} is gone")
         new = fresh[0]
         self.__class__ = type(new)
         self._reader, self._raw, self._kind, self._sofs = (new._reader, new._raw, new._kind,
