@@ -1001,15 +1001,18 @@ class Session:
         query = {"_class": class_key.name, "_package": class_key.package}
         try:
             await asyncio.sleep(0)
-            for k in [k for k in batch if k in self._waiting
-                      and self._waiting[k][0][2].raw[16:24] != _LIVE]:
-                # first seen deleted: a query would not find it; what its body held is
-                # all there is
-                del batch[k]
-                self._release(k, None, count=False)
             while batch:
-                keys = [k for k in batch if k in self._waiting]
+                keys: list[_ViewKey] = []
+                dead: list[_ViewKey] = []
+                for k in batch:
+                    held = self._waiting.get(k)
+                    if held is not None:  # else completed meanwhile
+                        (keys if held[0][2].raw[16:24] == _LIVE else dead).append(k)
                 batch.clear()
+                for k in dead:
+                    # first seen deleted: a query would not find it; what its body held
+                    # is all there is
+                    self._release(k, None, count=False)
                 if not keys:
                     break
                 self.completion_queries += 1
