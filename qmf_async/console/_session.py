@@ -575,6 +575,15 @@ class Session:
 
     ``async with Session() as session: broker = await session.add_broker(url)``.
     Every wait has a timeout; closing is bounded and safe under cancellation.
+
+    While a console or an update subscription exists, the session keeps an object
+    view: per object, the latest properties and statistics received, merged into
+    every update it hands out.  An object first seen through only one part is held
+    until a query (one ``G`` per agent and class) brings the other, for at most
+    ``completion_timeout`` seconds; failures are counted in ``completion_failures``
+    and the updates then go out with what is known.  The view holds at most
+    ``max_objects`` objects (least recently updated evicted first, counted in
+    ``objects_evicted``); deleted objects and those of departed agents leave it.
     """
 
     def __init__(
@@ -1102,7 +1111,10 @@ class Session:
                        where: str | Selector | None = None,
                        maxsize: int = 10_000) -> Subscription[QmfObject]:
         """An async iterator over object updates (``c``/``i``), merged with the last
-        known properties/statistics of the same object.
+        known properties/statistics of the same object: every proxy answers both
+        (an object first seen through one part is completed by a query first, see
+        ``completion_timeout``), ``get_changes()`` tells what the update carried,
+        and ``where`` is evaluated over the merged values.
 
         Raises:
             SelectorError (a UsageError): ``where`` does not parse.
