@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .console import (
     Broker,
+    Change,
     Console,
     Event,
     MethodResult,
@@ -23,6 +24,7 @@ from .errors import (
     EncodeError,
     MethodError,
     NotConnectedError,
+    ObjectGoneError,
     PartialResultError,
     ProtocolError,
     QmfError,
@@ -56,6 +58,7 @@ __all__ = [
     "Broker",
     "Console",
     "QmfObject",
+    "Change",
     "MethodResult",
     "Event",
     "RemoteAgent",
@@ -81,6 +84,7 @@ __all__ = [
     "PartialResultError",
     "QueryTimeout",
     "AgentGoneError",
+    "ObjectGoneError",
     "ClassKey",
     "ObjectId",
     "QmfType",

@@ -33,6 +33,7 @@ __all__ = [
     "ConnectionLostError",
     "QmfTimeout",
     "AgentGoneError",
+    "ObjectGoneError",
     "QueryTimeout",
     "AgentError",
     "MethodError",
@@ -115,6 +116,11 @@ class MethodError(AgentError):
 
 class CommandError(AgentError):
     """A request was completed (``z``) with a non-zero code."""
+
+
+class ObjectGoneError(AgentError, LookupError):
+    """The object a request was about no longer exists at its agent (status 1,
+    UNKNOWN_OBJECT)."""
 
 
 class PartialResultError(QmfError):

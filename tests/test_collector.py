@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 
 from qmf_async import (
     SEVERITY_NAMES,
+    Change,
     Event,
     ObjectId,
     QmfObject,
@@ -162,8 +163,9 @@ def _as_dict(pairs: Any) -> dict[str, Any]:
 
 
 class FakeSession:
-    """What a Collector uses of a Session: the two subscriptions and ``console``;
-    ``publish`` does what Session does for an update (callback, then subscription)."""
+    """What a Collector uses of a Session: the two subscriptions (``console`` is kept
+    to check that the collector leaves it alone); ``publish`` does what Session does
+    for an update (callback, then subscription)."""
 
     def __init__(self, console: Any = None) -> None:
         self.console = console
@@ -532,7 +534,7 @@ async def test_batches_by_time(tmp_path: Path) -> None:
     assert c.written == 4 and c.pending == 0
 
 
-async def test_kind_comes_from_the_session_and_callbacks_go_on(tmp_path: Path) -> None:
+async def test_kind_comes_from_the_proxys_changes_and_callbacks_go_on(tmp_path: Path) -> None:
     class Inner:
         def __init__(self) -> None:
             self.calls: list[str] = []
@@ -543,27 +545,30 @@ async def test_kind_comes_from_the_session_and_callbacks_go_on(tmp_path: Path) -
         def object_stats(self, broker: Any, obj: QmfObject) -> None:
             self.calls.append("stats")
 
-        def heartbeat(self, agent: Any, ts: int) -> None:
-            self.calls.append("heartbeat")
-
     inner = Inner()
     session = FakeSession(inner)
     c = Collector(session, tmp_path)
     async with running(c):
-        assert session.console is not inner
-        # a merged proxy: properties and statistics both known, the kind tells which came
+        assert session.console is inner  # the collector leaves the console alone
+        # a merged proxy: properties and statistics both known, get_changes tells which came
         oid = ObjectId.make(broker_bank=1, agent_bank=5, object=1)
-        both = QmfObject(None, None, None, WIDGET, oid, ("w",), (5,), (T0, T0, 0))
+        both = QmfObject(None, None, None, WIDGET, oid, ("w",), (5,), (T0, T0, 0),
+                         changed=Change.PROPERTIES)
         session.publish(both, "c")
-        both2 = QmfObject(None, None, None, WIDGET, oid, ("w",), (6,), (T0 + 1, T0, 0))
+        both2 = QmfObject(None, None, None, WIDGET, oid, ("w",), (6,), (T0 + 1, T0, 0),
+                          changed=Change.STATISTICS)
         session.publish(both2, "i")
-        session.console.heartbeat(None, 1)
         await wait_until(lambda: c.received == 2)
-    assert session.console is inner  # removed again
-    assert inner.calls == ["props", "stats", "heartbeat"]
+    assert session.console is inner
+    assert inner.calls == ["props", "stats"]
     rows = sorted(_read(tmp_path, "samples"), key=lambda r: r["sample_ts"])
     assert [(r["kind"], _as_dict(r["props"]), _as_dict(r["stats_int"])) for r in rows] \
         == [("c", {"name": "w"}, {}), ("i", {}, {"count": 6})]
+    # fed directly, a query answer (both parts) counts as statistics
+    assert Collector._kind_of(both2) == "i"
+    answer = QmfObject(None, None, None, WIDGET, oid, ("w",), (7,), (T0 + 2, T0, 0))
+    assert answer.get_changes() == Change.PROPERTIES | Change.STATISTICS
+    assert Collector._kind_of(answer) == "i"
 
 
 async def test_slow_writer_drops_in_the_subscription(tmp_path: Path,

@@ -15,6 +15,7 @@ import pytest
 from qmf_async import (
     AgentGoneError,
     ArgumentError,
+    Change,
     CommandError,
     ConnectionLostError,
     Console,
@@ -854,7 +855,9 @@ async def test_object_updates_merge_and_callbacks(make_session: Any) -> None:
     assert agent.publish(obj, "c") == 1  # unknown class: held, schema fetched
     first = await updates.get(2.0)
     assert first.get_properties() == {"name": "a5-q0", "durable": True}
-    assert first.get_statistics() == {}
+    # never seen before: its statistics were completed by a query before delivery
+    assert first.get_statistics() == {"depth": 0, "enqueues": 0}
+    assert session.completion_queries == 1
     obj.stats["depth"] = 9
     agent.publish(obj, "i")
     second = await updates.get(2.0)
@@ -869,13 +872,20 @@ async def test_object_updates_merge_and_callbacks(make_session: Any) -> None:
     assert [p.routing_key for p in bus.published if p.messages[0].OPCODE == "S"] == ["agent.1.5"]
     assert [a.agent_bank for a in session.get_agents()] == [5]
     assert len(other) == 0
-    # deleted objects are forgotten: a later i alone carries no properties
+    assert first.get_changes() == Change.PROPERTIES
+    assert second.get_changes() == Change.STATISTICS
+    # deleted objects leave the view: a later i alone is completed by a query again
     obj.deleted = now_ns()
     agent.publish(obj, "c")
-    assert (await updates.get(2.0)).is_deleted()
+    gone = await updates.get(2.0)
+    assert gone.is_deleted() and gone.get_changes() == Change.PROPERTIES | Change.DELETED
+    assert session._latest == {}
     obj.deleted = 0
+    queries = len(bus.sent("G"))
     agent.publish(obj, "i")
-    assert (await updates.get(2.0)).get_properties() == {}
+    again = await updates.get(2.0)
+    assert again.get_properties() == {"name": "a5-q0", "durable": True}
+    assert len(bus.sent("G")) == queries + 1 and session.completion_queries == 2
 
 
 async def test_console_callbacks(make_session: Any) -> None:

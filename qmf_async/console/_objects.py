@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -9,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ..errors import ArgumentError, DecodeError, UsageError
+from ..errors import ArgumentError, DecodeError, ObjectGoneError, UsageError
 from ..wire import (
     SEVERITY_NAMES,
     ClassKey,
@@ -31,7 +32,27 @@ _new = object.__new__
 #: (properties received, statistics received) -> kind
 _KINDS = {(True, True): "g", (True, False): "c", (False, True): "i", (False, False): ""}
 
-__all__ = ["QmfObject", "MethodResult", "Event", "RemoteAgent", "convert_argument"]
+__all__ = ["Change", "QmfObject", "MethodResult", "Event", "RemoteAgent", "convert_argument"]
+
+
+class Change(enum.Flag):
+    """What an object update carried (:meth:`QmfObject.get_changes`).
+
+    ``PROPERTIES`` (a ``c`` record), ``STATISTICS`` (an ``i`` record), both (a query
+    answer, ``g``), plus ``DELETED`` when the record says the object was deleted.
+    Whatever it carried, the proxy answers every element the session has received
+    for the object.
+    """
+
+    NONE = 0
+    PROPERTIES = enum.auto()
+    STATISTICS = enum.auto()
+    DELETED = enum.auto()
+
+
+#: what a record of each opcode carries
+_OPCODE_CHANGES = {"c": Change.PROPERTIES, "i": Change.STATISTICS,
+                   "g": Change.PROPERTIES | Change.STATISTICS, "": Change.NONE}
 
 
 @attrs.frozen(slots=True)
@@ -65,14 +86,20 @@ class QmfObject:
 
     # _raw: the record's bytes in ``g`` layout (timestamps and object id first);
     # _kind: which parts were received ("c" properties, "i" statistics, "g" both);
-    # _sofs: where the statistics start in _raw; _p/_s: values given decoded (else None)
+    # _sofs: where the statistics start in _raw; _p/_s: values given decoded (else None);
+    # _changed: what the update that produced this proxy carried (a Change)
     __slots__ = ("_session", "_broker", "_agent", "_reader", "_raw", "_kind", "_sofs",
-                 "_p", "_s", "__weakref__")
+                 "_p", "_s", "_changed", "__weakref__")
 
     def __init__(self, session: Session | None, broker: Broker | None, agent: RemoteAgent | None,
                  schema: SchemaClass, object_id: ObjectId, properties: tuple[Any, ...] | None,
-                 statistics: tuple[Any, ...] | None, timestamps: tuple[int, int, int]) -> None:
-        """A proxy of already decoded values (sessions build theirs from raw records)."""
+                 statistics: tuple[Any, ...] | None, timestamps: tuple[int, int, int],
+                 *, changed: Change | None = None) -> None:
+        """A proxy of already decoded values (sessions build theirs from raw records).
+
+        ``changed`` is what :meth:`get_changes` answers; by default the parts given
+        (plus ``DELETED`` when the delete time is set).
+        """
         reader = plain_reader(schema)
         self.__class__ = reader.proxy_class or _proxy_class(reader)
         self._session = session
@@ -84,12 +111,24 @@ class QmfObject:
         self._sofs = RecordLayout.HEADER_SIZE
         self._p = tuple(properties) if properties is not None else None
         self._s = tuple(statistics) if statistics is not None else None
+        if changed is None:
+            changed = _OPCODE_CHANGES[self._kind]
+            if timestamps[2]:
+                changed |= Change.DELETED
+        self._changed = changed
 
     @classmethod
     def _from_raw(cls, session: Session | None, broker: Broker | None,
                   agent: RemoteAgent | None, reader: RecordReader, raw: bytes, kind: str,
-                  sofs: int) -> QmfObject:
+                  sofs: int, changed: Change | None = None) -> QmfObject:
+        # changed: what the update carried (default: the parts in ``kind``, and
+        # DELETED when the record's delete time is set)
         obj: QmfObject = _new(reader.proxy_class or _proxy_class(reader))
+        if changed is None:
+            changed = _OPCODE_CHANGES[kind]
+            if RecordLayout.is_deleted(raw):
+                changed |= Change.DELETED
+        obj._changed = changed
         obj._session = session
         obj._broker = broker
         obj._agent = agent
@@ -233,6 +272,17 @@ class QmfObject:
     def is_deleted(self) -> bool:
         return RecordLayout.is_deleted(self._raw)
 
+    def get_changes(self) -> Change:
+        """What the update that produced this proxy carried.
+
+        ``Change.PROPERTIES`` for a properties update (``c``), ``Change.STATISTICS``
+        for a statistics update (``i``), both for a query answer (``get_objects``,
+        :meth:`update`), with ``Change.DELETED`` added when the update reports the
+        object deleted.  The proxy itself answers every property and statistic the
+        session has received for the object, whatever this says.
+        """
+        return self._changed
+
     def get_index(self) -> str:
         """The index properties' values joined by ':' (qpid-tool's display name).
 
@@ -259,7 +309,8 @@ class QmfObject:
         Raises:
             UsageError: the proxy is not attached to a session.
             QmfTimeout, TransportError: as for ``get_objects``.
-            LookupError: the object no longer exists at its agent.
+            ObjectGoneError: the object no longer exists at its agent (also a
+                ``LookupError``).
         """
         if self._session is None:
             raise UsageError("this object is not attached to a session")
@@ -267,12 +318,12 @@ class QmfObject:
         fresh = await self._session.get_objects(_objectId=oid, _broker=self._broker,
                                                 _agent=self._agent, _timeout=_timeout)
         if not fresh:
-            raise LookupError(f"object {oid} is gone")
+            raise ObjectGoneError(1, f"object {oid} is gone")
         new = fresh[0]
         self.__class__ = type(new)
         self._reader, self._raw, self._kind, self._sofs = (new._reader, new._raw, new._kind,
                                                            new._sofs)
-        self._p, self._s = new._p, new._s
+        self._p, self._s, self._changed = new._p, new._s, new._changed
 
     async def deref(self, name: str, *, _timeout: float | None = None) -> QmfObject | None:
         """The object an objectReference property points to (None for a null reference).

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import difflib
 import inspect
 import logging
 import time
@@ -77,9 +78,10 @@ from ..wire import (
     SchemaMethod,
     SchemaRequest,
     SchemaResponse,
+    make_oid,
 )
 from ._callbacks import Console
-from ._objects import Event, MethodResult, QmfObject, RemoteAgent
+from ._objects import Change, Event, MethodResult, QmfObject, RemoteAgent
 from ._subscriptions import Subscription
 from ._waits import Wait, Waits
 
@@ -511,6 +513,16 @@ class Broker:
             self._handle(self._core.schema_known(key, time.monotonic()))
 
 
+#: how many deleted objects' last views a session remembers
+_MAX_GONE = 4096
+
+#: an object in the session's view: (id of its Broker, its object id's 16 bytes)
+_ViewKey = tuple[int, bytes]
+
+#: what an update of each opcode carries
+_RECORD_CHANGES = {"c": Change.PROPERTIES, "i": Change.STATISTICS,
+                   "g": Change.PROPERTIES | Change.STATISTICS}
+
 #: how many departed agents a broker remembers (to fail calls to them at once)
 _MAX_DEPARTED = 4096
 
@@ -528,6 +540,15 @@ class Session:
 
     ``async with Session() as session: broker = await session.add_broker(url)``.
     Every wait has a timeout; closing is bounded and safe under cancellation.
+
+    While a console or an update subscription exists, the session keeps an object
+    view: per object, the latest properties and statistics received, merged into
+    every update it hands out.  An object first seen through only one part is held
+    until a query (one ``G`` per agent and class) brings the other, for at most
+    ``completion_timeout`` seconds; failures are counted in ``completion_failures``
+    and the updates then go out with what is known.  The view holds at most
+    ``max_objects`` objects (least recently updated evicted first, counted in
+    ``objects_evicted``); deleted objects and those of departed agents leave it.
     """
 
     def __init__(
@@ -548,6 +569,8 @@ class Session:
         topic_max_length: int = 100_000,
         prefetch: int = 1000,
         max_held: int = 10_000,
+        completion_timeout: float = 5.0,
+        max_objects: int = 1_000_000,
         reconnect_min_delay: float = 0.5,
         reconnect_max_delay: float = 30.0,
         close_timeout: float = 5.0,
@@ -555,7 +578,9 @@ class Session:
     ) -> None:
         """Raises: UsageError for non-positive timeouts or limits."""
         for name, value in (("timeout", timeout), ("broker_timeout", broker_timeout),
-                            ("schema_timeout", schema_timeout), ("agent_interval", agent_interval)):
+                            ("schema_timeout", schema_timeout), ("agent_interval", agent_interval),
+                            ("completion_timeout", completion_timeout),
+                            ("max_objects", max_objects)):
             if value <= 0:
                 raise UsageError(f"{name} must be positive")
         self.console = console
@@ -573,6 +598,8 @@ class Session:
         self.topic_max_length = topic_max_length
         self.prefetch = prefetch
         self.max_held = max_held
+        self.completion_timeout = completion_timeout
+        self.max_objects = max_objects
         self.reconnect_min_delay = reconnect_min_delay
         self.reconnect_max_delay = reconnect_max_delay
         self.close_timeout = close_timeout
@@ -587,15 +614,36 @@ class Session:
         self._event_subs: list[Subscription[Event]] = []
         self._update_subs: list[Subscription[QmfObject]] = []
         self._agent_subs: list[Subscription[tuple[str, RemoteAgent]]] = []
-        # the latest properties and statistics bytes of each object, merged into the
-        # proxies of c/i updates
-        self._latest: dict[tuple[int, bytes], RawObjectRecord] = {}
+        # The object view: (id(broker), object id bytes) -> the latest properties and
+        # statistics bytes received, merged into the proxies of c/i updates; least
+        # recently updated first, at most ``max_objects`` entries, deleted objects and
+        # objects of departed agents leave it.
+        self._latest: dict[_ViewKey, tuple[bytes | None, bytes | None]] = {}
+        # objects first seen through an i, waiting for their properties: their updates
+        # in arrival order, delivered when the completion query answers (or fails)
+        self._waiting: dict[_ViewKey, list[tuple[Broker, RemoteAgent, RawObjectRecord]]] = {}
+        # (id(broker), brokerBank, agentBank, class) -> objects for the next completion
+        # query of that agent and class (the task sending it is running)
+        # (in arrival order)
+        self._completions: dict[tuple[int, int, int, ClassKey], dict[_ViewKey, None]] = {}
+        # the last views of recently deleted objects (at most _MAX_GONE, oldest out):
+        # the rest of a deletion (agents publish its c and i) answers what was known
+        self._gone: dict[_ViewKey, tuple[bytes | None, bytes | None]] = {}
+        # objects whose completion failed -> when (retried after completion_timeout)
+        self._failed_at: dict[_ViewKey, float] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._ager: asyncio.Task[None] | None = None
         self._closed = False
         #: bodies that failed to decode, and bodies dropped while waiting for a schema
         self.malformed = 0
         self.held_dropped = 0
+        #: completion queries sent (a ``G`` per agent and class for objects first seen
+        #: through statistics), objects delivered without properties because their
+        #: completion failed or timed out, and objects evicted from the view when it
+        #: held ``max_objects``
+        self.completion_queries = 0
+        self.completion_failures = 0
+        self.objects_evicted = 0
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -802,29 +850,193 @@ class Session:
             sub._put(("added", agent))
 
     def _agent_left(self, agent: RemoteAgent) -> None:
+        if self._latest:
+            # its objects leave the view (they come back, completed again, if it returns)
+            bid, banks = id(agent.broker), (agent.broker_bank, agent.agent_bank)
+            for key in [k for k in self._latest
+                        if k[0] == bid and make_oid(k[1]).agent_key() == banks]:
+                del self._latest[key]
+                self._failed_at.pop(key, None)
         self._notify("del_agent", agent)
         for sub in self._agent_subs:
             sub._put(("removed", agent))
 
+    # ------------------------------------------------------------------ object view
+
     def _object_update(self, broker: Broker, agent: RemoteAgent | None,
                        rec: RawObjectRecord) -> None:
+        """A ``c`` or ``i`` from the topic: deliver it merged with the object's view,
+        or, for a live object whose properties (an ``i`` arrived) or statistics (a
+        ``c`` arrived, and its class has statistics) were never received, hold it
+        until the missing part arrives or a completion query brings it (updates of
+        a held object queue behind it)."""
         if not (self.console is not None or self._update_subs):
+            if self._latest or self._gone:
+                self._latest.clear()  # nobody listens: the view would go stale
+                self._gone.clear()
+                self._failed_at.clear()
             return
         key = (id(broker), rec.object_id_bytes)
-        # the proxy carries the newest header, properties and statistics seen
-        merged = rec.merge(self._latest.get(key))
-        if rec.is_deleted():
-            self._latest.pop(key, None)
+        waiting = self._waiting.get(key)
+        if waiting is not None:
+            waiting.append((broker, agent or waiting[0][1], rec))
+            if rec.opcode != waiting[0][2].opcode:  # the missing part arrived
+                self._release(key, None)
+            return
+        if agent is not None:
+            known = self._latest.get(key)
+            if known is None and rec.is_deleted():
+                known = self._gone.get(key)
+            if rec.opcode == "i":
+                missing = known is None or known[0] is None
+            else:
+                missing = (known is None or known[1] is None) \
+                    and bool(rec.codec.schema.statistics)
+            if missing:
+                failed = self._failed_at.get(key)
+                if failed is None or time.monotonic() - failed >= self.completion_timeout:
+                    self._await_completion(broker, agent, rec, key)
+                    return
+        self._deliver(broker, agent, rec, key)
+
+    def _deliver(self, broker: Broker, agent: RemoteAgent | None, rec: RawObjectRecord,
+                 key: _ViewKey) -> None:
+        raw, sofs = rec.raw, rec.sofs
+        latest = self._latest
+        live = not RecordLayout.is_deleted(raw)
+        # popped and put back: the dict stays ordered by last update (eviction order)
+        known = latest.pop(key, None)
+        if known is None and not live:
+            known = self._gone.get(key)
+        props, stats = known if known is not None else (None, None)
+        if rec.opcode != "i":
+            props = RecordLayout.properties(raw, sofs)
+        if rec.opcode != "c":
+            stats = RecordLayout.statistics(raw, sofs)
+        if not live:  # deleted: leaves the view (remembered a while among the gone)
+            self._failed_at.pop(key, None)
+            gone = self._gone
+            gone.pop(key, None)
+            gone[key] = (props, stats)
+            if len(gone) > _MAX_GONE:
+                del gone[next(iter(gone))]
         else:
-            self._latest[key] = merged
-        obj = QmfObject._from_raw(self, broker, agent, merged.codec, merged.raw, merged.opcode,
-                                  merged.sofs)
+            latest[key] = (props, stats)
+            if len(latest) > self.max_objects:
+                oldest = next(iter(latest))
+                del latest[oldest]
+                self._failed_at.pop(oldest, None)
+                self.objects_evicted += 1
+        # the proxy carries the newest header, properties and statistics seen
+        kind = "g" if props is not None and stats is not None else rec.opcode
+        if kind != rec.opcode:
+            assert props is not None and stats is not None
+            raw, sofs = RecordLayout.join(raw, props, stats)
+        changed = _RECORD_CHANGES[rec.opcode]
+        if not live:
+            changed |= Change.DELETED
+        obj = QmfObject._from_raw(self, broker, agent, rec.codec, raw, kind, sofs,
+                                  changed)
         if rec.opcode == "c":
             self._notify("object_props", broker, obj)
         else:
             self._notify("object_stats", broker, obj)
         for sub in self._update_subs:
             sub._put(obj)
+
+    def _await_completion(self, broker: Broker, agent: RemoteAgent, rec: RawObjectRecord,
+                          key: _ViewKey) -> None:
+        """Hold an object whose view lacks a part and add it to the next completion
+        query of its agent and class (one query for every object waiting on them)."""
+        self._waiting[key] = [(broker, agent, rec)]
+        class_key = rec.codec.class_key
+        ckey = (id(broker), agent.broker_bank, agent.agent_bank, class_key)
+        batch = self._completions.get(ckey)
+        if batch is not None:
+            batch[key] = None
+            return
+        batch = self._completions[ckey] = {key: None}
+        task = asyncio.get_running_loop().create_task(
+            self._complete(broker, agent, class_key, ckey, batch))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _complete(self, broker: Broker, agent: RemoteAgent, class_key: ClassKey,
+                        ckey: tuple[int, int, int, ClassKey], batch: dict[_ViewKey, None]
+                        ) -> None:
+        """Fetch the missing parts of the objects in ``batch`` with one ``G`` per
+        round; objects added while a query is out are answered by it when it holds
+        them, else by the next round.  The first round starts after the rest of the
+        current body was routed: a ``c`` and an ``i`` of a new object usually come
+        together and complete each other without a query."""
+        query = {"_class": class_key.name, "_package": class_key.package}
+        try:
+            await asyncio.sleep(0)
+            while batch:
+                keys: list[_ViewKey] = []
+                dead: list[_ViewKey] = []
+                for k in batch:
+                    held = self._waiting.get(k)
+                    if held is not None:  # else completed meanwhile
+                        (dead if held[0][2].is_deleted() else keys).append(k)
+                batch.clear()
+                for k in dead:
+                    # first seen deleted: a query would not find it; what its body held
+                    # is all there is
+                    self._release(k, None, count=False)
+                if not keys:
+                    break
+                self.completion_queries += 1
+                found: dict[bytes, tuple[bytes, bytes]] = {}
+                try:
+                    records: list[Any] = await broker._query(agent, query,
+                                                             self.completion_timeout)
+                except Exception as exc:  # QmfError mostly; nothing may leave objects held
+                    log.info("completing %d %s object(s) of %s on %s failed: %s", len(keys),
+                             class_key, agent, broker.where, exc)
+                else:
+                    for r in records:
+                        if type(r) is RawObjectRecord and r.codec.class_key == class_key:
+                            found[r.object_id_bytes] = (RecordLayout.properties(r.raw, r.sofs),
+                                                   RecordLayout.statistics(r.raw, r.sofs))
+                for k in [k for k in batch if k[1] in found]:
+                    del batch[k]
+                    keys.append(k)
+                for k in keys:
+                    if k in self._waiting:  # else a c completed it meanwhile
+                        self._release(k, found.get(k[1]))
+        finally:
+            if self._completions.get(ckey) is batch:
+                del self._completions[ckey]
+
+    def _release(self, key: _ViewKey, answer: tuple[bytes, bytes] | None, *,
+                 count: bool = True) -> None:
+        """Deliver the held updates of an object, in order, once the part it lacked
+        is known: from the first held update carrying it, else from the completion
+        query's ``answer`` (properties, statistics).  With neither the completion
+        failed: counted, and the updates delivered with what is known."""
+        held = self._waiting.pop(key)
+        need_props = held[0][2].opcode == "i"
+        part: bytes | None = None
+        for _, _, rec in held:
+            if need_props and rec.opcode != "i":
+                part = RecordLayout.properties(rec.raw, rec.sofs)
+                break
+            if not need_props and rec.opcode != "c":
+                part = RecordLayout.statistics(rec.raw, rec.sofs)
+                break
+        if part is None and answer is not None:
+            part = answer[0] if need_props else answer[1]
+        if part is None:
+            if count:
+                self.completion_failures += 1
+                self._failed_at[key] = time.monotonic()
+        else:
+            self._failed_at.pop(key, None)
+            props, stats = self._latest.get(key) or (None, None)
+            self._latest[key] = (part, stats) if need_props else (props, part)
+        for broker, agent, rec in held:
+            self._deliver(broker, agent, rec, key)
 
     def _event(self, broker: Broker, event: Event) -> None:
         self._notify("event", broker, event)
@@ -862,7 +1074,10 @@ class Session:
                        where: str | Selector | None = None,
                        maxsize: int = 10_000) -> Subscription[QmfObject]:
         """An async iterator over object updates (``c``/``i``), merged with the last
-        known properties/statistics of the same object.
+        known properties/statistics of the same object: every proxy answers both
+        (an object first seen through one part is completed by a query first, see
+        ``completion_timeout``), ``get_changes()`` tells what the update carried,
+        and ``where`` is evaluated over the merged values.
 
         Raises:
             SelectorError (a UsageError): ``where`` does not parse.
@@ -1073,6 +1288,9 @@ class Session:
             QueryTimeout: some agents did not finish in time (``partial`` holds the
                 objects that did arrive).
             PartialResultError: some agents failed (errors in ``errors``).
+            UnknownClassError: no object arrived and no known schema has ``_class``
+                (or ``_package``): neither the schema cache nor the classes the bus
+                lists when asked (``P``/``Q``).  The message names close classes.
         """
         out: list[QmfObject] = []
         await self._collect(out.append, _class, _package, _key, _objectId, _agent, _broker,
@@ -1121,6 +1339,7 @@ class Session:
         targets = self._targets(brokers, _agent, oid)
         fan_out = _agent is None and oid is None
         delivered: list[QmfObject] = []
+        seen = [False]  # a record of the asked class arrived (before the filters)
         from_raw = QmfObject._from_raw
 
         def on_item(broker: Broker, agent: RemoteAgent
@@ -1135,7 +1354,9 @@ class Session:
                     return
                 if oid is not None and msg.object_id_bytes != oid.raw:
                     return
-                obj = from_raw(self, broker, agent, codec, msg.raw, msg.opcode, msg.sofs)
+                seen[0] = True
+                obj = from_raw(self, broker, agent, codec, msg.raw,
+                               msg.opcode, msg.sofs)
                 if filtered:
                     try:
                         for name, want in property_equals.items():
@@ -1189,9 +1410,56 @@ class Session:
                 failed = ", ".join(str(e) for e in errors[:3])
                 raise cls(f"{len(errors)} of {len(entries)} agent(s) failed: {failed}",
                           list(delivered), errors) from errors[0]
+            if not seen[0] and _class is not None and oid is None:
+                await self._check_class_name(_class, _package, min(timeout, self.broker_timeout))
         finally:
             for broker, _agent2, entry in entries:
                 broker._discard(entry)
+
+    def _class_known(self, name: str, package: str | None) -> bool:
+        """A schema in the cache, or a class announced on the bus, has this name."""
+        keys = [s.class_key for s in self.schemas]
+        keys.extend(self._classes)
+        return any(k.name == name and (package is None or k.package == package) for k in keys)
+
+    async def _check_class_name(self, name: str, package: str | None, timeout: float) -> None:
+        """After a query by class that no agent answered with an object: raise
+        UnknownClassError when no known class has ``name`` (in ``package``).
+
+        Known classes are the schemas in the cache and the classes the bus
+        announced; when they do not have the name, the management broker (or every
+        agent, without one) is asked for its packages and classes (``P``, ``Q``)
+        first.  When that asking fails, nothing is raised: the session cannot tell.
+
+        Raises:
+            UnknownClassError: no known schema has the class or package.
+        """
+        if self._class_known(name, package):
+            return
+        try:
+            packages = await self.get_packages(_timeout=timeout)
+            asked = [package] if package is not None else packages
+            if package is None or package in packages:
+                await asyncio.gather(*(self.get_classes(p, _timeout=timeout) for p in asked))
+        except QmfError as exc:
+            log.debug("cannot tell whether class %r is known: %s", name, exc)
+            return
+        if self._class_known(name, package):
+            return
+        known_packages = sorted(self._packages | {s.class_key.package for s in self.schemas})
+        if package is not None and package not in known_packages:
+            close = difflib.get_close_matches(package, known_packages, n=3, cutoff=0.6)
+            hint = f"; close: {', '.join(close)}" if close else ""
+            raise UnknownClassError(f"no known schema has package {package!r}{hint} "
+                                    f"(known: {', '.join(known_packages) or 'none'})")
+        keys = {s.class_key for s in self.schemas} | set(self._classes)
+        names = sorted({k.name for k in keys
+                        if self._classes.get(k, 1) == 1
+                        and (package is None or k.package == package)})
+        close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+        where = f" in package {package!r}" if package is not None else ""
+        hint = f"; close: {', '.join(close)}" if close else ""
+        raise UnknownClassError(f"no known schema has class {name!r}{where}{hint}")
 
     async def _call_method(self, obj: QmfObject, method: SchemaMethod, in_args: dict[str, Any],
                            timeout: float | None) -> MethodResult:

@@ -7,7 +7,7 @@ import collections
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-from ..errors import UsageError
+from ..errors import QmfTimeout, UsageError
 
 __all__ = ["Subscription"]
 
@@ -96,10 +96,13 @@ class Subscription(Generic[T]):
         """The next item.
 
         Raises:
-            TimeoutError: none arrived within ``timeout`` (``asyncio.TimeoutError``).
+            QmfTimeout: none arrived within ``timeout`` (also a ``TimeoutError``).
             StopAsyncIteration: the subscription is closed and empty.
         """
-        return await asyncio.wait_for(self.__anext__(), timeout)
+        try:
+            return await asyncio.wait_for(self.__anext__(), timeout)
+        except TimeoutError:
+            raise QmfTimeout(f"no item arrived within {timeout}s") from None
 
     async def __aenter__(self) -> Subscription[T]:
         return self

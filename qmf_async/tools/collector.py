@@ -14,10 +14,8 @@ same directory, fsynced, then renamed.  Existing files are never rewritten; ever
 Collector has a new run id, so a restart appends.
 
 ``object_updates()`` yields proxies merged with the object's last known properties
-and statistics, which do not say whether the update was a ``c`` or an ``i``; the
-collector learns that from the ``object_props``/``object_stats`` callbacks, through a
-small console it chains in front of ``session.console`` while it runs (every
-callback still reaches the session's own console).
+and statistics; :meth:`QmfObject.get_changes` says what the update carried, which
+makes the row's ``kind`` (``c`` properties, ``i`` statistics).
 
 Needs pyarrow: ``pip install 'qmf-async[collector]'``.
 
@@ -51,6 +49,7 @@ from urllib.parse import quote
 import attrs
 
 from .. import (
+    Change,
     ClassKey,
     Event,
     ObjectId,
@@ -625,35 +624,6 @@ class _Batch:
     since: float  # time.monotonic() of the first entry
 
 
-class _KindTap:
-    """Chained in front of ``session.console``: notes whether an update was ``c``
-    (object_props) or ``i`` (object_stats) -- the object_updates() subscription
-    yields merged proxies -- and forwards every callback to the previous console."""
-
-    def __init__(self, collector: Collector, inner: Any) -> None:
-        self.collector = collector
-        self.inner = inner
-        self.active = True
-
-    def object_props(self, broker: Any, obj: QmfObject) -> Any:
-        if self.active:
-            self.collector._mark(obj, "c")
-        fn = getattr(self.inner, "object_props", None)
-        return fn(broker, obj) if fn is not None else None
-
-    def object_stats(self, broker: Any, obj: QmfObject) -> Any:
-        if self.active:
-            self.collector._mark(obj, "i")
-        fn = getattr(self.inner, "object_stats", None)
-        return fn(broker, obj) if fn is not None else None
-
-    def __getattr__(self, name: str) -> Any:
-        inner = self.__dict__.get("inner")
-        if inner is None or name.startswith("__"):
-            raise AttributeError(name)
-        return getattr(inner, name)
-
-
 class Collector:
     """Write a session's object updates and events to a Parquet dataset.
 
@@ -706,8 +676,6 @@ class Collector:
         self._write_errors = 0
         self._closed_sub_drops = 0
         self._subs: list[Subscription[Any]] = []
-        self._kinds: dict[int, str] = {}
-        self._kinds_limit = 4 * self._subscription_size
         self._lock = asyncio.Lock()
         self._work = asyncio.Event()
         self._space = asyncio.Event()
@@ -754,24 +722,15 @@ class Collector:
         return ((self.class_name is None or key.name == self.class_name)
                 and (self.package is None or key.package == self.package))
 
-    def _mark(self, obj: QmfObject, kind: str) -> None:
-        try:
-            if not self._wanted(obj.get_class_key()):
-                return
-        except Exception:
-            return
-        kinds = self._kinds
-        k = id(obj)
-        kinds.pop(k, None)
-        kinds[k] = kind
-        if len(kinds) > self._kinds_limit:
-            del kinds[next(iter(kinds))]
-
-    def _kind_of(self, obj: QmfObject) -> str:
-        kind = self._kinds.pop(id(obj), None)
-        if kind is not None:
-            return kind
-        # not seen by the tap (fed directly, or the console was replaced meanwhile)
+    @staticmethod
+    def _kind_of(obj: QmfObject) -> str:
+        """``c`` when the update carried properties only, ``i`` when it carried
+        statistics only; for a proxy that carried both (a query answer), ``i`` when
+        it has statistics."""
+        changes = obj.get_changes()
+        props, stats = Change.PROPERTIES in changes, Change.STATISTICS in changes
+        if props != stats:
+            return "c" if props else "i"
         return "i" if obj.get_statistics() else "c"
 
     def add_sample(self, obj: QmfObject, kind: str | None = None, *,
@@ -779,7 +738,8 @@ class Collector:
         """Buffer an object update; False when it was dropped (buffer full).
 
         ``kind`` is ``"c"`` (properties) or ``"i"`` (statistics); by default what
-        the session reported for this proxy, else ``"i"`` when it has statistics.
+        the update carried (:meth:`QmfObject.get_changes`), and for a proxy that
+        carried both, ``"i"`` when it has statistics.
 
         Raises:
             UsageError: ``kind`` is not ``"c"`` or ``"i"``.
@@ -961,19 +921,6 @@ class Collector:
             self._work.clear()
             await self._write_queued()
 
-    def _install_tap(self) -> _KindTap:
-        session: Any = self.session  # the tap stands in for a Console
-        tap = _KindTap(self, session.console)
-        session.console = tap
-        return tap
-
-    def _remove_tap(self, tap: _KindTap) -> None:
-        tap.active = False
-        session: Any = self.session
-        if session.console is tap:  # else someone chained in front of it: it stays, idle
-            session.console = tap.inner
-        self._kinds.clear()
-
     async def run(self, stop: asyncio.Event | None = None) -> None:
         """Collect until ``stop`` is set or the session closes, then write what is
         buffered.  Cancelling it also writes what is buffered before the
@@ -993,7 +940,6 @@ class Collector:
         self._subs = [updates, events]
         # fresh primitives: a collector may be run again, in another event loop
         self._lock, self._work, self._space = asyncio.Lock(), asyncio.Event(), asyncio.Event()
-        tap = self._install_tap()
         pumps = [asyncio.ensure_future(self._pump(updates, self.add_sample)),
                  asyncio.ensure_future(self._pump(events, self.add_event))]
         helpers = [asyncio.ensure_future(self._ticker()), asyncio.ensure_future(self._writer())]
@@ -1005,7 +951,7 @@ class Collector:
         finally:
             for w in waits[1:]:
                 w.cancel()
-            done = asyncio.ensure_future(self._shutdown(pumps, helpers, tap))
+            done = asyncio.ensure_future(self._shutdown(pumps, helpers))
             try:
                 await asyncio.shield(done)
             except asyncio.CancelledError:
@@ -1014,13 +960,12 @@ class Collector:
                 raise
 
     async def _shutdown(self, pumps: Sequence[asyncio.Future[None]],
-                        helpers: Sequence[asyncio.Future[None]], tap: _KindTap) -> None:
+                        helpers: Sequence[asyncio.Future[None]]) -> None:
         try:
             helpers[0].cancel()  # the ticker: from now on everything is flushed below
             for sub in self._subs:
                 sub.close()  # the pumps take what is left in them, then end
             await asyncio.gather(*pumps, return_exceptions=True)
-            self._remove_tap(tap)
             await self.flush()
         finally:
             for h in helpers:

@@ -32,6 +32,7 @@ from qmf_async import (
     RemoteAgent,
     SchemaClass,
     Session,
+    UnknownClassError,
 )
 
 from ._common import (
@@ -454,20 +455,24 @@ class Target:
 
     async def objects(self, cls: str, *, package: str = PACKAGE, what: str | None = None,
                       **equals: Any) -> list[QmfObject]:
-        """Live objects of ``package:cls`` (a spinner while slow)."""
+        """Live objects of ``package:cls`` (a spinner while slow); none when no
+        known schema has that class (callers explain it with :meth:`require_class`)."""
         async with progress(f"querying {what or cls} objects on {self.where} ..."):
             agents = self.agents()
-            if agents is None:
-                found = await self.session.get_objects(_class=cls, _package=package,
-                                                       _timeout=self.timeout, **equals)
-            else:
-                if not agents:
-                    raise self._no_such_agent()
-                found = []
-                for agent in agents:
-                    found.extend(await self.session.get_objects(
-                        _class=cls, _package=package, _agent=agent, _timeout=self.timeout,
-                        **equals))
+            if agents is not None and not agents:
+                raise self._no_such_agent()
+            found: list[QmfObject] = []
+            try:
+                if agents is None:
+                    found = await self.session.get_objects(_class=cls, _package=package,
+                                                           _timeout=self.timeout, **equals)
+                else:
+                    for agent in agents:
+                        found.extend(await self.session.get_objects(
+                            _class=cls, _package=package, _agent=agent,
+                            _timeout=self.timeout, **equals))
+            except UnknownClassError:
+                return []
         return [o for o in found if not o.is_deleted()]
 
     def _no_such_agent(self) -> ToolError:
