@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from ._callbacks import Console
 from ._objects import Change, Event, MethodResult, QmfObject, RemoteAgent
-from ._session import Broker, Session
+from ._session import Broker, Console, Session
 from ._subscriptions import Subscription
 
 __all__ = [

@@ -23,10 +23,10 @@ from ..wire import (
     SchemaMethod,
     plain_reader,
 )
+from ._links import BrokerLink, SessionLink
 
 if TYPE_CHECKING:
     from ..wire import ObjectRecord
-    from ._session import Broker, Session
 
 _new = object.__new__
 #: (properties received, statistics received) -> kind
@@ -59,7 +59,7 @@ _OPCODE_CHANGES = {"c": Change.PROPERTIES, "i": Change.STATISTICS,
 class RemoteAgent:
     """A remote agent as a console sees it: its broker and banks, and its label."""
 
-    broker: Broker = attrs.field(repr=False, eq=False)
+    broker: BrokerLink = attrs.field(repr=False, eq=False)
     broker_bank: int
     agent_bank: int
     label: str = attrs.field(default="", eq=False)
@@ -88,10 +88,22 @@ class QmfObject:
     # _kind: which parts were received ("c" properties, "i" statistics, "g" both);
     # _sofs: where the statistics start in _raw; _p/_s: values given decoded (else None);
     # _changed: what the update that produced this proxy carried (a Change)
-    __slots__ = ("_session", "_broker", "_agent", "_reader", "_raw", "_kind", "_sofs",
-                 "_p", "_s", "_changed", "__weakref__")
+    __slots__ = (
+        "__weakref__",
+        "_agent",
+        "_broker",
+        "_changed",
+        "_kind",
+        "_p",
+        "_raw",
+        "_reader",
+        "_s",
+        "_session",
+        "_sofs",
+    )
 
-    def __init__(self, session: Session | None, broker: Broker | None, agent: RemoteAgent | None,
+    def __init__(self, session: SessionLink | None, broker: BrokerLink | None,
+                 agent: RemoteAgent | None,
                  schema: SchemaClass, object_id: ObjectId, properties: tuple[Any, ...] | None,
                  statistics: tuple[Any, ...] | None, timestamps: tuple[int, int, int],
                  *, changed: Change | None = None) -> None:
@@ -118,7 +130,7 @@ class QmfObject:
         self._changed = changed
 
     @classmethod
-    def _from_raw(cls, session: Session | None, broker: Broker | None,
+    def _from_raw(cls, session: SessionLink | None, broker: BrokerLink | None,
                   agent: RemoteAgent | None, reader: RecordReader, raw: bytes, kind: str,
                   sofs: int, changed: Change | None = None) -> QmfObject:
         # changed: what the update carried (default: the parts in ``kind``, and
@@ -140,7 +152,7 @@ class QmfObject:
         return obj
 
     @classmethod
-    def _from_record(cls, session: Session | None, broker: Broker | None,
+    def _from_record(cls, session: SessionLink | None, broker: BrokerLink | None,
                      agent: RemoteAgent | None, rec: RawObjectRecord | ObjectRecord) -> QmfObject:
         if type(rec) is RawObjectRecord:
             return cls._from_raw(session, broker, agent, rec.codec, rec.raw,
@@ -216,8 +228,9 @@ class QmfObject:
         if values is None:
             return {}
         if None in values:
-            return {n: v for n, v in zip(self._reader.pnames, values) if v is not None}
-        return dict(zip(self._reader.pnames, values))
+            names = self._reader.pnames
+            return {n: v for n, v in zip(names, values, strict=False) if v is not None}
+        return dict(zip(self._reader.pnames, values, strict=False))
 
     def get_statistics(self) -> dict[str, Any]:
         """Statistics by name.
@@ -228,7 +241,7 @@ class QmfObject:
         values = self._stats()
         if values is None:
             return {}
-        return dict(zip(self._reader.snames, values))
+        return dict(zip(self._reader.snames, values, strict=False))
 
     def get(self, name: str, default: Any = None) -> Any:
         """A property or statistic by name, or ``default``.
@@ -300,7 +313,7 @@ class QmfObject:
     def get_agent(self) -> RemoteAgent | None:
         return self._agent
 
-    def get_broker(self) -> Broker | None:
+    def get_broker(self) -> BrokerLink | None:
         return self._broker
 
     async def update(self, *, _timeout: float | None = None) -> None:
@@ -362,7 +375,9 @@ class QmfObject:
             raise UsageError("this object is not attached to a session")
         schema_method = self._reader.schema.method(method)
         in_args = bind_arguments(schema_method, args, kwargs)
-        return await self._session._call_method(self, schema_method, in_args, _timeout)
+        result: MethodResult = await self._session._call_method(self, schema_method, in_args,
+                                                                _timeout)
+        return result
 
     def __repr__(self) -> str:
         key = self._reader.schema.class_key
@@ -454,7 +469,7 @@ def _proxy_class(reader: RecordReader) -> type[QmfObject]:
 
 
 class _BoundMethod:
-    __slots__ = ("_obj", "_method", "_bind")
+    __slots__ = ("_bind", "_method", "_obj")
 
     def __init__(self, obj: QmfObject, method: SchemaMethod,
                  bind: Callable[[tuple[Any, ...], dict[str, Any]], dict[str, Any]]) -> None:
@@ -462,13 +477,16 @@ class _BoundMethod:
         self._method = method
         self._bind = bind
 
-    async def __call__(self, *args: Any, _timeout: float | None = None, **kwargs: Any) -> MethodResult:
+    async def __call__(self, *args: Any, _timeout: float | None = None,
+                       **kwargs: Any) -> MethodResult:
         # QmfObject.invoke with the method at hand and its compiled binder
         obj = self._obj
         session = obj._session
         if session is None or obj._broker is None:
             raise UsageError("this object is not attached to a session")
-        return await session._call_method(obj, self._method, self._bind(args, kwargs), _timeout)
+        result: MethodResult = await session._call_method(obj, self._method,
+                                                          self._bind(args, kwargs), _timeout)
+        return result
 
     def __repr__(self) -> str:
         args = ", ".join(f"{a.name}: {a.type.name.lower()}" for a in self._method.in_args)
@@ -580,7 +598,7 @@ def bind_arguments(method: SchemaMethod, args: tuple[Any, ...], kwargs: Mapping[
         raise ArgumentError(f"{method.name}() takes {len(params)} argument(s), "
                             f"{len(args)} given")
     values: dict[str, Any] = {}
-    for p, v in zip(params, args):
+    for p, v in zip(params, args, strict=False):
         values[p.name] = v
     names = {p.name for p in params}
     for k, v in kwargs.items():
@@ -662,7 +680,7 @@ class MethodResult:
     """The outcome of a method call: ``status``, ``text`` and output arguments
     (``out_args``, also readable as attributes)."""
 
-    __slots__ = ("status", "text", "out_args")
+    __slots__ = ("out_args", "status", "text")
 
     def __init__(self, status: int, text: str, out_args: Mapping[str, Any]) -> None:
         self.status = status

@@ -19,7 +19,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from .. import wire as codec
 from ..errors import (
@@ -80,7 +80,6 @@ from ..wire import (
     SchemaResponse,
     make_oid,
 )
-from ._callbacks import Console
 from ._objects import Change, Event, MethodResult, QmfObject, RemoteAgent
 from ._subscriptions import Subscription
 from ._waits import Wait, Waits
@@ -93,6 +92,57 @@ MANAGEMENT = "qpid.management"
 DIRECT = "amq.direct"
 
 TransportFactory = Callable[..., Any]
+
+
+class Console:
+    """Subclass and override what you need; pass an instance as ``Session(console=...)``.
+
+    Every callback may be a plain method or a coroutine function.  Callbacks run
+    in the session's event loop; an exception raised by one is logged and does not
+    disturb the session.
+    """
+
+    def broker_connected(self, broker: Broker) -> Any:
+        """The connection to ``broker`` is up (first time or after a reconnect)."""
+
+    def broker_connection_failed(self, broker: Broker, error: BaseException) -> Any:
+        """A connection attempt failed (``manage_connections`` keeps retrying)."""
+
+    def broker_disconnected(self, broker: Broker) -> Any:
+        """The connection to ``broker`` was lost."""
+
+    def broker_info(self, broker: Broker) -> Any:
+        """The management broker answered ``B`` (``broker.broker_id`` is set)."""
+
+    def new_package(self, name: str) -> Any:
+        """A schema package was seen for the first time."""
+
+    def new_class(self, kind: int, class_key: ClassKey) -> Any:
+        """A class was seen for the first time (kind 1 object, 2 event)."""
+
+    def new_agent(self, agent: RemoteAgent) -> Any:
+        """An agent appeared."""
+
+    def del_agent(self, agent: RemoteAgent) -> Any:
+        """An agent left (missed three heartbeat intervals or was deleted)."""
+
+    def object_props(self, broker: Broker, obj: QmfObject) -> Any:
+        """Properties of an object arrived (``c``)."""
+
+    def object_stats(self, broker: Broker, obj: QmfObject) -> Any:
+        """Statistics of an object arrived (``i``)."""
+
+    def event(self, broker: Broker, event: Event) -> Any:
+        """An event arrived."""
+
+    def heartbeat(self, agent: RemoteAgent, timestamp: int) -> Any:
+        """An agent's heartbeat (ns since the epoch)."""
+
+    def method_response(self, broker: Broker, seq: int, response: MethodResult) -> Any:
+        """A method response arrived (also delivered to the awaiting caller)."""
+
+    def schema(self, schema: SchemaClass) -> Any:
+        """A full schema was received (not part of the classic API)."""
 
 
 class Broker:
@@ -1098,7 +1148,8 @@ class Session:
 
     def agent_changes(self, *, maxsize: int = 1000) -> Subscription[tuple[str, RemoteAgent]]:
         """An async iterator of ``("added" | "removed", agent)``."""
-        sub: Subscription[tuple[str, RemoteAgent]] = Subscription(maxsize, None, self._agent_subs.remove)
+        sub: Subscription[tuple[str, RemoteAgent]] = Subscription(maxsize, None,
+                                                                  self._agent_subs.remove)
         self._agent_subs.append(sub)
         return sub
 
@@ -1267,7 +1318,8 @@ class Session:
 
     async def get_objects(self, _class: str | None = None, _package: str | None = None,
                           _key: ClassKey | str | None = None,
-                          _objectId: ObjectId | str | None = None, _agent: RemoteAgent | None = None,
+                          _objectId: ObjectId | str | None = None,
+                          _agent: RemoteAgent | None = None,
                           _broker: Broker | None = None, _timeout: float | None = None,
                           where: str | Selector | None = None, **property_equals: Any
                           ) -> list[QmfObject]:
@@ -1299,7 +1351,8 @@ class Session:
 
     async def iter_objects(self, _class: str | None = None, _package: str | None = None,
                            _key: ClassKey | str | None = None,
-                           _objectId: ObjectId | str | None = None, _agent: RemoteAgent | None = None,
+                           _objectId: ObjectId | str | None = None,
+                          _agent: RemoteAgent | None = None,
                            _broker: Broker | None = None, _timeout: float | None = None,
                            where: str | Selector | None = None, **property_equals: Any
                            ) -> AsyncIterator[QmfObject]:
@@ -1383,7 +1436,7 @@ class Session:
                 raise PartialResultError(f"no agent is known on {where} (no management broker "
                                          f"answered and no heartbeat arrived yet; see "
                                          f"wait_for_agents)", [], [])
-            done, pending = await asyncio.wait([e.future for _, _, e in entries], timeout=timeout)
+            _done, pending = await asyncio.wait([e.future for _, _, e in entries], timeout=timeout)
             errors: list[BaseException] = []
             for broker, agent, entry in entries:
                 if entry.future in pending:
@@ -1463,8 +1516,7 @@ class Session:
 
     async def _call_method(self, obj: QmfObject, method: SchemaMethod, in_args: dict[str, Any],
                            timeout: float | None) -> MethodResult:
-        broker = obj.get_broker()
-        assert broker is not None
+        broker = cast(Broker, obj.get_broker())  # a proxy's broker is a Broker of ours
         transport = broker._check()
         raw_oid = RecordLayout.object_id_bytes(obj._raw)  # obj.get_object_id() as bytes
         head = raw_oid[:8]  # flags, boot sequence, broker and agent bank

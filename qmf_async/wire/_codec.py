@@ -57,6 +57,9 @@ from ._messages import (
 from ._schema import SchemaArgument, SchemaClass, SchemaMethod, SchemaProperty, SchemaStatistic
 from ._values import ClassKey, ClassKind, QmfType, oid_from_wire
 
+#: method targets by sequence number: the (class, method) or the method of an ``M``
+_MethodTargets = Mapping[int, tuple[SchemaClass, SchemaMethod] | SchemaMethod]
+
 __all__ = [
     "ClassCodec",
     "ObjectValue",
@@ -378,7 +381,7 @@ def _decode_method_request(buf: bytes, pos: int, seq: int,
         # Arguments are delimited by the schema; if what follows is not another
         # message, keep the whole remainder raw as qpidd would read it.
         if values is not None and (end == n or buf[end:end + 3] == MAGIC):
-            return MethodRequest(seq, oid, key, name, dict(zip(names, values))), end
+            return MethodRequest(seq, oid, key, name, dict(zip(names, values, strict=False))), end
     return MethodRequest(seq, oid, key, name, None, bytes(buf[pos:])), n
 
 
@@ -421,7 +424,7 @@ def _request_of_known_class(buf: bytes, kstart: int, schemas: SchemaRegistry
 
 
 def _decode_method_response(buf: bytes, pos: int, seq: int, schemas: SchemaRegistry,
-                            methods: Mapping[int, tuple[SchemaClass, SchemaMethod] | SchemaMethod] | None
+                            methods: _MethodTargets | None
                             ) -> tuple[MethodResponse, int]:
     n = len(buf)
     if pos + 6 <= n:  # status and the length of a str16 text
@@ -455,14 +458,16 @@ def _decode_method_response(buf: bytes, pos: int, seq: int, schemas: SchemaRegis
         values, end = dec(buf, pos)
         if end != n:
             raise DecodeError(f"{n - end} bytes after the output arguments", end)
-        return MethodResponse(seq, status, text, dict(zip(names, values)), b"", short), end
+        arguments = dict(zip(names, values, strict=False))
+        return MethodResponse(seq, status, text, arguments, b"", short), end
     return MethodResponse(seq, status, text, None, bytes(buf[pos:]), short), n
 
 
 _STANDALONE: dict[tuple[Any, ...], tuple[Decoder, Encoder, tuple[str, ...]]] = {}
 
 
-def _standalone_args(method: SchemaMethod, output: bool = True) -> tuple[Decoder, Encoder, tuple[str, ...]]:
+def _standalone_args(method: SchemaMethod, output: bool = True
+                     ) -> tuple[Decoder, Encoder, tuple[str, ...]]:
     """Codec for a method's arguments without a registry (no object-typed args)."""
     args = method.out_args if output else method.in_args
     specs = specs_of(args)
@@ -482,7 +487,6 @@ def _decode_other(op: str, buf: bytes, pos: int, seq: int, start: int, schemas: 
                   methods: Mapping[int, Any] | None) -> tuple[Message, int]:
     """Decode one message other than ``c``/``i``/``g``/``e`` after its header."""
     n = len(buf)
-    msg: Message
     if op == "h":
         (ts,) = _unpack(_U64, buf, pos, "heartbeat")
         return Heartbeat(ts, seq), pos + 8
@@ -588,7 +592,8 @@ def _decode(buf: bytes, schemas: SchemaRegistry, methods: Mapping[int, Any] | No
             ts, sev = _unpack(_EVENT_HDR, buf, pos, "event header")
             values, pos = codec.event[0](buf, pos + 9)
             names = [a.name for a in codec.schema.arguments]
-            append(EventIndication(seq, codec.schema, ts, sev, dict(zip(names, values))))
+            arguments = dict(zip(names, values, strict=False))
+            append(EventIndication(seq, codec.schema, ts, sev, arguments))
         else:
             msg, pos = _decode_other(opb.decode("latin-1"), buf, pos, seq, start, schemas, methods)
             append(msg)
@@ -633,7 +638,8 @@ def decode(body: bytes, schemas: SchemaRegistry, *,
         raise
     except RecursionError as exc:
         raise DecodeError("nesting too deep") from exc
-    except (ValueError, TypeError, IndexError, OverflowError, struct.error, UnknownClassError) as exc:
+    except (ValueError, TypeError, IndexError, OverflowError, struct.error,
+            UnknownClassError) as exc:
         raise DecodeError(f"malformed body: {exc}") from exc
 
 

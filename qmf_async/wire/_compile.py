@@ -111,7 +111,7 @@ def _fixed_run_lines(group: Sequence[Item], indent: str, env: dict[str, Any]) ->
         else:
             targets.append(v)
     return [f"{indent}{', '.join(targets)}, = {sname}.unpack_from(buf, pos); "
-            f"pos += {struct.calcsize(fmt)}"] + post
+            f"pos += {struct.calcsize(fmt)}", *post]
 
 
 def _presence_items(fields: Sequence[FieldSpec], prefix: str, presence: bool
@@ -315,7 +315,8 @@ def _enc_int(st: struct.Struct) -> Callable[[bytearray, Any], None]:
     return enc
 
 
-def _value_encoder(t: QmfType, object_codec: ObjectValueCodec | None) -> Callable[[bytearray, Any], None]:
+def _value_encoder(t: QmfType, object_codec: ObjectValueCodec | None
+                   ) -> Callable[[bytearray, Any], None]:
     if t in (QmfType.FLOAT, QmfType.DOUBLE):
         return _enc_float(struct.Struct(">" + _FIXED_FMT[t]))
     if t == QmfType.BOOL:

@@ -161,14 +161,14 @@ class ObjectRecord:
         """Properties by name (absent optional properties are left out)."""
         if self.properties is None:
             return {}
-        return {p.name: v for p, v in zip(self.schema.properties, self.properties)
+        return {p.name: v for p, v in zip(self.schema.properties, self.properties, strict=False)
                 if v is not None}
 
     def statistics_dict(self) -> dict[str, Any]:
         """Statistics by name."""
         if self.statistics is None:
             return {}
-        return {s.name: v for s, v in zip(self.schema.statistics, self.statistics)}
+        return {s.name: v for s, v in zip(self.schema.statistics, self.statistics, strict=False)}
 
 
 @attrs.frozen(slots=True)

@@ -198,8 +198,8 @@ def compile_record_scanner(opcode: str, codec: Any, make_record: type, object_co
     ``pos`` is where the record starts after its message header and class key.  The
     scanner appends a ``make_record(opcode, seq, codec, raw, sofs)`` (a
     :class:`~qmf_async.wire.RawObjectRecord`, its slots filled directly) to ``out``,
-    and goes on with every following message of the body that has the same header and class key (packed
-    records of one answer), so the caller dispatches once per run.  It raises only
+    and goes on with every following message of the body that has the same header and
+    class key (packed records of one answer), so the caller dispatches once per run.  It raises only
     :class:`DecodeError` (truncated record, a map size too small) and does not look
     inside values.
     """

@@ -97,7 +97,8 @@ def _from_map(m: Mapping[str, Any], allowed: tuple[str, ...], what: str) -> dict
             try:
                 kwargs[attr] = QmfType(code)
             except ValueError:
-                raise DecodeError(f"{what} {m.get('name')!r} has unknown type code {code}") from None
+                raise DecodeError(
+                    f"{what} {m.get('name')!r} has unknown type code {code}") from None
         elif kind == "access":
             code = _as_int(value, key)
             try:
@@ -169,7 +170,7 @@ class SchemaProperty:
     desc: str | None = None
     ref_package: str | None = None
     ref_class: str | None = None
-    extra: WireMap = _extra_field()
+    extra: WireMap = _extra_field()  # noqa: RUF009 (an attrs field, not a call per instance)
 
     _ATTRS = ("name", "type", "access", "index", "optional", "unit", "min", "max",
               "maxlen", "desc", "ref_package", "ref_class")
@@ -192,7 +193,7 @@ class SchemaStatistic:
     type: QmfType = attrs.field(converter=to_qmf_type)
     unit: str | None = None
     desc: str | None = None
-    extra: WireMap = _extra_field()
+    extra: WireMap = _extra_field()  # noqa: RUF009 (an attrs field, not a call per instance)
 
     _ATTRS = ("name", "type", "unit", "desc")
 
@@ -221,7 +222,7 @@ class SchemaArgument:
     default: str | None = None
     ref_package: str | None = None
     ref_class: str | None = None
-    extra: WireMap = _extra_field()
+    extra: WireMap = _extra_field()  # noqa: RUF009 (an attrs field, not a call per instance)
 
     _ATTRS = ("name", "type", "direction", "unit", "min", "max", "maxlen", "desc",
               "default", "ref_package", "ref_class")
@@ -257,7 +258,7 @@ class SchemaMethod:
     name: str
     arguments: tuple[SchemaArgument, ...] = attrs.field(default=(), converter=_arguments)
     desc: str | None = None
-    extra: WireMap = _extra_field()
+    extra: WireMap = _extra_field()  # noqa: RUF009 (an attrs field, not a call per instance)
 
     @property
     def arg_count(self) -> int:

@@ -9,7 +9,8 @@ import attrs
 
 from ..errors import UsageError
 
-__all__ = ["QmfType", "Access", "ClassKind", "ClassKey", "ObjectId", "SEVERITY_NAMES", "to_qmf_type",
+__all__ = ["QmfType", "Access", "ClassKind", "ClassKey", "ObjectId", "SEVERITY_NAMES",
+           "to_qmf_type",
            "to_access"]
 
 
