@@ -1266,12 +1266,6 @@ class Session:
                     return reply.schema
         raise UnknownClassError(f"no schema for {key}") from (errors[0] if errors else None)
 
-    async def _find_schemas(self, _class: str | None, _package: str | None,
-                            _key: ClassKey | None) -> list[SchemaClass]:
-        if _key is not None:
-            return [await self.get_schema(_key)]
-        return self.schemas.find(_class, _package) if _class else []
-
     # ------------------------------------------------------------------ objects
 
     def _targets(self, brokers: list[Broker], _agent: RemoteAgent | None,

@@ -33,7 +33,6 @@ class Subscription(Generic[T]):
         self._on_close = on_close
         self._waiter: asyncio.Future[None] | None = None
         self._closed = False
-        self._error: BaseException | None = None
         #: items dropped because the consumer was slower than the bus
         self.dropped = 0
 
@@ -53,10 +52,6 @@ class Subscription(Generic[T]):
         w = self._waiter
         if w is not None and not w.done():
             w.set_result(None)
-
-    def _fail(self, exc: BaseException) -> None:
-        self._error = exc
-        self.close()
 
     def close(self) -> None:
         """Stop receiving; a waiting ``async for`` ends."""
@@ -82,8 +77,6 @@ class Subscription(Generic[T]):
     async def __anext__(self) -> T:
         while not self._items:
             if self._closed:
-                if self._error is not None:
-                    raise self._error
                 raise StopAsyncIteration
             self._waiter = asyncio.get_running_loop().create_future()
             try:
