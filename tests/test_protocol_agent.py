@@ -10,6 +10,7 @@ import pytest
 
 from qmf_async import wire
 from qmf_async.agent import Arg, Property, Statistic, event_class, method, object_class
+from qmf_async.errors import DecodeError, EncodeError, UsageError
 from qmf_async.protocol import (
     DIRECT,
     MANAGEMENT,
@@ -28,7 +29,6 @@ from qmf_async.protocol import (
     reply_target,
     validate_arguments,
 )
-from qmf_async.errors import DecodeError, EncodeError, UsageError
 from qmf_async.wire import ClassKey, ObjectId
 
 PKG = "org.qmfasync.core"
@@ -211,7 +211,7 @@ def test_publication_heartbeat_event_and_broadcast_routing_keys() -> None:
     with pytest.raises(EncodeError):
         c.event(ALARM, 77, 3, {"nope": 1})
     b = c.broadcast_all()
-    keys = [(s.routing_key, m) for s, ms in zip(b, decoded(b)) for m in ms]
+    keys = [(s.routing_key, m) for s, ms in zip(b, decoded(b), strict=True) for m in ms]
     assert keys == [
         ("schema.package", wire.PackageIndication(0, PKG)),
         ("schema.class", wire.ClassIndication(0, THING.kind, THING.class_key)),
