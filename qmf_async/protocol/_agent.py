@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Final, TypeVar
+from typing import Any, Final, NamedTuple, TypeVar
 
 import attrs
 
@@ -122,10 +122,10 @@ def validate_arguments(method: SchemaMethod, args: Mapping[str, Any]) -> str | N
 # ---------------------------------------------------------------------- values
 
 
-@attrs.frozen(slots=True)
-class Send:
+class Send(NamedTuple):
     """A body to publish: on ``exchange`` under ``routing_key``; ``reply_to`` is the
-    reply key replies to it go to (None when none are expected)."""
+    reply key replies to it go to (None when none are expected).  (A named tuple,
+    not an attrs class: one is built for every answer, on the method call path.)"""
 
     exchange: str
     routing_key: str
@@ -197,10 +197,10 @@ class GetRequested:
     error: str | None = None
 
 
-@attrs.frozen(slots=True)
-class MethodRequested:
+class MethodRequested(NamedTuple):
     """An ``M``: call ``method`` of object ``object_id`` (of class ``class_key``)
-    with ``arguments`` (None: they did not match the method's schema)."""
+    with ``arguments`` (None: they did not match the method's schema).  (A named
+    tuple, not an attrs class: one is built for every method call.)"""
 
     seq: int
     reply_to: str
