@@ -6,6 +6,11 @@ on ``amq.direct`` under its own name, supervision with backoff, and a sender tha
 drains a bounded outgoing queue, so no request handler ever waits on the network).
 The agent binds ``agent.<brokerBank>.<agentBank>`` on ``qpid.management`` and runs a
 publisher that sends changed objects and a heartbeat every interval.
+
+The protocol decisions are the sans-I/O :class:`~qmf_async.protocol.AgentProtocol`'s:
+it decodes each delivered body into request events and builds every body sent.  This
+module is its asyncio adapter: the object table, method handlers in concurrency slots
+within ``method_timeout``, the attach wait, the publication timer and the runtime.
 """
 
 from __future__ import annotations
