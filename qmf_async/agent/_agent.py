@@ -552,7 +552,10 @@ class Agent:
         self.stats["requests"] += core.messages_in - before
         for event in events:
             try:
-                self._on_event(event, delivery)
+                if type(event) is MethodRequested:  # the hot path
+                    self._serve_method(event, delivery)
+                else:
+                    self._on_event(event, delivery)
             except Exception:
                 self.stats["bad_requests"] += 1
                 log.exception("agent %s: failed to handle %s", self.label,

@@ -338,6 +338,9 @@ class AgentProtocol:
         except DecodeError as exc:
             return [BodyMalformed(routing_key, exc)]
         self.messages_in += len(messages)
+        if len(messages) == 1:  # the usual body: one request
+            event = self.interpret(messages[0], reply_to)
+            return [] if event is None else [event]
         out: list[AgentEvent] = []
         for msg in messages:
             event = self.interpret(msg, reply_to)
@@ -348,7 +351,8 @@ class AgentProtocol:
     def interpret(self, msg: Message, reply_to: str | None) -> AgentEvent | None:
         """The event of one decoded message (None: nothing to do)."""
         if type(msg) is MethodRequest and reply_to is not None:  # the hot path
-            return _method_requested(msg, reply_to)
+            return MethodRequested(msg.seq, reply_to, msg.object_id, msg.class_key, msg.method,
+                                   msg.arguments)
         if isinstance(msg, AttachResponse):
             return AttachAnswered(msg.seq, msg.broker_bank, msg.agent_bank)
         if isinstance(msg, _ConsoleAddedMessage):
@@ -367,7 +371,8 @@ class AgentProtocol:
                 return GetRequested(msg.seq, reply_to, query, None, f"invalid query: {exc}")
             return GetRequested(msg.seq, reply_to, query, selection)
         if isinstance(msg, MethodRequest):
-            return _method_requested(msg, reply_to)
+            return MethodRequested(msg.seq, reply_to, msg.object_id, msg.class_key, msg.method,
+                                   msg.arguments)
         if isinstance(msg, PackageQuery):
             return PackagesRequested(msg.seq, reply_to)
         if isinstance(msg, ClassQuery):
@@ -535,7 +540,3 @@ class AgentProtocol:
             out += self._to(exchange, key, batch)
         return out
 
-
-def _method_requested(msg: MethodRequest, reply_to: str) -> MethodRequested:
-    return MethodRequested(msg.seq, reply_to, msg.object_id, msg.class_key, msg.method,
-                           msg.arguments)
