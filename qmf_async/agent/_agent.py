@@ -6,6 +6,11 @@ on ``amq.direct`` under its own name, supervision with backoff, and a sender tha
 drains a bounded outgoing queue, so no request handler ever waits on the network).
 The agent binds ``agent.<brokerBank>.<agentBank>`` on ``qpid.management`` and runs a
 publisher that sends changed objects and a heartbeat every interval.
+
+The protocol decisions are the sans-I/O :class:`~qmf_async.protocol.AgentProtocol`'s:
+it decodes each delivered body into request events and builds every body sent.  This
+module is its asyncio adapter: the object table, method handlers in concurrency slots
+within ``method_timeout``, the attach wait, the publication timer and the runtime.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import logging
 import random
 import struct
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -29,13 +34,30 @@ import attrs
 from .. import wire as codec
 from ..errors import (
     ArgumentError,
-    DecodeError,
     EncodeError,
     MethodError,
     QmfError,
     QmfTimeout,
     UnknownClassError,
     UsageError,
+)
+from ..protocol import (
+    STATUS_TEXT,
+    AgentEvent,
+    AgentProtocol,
+    AttachAnswered,
+    BodyMalformed,
+    ClassesRequested,
+    ConsoleJoined,
+    GetRequested,
+    GetSelection,
+    MethodRequested,
+    PackagesRequested,
+    RequestDropped,
+    SchemaRequested,
+    Send,
+    reply_target,
+    validate_arguments,
 )
 from ..runtime import Correlator, PeerRuntime
 from ..transport import (
@@ -47,32 +69,17 @@ from ..transport import (
     TransportProtocol,
 )
 from ..wire import (
-    AttachRequest,
-    AttachResponse,
-    ClassIndication,
     ClassKey,
     ClassKind,
-    ClassQuery,
-    CommandComplete,
-    ConsoleAdded,
-    EventIndication,
-    GetQuery,
-    Heartbeat,
     Message,
-    MethodRequest,
-    MethodResponse,
     ObjectId,
-    PackageIndication,
-    PackageQuery,
-    QmfType,
     SchemaClass,
     SchemaMethod,
-    SchemaRequest,
-    SchemaResponse,
 )
 from ._objects import ManagedObject, RecordSnapshot, encode_records, now_ns, snapshots
 
-__all__ = ["Agent", "MethodHandler", "RequestContext", "current_request", "reply_target"]
+__all__ = ["STATUS_TEXT", "Agent", "MethodHandler", "RequestContext", "current_request",
+           "reply_target"]
 
 log = logging.getLogger("qmf_async.agent")
 #: a streamed G answer lets the sender publish after every this many bodies
@@ -83,16 +90,6 @@ DIRECT = DIRECT_EXCHANGE
 
 #: ``async def handler(obj, **in_args) -> Mapping[str, Any] | None`` (or a plain function)
 MethodHandler = Callable[..., "Awaitable[Mapping[str, Any] | None] | Mapping[str, Any] | None"]
-
-STATUS_TEXT = {
-    0: "OK", 1: "UnknownObject", 2: "UnknownMethod", 3: "NotImplemented",
-    4: "InvalidParameter", 5: "FeatureNotImplemented", 6: "Forbidden", 7: "Exception",
-    8: "UnknownPackage", 9: "UnknownClass",
-}
-
-_INT_TYPES = {QmfType.UINT8, QmfType.UINT16, QmfType.UINT32, QmfType.UINT64, QmfType.INT8,
-              QmfType.INT16, QmfType.INT32, QmfType.INT64, QmfType.ABSTIME, QmfType.DELTATIME}
-
 
 @attrs.frozen
 class RequestContext:
@@ -107,31 +104,6 @@ class RequestContext:
 #: The request a method handler is serving (``current_request.get()`` inside a handler).
 current_request: contextvars.ContextVar[RequestContext] = contextvars.ContextVar(
     "qmf_current_request")
-
-
-def reply_target(reply_to: str) -> tuple[str, str]:
-    """(exchange, routing key) of a 0-9-1 reply key: ``K`` or ``EXCHANGE/K``."""
-    if "/" in reply_to:
-        exchange, _, key = reply_to.partition("/")
-        return exchange, key
-    return DIRECT, reply_to
-
-
-def _validate(method: SchemaMethod, args: Mapping[str, Any]) -> str | None:
-    """Range and length checks of input arguments; the error text or None."""
-    for a in method.in_args:
-        v = args.get(a.name)
-        if v is None:
-            continue
-        if a.type in _INT_TYPES or a.type in (QmfType.FLOAT, QmfType.DOUBLE):
-            if a.min is not None and v < a.min:
-                return f"argument {a.name!r}={v} is below its minimum {a.min}"
-            if a.max is not None and v > a.max:
-                return f"argument {a.name!r}={v} is above its maximum {a.max}"
-        if a.type in (QmfType.SSTR, QmfType.LSTR) and a.maxlen is not None:
-            if len(v.encode()) > a.maxlen:
-                return f"argument {a.name!r} is longer than {a.maxlen} bytes"
-    return None
 
 
 class Agent:
@@ -186,17 +158,16 @@ class Agent:
         self.url = url
         self.label = label
         self.interval = interval
-        self.broker_bank = broker_bank
-        self.agent_bank = agent_bank if agent_bank is not None else random.randrange(100, 1 << 20)
+        self.registry = codec.SchemaRegistry()
+        self._protocol = AgentProtocol(
+            self.registry, broker_bank=broker_bank,
+            agent_bank=agent_bank if agent_bank is not None else random.randrange(100, 1 << 20),
+            max_per_body=max_per_body, max_get_per_body=max_get_per_body, label=label)
         self.boot_sequence = boot_sequence
         self.system_id = system_id or uuid.uuid4()
         self.attach = attach
         self.attach_timeout = attach_timeout
         self.method_timeout = method_timeout
-        self.max_per_body = max_per_body
-        self.max_get_per_body = max_get_per_body
-        self.attached = False
-        self.registry = codec.SchemaRegistry()
         self._event_severity: dict[ClassKey, int] = {}
         self._handlers: dict[tuple[str, str], MethodHandler] = {}
         self._plans: dict[tuple[ClassKey, str], _MethodPlan] = {}
@@ -206,7 +177,7 @@ class Agent:
         self._slots = _Slots(max_concurrency)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._publisher: asyncio.Task[None] | None = None
-        self._correlator: Correlator[Message] = Correlator()
+        self._correlator: Correlator[AttachAnswered] = Correlator()
         self._wake = asyncio.Event()
         self._running = False
         #: counters: published bodies, dropped outgoing bodies, bad requests
@@ -220,6 +191,50 @@ class Agent:
         severities: Mapping[ClassKey, int] = getattr(schemas, "severities", None) or {}
         for schema in schemas:
             self.add_schema(schema, severity=severities.get(schema.class_key, 6))
+
+    # ------------------------------------------------------------------ names and limits
+
+    @property
+    def protocol(self) -> AgentProtocol:
+        """The agent's protocol core (banks, routing keys, the bodies it sends)."""
+        return self._protocol
+
+    @property
+    def broker_bank(self) -> int:
+        """The broker bank of the agent's name (assigned by a management broker)."""
+        return self._protocol.broker_bank
+
+    @property
+    def agent_bank(self) -> int:
+        """The agent bank of the agent's name (assigned by a management broker)."""
+        return self._protocol.agent_bank
+
+    @property
+    def attached(self) -> bool:
+        """Whether a management broker assigned the current banks."""
+        return self._protocol.attached
+
+    @attached.setter
+    def attached(self, value: bool) -> None:
+        self._protocol.attached = value
+
+    @property
+    def max_per_body(self) -> int:
+        """At most this many indications in one published body."""
+        return self._protocol.max_per_body
+
+    @max_per_body.setter
+    def max_per_body(self, value: int) -> None:
+        self._protocol.max_per_body = value
+
+    @property
+    def max_get_per_body(self) -> int:
+        """At most this many records in one body of a ``G`` answer."""
+        return self._protocol.max_get_per_body
+
+    @max_get_per_body.setter
+    def max_get_per_body(self, value: int) -> None:
+        self._protocol.max_get_per_body = value
 
     # ------------------------------------------------------------------ schema & objects
 
@@ -371,12 +386,10 @@ class Agent:
         correlator = self._correlator
         seq = correlator.next_seq()
         correlator.expect(seq)
-        request = AttachRequest(seq, self.label, self.system_id,
-                                self.broker_bank if self.attached else 0,
-                                self.agent_bank if self.attached else 0)
+        request = self._protocol.attach_request(seq, self.label, self.system_id, endpoint)
         try:
-            await self._runtime.publish_now(MANAGEMENT, "broker", codec.encode(request),
-                                            reply_to=endpoint)
+            await self._runtime.publish_now(request.exchange, request.routing_key, request.body,
+                                            reply_to=request.reply_to)
             (answer,) = await correlator.wait(seq, self.attach_timeout)
         except QmfTimeout:
             log.info("agent %s: no management broker answered; using banks %d.%d",
@@ -384,9 +397,7 @@ class Agent:
             return
         finally:
             correlator.forget(seq)
-        assert isinstance(answer, AttachResponse)
-        if (answer.broker_bank, answer.agent_bank) != (self.broker_bank, self.agent_bank):
-            self.broker_bank, self.agent_bank = answer.broker_bank, answer.agent_bank
+        if self._protocol.attached_as(answer):
             old = list(self._objects.values())
             self._objects.clear()
             renamed: dict[ObjectId, ObjectId] = {}
@@ -397,13 +408,12 @@ class Agent:
                     renamed[before] = obj.object_id
             for obj in old:
                 obj._rename_references(renamed)
-        self.attached = True
         log.info("agent %s attached as %d.%d", self.label, self.broker_bank, self.agent_bank)
 
     @property
     def agent_key(self) -> str:
         """The routing key requests to this agent use: ``agent.<brokerBank>.<agentBank>``."""
-        return f"agent.{self.broker_bank}.{self.agent_bank}"
+        return self._protocol.agent_key
 
     async def stop(self, timeout: float = 5.0) -> None:
         """Flush what is queued (bounded by ``timeout``), stop the tasks and disconnect.
@@ -433,88 +443,49 @@ class Agent:
     def _enqueue(self, exchange: str, key: str, body: bytes, reply_to: str | None = None) -> None:
         self._runtime.enqueue(exchange, key, body, reply_to)
 
-    def _send(self, exchange: str, key: str, messages: Sequence[Message],
-              methods: Mapping[int, Any] | None = None) -> None:
-        try:
-            body = codec.encode(messages, self.registry, methods=methods)
-        except EncodeError as exc:
-            log.error("agent %s: cannot encode %s: %s", self.label,
-                      "".join(m.OPCODE for m in messages), exc)
-            return
-        self._enqueue(exchange, key, body)
+    def _put(self, sends: Iterable[Send]) -> None:
+        """Queue the bodies the protocol core built."""
+        enqueue = self._enqueue
+        for out in sends:
+            enqueue(out.exchange, out.routing_key, out.body, out.reply_to)
 
-    def _send_records(self, exchange: str, key: str, records: Sequence[RecordSnapshot],
-                      seq: int, timestamp: int) -> None:
-        """Send one body of ``c``/``i``/``g`` records (see :func:`encode_records`)."""
+    def _encode_records(self, records: Sequence[RecordSnapshot], seq: int,
+                        timestamp: int) -> bytes | None:
+        """One body of ``c``/``i``/``g`` records (see :func:`encode_records`); None
+        (logged) when a value does not encode."""
         try:
-            body = encode_records(self.registry, records, seq, timestamp)
+            return encode_records(self.registry, records, seq, timestamp)
         except (EncodeError, UnknownClassError, struct.error, OverflowError,
                 UnicodeEncodeError) as exc:
             log.error("agent %s: cannot encode %s: %s", self.label,
                       "".join(r[0] for r in records), exc)
-            return
-        self._enqueue(exchange, key, body)
-
-    @staticmethod
-    def _bodies(messages: Sequence[Message], per_body: int) -> Iterator[list[Message]]:
-        """Replies grouped into bodies: consecutive indications packed (at most
-        ``per_body``), ``z`` and ``m`` alone."""
-        batch: list[Message] = []
-        for msg in messages:
-            alone = msg.OPCODE in "zm"
-            if batch and (alone or len(batch) >= per_body or batch[0].OPCODE != msg.OPCODE):
-                yield batch
-                batch = []
-            if alone:
-                yield [msg]
-            else:
-                batch.append(msg)
-        if batch:
-            yield batch
-
-    def _reply(self, reply_to: str, messages: Sequence[Message], per_body: int,
-               methods: Mapping[int, Any] | None = None) -> None:
-        """Send replies now (see :meth:`_bodies` for the packing)."""
-        exchange, key = reply_target(reply_to)
-        for body in self._bodies(messages, per_body):
-            self._send(exchange, key, body, methods)
+            return None
 
     def _reply_get(self, reply_to: str, seq: int, timestamp: int,
-                   records: Sequence[RecordSnapshot], end: Message) -> None:
+                   records: Sequence[RecordSnapshot]) -> None:
         """Send a ``G`` answer now: ``g`` records (at most ``max_get_per_body`` a
-        body), then ``end`` alone."""
-        exchange, key = reply_target(reply_to)
-        per_body = self.max_get_per_body
-        for i in range(0, len(records), per_body):
-            self._send_records(exchange, key, records[i:i + per_body], seq, timestamp)
-        self._send(exchange, key, [end])
+        body), then the ``z``."""
+        self._put(self._protocol.answer_get(seq, reply_to, timestamp, records,
+                                            self._encode_records))
 
     async def _reply_get_streamed(self, reply_to: str, seq: int, timestamp: int,
-                                  records: Sequence[RecordSnapshot], end: Message) -> None:
+                                  records: Sequence[RecordSnapshot]) -> None:
         """Send a large ``G`` answer body by body, letting the sender publish meanwhile,
         so the console decodes the first objects while later ones are being encoded."""
-        exchange, key = reply_target(reply_to)
-        per_body = self.max_get_per_body
-        step = per_body * _BODIES_PER_YIELD
-        for i in range(0, len(records), per_body):
-            self._send_records(exchange, key, records[i:i + per_body], seq, timestamp)
-            if i % step == 0:  # the first body leaves at once, then every few
+        enqueue = self._enqueue
+        bodies = self._protocol.answer_get(seq, reply_to, timestamp, records,
+                                           self._encode_records)
+        for k, out in enumerate(bodies):
+            enqueue(out.exchange, out.routing_key, out.body, out.reply_to)
+            if k % _BODIES_PER_YIELD == 0:  # the first body leaves at once, then every few
                 await asyncio.sleep(0)
-        self._send(exchange, key, [end])
         await asyncio.sleep(0)
 
     def _broadcast_schema(self, schema: SchemaClass, announce_package: bool = True) -> None:
-        key = schema.class_key
-        if announce_package:
-            self._send(MANAGEMENT, "schema.package", [PackageIndication(0, key.package)])
-        self._send(MANAGEMENT, "schema.class", [ClassIndication(0, schema.kind, key)])
+        self._put(self._protocol.schema_broadcast(schema, announce_package))
 
     def _broadcast_all(self) -> None:
-        announced: set[str] = set()
-        for schema in self.registry:
-            package = schema.class_key.package
-            self._broadcast_schema(schema, package not in announced)
-            announced.add(package)
+        self._put(self._protocol.broadcast_all())
 
     # ------------------------------------------------------------------ publishing
 
@@ -550,13 +521,7 @@ class Agent:
             if ops:
                 records += snapshots(ops, (obj,), self.registry)
             obj.props_changed = obj.stats_changed = False
-        prefix = f"console.obj.{self.broker_bank}.{self.agent_bank}."
-        for key, records in by_class.items():
-            rkey = f"{prefix}{key.package}.{key.name}"
-            for i in range(0, len(records), self.max_per_body):
-                self._send_records(MANAGEMENT, rkey, records[i:i + self.max_per_body], 0, ts)
-        self._send(MANAGEMENT, f"console.heartbeat.{self.broker_bank}.{self.agent_bank}",
-                   [Heartbeat(ts)])
+        self._put(self._protocol.publication(by_class, ts, self._encode_records))
 
     def raise_event(self, event: str | ClassKey | SchemaClass, severity: int | None = None, *,
                     package: str | None = None, **arguments: Any) -> None:
@@ -570,136 +535,97 @@ class Agent:
         sev = self._event_severity.get(schema.class_key, 6) if severity is None else severity
         if not 0 <= sev <= 7:
             raise ArgumentError(f"severity {sev} is not 0 (emerg) .. 7 (debug)")
-        msg = EventIndication(0, schema, now_ns(), sev, arguments)
         try:
-            body = codec.encode(msg, self.registry)
+            out = self._protocol.event(schema, now_ns(), sev, arguments)
         except EncodeError as exc:
             raise ArgumentError(f"event {schema.class_key.name}: {exc}") from exc
-        key = schema.class_key
-        self._enqueue(MANAGEMENT, f"console.event.{self.broker_bank}.{self.agent_bank}."
-                      f"{key.package}.{key.name}", body)
+        self._enqueue(out.exchange, out.routing_key, out.body)
 
     # ------------------------------------------------------------------ requests
 
     def _dispatch(self, delivery: Delivery) -> None:
-        try:  # decoding leaves the served schemas as they are (a peer's 's' is not served)
-            messages = codec.decode(delivery.body, self.registry)
-        except DecodeError as exc:
-            self.stats["bad_requests"] += 1
-            log.warning("agent %s: malformed message on %s dropped: %s", self.label,
-                        delivery.routing_key, exc)
-            return
-        for msg in messages:
-            self.stats["requests"] += 1
+        """A delivered body: the core decodes it (leaving the served schemas as they
+        are: a peer's ``s`` is not served) into events, handled here."""
+        core = self._protocol
+        before = core.messages_in
+        events = core.receive(delivery.body, delivery.routing_key, delivery.reply_to)
+        self.stats["requests"] += core.messages_in - before
+        for event in events:
             try:
-                self._handle(msg, delivery.reply_to, delivery)
+                if type(event) is MethodRequested:  # the hot path
+                    self._serve_method(event, delivery)
+                else:
+                    self._on_event(event, delivery)
             except Exception:
                 self.stats["bad_requests"] += 1
-                log.exception("agent %s: failed to handle %r", self.label, msg.OPCODE)
+                log.exception("agent %s: failed to handle %s", self.label,
+                              type(event).__name__)
 
     def _handle(self, msg: Message, reply_to: str | None,
                 delivery: Delivery | None = None) -> None:
-        if type(msg) is MethodRequest and reply_to is not None:  # the hot path
-            self._serve_method(msg, reply_to, delivery)
+        """Handle one decoded message (as if delivered with ``reply_to``)."""
+        event = self._protocol.interpret(msg, reply_to)
+        if event is not None:
+            self._on_event(event, delivery)
+
+    def _on_event(self, event: AgentEvent, delivery: Delivery | None) -> None:
+        if type(event) is MethodRequested:  # the hot path
+            self._serve_method(event, delivery)
             return
-        if isinstance(msg, AttachResponse):
-            self._correlator.feed(msg.seq, msg)
-            return
-        if isinstance(msg, ConsoleAdded):
+        core = self._protocol
+        if isinstance(event, AttachAnswered):
+            self._correlator.feed(event.seq, event)
+        elif isinstance(event, ConsoleJoined):
             self.republish()
-            return
-        if isinstance(msg, (CommandComplete, Heartbeat)):
-            return
-        if reply_to is None:
+        elif isinstance(event, GetRequested):
+            self._serve_get(event)
+        elif isinstance(event, PackagesRequested):
+            self._put(core.answer_packages(event.seq, event.reply_to))
+        elif isinstance(event, ClassesRequested):
+            self._put(core.answer_classes(event.seq, event.reply_to, event.package))
+        elif isinstance(event, SchemaRequested):
+            self._put(core.answer_schema(event.seq, event.reply_to, event.class_key))
+        elif isinstance(event, BodyMalformed):
             self.stats["bad_requests"] += 1
-            log.warning("agent %s: %r request without reply-to dropped", self.label, msg.OPCODE)
-            return
-        if isinstance(msg, GetQuery):
-            answer = self._get(msg)
-            if answer is None:
-                return
-            ts, records, end = answer
-            if len(records) < 4 * self.max_get_per_body:
-                self._reply_get(reply_to, msg.seq, ts, records, end)
-            else:  # a large answer: stream it (records were taken at once, as a snapshot)
-                task = asyncio.create_task(
-                    self._reply_get_streamed(reply_to, msg.seq, ts, records, end))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
-        elif isinstance(msg, MethodRequest):
-            self._serve_method(msg, reply_to, delivery)
-        elif isinstance(msg, PackageQuery):
-            replies: list[Message] = [PackageIndication(msg.seq, p)
-                                      for p in self.registry.packages()]
-            self._reply(reply_to, [*replies, CommandComplete(msg.seq)], self.max_per_body)
-        elif isinstance(msg, ClassQuery):
-            replies = [ClassIndication(msg.seq, s.kind, s.class_key)
-                       for s in self.registry.classes(msg.package)]
-            self._reply(reply_to, [*replies, CommandComplete(msg.seq)], self.max_per_body)
-        elif isinstance(msg, SchemaRequest):
-            schema = self.registry.get(msg.class_key)
-            if schema is None:
-                self._reply(reply_to, [CommandComplete(msg.seq, 1, "Schema not found")], 1)
+            log.warning("agent %s: malformed message on %s dropped: %s", self.label,
+                        event.routing_key, event.error)
+        elif isinstance(event, RequestDropped):
+            self.stats["bad_requests"] += 1
+            if event.why == "unexpected message":
+                log.warning("agent %s: unexpected %r message ignored", self.label, event.opcode)
             else:
-                self._reply(reply_to, [SchemaResponse(msg.seq, schema)], 1)
-        else:
-            self.stats["bad_requests"] += 1
-            log.warning("agent %s: unexpected %r message ignored", self.label, msg.OPCODE)
+                log.warning("agent %s: %r %s dropped", self.label, event.opcode, event.why)
 
-    def _get(self, msg: GetQuery) -> tuple[int, list[RecordSnapshot], CommandComplete] | None:
-        """Answer a G: (timestamp, the matching objects' ``g`` record snapshots, then
-        the ``z``); None for no answer."""
-        q = msg.query
-        if not q:
-            return None  # as qpidd: an empty query gets no answer
-        try:
-            selected = self._select(q)
-        except (UsageError, ValueError) as exc:
-            return 0, [], CommandComplete(msg.seq, 4, f"invalid query: {exc}")
+    def _serve_get(self, event: GetRequested) -> None:
+        """Answer a ``G``: the matching objects' ``g`` records (taken now, as a
+        snapshot), then the ``z``; a large answer is streamed from a task."""
+        if event.selection is None:
+            self._enqueue_send(self._protocol.complete(event.seq, event.reply_to, 4,
+                                                       event.error or "invalid query"))
+            return
+        selected = self._select(event.selection)
         ts = now_ns()
-        return ts, snapshots("g", selected, self.registry), CommandComplete(msg.seq)
+        records = snapshots("g", selected, self.registry)
+        if len(records) < 4 * self.max_get_per_body:
+            self._reply_get(event.reply_to, event.seq, ts, records)
+        else:
+            self._spawn(self._reply_get_streamed(event.reply_to, event.seq, ts, records))
 
-    def _select(self, q: Mapping[str, Any]) -> list[ManagedObject]:
+    def _enqueue_send(self, out: Send) -> None:
+        self._enqueue(out.exchange, out.routing_key, out.body, out.reply_to)
+
+    def _select(self, selection: GetSelection) -> list[ManagedObject]:
+        """The live objects ``selection`` picks."""
         objects: Iterable[ManagedObject] = self._objects.values()
-        if "_objectid" in q:
-            raw = q["_objectid"]
-            if isinstance(raw, ObjectId):
-                oid = raw
-            elif isinstance(raw, (bytes, bytearray)) and len(raw) == 16:
-                oid = ObjectId(bytes(raw))
-            else:
-                oid = ObjectId.parse(str(raw.decode() if isinstance(raw, bytes) else raw))
-            found = self._objects.get(oid)
+        if selection.object_id is not None:
+            found = self._objects.get(selection.object_id)
             objects = [found] if found is not None else []
-        cls = q.get("_class")
-        pkg = q.get("_package")
-        hsh = q.get("_hash")
-        if "_key" in q:
-            key = ClassKey.parse(str(q["_key"]))
-            cls, pkg, hsh = key.name, key.package, key.hash
-        if isinstance(cls, bytes):
-            cls = cls.decode()
-        if isinstance(pkg, bytes):
-            pkg = pkg.decode()
-        if isinstance(hsh, str):
-            hsh = bytes.fromhex(hsh)
-        result = []
-        for o in objects:
-            k = o.schema.class_key
-            if o.deleted:
-                continue
-            if cls is not None and k.name != cls:
-                continue
-            if pkg is not None and k.package != pkg:
-                continue
-            if hsh is not None and k.hash != hsh:
-                continue
-            result.append(o)
-        return result
+        matches = selection.matches
+        return [o for o in objects if not o.deleted and matches(o.schema.class_key)]
 
     # ------------------------------------------------------------------ methods
 
-    def _serve_method(self, msg: MethodRequest, reply_to: str, delivery: Delivery | None) -> None:
+    def _serve_method(self, msg: MethodRequested, delivery: Delivery | None) -> None:
         """Serve an ``M``.
 
         When a concurrency slot is free the handler is called at once, here, in that
@@ -708,6 +634,7 @@ class Agent:
         awaited in a task that keeps the slot, within ``method_timeout``.  With every
         slot taken the request waits for one in a task (:meth:`_method`).
         """
+        reply_to = msg.reply_to
         ctx = _new(RequestContext)
         _set_ctx_seq(ctx, msg.seq)
         _set_ctx_reply_to(ctx, reply_to)
@@ -746,7 +673,7 @@ class Agent:
                 slots.give()
             current_request.reset(token)
 
-    async def _method(self, msg: MethodRequest, reply_to: str,
+    async def _method(self, msg: MethodRequested, reply_to: str,
                       ctx: RequestContext | None = None) -> None:
         """Serve an ``M`` in a task: wait for a concurrency slot, then run the handler."""
         if ctx is not None:
@@ -764,7 +691,7 @@ class Agent:
         status, text, plan_, out = await self._awaited(plan, args, awaitable)
         self._reply_method(seq, reply_to, status, text, plan_, out)
 
-    async def _run_method(self, msg: MethodRequest
+    async def _run_method(self, msg: MethodRequested
                           ) -> tuple[int, str, _MethodPlan | None, dict[str, Any] | None]:
         """(status, text, plan, output arguments) of an ``M`` (the plan and output
         arguments only with status 0)."""
@@ -799,7 +726,7 @@ class Agent:
             return *self._handler_error(exc, plan), None, None
         return self._method_output(plan, args, result)
 
-    def _method_target(self, msg: MethodRequest
+    def _method_target(self, msg: MethodRequested
                        ) -> tuple[ManagedObject | None, _MethodPlan | None, tuple[int, str] | None]:
         """(object, plan, None) for a request its handler may serve, else
         (None, None, (status, text)): unknown object, package, class or method, no
@@ -807,11 +734,7 @@ class Agent:
         obj = self._objects.get(msg.object_id)
         key = msg.class_key
         if obj is None or obj.deleted:
-            if key.package not in self.registry.packages():
-                return None, None, (8, f"UnknownPackage: {key.package}")
-            if not self.registry.find(key.name, key.package):
-                return None, None, (9, f"UnknownClass: {key.package}:{key.name}")
-            return None, None, (1, "UnknownObject")
+            return None, None, self._protocol.unknown_object(key)
         schema = obj.schema
         skey = schema.class_key
         if key is not skey and (key.package, key.name) != (skey.package, skey.name):
@@ -826,7 +749,7 @@ class Agent:
         if args is None:
             return None, None, (4, "InvalidParameter: arguments do not match the method's schema")
         if plan.checked:
-            error = _validate(plan.method, args)
+            error = validate_arguments(plan.method, args)
             if error is not None:
                 return None, None, (4, f"InvalidParameter: {error}")
         if plan.handler is None:
@@ -875,6 +798,7 @@ class Agent:
     def _reply_method(self, seq: int, reply_to: str, status: int, text: str,
                       plan: _MethodPlan | None, out: Mapping[str, Any] | None) -> None:
         """Queue the ``m`` answering request ``seq``."""
+        core = self._protocol
         if status == 0 and plan is not None and out is not None:
             try:
                 write = plan.write
@@ -885,14 +809,12 @@ class Agent:
             except EncodeError as exc:
                 log.error("agent %s: handler of %s returned bad output: %s", self.label,
                           plan.method.name, exc)
-                body = codec.encode(MethodResponse(seq, 7, f"bad output arguments: {exc}"))
+                sent = core.method_error(seq, reply_to, 7, f"bad output arguments: {exc}")
+            else:
+                sent = core.reply(reply_to, body)
         else:
-            body = codec.encode(MethodResponse(seq, status, text))
-        if "/" in reply_to:
-            exchange, key = reply_target(reply_to)
-        else:
-            exchange, key = DIRECT, reply_to
-        self._enqueue(exchange, key, body)
+            sent = core.method_error(seq, reply_to, status, text)
+        self._enqueue(sent.exchange, sent.routing_key, sent.body)
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.create_task(coro)

@@ -177,10 +177,6 @@ class ManagedObject:
     def is_deleted(self) -> bool:
         return self.deleted != 0
 
-    def matches_key(self, key: Mapping[str, Any]) -> bool:
-        """True when every index property named in ``key`` has that value."""
-        return all(self.get(k) == v for k, v in key.items())
-
     def record(self, opcode: str, seq: int = 0, timestamp: int | None = None) -> ObjectRecord:
         """This object's state as a ``c``, ``i`` or ``g`` record.
 
