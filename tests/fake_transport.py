@@ -2,9 +2,10 @@
 
 :class:`FakeBus` stands for the AMQP broker and the QMF bus behind it.  Its
 :meth:`FakeBus.factory` is passed to ``Session(_transport_factory=...)``; every
-connection the session opens is a :class:`FakeTransport` with the same interface
-as :class:`qmf_async.transport._aiormq.Transport`.  Published bodies are recorded (and
-decoded with :mod:`qmf_async.wire`) and routed to the scripted responders:
+connection the session opens is a :class:`FakeTransport`, which conforms to the
+typed :class:`qmf_async.transport.TransportProtocol` (mypy checks it: see the end).
+Published bodies are recorded (and decoded with :mod:`qmf_async.wire`) and routed to
+the scripted responders:
 
 * :class:`ScriptedAgent` answers ``G`` (``g`` records packed in bodies, then ``z``),
   ``M`` (``m``), ``S``/``P``/``Q`` sent to ``agent.<bb>.<ab>``, and can publish
@@ -29,7 +30,7 @@ import random
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -49,7 +50,7 @@ from qmf_async import (
     TransportError,
     wire,
 )
-from qmf_async.transport._aiormq import Delivery
+from qmf_async.transport import Delivery, TransportFactory, TransportProtocol
 
 MANAGEMENT = "qpid.management"
 DIRECT = "amq.direct"
@@ -150,7 +151,7 @@ class Published:
 
 
 class FakeTransport:
-    """The :class:`~qmf_async.transport._aiormq.Transport` interface over a :class:`FakeBus`."""
+    """The :class:`~qmf_async.transport.TransportProtocol` interface over a :class:`FakeBus`."""
 
     def __init__(self, bus: FakeBus, url: str, *, tls: Any = None, prefetch: int = 0,
                  name: str = "") -> None:
@@ -172,6 +173,10 @@ class FakeTransport:
     @property
     def is_open(self) -> bool:
         return self._state == "open"
+
+    @property
+    def where(self) -> str:
+        return self.url.split("@", 1)[-1]
 
     async def connect(self, timeout: float = 10.0) -> None:
         bus = self.bus
@@ -427,9 +432,9 @@ class FakeBus:
                       if b and b[0][0] == DIRECT and b[0][1] == ep and "reply" in ep)
             t.deliver(body, exchange=DIRECT, routing_key=ep, endpoint=ep)
         else:
-            ep = t.topic_endpoint
-            assert ep is not None
-            t.deliver(body, exchange=MANAGEMENT, routing_key=routing_key, endpoint=ep)
+            topic = t.topic_endpoint
+            assert topic is not None
+            t.deliver(body, exchange=MANAGEMENT, routing_key=routing_key, endpoint=topic)
 
     def cancel_pending(self) -> None:
         for h in list(self._handles):
@@ -708,8 +713,16 @@ class ManagementBroker(ScriptedAgent):
                 saved = self.schemas
                 self.schemas = self.schemas_of_bus()
                 try:
-                    body = {"P": self.answer_packages, "Q": self.answer_classes,
-                            "S": self.answer_schema}[op](msg)
+                    answers: dict[str, Callable[[Any], bytes]] = {
+                        "P": self.answer_packages, "Q": self.answer_classes,
+                        "S": self.answer_schema}
+                    body = answers[op](msg)
                 finally:
                     self.schemas = saved
                 self.send(pub, [body], msg)
+
+
+if TYPE_CHECKING:
+    # mypy checks that the fake is a Transport and its bus's factory a TransportFactory
+    def _conforms(bus: FakeBus) -> tuple[TransportProtocol, TransportFactory]:
+        return bus.factory("amqp://guest:guest@fake:5672/"), bus.factory

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import logging
 import time
 from typing import Any
 
@@ -1044,6 +1045,60 @@ async def test_manage_connections_fail_fast_then_reconnect(make_session: Any) ->
     agent.heartbeat()
     assert len(await session.get_objects(_class="queue")) == 2
     assert (await q.echo(2, "again")).seq == 2
+
+
+async def test_reconnect_goes_through_the_peer_runtime(
+        make_session: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """A lost connection fails the pending call at once; the broker's PeerRuntime
+    reconnects (its supervisor, its log line), and B and the agent list run again."""
+    bus = FakeBus()
+    mgmt = bus.add_management()
+    queue_agent(bus, 5, count=1)
+    rec = Recorder()
+    session, broker = await connect(make_session, bus, console=rec, manage_connections=True,
+                                    reconnect_min_delay=0.01, reconnect_max_delay=0.05)
+    runtime = broker._runtime
+    first = bus.transport
+    assert runtime.running and runtime.transport is first and runtime.is_open
+    assert runtime.endpoint is not None and runtime.endpoint.startswith("qmf-reply-")
+    assert first.prefetch == session.prefetch and first.name == "qmf-async console"
+    (q,) = await session.get_objects(_class="queue")
+    bus.pause()
+    call = asyncio.create_task(q.echo(1, "x"))
+    await wait_until(lambda: bus.queued == 1)
+    cause = OSError("connection reset by peer")
+    with caplog.at_level(logging.INFO, logger="qmf_async.session"):
+        start = time.monotonic()
+        first.lose(cause)
+        with pytest.raises(ConnectionLostError) as info:
+            await asyncio.wait_for(call, 1.0)
+        assert time.monotonic() - start < 0.5 and cause in chain(info.value)
+        assert rec.n("broker_disconnected") == 1
+        bus.flush()  # the lost connection's reply goes nowhere
+        await wait_until(lambda: broker.connected and rec.n("broker_connected") == 2,
+                         timeout=3.0, message="reconnected")
+    assert runtime.transport is bus.transport and bus.transport is not first
+    assert first.closed_calls == 1 and broker.reconnects == 1
+    said = [r.getMessage() for r in caplog.records if r.name == "qmf_async.session"]
+    assert f"console of {broker.where} reconnected" in said
+    assert len(bus.sent("B")) == 2 and broker.broker_id == mgmt.broker_id
+    await wait_until(lambda: len(broker.agents()) == 2, message="agent list loaded again")
+    assert (await q.echo(2, "again")).seq == 2
+
+
+async def test_without_manage_connections_a_lost_broker_stays_lost(make_session: Any) -> None:
+    bus = FakeBus()
+    queue_agent(bus, 5, count=1)
+    session, broker = await with_heartbeats(make_session, bus, reconnect_min_delay=0.01)
+    first = bus.transport
+    first.lose(OSError("gone"))
+    with pytest.raises(NotConnectedError):
+        await session.get_objects(_class="queue")
+    # nothing reconnects: the runtime's supervisor ended without a connect attempt
+    supervisor = broker._runtime._supervisor
+    assert supervisor is not None
+    await asyncio.wait_for(asyncio.shield(supervisor), 2.0)
+    assert bus.connect_attempts == 1 and bus.transports == [first] and not broker.connected
 
 
 async def test_manage_connections_first_connect_retried(make_session: Any) -> None:

@@ -30,3 +30,11 @@ def test_mypy_strict_is_clean() -> None:
 def test_ruff_is_clean() -> None:
     rc, output = _run("ruff", "check", "--no-cache", "qmf_async")
     assert rc == 0, output
+
+
+def test_test_transports_conform_to_the_transport_protocol() -> None:
+    """The fake and in-memory transports the unit tests inject are typed Transports
+    (each module ends with a check mypy fails when a method or property is missing)."""
+    rc, output = _run("mypy", "--strict", "--no-incremental", "tests/fake_transport.py",
+                      "tests/memory_bus.py")
+    assert rc == 0, output

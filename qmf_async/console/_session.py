@@ -1,7 +1,8 @@
 """The console: :class:`Session` and its :class:`Broker` connections.
 
 A Session holds one schema cache shared by all its brokers, the known agents,
-the user's console callbacks and subscriptions.  Each Broker owns one transport,
+the user's console callbacks and subscriptions.  Each Broker owns one peer runtime
+(:class:`~qmf_async.runtime.PeerRuntime`: connection, supervision, reconnect),
 a reply queue (``amq.direct`` under its own name) and a length-capped topic queue
 on ``qpid.management``, and drives one sans-I/O protocol core
 (:class:`~qmf_async.protocol.ConsoleProtocol`): every delivery goes through one
@@ -59,8 +60,15 @@ from ..protocol import (
     Selector,
     compile_selector,
 )
-from ..runtime import retry_with_backoff
-from ..transport import Delivery, TlsOptions, Transport, parse_url
+from ..runtime import PeerRuntime
+from ..transport import (
+    Delivery,
+    TlsOptions,
+    Transport,
+    TransportFactory,
+    TransportProtocol,
+    parse_url,
+)
 from ..wire import (
     ClassIndication,
     ClassKey,
@@ -90,9 +98,6 @@ log = logging.getLogger("qmf_async.session")
 
 MANAGEMENT = "qpid.management"
 DIRECT = "amq.direct"
-
-TransportFactory = Callable[..., Any]
-
 
 class Console:
     """Subclass and override what you need; pass an instance as ``Session(console=...)``.
@@ -155,8 +160,10 @@ class Broker:
     The protocol state lives in a :class:`~qmf_async.protocol.ConsoleProtocol`
     (``_core``); this class is its asyncio driver: it feeds deliveries to the core,
     turns the core's events into future results, callbacks and subscription items,
-    publishes what the core builds, and owns the timers, the schema fetches, the
-    transport and reconnecting.
+    publishes what the core builds, and owns the timers and the schema fetches.  The
+    connection is a :class:`~qmf_async.runtime.PeerRuntime`: it connects, declares, opens
+    the reply endpoint and reconnects (``manage_connections``); :meth:`_setup` opens the
+    loss and topic endpoints and runs the ``B`` handshake on every connection.
     """
 
     def __init__(self, session: Session, url: str, *, tls: TlsOptions | None,
@@ -171,7 +178,15 @@ class Broker:
         self.topic_dropped = 0
         self.reconnects = 0
         self.error: BaseException | None = None
-        self._transport: Any = None
+        self._runtime = PeerRuntime(
+            url, dispatch=self._dispatch, setup=self._setup,
+            transport_factory=session._transport_factory, tls=tls,
+            name="qmf-async console", prefetch=session.prefetch, connect_timeout=timeout,
+            endpoint_prefix="qmf-reply-", reconnect=session.manage_connections,
+            min_delay=session.reconnect_min_delay, max_delay=session.reconnect_max_delay,
+            on_lost=self._on_lost, on_reconnected=self._reconnected,
+            on_connect_failed=self._connect_failed, what=f"console of {self.where}", log=log)
+        self._runtime.begin_dispatch()
         self._core = ConsoleProtocol(
             session.schemas, where=self.where, max_held=session.max_held,
             agent_interval=session.agent_interval,
@@ -183,7 +198,6 @@ class Broker:
         self._loss_queue: str | None = None
         #: the known agents, as the core's directory has them (same order)
         self._agents: dict[tuple[int, int], RemoteAgent] = {}
-        self._reconnect_task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closing = False
         self._handlers: dict[type, Callable[[Any], None]] = {
@@ -219,21 +233,27 @@ class Broker:
         state = "connected" if self.connected else "disconnected"
         return f"<Broker {self.where} {state}>"
 
+    @property
+    def _transport(self) -> TransportProtocol | None:
+        """The current connection's transport (None between connections)."""
+        return self._runtime.transport
+
     async def _connect(self) -> None:
+        """Connect once (runtime: connect, declare, reply endpoint; then :meth:`_setup`).
+
+        Raises:
+            UsageError, TransportError, QmfTimeout: as ``PeerRuntime.connect``.
+        """
+        await self._runtime.connect()
+        self._runtime.run()
+
+    async def _setup(self, transport: TransportProtocol, reply: str) -> None:
+        """Per connection: the loss and topic endpoints, then ``B`` and the agent list."""
         session = self.session
-        transport = session._transport_factory(self.url, tls=self.tls,
-                                               prefetch=session.prefetch,
-                                               name="qmf-async console")
-        await transport.connect(self.timeout)
+        self._reply_queue = reply
+        # requests can flow from here on (schema fetches for early topic messages)
+        self.connected = True
         try:
-            transport.set_dispatcher(self._dispatch)
-            transport.on_lost(self._on_lost)
-            await transport.declare_management_exchange()
-            name = f"qmf-reply-{uuid.uuid4().hex[:16]}"
-            self._reply_queue = await transport.open_endpoint(name, bindings=[(DIRECT, name)])
-            # requests can flow from here on (schema fetches for early topic messages)
-            self._transport = transport
-            self.connected = True
             loss = f"qmf-loss-{uuid.uuid4().hex[:16]}"
             self._loss_queue = await transport.open_endpoint(loss, bindings=[(DIRECT, loss)])
             topic = f"qmf-topic-{uuid.uuid4().hex[:16]}"
@@ -241,14 +261,11 @@ class Broker:
                 topic, bindings=[(MANAGEMENT, k) for k in session._binding_keys()],
                 max_length=session.topic_max_length, dead_letter_exchange=DIRECT,
                 dead_letter_routing_key=loss, no_ack=False)
+            self.error = None
+            await self._handshake()
         except BaseException:
             self.connected = False
-            self._transport = None
-            with contextlib.suppress(Exception):
-                await transport.close(1.0)
             raise
-        self.error = None
-        await self._handshake()
 
     async def _handshake(self) -> None:
         """B/b, then the agent list of a management broker."""
@@ -288,53 +305,44 @@ class Broker:
             return
         self.connected = False
         self.error = exc
+        # read at each loss: the session's setting may have changed since
+        self._runtime.reconnect = self.session.manage_connections
         lost = ConnectionLostError(f"connection to {self.where} lost: {exc}")
         lost.__cause__ = exc
         self._handle(self._core.connection_lost(lost))
         self._waits.fail_all(lost)  # waits the core no longer knew (already answered)
         self.session._notify("broker_disconnected", self)
-        if self.session.manage_connections:
-            self._start_reconnect()
 
     def _start_reconnect(self) -> None:
-        if self._reconnect_task is None or self._reconnect_task.done():
-            self._reconnect_task = asyncio.get_running_loop().create_task(self._reconnect_loop())
+        """The first connection failed: let the runtime retry it with backoff."""
+        self._runtime.run(connected=False)
 
-    async def _reconnect_loop(self) -> None:
-        old, self._transport = self._transport, None
-        if old is not None:
-            with contextlib.suppress(Exception):
-                await old.close(1.0)
+    def _connect_failed(self, exc: BaseException, delay: float) -> None:
+        self.error = exc
+        self.session._notify("broker_connection_failed", self, exc)
 
-        def failed(exc: BaseException, delay: float) -> None:
-            self.error = exc
-            self.session._notify("broker_connection_failed", self, exc)
-
-        if await retry_with_backoff(self._connect, running=lambda: not self._closing,
-                                    on_failure=failed,
-                                    min_delay=self.session.reconnect_min_delay,
-                                    max_delay=self.session.reconnect_max_delay):
-            self.reconnects += 1
-            self.session._notify("broker_connected", self)
+    def _reconnected(self) -> None:
+        self.reconnects += 1
+        self.session._notify("broker_connected", self)
 
     async def _close(self) -> None:
         self._closing = True
         for task in list(self._tasks):
             task.cancel()
-        if self._reconnect_task is not None:
-            self._reconnect_task.cancel()
-            with contextlib.suppress(BaseException):
-                await self._reconnect_task
         removed = NotConnectedError(f"broker {self.where} was removed")
         self._handle(self._core.close(removed))
         self._waits.fail_all(removed)
-        transport, self._transport = self._transport, None
         self.connected = False
-        if transport is not None:
-            await transport.close(self.session.close_timeout)
+        await self._runtime.stop(self.session.close_timeout, flush=0.0)
 
-    def _check(self) -> Any:
-        transport = self._transport
+    def _check(self) -> TransportProtocol:
+        """The open transport, for publishing at once (requests bypass the runtime's
+        queue: their replies are awaited, and the hot path stays one call deep).
+
+        Raises:
+            NotConnectedError: not connected (never, lost, or removed).
+        """
+        transport = self._runtime.transport
         if not self.connected or transport is None:
             raise NotConnectedError(f"not connected to {self.where}"
                                     + (f" ({self.error})" if self.error else ""))
@@ -353,7 +361,7 @@ class Broker:
     def _banks(agent: RemoteAgent | None) -> tuple[int, int] | None:
         return None if agent is None else (agent.broker_bank, agent.agent_bank)
 
-    async def _send(self, transport: Any, out: Outgoing) -> Wait:
+    async def _send(self, transport: TransportProtocol, out: Outgoing) -> Wait:
         """Publish what the core built and open the wait for its answer.
 
         Raises:
@@ -824,9 +832,10 @@ class Session:
         new = [k for k in keys if k not in self._user_keys]
         self._user_keys.extend(new)
         for broker in self.brokers:
-            if broker.connected and broker._topic_queue:
+            transport = broker._transport
+            if broker.connected and broker._topic_queue and transport is not None:
                 for k in new:
-                    await broker._transport.bind(broker._topic_queue, MANAGEMENT, k)
+                    await transport.bind(broker._topic_queue, MANAGEMENT, k)
 
     async def bind_package(self, package: str) -> None:
         """Receive objects and events of ``package`` (user_bindings only)."""

@@ -1,6 +1,6 @@
 """The peer runtime: one broker connection of a QMF peer, kept alive.
 
-Shared by the agent and the management-broker role (and meant for the console): it
+Shared by the agent, the management-broker role and the console: it
 builds a transport with the injected :class:`~qmf_async.transport.TransportFactory`,
 connects, declares the management exchange, opens the peer's endpoint (bound on
 ``amq.direct`` under its own name: the reply key), lets the peer bind its own keys
@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Final
 
@@ -65,11 +66,13 @@ class PeerRuntime:
         max_outgoing: int = 10_000,
         endpoint_max_length: int | None = None,
         endpoint_no_ack: bool = True,
+        endpoint_prefix: str | None = None,
         reconnect: bool = True,
         min_delay: float = 0.2,
         max_delay: float = 10.0,
         on_lost: Callable[[BaseException], None] | None = None,
         on_reconnected: Callable[[], None] | None = None,
+        on_connect_failed: Callable[[BaseException, float], None] | None = None,
         stats: dict[str, int] | None = None,
         what: str = "peer",
         log: logging.Logger | None = None,
@@ -78,7 +81,11 @@ class PeerRuntime:
 
         ``what`` names the peer in log lines (e.g. ``"agent foo"``); ``stats`` is
         updated in place (``published``, ``dropped``); ``prefetch`` is handed to the
-        factory when given (the transport's own default otherwise).
+        factory when given (the transport's own default otherwise);
+        ``endpoint_prefix`` names the endpoint ``<prefix><random hex>`` (server-named
+        without it); ``on_connect_failed(exc, delay)`` is called after each failed
+        reconnection attempt, before waiting ``delay``; ``reconnect`` (an attribute, read
+        when a loss is noticed) False leaves a lost connection lost.
 
         Raises:
             UsageError: a non-positive ``max_outgoing`` or ``connect_timeout``.
@@ -96,10 +103,12 @@ class PeerRuntime:
         self._connect_timeout = connect_timeout
         self._endpoint_max_length = endpoint_max_length
         self._endpoint_no_ack = endpoint_no_ack
+        self._endpoint_prefix = endpoint_prefix
         self._min_delay = min_delay
         self._max_delay = max_delay
         self._on_lost_cb = on_lost
         self._on_reconnected = on_reconnected
+        self._on_connect_failed = on_connect_failed
         self.stats: dict[str, int] = stats if stats is not None else {}
         self.stats.setdefault("published", 0)
         self.stats.setdefault("dropped", 0)
@@ -114,6 +123,7 @@ class PeerRuntime:
         self._sender: asyncio.Task[None] | None = None
         self._supervisor: asyncio.Task[None] | None = None
         self._lost_listeners: list[Callable[[BaseException], None]] = []
+        self._first_failed = False
 
     # ------------------------------------------------------------------ state
 
@@ -170,8 +180,10 @@ class PeerRuntime:
                 transport.set_dispatcher(self._dispatch_to)
             transport.on_lost(self._lost_from(transport))
             await transport.declare_management_exchange()
+            name = (None if self._endpoint_prefix is None
+                    else f"{self._endpoint_prefix}{uuid.uuid4().hex[:16]}")
             endpoint = await transport.open_endpoint(
-                None, max_length=self._endpoint_max_length, no_ack=self._endpoint_no_ack)
+                name, max_length=self._endpoint_max_length, no_ack=self._endpoint_no_ack)
             await transport.bind(endpoint, DIRECT_EXCHANGE, endpoint)
             self.transport, self.endpoint = transport, endpoint
             self._lost.clear()
@@ -198,12 +210,17 @@ class PeerRuntime:
                     self._log.exception("%s: on_lost listener failed", self._what)
         return lost
 
-    def run(self) -> None:
-        """Start the sender and the supervisor (after a successful :meth:`connect`).
+    def run(self, *, connected: bool = True) -> None:
+        """Start the sender and the supervisor, after a successful :meth:`connect`
+        (``connected=False``: after a failed one, the supervisor connects at once, with
+        backoff, even when ``reconnect`` is False).
 
         Raises:
             Nothing: it does not raise.
         """
+        if not connected:
+            self._first_failed = True
+            self._lost.set()
         if self._running:
             return
         self._running = True
@@ -215,7 +232,8 @@ class PeerRuntime:
         """Reconnect with backoff after a lost connection, then ``on_reconnected()``."""
         while self._running:
             await self._lost.wait()
-            if not self.reconnect:
+            first, self._first_failed = self._first_failed, False
+            if not (self.reconnect or first):
                 return
             old, self.transport = self.transport, None
             if old is not None:
@@ -225,11 +243,19 @@ class PeerRuntime:
             def failed(exc: BaseException, delay: float) -> None:
                 self._log.info("%s: reconnect failed (%s); retrying in %.1fs", self._what,
                                exc, delay)
+                if self._on_connect_failed is not None:
+                    try:
+                        self._on_connect_failed(exc, delay)
+                    except Exception:
+                        self._log.exception("%s: on_connect_failed failed", self._what)
 
             if await retry_with_backoff(self.connect, running=lambda: self._running,
                                         on_failure=failed, min_delay=self._min_delay,
                                         max_delay=self._max_delay):
-                self._log.info("%s reconnected", self._what)
+                if first:
+                    self._log.info("%s connected", self._what)
+                else:
+                    self._log.info("%s reconnected", self._what)
                 if self._on_reconnected is not None:
                     try:
                         self._on_reconnected()
