@@ -72,10 +72,7 @@ def make_bodies(count: int) -> tuple[Any, list[bytes]]:
 
 
 def build_ours(schema: Any, bodies: list[bytes]) -> list[Any]:
-    from qmf_async import wire
-    from qmf_async.wire._codec import decode
-    from qmf_async.wire._record import reader_of
-    from qmf_async.console._objects import QmfObject
+    from qmf_async import QmfObject, wire
 
     reg = wire.SchemaRegistry([schema])
     session = broker = agent = None  # shared by every proxy: not per-object memory
@@ -83,9 +80,8 @@ def build_ours(schema: Any, bodies: list[bytes]) -> list[Any]:
     append = out.append
     from_raw = QmfObject._from_raw
     for body in bodies:
-        for msg in decode(body, reg, lazy=True):
-            append(from_raw(session, broker, agent, reader_of(msg.codec), msg.raw, msg.opcode,
-                            msg.sofs))
+        for msg in wire.decode(body, reg, lazy=True):
+            append(from_raw(session, broker, agent, msg.codec, msg.raw, msg.opcode, msg.sofs))
     return out
 
 

@@ -12,8 +12,6 @@ from __future__ import annotations
 from ..errors import DecodeError, EncodeError
 from ._amqp010 import WireArray, WireList, WireMap
 from ._classcodec import (
-    HEADER,
-    MAGIC,
     ClassCodec,
     RawObjectRecord,
     RecordReader,
@@ -95,9 +93,7 @@ __all__ = [
     "ClassKind",
     "ClassCodec",
     "Encoder",
-    "HEADER",
     "HEADER_SIZE",
-    "MAGIC",
     "ObjectId",
     "QmfType",
     "RecordLayout",
