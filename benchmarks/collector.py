@@ -135,7 +135,7 @@ class FeedSession:
         return Subscription(kw.get("maxsize", 10_000))
 
 
-async def collect_round(objs: list[QmfObject], kind: str, rows: int, out: Path,
+async def collect_round(objs: list[QmfObject], rows: int, out: Path,
                         batch_rows: int) -> tuple[int, int, int]:
     """Feed ``rows`` updates through Collector.run(); (written, dropped, files)."""
     session = FeedSession()
@@ -146,7 +146,6 @@ async def collect_round(objs: list[QmfObject], kind: str, rows: int, out: Path,
     sub = session.updates
     assert sub is not None
     put = sub._put  # what Session._object_update does for each c/i
-    mark = collector._mark  # what the session's object_props/object_stats tap records
     fed = 0
     room = collector._subscription_size // 2
     while fed < rows:
@@ -154,7 +153,6 @@ async def collect_round(objs: list[QmfObject], kind: str, rows: int, out: Path,
         while len(sub) > room:  # noqa: ASYNC110 - yield to the collector, no event to wait on
             await asyncio.sleep(0)
         for obj in objs[: min(len(objs), rows - fed, room)]:
-            mark(obj, kind)
             put(obj)
             fed += 1
         await asyncio.sleep(0)
@@ -164,10 +162,10 @@ async def collect_round(objs: list[QmfObject], kind: str, rows: int, out: Path,
     return s.written, s.dropped, s.files
 
 
-def collect_sync(objs: list[QmfObject], kind: str, rows: int, out: Path, batch_rows: int,
+def collect_sync(objs: list[QmfObject], rows: int, out: Path, batch_rows: int,
                  result: list[int]) -> int:
     """One collector round in its own event loop; (written, dropped, files) in ``result``."""
-    result[:] = asyncio.run(collect_round(objs, kind, rows, out, batch_rows))
+    result[:] = asyncio.run(collect_round(objs, rows, out, batch_rows))
     return result[0]
 
 
@@ -201,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
                                                     args.rows))
             out = base / f"{fam}-{r}"
             result: list[int] = []
-            c_cpu, c_wall = timed(functools.partial(collect_sync, objs, fam, args.rows, out,
+            c_cpu, c_wall = timed(functools.partial(collect_sync, objs, args.rows, out,
                                                     args.batch_rows, result))
             written, dropped, _files = result
             if written != args.rows or dropped:
