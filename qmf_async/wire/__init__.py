@@ -11,6 +11,11 @@ from __future__ import annotations
 
 from ..errors import DecodeError, EncodeError
 from ._amqp010 import WireArray, WireList, WireMap
+from ._amqp10 import Amqp10Message, Described, Symbol, Timestamp, Typed10
+from ._amqp10 import decode_message as decode_amqp10_message
+from ._amqp10 import decode_value as decode_amqp10_value
+from ._amqp10 import encode_message as encode_amqp10_message
+from ._amqp10 import encode_value as encode_amqp10_value
 from ._classcodec import (
     ClassCodec,
     RawObjectRecord,
@@ -107,6 +112,15 @@ __all__ = [
     "SchemaStatistic",
     "encode_schema",
     "make_oid",
+    "Amqp10Message",
+    "Described",
+    "Symbol",
+    "Timestamp",
+    "Typed10",
+    "decode_amqp10_message",
+    "decode_amqp10_value",
+    "encode_amqp10_message",
+    "encode_amqp10_value",
     "plain_reader",
     "reader_of",
 ]
