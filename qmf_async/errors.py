@@ -30,6 +30,7 @@ __all__ = [
     "TransportError",
     "AuthenticationError",
     "NotConnectedError",
+    "ProtocolMismatchError",
     "ConnectionLostError",
     "QmfTimeout",
     "AgentGoneError",
@@ -83,6 +84,15 @@ class TransportError(QmfError):
 
 class AuthenticationError(TransportError):
     """The broker refused the login (bad user or password, or no access to the vhost)."""
+
+
+class ProtocolMismatchError(TransportError):
+    """The broker answered with another AMQP version's protocol header (e.g. qpidd, which
+    speaks 0-10 and 1.0, asked for 0-9-1); ``offered`` is the header it sent, when known."""
+
+    def __init__(self, message: str, offered: bytes | None = None) -> None:
+        super().__init__(message)
+        self.offered = offered
 
 
 class NotConnectedError(TransportError):

@@ -115,3 +115,17 @@ async def rabbitmqctl_output(*args: str) -> str | None:
         await proc.wait()
         return None
     return out.decode() if proc.returncode == 0 else None
+
+
+async def cut_connection(transport: Any) -> None:
+    """Cut the broker connection under one of our transports, as a network fault would
+    (the AMQP 0-9-1 connection closed under aiormq, or the AMQP 1.0 socket aborted)."""
+    inner = getattr(transport, "inner", None) or transport
+    conn = getattr(inner, "_conn", None)
+    if hasattr(conn, "close") and hasattr(inner, "_consume_ch"):  # aiormq
+        await conn.close(ConnectionError("forced close"))
+        return
+    writer = getattr(inner, "_writer", None)
+    if writer is None:
+        raise AssertionError(f"cannot cut the connection of {transport!r}")
+    writer.transport.abort()

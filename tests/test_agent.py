@@ -36,7 +36,7 @@ from qmf_async.agent import (
     object_class,
 )
 
-from ._util import rabbitmqctl_output, wait_until
+from ._util import cut_connection, rabbitmqctl_output, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -877,7 +877,7 @@ async def test_agent_reconnects_after_the_broker_closes_its_connection(
         assert old is not None
         if not await _close_connection_named(f"qmf-agent {agent.label}"):
             # rabbitmqctl unusable here: close the aiormq connection under the agent
-            await old._conn.close(ConnectionError("forced close"))  # type: ignore[union-attr]
+            await cut_connection(old)
         await wait_until(lambda: agent._transport is not old and agent._transport is not None
                          and agent._transport.is_open, timeout=15.0, message="reconnected")
         assert not old.is_open

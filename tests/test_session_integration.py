@@ -44,7 +44,7 @@ from qmf_async import (
 from qmf_async.agent import Agent
 from qmf_async.agent.broker import ManagementBroker
 
-from ._util import import_example, rabbitmqctl_output, wait_until
+from ._util import cut_connection, import_example, rabbitmqctl_output, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -530,7 +530,7 @@ async def _close_console_connection(bus: Bus, broker: Broker) -> bool:
                     "close_connection", pids[0], "qmf-async test: forced close") is not None:
                 return True
     transport = broker._transport
-    await transport._conn.close(ConnectionError("forced close"))
+    await cut_connection(transport)
     return False
 
 
@@ -599,7 +599,7 @@ async def test_without_managed_connections_calls_fail_fast_after_a_loss(bus: Bus
     async with managed_env(bus) as env:
         b = await env.the_broker()
         lost = env.broker._transport
-        await lost._conn.close(ConnectionError("forced close"))  # under the session
+        await cut_connection(lost)  # under the session
         await wait_until(lambda: not env.broker.connected, message="loss noticed")
         assert isinstance(env.broker.error, TransportError)
         started = time.monotonic()

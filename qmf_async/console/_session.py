@@ -64,10 +64,10 @@ from ..runtime import PeerRuntime
 from ..transport import (
     Delivery,
     TlsOptions,
-    Transport,
     TransportFactory,
     TransportProtocol,
     parse_url,
+    transport_factory,
 )
 from ..wire import (
     ClassIndication,
@@ -607,6 +607,10 @@ class Session:
     and the updates then go out with what is known.  The view holds at most
     ``max_objects`` objects (least recently updated evicted first, counted in
     ``objects_evicted``); deleted objects and those of departed agents leave it.
+
+    ``protocol`` picks the AMQP version: ``"auto"`` (default) speaks 0-9-1 and switches
+    to 1.0 when the broker answers with another version's header (qpidd), ``"0-9-1"``
+    or ``"1.0"`` force one (1.0 needs the ``amqp10`` extra).
     """
 
     def __init__(
@@ -632,9 +636,10 @@ class Session:
         reconnect_min_delay: float = 0.5,
         reconnect_max_delay: float = 30.0,
         close_timeout: float = 5.0,
+        protocol: str = "auto",
         _transport_factory: TransportFactory | None = None,
     ) -> None:
-        """Raises: UsageError for non-positive timeouts or limits."""
+        """Raises: UsageError for non-positive timeouts or limits, or an unknown protocol."""
         for name, value in (("timeout", timeout), ("broker_timeout", broker_timeout),
                             ("schema_timeout", schema_timeout), ("agent_interval", agent_interval),
                             ("completion_timeout", completion_timeout),
@@ -661,7 +666,8 @@ class Session:
         self.reconnect_min_delay = reconnect_min_delay
         self.reconnect_max_delay = reconnect_max_delay
         self.close_timeout = close_timeout
-        self._transport_factory: TransportFactory = _transport_factory or Transport
+        self._transport_factory: TransportFactory = (_transport_factory
+                                                     or transport_factory(protocol))
         #: the schema cache shared by every broker and agent of this session
         self.schemas = codec.SchemaRegistry()
         self.brokers: list[Broker] = []

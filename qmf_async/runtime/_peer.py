@@ -22,12 +22,12 @@ from ..errors import NotConnectedError, QmfError, UsageError
 from ..transport import (
     DIRECT_EXCHANGE,
     QMF_CONTENT_TYPE,
-    AiormqTransport,
     Delivery,
     TlsOptions,
     TransportFactory,
     TransportProtocol,
 )
+from ..transport import transport_factory as default_transport_factory
 from ._backoff import retry_with_backoff
 
 __all__ = ["Outgoing", "PeerRuntime"]
@@ -96,7 +96,7 @@ class PeerRuntime:
         self.reconnect = reconnect
         self._dispatch_to = dispatch
         self._setup = setup
-        self._factory: TransportFactory = transport_factory or AiormqTransport
+        self._factory: TransportFactory = transport_factory or default_transport_factory()
         self._tls = tls
         self._name = name
         self._prefetch = prefetch

@@ -1,7 +1,9 @@
 """qmf_async.transport: the connection to a broker, in QMF terms.
 
 :class:`TransportProtocol` (``_base.Transport``) is the typed surface the console, the
-agent and the role use; :class:`AiormqTransport` is the AMQP 0-9-1 implementation.
+agent and the role use; :class:`AiormqTransport` is the AMQP 0-9-1 implementation,
+:class:`ProtonTransport` the AMQP 1.0 one (extra ``amqp10``, imported on first use), and
+:class:`AutoTransport` picks between them from the broker's answer (``protocol=``).
 ``Transport`` is kept as the name of the AMQP 0-9-1 class (the console's default).
 """
 
@@ -22,6 +24,7 @@ from ._base import (
     parse_url,
 )
 from ._base import Transport as TransportProtocol
+from ._select import PROTOCOLS, AutoTransport, check_protocol, transport_factory
 
 #: The AMQP 0-9-1 transport under its former name (the console's default factory).
 Transport = AiormqTransport
@@ -30,7 +33,10 @@ __all__ = [
     "DIRECT_EXCHANGE",
     "MANAGEMENT_EXCHANGE",
     "QMF_CONTENT_TYPE",
+    "PROTOCOLS",
     "AiormqTransport",
+    "AutoTransport",
+    "ProtonTransport",
     "BrokerAddress",
     "Delivery",
     "TlsOptions",
@@ -38,8 +44,19 @@ __all__ = [
     "TransportFactory",
     "TransportProtocol",
     "censor_url",
+    "check_protocol",
     "open_broadcast_endpoint",
     "open_reply_endpoint",
     "parse_url",
     "quiet_aiormq_loggers",
+    "transport_factory",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # the AMQP 1.0 transport needs the amqp10 extra: import it on first use only
+    if name == "ProtonTransport":
+        from ._proton import ProtonTransport
+
+        return ProtonTransport
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -44,6 +44,7 @@ from ..errors import (
     AuthenticationError,
     ConnectionLostError,
     NotConnectedError,
+    ProtocolMismatchError,
     QmfError,
     QmfTimeout,
     TransportError,
@@ -322,6 +323,11 @@ class AiormqTransport:
         user = self._target.user if self._target else "?"
         if isinstance(exc, (aiormq.ProbableAuthenticationError, aiormq.AuthenticationError)):
             return AuthenticationError(f"authentication failed for user {user!r} at {where}: {exc}")
+        if isinstance(exc, aiormq.ProtocolSyntaxError) and "protocol header" in str(exc):
+            return ProtocolMismatchError(
+                f"{where} does not speak AMQP 0-9-1 (it answered with another AMQP "
+                "version's protocol header; qpidd speaks 0-10 and 1.0): connect with "
+                "protocol='auto' or protocol='1.0'")
         if isinstance(exc, aiormq.ConnectionNotAllowed):
             return AuthenticationError(f"access to {where} not allowed for user {user!r}: {exc}")
         if isinstance(exc, aiormq.InvalidFrameError) and "Connection.Close" in str(exc):

@@ -55,6 +55,7 @@ from ..errors import (
     DecodeError,
     EncodeError,
     NotConnectedError,
+    ProtocolMismatchError,
     QmfTimeout,
     TransportError,
     UsageError,
@@ -449,7 +450,12 @@ class ProtonTransport:
         name = getattr(cond, "name", "") or ""
         sasl = self._pt.sasl() if self._pt is not None else None
         outcome = getattr(sasl, "outcome", None)
-        if "unauthorized-access" in name or "sasl" in text.lower() or outcome not in (None, 0):
+        low = text.lower()
+        if "header mismatch" in low or "protocol header" in low or "unknown protocol" in low:
+            opened.set_exception(ProtocolMismatchError(
+                f"{where} does not speak AMQP 1.0 ({text}); RabbitMQ speaks 0-9-1: "
+                "connect with protocol='auto' or protocol='0-9-1'"))
+        elif "unauthorized-access" in name or outcome in (1, 2, 3, 4):
             user = self._target.user if self._target else "?"
             opened.set_exception(AuthenticationError(
                 f"authentication failed for user {user!r} at {where}: {text}"))

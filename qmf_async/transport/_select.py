@@ -1,0 +1,308 @@
+"""Picking the AMQP version from the URL alone.
+
+:class:`AutoTransport` is the default transport of the console, the agent and the role.
+With ``protocol="auto"`` it first speaks AMQP 0-9-1 (RabbitMQ); a broker that answers the
+0-9-1 protocol header with another version's header (qpidd answers with 0-10 and speaks
+1.0 on the same port) is tried again over AMQP 1.0, and the answer is remembered per
+host and port for the next connections of the process.  ``protocol="0-9-1"`` or
+``"1.0"`` forces one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final, Literal
+
+from ..errors import ProtocolMismatchError, QmfTimeout, TransportError, UsageError
+from ._aiormq import AiormqTransport
+from ._base import (
+    QMF_CONTENT_TYPE,
+    Delivery,
+    TlsOptions,
+    TransportFactory,
+    censor_url,
+    parse_url,
+)
+from ._base import Transport as TransportProtocol
+
+__all__ = ["PROTOCOLS", "AutoTransport", "ProtocolName", "check_protocol", "transport_factory"]
+
+ProtocolName = Literal["auto", "0-9-1", "1.0"]
+#: the values of ``protocol=``
+PROTOCOLS: Final = ("auto", "0-9-1", "1.0")
+_ALIASES: Final = {"auto": "auto", "0-9-1": "0-9-1", "0.9.1": "0-9-1", "091": "0-9-1",
+                   "amqp0-9-1": "0-9-1", "1.0": "1.0", "1": "1.0", "10": "1.0",
+                   "amqp1.0": "1.0", "amqp10": "1.0"}
+
+# (host, port) -> the version that answered there (this process only)
+_DETECTED: dict[tuple[str, int], str] = {}
+
+
+def check_protocol(protocol: str) -> str:
+    """The canonical name of ``protocol`` (``"auto"``, ``"0-9-1"`` or ``"1.0"``).
+
+    Raises:
+        UsageError: an unknown protocol name.
+    """
+    name = _ALIASES.get(str(protocol).strip().lower()) if isinstance(protocol, str) else None
+    if name is None:
+        raise UsageError(f"protocol must be one of {', '.join(PROTOCOLS)}, not {protocol!r}")
+    return name
+
+
+def _proton_class() -> Any:
+    try:
+        from ._proton import ProtonTransport
+    except ImportError as exc:
+        raise UsageError(
+            "AMQP 1.0 needs python-qpid-proton: pip install 'qmf-async[amqp10]'") from exc
+    return ProtonTransport
+
+
+class AutoTransport:
+    """A transport that speaks AMQP 0-9-1 or 1.0, as ``protocol`` says or as the broker
+    answers (conforms to :class:`~qmf_async.transport.TransportProtocol`).
+
+    Every call after :meth:`connect` goes to the transport that connected
+    (:attr:`inner`).
+    """
+
+    def __init__(self, url: str, *, tls: TlsOptions | None = None, prefetch: int = 1000,
+                 name: str = "qmf-async", protocol: str = "auto") -> None:
+        """Prepare; nothing is sent before :meth:`connect`.
+
+        Raises:
+            UsageError: an unknown ``protocol``, or a bad ``prefetch``.
+        """
+        self._protocol = check_protocol(protocol)
+        if not isinstance(prefetch, int) or isinstance(prefetch, bool) or prefetch < 0:
+            raise UsageError(f"prefetch must be an int >= 0, not {prefetch!r}")
+        self._url = url
+        self._tls = tls
+        self._prefetch = prefetch
+        self._name = name
+        self._inner: TransportProtocol | None = None
+        self._lost_callbacks: list[Callable[[BaseException], None]] = []
+        self._dispatch: Callable[[Delivery], None] | None = None
+
+    @property
+    def inner(self) -> TransportProtocol | None:
+        """The transport that connected (None before :meth:`connect`)."""
+        return self._inner
+
+    @property
+    def protocol(self) -> str | None:
+        """``"0-9-1"`` or ``"1.0"`` once connected, else None."""
+        inner = self._inner
+        if inner is None:
+            return None
+        return "0-9-1" if isinstance(inner, AiormqTransport) else "1.0"
+
+    @property
+    def is_open(self) -> bool:
+        """True while connected and not closing."""
+        return self._inner is not None and self._inner.is_open
+
+    @property
+    def where(self) -> str:
+        """The broker address without credentials."""
+        if self._inner is not None:
+            return self._inner.where
+        return censor_url(self._url) if isinstance(self._url, str) else repr(self._url)
+
+    def _make(self, protocol: str) -> TransportProtocol:
+        if protocol == "1.0":
+            cls = _proton_class()
+            made: TransportProtocol = cls(self._url, tls=self._tls, prefetch=self._prefetch,
+                                          name=self._name)
+            return made
+        return AiormqTransport(self._url, tls=self._tls, prefetch=self._prefetch,
+                               name=self._name)
+
+    async def connect(self, timeout: float = 10.0) -> None:
+        """Connect over the forced version, or detect it (see the module docstring).
+
+        Raises:
+            UsageError: malformed URL or options, AMQP 1.0 needed but
+                python-qpid-proton missing, or called twice.
+            ProtocolMismatchError: the forced version is not what the broker speaks.
+            TransportError: the broker refused or cannot be reached (cause chained).
+            QmfTimeout: no connection within ``timeout`` seconds.
+        """
+        import asyncio
+
+        if self._inner is not None:
+            raise UsageError("connect() called twice")
+        target = parse_url(self._url)
+        place = (target.host, target.port)
+        protocol = self._protocol
+        if protocol == "auto":
+            protocol = _DETECTED.get(place, "0-9-1")
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        transport = self._make(protocol)
+        try:
+            await transport.connect(timeout)
+        except ProtocolMismatchError as exc:
+            if self._protocol != "auto":
+                raise
+            other = "1.0" if protocol == "0-9-1" else "0-9-1"
+            left = timeout - (loop.time() - start)
+            if left <= 0:
+                raise QmfTimeout(f"no connection to {target.where} within {timeout} s") from exc
+            transport = self._make(other)
+            try:
+                await transport.connect(left)
+            except ProtocolMismatchError as again:
+                raise TransportError(f"{target.where} speaks neither AMQP 0-9-1 nor 1.0 "
+                                     f"({again})") from again
+            protocol = other
+        _DETECTED[place] = protocol
+        self._inner = transport
+        for callback in self._lost_callbacks:
+            transport.on_lost(callback)
+        if self._dispatch is not None:
+            transport.set_dispatcher(self._dispatch)
+
+    def _connected(self) -> TransportProtocol:
+        inner = self._inner
+        if inner is None:
+            from ..errors import NotConnectedError
+
+            raise NotConnectedError(f"not connected to {self.where}")
+        return inner
+
+    async def declare_management_exchange(self) -> None:
+        """As :meth:`TransportProtocol.declare_management_exchange`.
+
+        Raises:
+            NotConnectedError: not open.
+            TransportError: the broker refused.
+        """
+        await self._connected().declare_management_exchange()
+
+    async def open_endpoint(
+        self,
+        name: str | None = None,
+        *,
+        bindings: Sequence[tuple[str, str]] = (),
+        max_length: int | None = None,
+        dead_letter_exchange: str | None = None,
+        dead_letter_routing_key: str | None = None,
+        no_ack: bool = True,
+    ) -> str:
+        """As :meth:`TransportProtocol.open_endpoint`.
+
+        Raises:
+            UsageError: bad options.
+            NotConnectedError: not open.
+            TransportError: the broker refused.
+        """
+        return await self._connected().open_endpoint(
+            name, bindings=bindings, max_length=max_length,
+            dead_letter_exchange=dead_letter_exchange,
+            dead_letter_routing_key=dead_letter_routing_key, no_ack=no_ack)
+
+    async def bind(self, endpoint: str, exchange: str, routing_key: str) -> None:
+        """As :meth:`TransportProtocol.bind`.
+
+        Raises:
+            NotConnectedError: not open.
+            TransportError: the broker refused.
+        """
+        await self._connected().bind(endpoint, exchange, routing_key)
+
+    async def unbind(self, endpoint: str, exchange: str, routing_key: str) -> None:
+        """As :meth:`TransportProtocol.unbind`.
+
+        Raises:
+            NotConnectedError: not open.
+            TransportError: the broker refused.
+        """
+        await self._connected().unbind(endpoint, exchange, routing_key)
+
+    async def publish(
+        self,
+        body: bytes,
+        *,
+        exchange: str,
+        routing_key: str,
+        reply_to: str | None = None,
+        content_type: str | None = QMF_CONTENT_TYPE,
+        headers: Mapping[str, Any] | None = None,
+        user_id: str | None = None,
+    ) -> None:
+        """As :meth:`TransportProtocol.publish`.
+
+        Raises:
+            UsageError: something in the message cannot be sent.
+            NotConnectedError: not open.
+            TransportError: the broker refused.
+        """
+        inner = self._inner
+        if inner is None:
+            inner = self._connected()
+        await inner.publish(body, exchange=exchange, routing_key=routing_key,
+                            reply_to=reply_to, content_type=content_type, headers=headers,
+                            user_id=user_id)
+
+    def set_dispatcher(self, dispatch: Callable[[Delivery], None]) -> None:
+        """As :meth:`TransportProtocol.set_dispatcher` (kept for the connection to come).
+
+        Raises:
+            Nothing: it does not raise.
+        """
+        self._dispatch = dispatch
+        if self._inner is not None:
+            self._inner.set_dispatcher(dispatch)
+
+    def on_lost(self, callback: Callable[[BaseException], None]) -> None:
+        """As :meth:`TransportProtocol.on_lost`.
+
+        Raises:
+            Nothing: it does not raise.
+        """
+        self._lost_callbacks.append(callback)
+        if self._inner is not None:
+            self._inner.on_lost(callback)
+
+    async def close(self, timeout: float = 5.0) -> None:
+        """As :meth:`TransportProtocol.close`.
+
+        Raises:
+            Nothing: it does not raise.
+        """
+        if self._inner is not None:
+            await self._inner.close(timeout)
+
+    def __repr__(self) -> str:
+        return f"<AutoTransport {self.where} {self.protocol or self._protocol}>"
+
+
+class _Factory:
+    """A :data:`TransportFactory` of :class:`AutoTransport` with a fixed ``protocol``."""
+
+    def __init__(self, protocol: str) -> None:
+        self.protocol = check_protocol(protocol)
+
+    def __call__(self, url: str, *, tls: TlsOptions | None = None, prefetch: int = 1000,
+                 name: str = "qmf-async") -> AutoTransport:
+        return AutoTransport(url, tls=tls, prefetch=prefetch, name=name, protocol=self.protocol)
+
+    def __repr__(self) -> str:
+        return f"transport_factory({self.protocol!r})"
+
+
+def transport_factory(protocol: str = "auto") -> TransportFactory:
+    """The factory the console, the agent and the role use for ``protocol=``.
+
+    Raises:
+        UsageError: an unknown protocol name.
+    """
+    return _Factory(protocol)
+
+
+def _conforms() -> None:
+    """Type-level check (mypy): AutoTransport is a Transport."""
+    _transport: TransportProtocol = AutoTransport("amqp://localhost/")
+    del _transport
