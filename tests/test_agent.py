@@ -22,9 +22,6 @@ from urllib.parse import quote, unquote, urlsplit, urlunsplit
 import pytest
 
 from qmf_async import wire
-from qmf_async.errors import ArgumentError, MethodError, QmfError
-from qmf_async.transport._aiormq import Delivery, Transport
-from qmf_async.wire._values import ClassKey, ClassKind, ObjectId
 from qmf_async.agent import (
     Agent,
     Arg,
@@ -35,6 +32,9 @@ from qmf_async.agent import (
     method,
     object_class,
 )
+from qmf_async.errors import ArgumentError, MethodError, QmfError
+from qmf_async.transport._aiormq import Delivery, Transport
+from qmf_async.wire._values import ClassKey, ClassKind, ObjectId
 
 from ._util import cut_connection, rabbitmqctl_output, wait_until
 

@@ -17,9 +17,6 @@ from typing import Any
 import pytest
 
 from qmf_async import wire
-from qmf_async.errors import ArgumentError, MethodError
-from qmf_async.transport._aiormq import Delivery
-from qmf_async.wire._values import ObjectId
 from qmf_async.agent import (
     Agent,
     Arg,
@@ -30,6 +27,9 @@ from qmf_async.agent import (
     object_class,
 )
 from qmf_async.agent._agent import RequestContext, _Slots
+from qmf_async.errors import ArgumentError, MethodError
+from qmf_async.transport._aiormq import Delivery
+from qmf_async.wire._values import ObjectId
 
 from ._util import wait_until
 

@@ -26,9 +26,9 @@ from typing import Any
 import pytest
 
 from qmf_async import ClassKey, ClassKind, ObjectId, wire
-from qmf_async.transport._aiormq import Delivery, Transport
 from qmf_async.agent import Agent, Property, Statistic, object_class
 from qmf_async.agent.broker import AGENT_CLASS, ManagementBroker, derive_broker_id
+from qmf_async.transport._aiormq import Delivery, Transport
 
 from ._util import private_vhost, wait_until
 

@@ -42,9 +42,9 @@ from qmf_async import (
     UsageError,
     wire,
 )
-from qmf_async.tools import collector as collector_mod
 from qmf_async.agent import Arg, Property, Statistic, event_class, object_class
 from qmf_async.agent.broker import ManagementBroker
+from qmf_async.tools import collector as collector_mod
 from qmf_async.tools.collector import (
     EVENT_COLUMNS,
     SAMPLE_COLUMNS,

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from qmf_async import SchemaClass, wire
-from qmf_async.transport._aiormq import Delivery, Transport
 from qmf_async.agent import load_schema_xml
+from qmf_async.transport._aiormq import Delivery, Transport
 
 from ._util import import_example, wait_until
 

@@ -26,8 +26,8 @@ from qmf_async import (
     SchemaStatistic,
     wire,
 )
-from qmf_async.wire._codec import decode
 from qmf_async.wire import RawObjectRecord, reader_of
+from qmf_async.wire._codec import decode
 from qmf_async.wire._values import ClassKey, ObjectId
 
 # every captured body and one registry holding every captured schema

@@ -25,10 +25,10 @@ from qmf_async import (
     SchemaProperty,
     wire,
 )
-from qmf_async.wire._codec import SchemaRegistry
-from qmf_async.wire._messages import MethodRequest, MethodResponse
 from qmf_async.console._objects import _BoundMethod, bind_arguments
 from qmf_async.console._session import Session
+from qmf_async.wire._codec import SchemaRegistry
+from qmf_async.wire._messages import MethodRequest, MethodResponse
 from tests.fake_transport import FakeBus
 
 KEY = ClassKey("test.pkg", "thing", bytes(range(16)))

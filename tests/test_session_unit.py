@@ -37,10 +37,10 @@ from qmf_async import (
     UsageError,
     wire,
 )
-from qmf_async.protocol import Correlator, QueryDone
-from qmf_async.wire._messages import CommandComplete, ObjectRecord
-from qmf_async.protocol._selector import SelectorError
 from qmf_async.console._session import Broker, Session
+from qmf_async.protocol import Correlator, QueryDone
+from qmf_async.protocol._selector import SelectorError
+from qmf_async.wire._messages import CommandComplete, ObjectRecord
 from tests._util import wait_until
 from tests.fake_transport import (
     BROKER_AGENT_SCHEMA,
