@@ -238,6 +238,14 @@ class Broker:
         """The current connection's transport (None between connections)."""
         return self._runtime.transport
 
+    @property
+    def protocol(self) -> str | None:
+        """The AMQP version of the current connection: ``"0-9-1"`` or ``"1.0"`` (None
+        while not connected, or for a transport that does not say)."""
+        transport = self._runtime.transport
+        found = getattr(transport, "protocol", None)
+        return found if isinstance(found, str) else None
+
     async def _connect(self) -> None:
         """Connect once (runtime: connect, declare, reply endpoint; then :meth:`_setup`).
 

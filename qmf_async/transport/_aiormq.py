@@ -172,6 +172,9 @@ class AiormqTransport:
     :meth:`set_dispatcher`; deliveries wait (unacknowledged) until one is set.
     """
 
+    #: the AMQP version this transport speaks
+    protocol: Final = "0-9-1"
+
     def __init__(
         self,
         url: str,

@@ -133,6 +133,9 @@ class ProtonTransport:
     and their links get no more credit.
     """
 
+    #: the AMQP version this transport speaks
+    protocol: Final = "1.0"
+
     def __init__(
         self,
         url: str,

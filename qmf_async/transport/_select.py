@@ -93,10 +93,8 @@ class AutoTransport:
     @property
     def protocol(self) -> str | None:
         """``"0-9-1"`` or ``"1.0"`` once connected, else None."""
-        inner = self._inner
-        if inner is None:
-            return None
-        return "0-9-1" if isinstance(inner, AiormqTransport) else "1.0"
+        found = getattr(self._inner, "protocol", None)
+        return found if isinstance(found, str) else None
 
     @property
     def is_open(self) -> bool:

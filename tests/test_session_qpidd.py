@@ -1,0 +1,303 @@
+"""The console Session against a genuine qpidd (QMF v1 on, AMQP 1.0), with the classic
+tools as the independent oracle on the same broker.
+
+The same console code as on RabbitMQ: only the transport differs, picked from the URL
+alone (qpidd answers the AMQP 0-9-1 header with its own, the session goes on over 1.0).
+The broker's own agent is the QMF agent here: its real classes (broker, queue, exchange,
+binding, ...), methods (echo, create, delete, purge, getLogLevel) and events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from qmf_async import (
+    ClassKey,
+    ConnectionLostError,
+    Event,
+    MethodError,
+    ProtocolMismatchError,
+    QmfObject,
+    Session,
+    TransportError,
+)
+
+from ._util import wait_until
+
+pytestmark = [pytest.mark.qpidd]
+
+BROKER_PKG = "org.apache.qpid.broker"
+
+
+def _name(what: str) -> str:
+    return f"qmfa-{what}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+async def session(qpidd_v1: Any) -> AsyncIterator[Session]:
+    async with Session.connect(qpidd_v1.url, timeout=10.0) as s:
+        yield s
+
+
+async def _broker_object(session: Session) -> QmfObject:
+    (broker,) = await session.get_objects(_class="broker", _package=BROKER_PKG)
+    return broker
+
+
+def send_messages(address: str, queue: str, count: int) -> None:
+    """Put ``count`` messages on ``queue`` with a plain AMQP 1.0 client (not ours)."""
+    from proton import Message
+    from proton.utils import BlockingConnection
+
+    conn = BlockingConnection(address, timeout=10)
+    try:
+        sender = conn.create_sender(queue)
+        for i in range(count):
+            sender.send(Message(body=f"m{i}"))
+    finally:
+        conn.close()
+
+
+# ---------------------------------------------------------------------------- connecting
+
+async def test_the_url_alone_reaches_qpidd_over_amqp_1_0(qpidd_v1: Any) -> None:
+    async with Session.connect(qpidd_v1.url) as session:
+        broker = session.brokers[0]
+        assert broker.protocol == "1.0"
+        obj = await _broker_object(session)
+        assert obj.port == qpidd_v1.port
+        assert obj.name == "amqp-broker"
+
+
+async def test_forcing_the_wrong_protocol_is_a_clear_error(qpidd_v1: Any, amqp_url: str) -> None:
+    with pytest.raises(ProtocolMismatchError, match="does not speak AMQP 0-9-1"):
+        async with Session.connect(qpidd_v1.url, protocol="0-9-1"):
+            pass
+    with pytest.raises(ProtocolMismatchError, match="does not speak AMQP 1.0"):
+        async with Session.connect(amqp_url, protocol="1.0"):
+            pass
+    async with Session.connect(amqp_url, protocol="auto") as session:
+        assert session.brokers[0].protocol == "0-9-1"
+
+
+# ---------------------------------------------------------------------------- objects
+
+async def test_get_objects_agrees_with_classic_qpid_config(qpidd_v1: Any, session: Session,
+                                                           classic_tools: Any) -> None:
+    names = [_name("q") for _ in range(3)]
+    for name in names:
+        rc, _, err = classic_tools("qpid-config", "-b", qpidd_v1.address, "add", "queue", name)
+        assert rc == 0, err
+    queues = await session.get_objects(_class="queue", _package=BROKER_PKG)
+    ours = {q.name for q in queues}
+    assert set(names) <= ours
+    rc, out, err = classic_tools("qpid-config", "-b", qpidd_v1.address, "queues")
+    assert rc == 0, err
+    theirs = {line.split()[0] for line in out.splitlines()[2:] if line.strip()}
+    assert set(names) <= theirs
+    # the queues both see (temporary queues of other connections come and go)
+    for name in names:
+        (q,) = await session.get_objects(_class="queue", name=name)
+        assert q.msgDepth == 0 and q.durable is False
+
+
+async def test_statistics_follow_real_traffic(qpidd_v1: Any, session: Session) -> None:
+    name = _name("traffic")
+    broker = await _broker_object(session)
+    result = await broker.create("queue", name, {}, False)
+    assert result.status == 0
+    await asyncio.to_thread(send_messages, qpidd_v1.address, name, 25)
+    (q,) = await session.get_objects(_class="queue", name=name)
+    assert q.msgDepth == 25 and q.msgTotalEnqueues == 25
+    purged = await q.purge(10)
+    assert purged.status == 0
+    await q.update()
+    assert q.msgDepth == 15 and q.msgTotalDequeues == 10
+
+
+# ---------------------------------------------------------------------------- methods
+
+async def test_methods_and_their_errors(session: Session, qpidd_v1: Any,
+                                        classic_tools: Any) -> None:
+    broker = await _broker_object(session)
+    echo = await broker.echo(7, "over 1.0")
+    assert echo.out_args == {"sequence": 7, "body": "over 1.0"}
+    level = await broker.getLogLevel()
+    assert level.status == 0 and isinstance(level.out_args["level"], str)
+    name = _name("made")
+    assert (await broker.create("queue", name, {"qpid.max_count": 10}, False)).status == 0
+    rc, out, _ = classic_tools("qpid-config", "-b", qpidd_v1.address, "queues")
+    assert rc == 0 and name in out
+    with pytest.raises(MethodError) as bad:
+        await broker.create("no-such-type", _name("x"), {}, False)
+    assert bad.value.status != 0 and bad.value.text
+    assert (await broker.delete("queue", name, {})).status == 0
+    rc, out, _ = classic_tools("qpid-config", "-b", qpidd_v1.address, "queues")
+    assert rc == 0 and name not in out
+
+
+# ---------------------------------------------------------------------------- events, updates
+
+async def test_events_and_object_updates(session: Session) -> None:
+    name = _name("ev")
+    events = session.events()
+    updates = session.object_updates(_class="queue")
+    seen: list[Event] = []
+    updated: list[QmfObject] = []
+
+    async def read_events() -> None:
+        async for ev in events:
+            seen.append(ev)
+
+    async def read_updates() -> None:
+        async for obj in updates:
+            updated.append(obj)
+
+    tasks = [asyncio.create_task(read_events()), asyncio.create_task(read_updates())]
+    try:
+        broker = await _broker_object(session)
+        assert (await broker.create("queue", name, {}, False)).status == 0
+        declare = await wait_until(
+            lambda: next((e for e in seen if e.class_key.name == "queueDeclare"
+                          and e.arguments.get("qName") == name), None),
+            timeout=10.0, message="queueDeclare event")
+        assert declare.class_key.package == BROKER_PKG
+        # qpidd publishes the new queue within a publication interval
+        await wait_until(lambda: any(o.name == name for o in updated), timeout=10.0,
+                         message="object update of the new queue")
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+# ---------------------------------------------------------------------------- schema, agents
+
+async def test_schema_cache_and_the_broker_agent(session: Session) -> None:
+    packages = await session.get_packages()
+    assert BROKER_PKG in packages
+    classes = await session.get_classes(BROKER_PKG)
+    names = {k.name for k in classes}
+    assert {"broker", "queue", "exchange", "binding"} <= names
+    queue_key = next(k for k in classes if k.name == "queue")
+    assert isinstance(queue_key, ClassKey)
+    schema = await session.get_schema(queue_key)
+    assert "purge" in {m.name for m in schema.methods}
+    assert "msgDepth" in {s.name for s in schema.statistics}
+    agents = session.get_agents()
+    assert any(a.broker_bank == 1 and a.agent_bank == 0 for a in agents)
+
+
+# ---------------------------------------------------------------------------- restart
+
+async def test_a_qpidd_restart_mid_call_fails_the_call_at_once_and_the_session_recovers(
+        qpidd_fresh: Any) -> None:
+    qpidd = qpidd_fresh(qmf1=True)
+    async with Session.connect(qpidd.url, manage_connections=True, timeout=10.0,
+                               reconnect_min_delay=0.1, reconnect_max_delay=0.5) as session:
+        broker = await _broker_object(session)
+        assert (await broker.echo(1, "before")).status == 0
+        os.kill(qpidd.pid, signal.SIGSTOP)  # the call below stays pending
+        try:
+            call = asyncio.create_task(broker.echo(2, "pending", _timeout=30.0))
+            await asyncio.sleep(0)  # let it be sent
+            await wait_until(lambda: not call.done() and len(session.brokers[0]._core) > 0,
+                             timeout=5.0, message="call pending")
+        finally:
+            os.kill(qpidd.pid, signal.SIGKILL)
+            os.kill(qpidd.pid, signal.SIGCONT)
+        started = time.monotonic()
+        with pytest.raises(TransportError) as lost:
+            await asyncio.wait_for(call, 5.0)
+        assert time.monotonic() - started < 1.0
+        assert isinstance(lost.value, (ConnectionLostError, TransportError))
+        qpidd.restart()
+        await wait_until(lambda: session.brokers[0].connected, timeout=15.0,
+                         message="session reconnected")
+        broker = await _broker_object(session)
+        assert (await broker.echo(3, "after")).out_args["body"] == "after"
+
+
+# ---- TEMPORARY local fixtures (replaced by tests/conftest.py's qpidd fixtures) ----
+import socket as _socket
+import subprocess as _subprocess
+import tempfile as _tempfile
+from pathlib import Path as _Path
+
+_QPIDD = _Path(__file__).resolve().parents[1].parent / "shared" / "qpidd"
+
+
+class _Q:
+    def __init__(self, qmf1: bool) -> None:
+        with _socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.dir = _tempfile.mkdtemp()
+        self.qmf1 = qmf1
+        self.url = f"amqp://127.0.0.1:{self.port}/"
+        self.address = f"127.0.0.1:{self.port}"
+        self._start()
+
+    def _start(self) -> None:
+        self.proc = _subprocess.Popen([
+            str(_QPIDD / "bin/qpidd"), "--port", str(self.port), "--interface", "127.0.0.1",
+            "--auth", "no", "--no-module-dir", "--load-module", str(_QPIDD / "modules/amqp.so"),
+            "--data-dir", self.dir, "--mgmt-enable", "yes", "--mgmt-qmf1",
+            "yes" if self.qmf1 else "no", "--mgmt-qmf2", "yes", "--mgmt-pub-interval", "1",
+            "--log-to-stderr", "no", "--log-to-file", self.dir + "/qpidd.log"])
+        self.pid = self.proc.pid
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                _socket.create_connection(("127.0.0.1", self.port), 0.2).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("qpidd did not start")
+
+    def restart(self) -> None:
+        self.stop()
+        self._start()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        self.proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def qpidd_v1() -> Any:
+    q = _Q(True)
+    yield q
+    q.stop()
+
+
+@pytest.fixture
+def qpidd_fresh() -> Any:
+    made: list[_Q] = []
+
+    def start(qmf1: bool = True) -> _Q:
+        made.append(_Q(qmf1))
+        return made[-1]
+    yield start
+    for q in made:
+        q.stop()
+
+
+@pytest.fixture
+def classic_tools() -> Any:
+    run = _Path(__file__).resolve().parents[1].parent / "shared" / "classic-tools" / "run"
+
+    def call(tool: str, *args: str, timeout: float = 30.0) -> tuple[int, str, str]:
+        p = _subprocess.run([str(run), tool, *args], capture_output=True, text=True,
+                            timeout=timeout)
+        return p.returncode, p.stdout, p.stderr
+    return call
