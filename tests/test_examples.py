@@ -303,7 +303,8 @@ def _doc_scripts() -> list[Any]:
         text = (DOCS / page).read_text()
         blocks = re.findall(r"^```python\n(.*?)^```", text, re.S | re.M)
         for i, block in enumerate(blocks, 1):
-            if "asyncio.run(" in block:
+            # the qpidd section's script runs against qpidd (tests/test_session_qpidd.py)
+            if "asyncio.run(" in block and "QPIDD_URL" not in block:
                 found.append(pytest.param(block, id=f"{page}-{i}"))
     return found
 

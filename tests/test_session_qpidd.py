@@ -226,6 +226,28 @@ async def test_a_qpidd_restart_mid_call_fails_the_call_at_once_and_the_session_r
         assert (await broker.echo(3, "after")).out_args["body"] == "after"
 
 
+# ---------------------------------------------------------------------------- the docs
+
+def test_the_tutorials_qpidd_section_runs_and_prints_what_it_shows(qpidd_v1: Any,
+                                                                   tmp_path: Any) -> None:
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "tutorial.md").read_text()
+    section = page.split("## Connecting to qpidd", 1)[1].split("\n## ", 1)[0]
+    code, shown = re.findall(r"^```(?:python|text)\n(.*?)^```", section, re.S | re.M)[:2]
+    script = tmp_path / "qpidd_tutorial.py"
+    script.write_text(code)
+    env = {**os.environ, "QPIDD_URL": qpidd_v1.url}
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    expected = shown.replace("port 5673", f"port {qpidd_v1.port}")
+    assert proc.stdout.splitlines() == expected.splitlines()
+
+
 # ---- TEMPORARY local fixtures (replaced by tests/conftest.py's qpidd fixtures) ----
 import socket as _socket
 import subprocess as _subprocess
