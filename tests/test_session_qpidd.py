@@ -248,6 +248,34 @@ def test_the_tutorials_qpidd_section_runs_and_prints_what_it_shows(qpidd_v1: Any
     assert proc.stdout.splitlines() == expected.splitlines()
 
 
+def test_the_readme_example_runs_against_qpidd(qpidd_v1: Any, tmp_path: Any) -> None:
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    code = re.findall(r"^```python\n(.*?)^```", readme, re.S | re.M)[0]
+    assert '"amqp://guest:guest@localhost:5672/"' in code
+    name = _name("readme")
+    asyncio.run(_create_queue(qpidd_v1.url, name))
+    send_messages(qpidd_v1.address, name, 3)
+    script = tmp_path / "readme.py"
+    script.write_text(code.replace('"amqp://guest:guest@localhost:5672/"', repr(qpidd_v1.url)))
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert f"{name} 3 3" in lines
+    assert lines[-1] == "0 hello"
+
+
+async def _create_queue(url: str, name: str) -> None:
+    async with Session.connect(url) as session:
+        broker = await _broker_object(session)
+        assert (await broker.create("queue", name, {}, False)).status == 0
+
+
 # ---- TEMPORARY local fixtures (replaced by tests/conftest.py's qpidd fixtures) ----
 import socket as _socket
 import subprocess as _subprocess
