@@ -360,7 +360,12 @@ class ProtonTransport:
                 view = memoryview(data)
                 while view:
                     capacity = pt.capacity()
-                    if capacity <= 0:
+                    if capacity == 0:  # let the engine consume what it has, then retry
+                        self._process()
+                        capacity = pt.capacity()
+                        if capacity == 0:
+                            raise TransportException("the AMQP 1.0 engine takes no input")
+                    if capacity < 0:  # the engine closed its input (an error was raised)
                         break
                     pt.push(bytes(view[:capacity]))
                     view = view[capacity:]
