@@ -222,8 +222,7 @@ async def test_a_qpidd_restart_mid_call_fails_the_call_at_once_and_the_session_r
         qpidd.restart()
         await wait_until(lambda: session.brokers[0].connected, timeout=15.0,
                          message="session reconnected")
-        # the broker's agent is known again once the reconnection's handshake is done
-        await session.wait_for_agents(1, timeout=10.0)
+        # get_objects right away: it waits for the reconnection's handshake (B, agents)
         broker = await _broker_object(session)
         assert (await broker.echo(3, "after")).out_args["body"] == "after"
 

@@ -175,6 +175,9 @@ class Broker:
         self.timeout = timeout
         self.broker_id: uuid.UUID | None = None
         self.connected = False
+        # cleared while a connection's handshake (B, the agent list) runs
+        self._handshake_done = asyncio.Event()
+        self._handshake_done.set()
         self.topic_dropped = 0
         self.reconnects = 0
         self.error: BaseException | None = None
@@ -261,6 +264,7 @@ class Broker:
         self._reply_queue = reply
         # requests can flow from here on (schema fetches for early topic messages)
         self.connected = True
+        self._handshake_done.clear()
         try:
             loss = f"qmf-loss-{uuid.uuid4().hex[:16]}"
             self._loss_queue = await transport.open_endpoint(loss, bindings=[(DIRECT, loss)])
@@ -274,6 +278,8 @@ class Broker:
         except BaseException:
             self.connected = False
             raise
+        finally:
+            self._handshake_done.set()
 
     async def _handshake(self) -> None:
         """B/b, then the agent list of a management broker."""
@@ -1291,6 +1297,14 @@ class Session:
 
     # ------------------------------------------------------------------ objects
 
+    @staticmethod
+    async def _handshakes_done(brokers: list[Broker], timeout: float) -> None:
+        """Wait (at most ``timeout``) for the handshakes of brokers still in one."""
+        waiting = [b._handshake_done.wait() for b in brokers if not b._handshake_done.is_set()]
+        if waiting:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.gather(*waiting), timeout)
+
     def _targets(self, brokers: list[Broker], _agent: RemoteAgent | None,
                  _objectId: ObjectId | None) -> list[tuple[Broker, RemoteAgent]]:
         if _agent is not None:
@@ -1406,6 +1420,9 @@ class Session:
         selector = compile_selector(where)
         brokers = self._connected_brokers(_broker)
         timeout = self.timeout if _timeout is None else _timeout
+        if _agent is None:
+            # a broker that has just (re)connected learns its agents in its handshake
+            await self._handshakes_done(brokers, timeout)
         targets = self._targets(brokers, _agent, oid)
         fan_out = _agent is None and oid is None
         delivered: list[QmfObject] = []
