@@ -1,0 +1,144 @@
+"""AutoTransport: the AMQP version picked from the broker's answer (no network: the two
+transports it would build are replaced by recording fakes)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from qmf_async import ProtocolMismatchError, Session, TransportError, UsageError
+from qmf_async.transport import AutoTransport, Delivery, check_protocol, transport_factory
+from qmf_async.transport import _select
+
+
+class FakeInner:
+    """Connects, or fails with the error given for its protocol."""
+
+    def __init__(self, protocol: str, log: list[str], errors: dict[str, BaseException]) -> None:
+        self.protocol = protocol
+        self.log = log
+        self.errors = errors
+        self.is_open = False
+        self.where = f"fake {protocol}"
+        self.dispatch: Callable[[Delivery], None] | None = None
+        self.lost: list[Callable[[BaseException], None]] = []
+        self.published: list[dict[str, Any]] = []
+
+    async def connect(self, timeout: float = 10.0) -> None:
+        self.log.append(self.protocol)
+        error = self.errors.get(self.protocol)
+        if error is not None:
+            raise error
+        self.is_open = True
+
+    def set_dispatcher(self, dispatch: Callable[[Delivery], None]) -> None:
+        self.dispatch = dispatch
+
+    def on_lost(self, callback: Callable[[BaseException], None]) -> None:
+        self.lost.append(callback)
+
+    async def publish(self, body: bytes, **kwargs: Any) -> None:
+        self.published.append({"body": body, **kwargs})
+
+    async def close(self, timeout: float = 5.0) -> None:
+        self.is_open = False
+
+
+@pytest.fixture
+def fakes(monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], dict[str, BaseException]]:
+    log: list[str] = []
+    errors: dict[str, BaseException] = {}
+    monkeypatch.setattr(_select, "_DETECTED", {})
+
+    def make(self: AutoTransport, protocol: str) -> Any:
+        return FakeInner(protocol, log, errors)
+
+    monkeypatch.setattr(AutoTransport, "_make", make)
+    return log, errors
+
+
+async def test_auto_speaks_0_9_1_first(fakes: Any) -> None:
+    log, _ = fakes
+    t = AutoTransport("amqp://h:5672/")
+    await t.connect()
+    assert log == ["0-9-1"] and t.protocol == "0-9-1" and t.is_open
+
+
+async def test_auto_goes_on_over_1_0_and_remembers_the_host(fakes: Any) -> None:
+    log, errors = fakes
+    errors["0-9-1"] = ProtocolMismatchError("answered with 0-10", b"AMQP\x01\x01\x00\x0a")
+    first = AutoTransport("amqp://qpidd:5673/")
+    await first.connect()
+    assert log == ["0-9-1", "1.0"] and first.protocol == "1.0"
+    second = AutoTransport("amqp://qpidd:5673/")
+    await second.connect()
+    assert log == ["0-9-1", "1.0", "1.0"]  # no second 0-9-1 attempt for that host:port
+    other = AutoTransport("amqp://qpidd:5674/")
+    await other.connect()
+    assert log[-2:] == ["0-9-1", "1.0"]
+
+
+async def test_a_forced_protocol_is_not_retried(fakes: Any) -> None:
+    log, errors = fakes
+    errors["0-9-1"] = ProtocolMismatchError("not 0-9-1")
+    t = AutoTransport("amqp://qpidd:5673/", protocol="0-9-1")
+    with pytest.raises(ProtocolMismatchError):
+        await t.connect()
+    assert log == ["0-9-1"] and not t.is_open
+
+
+async def test_neither_version_is_a_transport_error(fakes: Any) -> None:
+    _, errors = fakes
+    errors["0-9-1"] = ProtocolMismatchError("not 0-9-1")
+    errors["1.0"] = ProtocolMismatchError("not 1.0")
+    with pytest.raises(TransportError, match="neither AMQP 0-9-1 nor 1.0"):
+        await AutoTransport("amqp://odd:1234/").connect()
+
+
+async def test_other_connect_errors_are_not_retried(fakes: Any) -> None:
+    log, errors = fakes
+    errors["0-9-1"] = TransportError("connection refused")
+    with pytest.raises(TransportError, match="refused"):
+        await AutoTransport("amqp://down:5672/").connect()
+    assert log == ["0-9-1"]
+
+
+async def test_dispatcher_and_loss_callbacks_reach_the_transport_that_connected(
+        fakes: Any) -> None:
+    _, errors = fakes
+    errors["0-9-1"] = ProtocolMismatchError("not 0-9-1")
+    t = AutoTransport("amqp://qpidd:5673/")
+    seen: list[Delivery] = []
+    t.set_dispatcher(seen.append)
+    t.on_lost(lambda exc: None)
+    await t.connect()
+    inner = t.inner
+    assert isinstance(inner, FakeInner)
+    assert inner.dispatch is not None and len(inner.lost) == 1
+    await t.publish(b"x", exchange="qpid.management", routing_key="broker")
+    assert inner.published[0]["routing_key"] == "broker"
+
+
+async def test_calls_before_connect_fail_clearly() -> None:
+    from qmf_async import NotConnectedError
+
+    t = AutoTransport("amqp://h:5672/")
+    with pytest.raises(NotConnectedError):
+        await t.publish(b"x", exchange="e", routing_key="k")
+    await t.close()  # nothing to close: no error
+
+
+def test_protocol_names() -> None:
+    assert check_protocol("AUTO") == "auto"
+    assert check_protocol("1.0") == check_protocol("amqp10") == "1.0"
+    assert check_protocol("0-9-1") == check_protocol("0.9.1") == "0-9-1"
+    with pytest.raises(UsageError, match="protocol must be one of"):
+        check_protocol("0-10")
+    with pytest.raises(UsageError):
+        transport_factory("2.0")
+    with pytest.raises(UsageError, match="protocol must be one of"):
+        Session(protocol="0-10")
+    made = transport_factory("1.0")("amqp://h/", name="x")
+    assert isinstance(made, AutoTransport) and made.protocol is None
