@@ -81,7 +81,7 @@ async def test_forcing_the_wrong_protocol_is_a_clear_error(qpidd_v1: Any, amqp_u
     with pytest.raises(ProtocolMismatchError, match="does not speak AMQP 0-9-1"):
         async with Session.connect(qpidd_v1.url, protocol="0-9-1"):
             pass
-    with pytest.raises(ProtocolMismatchError, match="does not speak AMQP 1.0"):
+    with pytest.raises(ProtocolMismatchError, match=r"does not speak AMQP 1\.0"):
         async with Session.connect(amqp_url, protocol="1.0"):
             pass
     async with Session.connect(amqp_url, protocol="auto") as session:

@@ -9,8 +9,7 @@ from typing import Any
 import pytest
 
 from qmf_async import ProtocolMismatchError, Session, TransportError, UsageError
-from qmf_async.transport import AutoTransport, Delivery, check_protocol, transport_factory
-from qmf_async.transport import _select
+from qmf_async.transport import AutoTransport, Delivery, _select, check_protocol, transport_factory
 
 
 class FakeInner:
@@ -93,7 +92,7 @@ async def test_neither_version_is_a_transport_error(fakes: Any) -> None:
     _, errors = fakes
     errors["0-9-1"] = ProtocolMismatchError("not 0-9-1")
     errors["1.0"] = ProtocolMismatchError("not 1.0")
-    with pytest.raises(TransportError, match="neither AMQP 0-9-1 nor 1.0"):
+    with pytest.raises(TransportError, match=r"neither AMQP 0-9-1 nor 1\.0"):
         await AutoTransport("amqp://odd:1234/").connect()
 
 
