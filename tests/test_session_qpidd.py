@@ -277,6 +277,23 @@ async def _create_queue(url: str, name: str) -> None:
         assert (await broker.create("queue", name, {}, False)).status == 0
 
 
+# ---------------------------------------------------------------------------- stock qpidd
+
+async def test_a_stock_qpidd_answers_v1_requests(qpidd_stock: Any) -> None:
+    """qpidd as shipped (``--mgmt-qmf1 no``) sends no v1 indications but answers v1
+    requests: objects, methods and schemas work; events need QMF v2."""
+    async with Session.connect(qpidd_stock.url) as session:
+        assert session.brokers[0].protocol == "1.0"
+        broker = await _broker_object(session)
+        assert broker.port == qpidd_stock.port
+        assert (await broker.echo(5, "stock")).out_args["body"] == "stock"
+        name = _name("stock")
+        assert (await broker.create("queue", name, {}, False)).status == 0
+        (q,) = await session.get_objects(_class="queue", name=name)
+        assert q.msgDepth == 0
+        assert "msgDepth" in {s.name for s in (await session.get_schema(q.get_class_key())).statistics}
+
+
 # ---- TEMPORARY local fixtures (replaced by tests/conftest.py's qpidd fixtures) ----
 import socket as _socket
 import subprocess as _subprocess
@@ -327,6 +344,13 @@ class _Q:
 @pytest.fixture(scope="module")
 def qpidd_v1() -> Any:
     q = _Q(True)
+    yield q
+    q.stop()
+
+
+@pytest.fixture(scope="module")
+def qpidd_stock() -> Any:
+    q = _Q(False)
     yield q
     q.stop()
 
