@@ -22,6 +22,11 @@ case "$QMF_TEST_URL" in
         ;;
 esac
 
+# qpidd's runtime libraries, when a qpidd build is beside the repository (../shared/qpidd)
+if bash scripts/qpidd.sh home >/dev/null 2>&1; then
+    bash scripts/qpidd.sh install
+fi
+
 set +e
 .venv/bin/python -m pytest "$@"
 exit $?
