@@ -291,5 +291,6 @@ async def test_a_stock_qpidd_answers_v1_requests(qpidd_stock: Any) -> None:
         assert (await broker.create("queue", name, {}, False)).status == 0
         (q,) = await session.get_objects(_class="queue", name=name)
         assert q.msgDepth == 0
-        assert "msgDepth" in {s.name for s in (await session.get_schema(q.get_class_key())).statistics}
+        schema = await session.get_schema(q.get_class_key())
+        assert "msgDepth" in {s.name for s in schema.statistics}
 
