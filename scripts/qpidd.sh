@@ -108,15 +108,20 @@ log_tail() {
     } >&2 || true
 }
 
+# The missing libraries of an ldd listing, once each, space-separated.
+missing_names() {
+    awk '{print $1}' <<<"$1" | sort -u | paste -sd' ' -
+}
+
 cmd_install() {
     local home missing
     home="$(find_home)"
     missing="$(ldd "$home/bin/qpidd" "$home/modules/amqp.so" 2>&1 | grep 'not found' || true)"
     [ -z "$missing" ] && return 0
     command -v apt-get >/dev/null 2>&1 \
-        || die "qpidd libraries missing ($(echo "$missing" | awk '{print $1}' | tr '\n' ' ')) and apt-get is not available"
+        || die "qpidd libraries missing ($(missing_names "$missing")) and apt-get is not available"
     [ "$(id -u)" -eq 0 ] \
-        || die "qpidd libraries missing ($(echo "$missing" | awk '{print $1}' | tr '\n' ' ')); run 'scripts/qpidd.sh install' as root"
+        || die "qpidd libraries missing ($(missing_names "$missing")); run 'scripts/qpidd.sh install' as root"
     local log="${TMPDIR:-/tmp}/qmf-async-qpidd-install.log"
     : >"$log"
     if ! { apt-get update -qq \
@@ -128,7 +133,7 @@ cmd_install() {
     fi
     missing="$(ldd "$home/bin/qpidd" "$home/modules/amqp.so" 2>&1 | grep 'not found' || true)"
     [ -z "$missing" ] \
-        || die "qpidd libraries still missing after installation: $(echo "$missing" | awk '{print $1}' | tr '\n' ' ')"
+        || die "qpidd libraries still missing after installation: $(missing_names "$missing")"
 }
 
 cmd_start() {
