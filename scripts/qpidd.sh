@@ -1,145 +1,261 @@
 #!/usr/bin/env bash
-# A genuine qpidd for the tests, benchmarks and demos (from ../shared/qpidd or $QPIDD_HOME).
+# A genuine qpidd (Apache Qpid C++ broker) for tests, benchmarks and demos.
 #
 #   scripts/qpidd.sh install
-#       make qpidd's runtime libraries present (Debian packages; needs root when missing)
-#   scripts/qpidd.sh start [--qmf1 yes|no] [--port N] [--dir DIR] [--pub-interval S] [-- ARGS]
-#       start qpidd in the background on 127.0.0.1 (a free port unless --port), with a
-#       fresh data directory under DIR (default: a new temporary directory), QMF v2 on and
-#       QMF v1 as asked (default: qpidd's stock default, no), --auth no, the AMQP 1.0
-#       module; wait until it accepts connections; print shell-evaluable lines:
-#       QPIDD_PORT=... QPIDD_PID=... QPIDD_DIR=... QPIDD_URL=amqp://127.0.0.1:PORT/
+#       Make qpidd's runtime libraries present (apt-get, needs root); quiet when fine.
+#   scripts/qpidd.sh start [--qmf1 yes|no] [--port N] [--dir DIR] [--pub-interval S]
+#                          [--wait S] [-- extra qpidd args]
+#       Start qpidd in the background on 127.0.0.1 and wait until its port accepts
+#       connections.  Prints shell-evaluable lines:
+#           QPIDD_PORT=…  QPIDD_PID=…  QPIDD_DIR=…  QPIDD_URL=amqp://127.0.0.1:PORT/
+#       DIR (default: a new `mktemp -d`) holds data/ (the broker's data directory,
+#       created when absent: a new DIR gives a fresh one, starting again with the same
+#       DIR and --port is a broker restart), qpidd.log, qpidd.out and qpidd.pid.
 #   scripts/qpidd.sh stop DIR
-#       stop the qpidd started with that DIR (SIGTERM, then SIGKILL after a deadline)
-#   scripts/qpidd.sh home
-#       print the qpidd folder that would be used (exit 1 when there is none)
+#       Stop the qpidd started with DIR (SIGTERM, then SIGKILL after the deadline).
+#       Idempotent.
 #
-# Quiet on success but for the lines above; one clear line on stderr and exit 1 on failure.
-# Environment: QPIDD_HOME (the folder with bin/qpidd), QPIDD_WAIT (start deadline, s, 20).
+# qpidd is looked up in $QPIDD_HOME, then <repo>/../shared/qpidd (bin/qpidd,
+# modules/amqp.so).  Errors are one line on stderr and a non-zero exit.
+#
+# Environment:
+#   QPIDD_HOME       the qpidd folder (bin/, lib/, modules/)
+#   QPIDD_WAIT       seconds to wait for the port (default 20; --wait overrides)
+#   QPIDD_STOP_WAIT  seconds to wait after SIGTERM before SIGKILL (default 10)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-PACKAGES=(libboost-program-options1.74.0 libnss3 libuuid1 libqpid-proton11)
+HOST=127.0.0.1
 
 die() {
     echo "qpidd.sh: $*" >&2
     exit 1
 }
 
-home() {
-    local h="${QPIDD_HOME:-$ROOT/../shared/qpidd}"
-    [ -x "$h/bin/qpidd" ] || return 1
-    (cd "$h" && pwd)
+usage() {
+    cat >&2 <<'EOF'
+usage: qpidd.sh install
+       qpidd.sh start [--qmf1 yes|no] [--port N] [--dir DIR] [--pub-interval S] [--wait S] [-- qpidd args]
+       qpidd.sh stop DIR
+EOF
+    exit 2
 }
 
-missing_libraries() {
-    local h="$1"
-    ldd "$h/bin/qpidd" "$h/modules/amqp.so" 2>/dev/null | grep -q "not found"
-}
-
-cmd_install() {
-    local h
-    h="$(home)" || die "no qpidd: ../shared/qpidd is absent and QPIDD_HOME is unset"
-    missing_libraries "$h" || return 0
-    [ "$(id -u)" = 0 ] || die "qpidd needs ${PACKAGES[*]} (run as root to install them)"
-    local log="${TMPDIR:-/tmp}/qmf-async-qpidd-install.log"
-    if ! { apt-get install -y --no-install-recommends "${PACKAGES[@]}" >"$log" 2>&1 \
-           || { apt-get update >>"$log" 2>&1 \
-                && apt-get install -y --no-install-recommends "${PACKAGES[@]}" >>"$log" 2>&1; }; }; then
-        tail -20 "$log" >&2
-        die "installing ${PACKAGES[*]} failed (log: $log)"
+find_home() {
+    local home
+    if [ -n "${QPIDD_HOME:-}" ]; then
+        home="$QPIDD_HOME"
+        [ -x "$home/bin/qpidd" ] || die "QPIDD_HOME=$home has no executable bin/qpidd"
+    else
+        home="$ROOT/../shared/qpidd"
+        [ -x "$home/bin/qpidd" ] \
+            || die "qpidd not found: set QPIDD_HOME or provide $home/bin/qpidd"
+        home="$(cd "$home" && pwd)"
     fi
-    if missing_libraries "$h"; then
-        ldd "$h/bin/qpidd" "$h/modules/amqp.so" | grep "not found" >&2
-        die "qpidd's libraries are still missing after the install"
-    fi
-}
-
-free_port() {
-    "${PYTHON:-python3}" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+    [ -f "$home/modules/amqp.so" ] || die "$home/modules/amqp.so is missing"
+    printf '%s\n' "$home"
 }
 
 port_open() {
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+    # bash's /dev/tcp; the subshell keeps the descriptor from leaking.
+    (exec 3<>"/dev/tcp/$HOST/$1") 2>/dev/null
+}
+
+# True while PID runs and is not a zombie.
+alive() {
+    local state
+    [ -r "/proc/$1/stat" ] || return 1
+    state="$(sed -e 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)" || return 1
+    [ -n "$state" ] && [ "$state" != "Z" ] && [ "$state" != "X" ]
+}
+
+# True when PID is a running qpidd (guards against a recycled pid).
+is_qpidd() {
+    alive "$1" && tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | grep -q 'qpidd'
+}
+
+free_port() {
+    if command -v python3 >/dev/null 2>&1; then
+        python3 -c 'import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])
+s.close()'
+        return
+    fi
+    local port
+    for _ in $(seq 1 200); do
+        port=$((20000 + RANDOM % 40000))
+        if ! port_open "$port"; then
+            echo "$port"
+            return
+        fi
+    done
+    die "no free port found"
+}
+
+log_tail() {
+    local dir="$1"
+    {
+        if [ -s "$dir/qpidd.out" ]; then
+            echo "--- qpidd output ($dir/qpidd.out):"
+            tail -n 20 "$dir/qpidd.out"
+        fi
+        if [ -f "$dir/qpidd.log" ]; then
+            echo "--- tail of $dir/qpidd.log:"
+            tail -n 20 "$dir/qpidd.log"
+        fi
+    } >&2 || true
+}
+
+# The missing libraries of an ldd listing, once each, space-separated.
+missing_names() {
+    awk '{print $1}' <<<"$1" | sort -u | paste -sd' ' -
+}
+
+cmd_install() {
+    local home missing
+    home="$(find_home)"
+    missing="$(ldd "$home/bin/qpidd" "$home/modules/amqp.so" 2>&1 | grep 'not found' || true)"
+    [ -z "$missing" ] && return 0
+    command -v apt-get >/dev/null 2>&1 \
+        || die "qpidd libraries missing ($(missing_names "$missing")) and apt-get is not available"
+    [ "$(id -u)" -eq 0 ] \
+        || die "qpidd libraries missing ($(missing_names "$missing")); run 'scripts/qpidd.sh install' as root"
+    local log="${TMPDIR:-/tmp}/qmf-async-qpidd-install.log"
+    : >"$log"
+    if ! { apt-get update -qq \
+            && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+                libboost-program-options1.74.0 libnss3 libuuid1 libqpid-proton11; \
+         } >>"$log" 2>&1; then
+        cat "$log" >&2
+        die "installing qpidd's runtime packages failed; log: $log"
+    fi
+    missing="$(ldd "$home/bin/qpidd" "$home/modules/amqp.so" 2>&1 | grep 'not found' || true)"
+    [ -z "$missing" ] \
+        || die "qpidd libraries still missing after installation: $(missing_names "$missing")"
 }
 
 cmd_start() {
-    local qmf1=no port="" dir="" interval=1
-    local extra=()
-    while [ "$#" -gt 0 ]; do
+    local qmf1=no port="" dir="" pub=1 wait_s="${QPIDD_WAIT:-20}"
+    local -a extra=()
+    while [ $# -gt 0 ]; do
         case "$1" in
-            --qmf1) qmf1="${2:?--qmf1 yes|no}"; shift 2 ;;
-            --port) port="${2:?--port N}"; shift 2 ;;
-            --dir) dir="${2:?--dir DIR}"; shift 2 ;;
-            --pub-interval) interval="${2:?--pub-interval S}"; shift 2 ;;
-            --) shift; extra=("$@"); break ;;
-            *) die "start: unknown option $1" ;;
+            --qmf1)
+                [ $# -ge 2 ] || usage
+                case "$2" in yes | no) qmf1="$2" ;; *) die "--qmf1 takes yes or no, not '$2'" ;; esac
+                shift 2 ;;
+            --port)
+                [ $# -ge 2 ] || usage
+                [[ "$2" =~ ^[0-9]+$ ]] && [ "$2" -ge 1 ] && [ "$2" -le 65535 ] \
+                    || die "--port takes a port number (1-65535), not '$2'"
+                port="$2"; shift 2 ;;
+            --dir)
+                [ $# -ge 2 ] || usage
+                dir="$2"; shift 2 ;;
+            --pub-interval)
+                [ $# -ge 2 ] || usage
+                [[ "$2" =~ ^[0-9]+$ ]] && [ "$2" -ge 1 ] \
+                    || die "--pub-interval takes whole seconds (>= 1), not '$2'"
+                pub="$2"; shift 2 ;;
+            --wait)
+                [ $# -ge 2 ] || usage
+                [[ "$2" =~ ^[0-9]+$ ]] || die "--wait takes whole seconds, not '$2'"
+                wait_s="$2"; shift 2 ;;
+            --)
+                shift; extra=("$@"); break ;;
+            *)
+                die "unknown start option '$1' (see the header of scripts/qpidd.sh)" ;;
         esac
     done
-    case "$qmf1" in yes|no) ;; *) die "--qmf1 takes yes or no, not $qmf1" ;; esac
-    local h
-    h="$(home)" || die "no qpidd: ../shared/qpidd is absent and QPIDD_HOME is unset"
-    missing_libraries "$h" && die "qpidd's libraries are missing: run scripts/qpidd.sh install"
-    [ -n "$port" ] || port="$(free_port)"
+
+    local home
+    home="$(find_home)"
     if [ -z "$dir" ]; then
-        dir="$(mktemp -d "${TMPDIR:-/tmp}/qmf-async-qpidd.XXXXXX")"
+        dir="$(mktemp -d "${TMPDIR:-/tmp}/qpidd.XXXXXX")"
+    else
+        mkdir -p "$dir"
+        dir="$(cd "$dir" && pwd)"
+    fi
+    if [ -f "$dir/qpidd.pid" ] && is_qpidd "$(cat "$dir/qpidd.pid")"; then
+        die "a qpidd (pid $(cat "$dir/qpidd.pid")) already runs with $dir; stop it first"
     fi
     mkdir -p "$dir/data"
-    port_open "$port" && die "port $port is already in use"
-    echo "$port" >"$dir/port"
-    echo "$qmf1 $interval ${extra[*]:-}" >"$dir/options"
-    # the same command line on every (re)start of this DIR
-    nohup "$h/bin/qpidd" --port "$port" --interface 127.0.0.1 --auth no \
-        --no-module-dir --load-module "$h/modules/amqp.so" \
+    [ -n "$port" ] || port="$(free_port)"
+    if port_open "$port"; then
+        die "port $port on $HOST is already in use"
+    fi
+
+    : >"$dir/qpidd.out"
+    "$home/bin/qpidd" \
+        --port "$port" --interface "$HOST" --auth no \
+        --no-module-dir --load-module "$home/modules/amqp.so" \
         --data-dir "$dir/data" \
         --mgmt-enable yes --mgmt-qmf1 "$qmf1" --mgmt-qmf2 yes \
-        --mgmt-pub-interval "$interval" \
-        --log-to-stderr no --log-to-file "$dir/qpidd.log" ${extra[@]+"${extra[@]}"} \
-        >"$dir/qpidd.out" 2>&1 </dev/null &
+        --mgmt-pub-interval "$pub" \
+        --log-to-stderr no --log-to-file "$dir/qpidd.log" \
+        ${extra[@]+"${extra[@]}"} \
+        </dev/null >>"$dir/qpidd.out" 2>&1 &
     local pid=$!
-    echo "$pid" >"$dir/pid"
-    local deadline=$((SECONDS + ${QPIDD_WAIT:-20}))
-    until port_open "$port"; do
-        if ! kill -0 "$pid" 2>/dev/null; then
-            tail -5 "$dir/qpidd.out" "$dir/qpidd.log" >&2 2>/dev/null || true
-            die "qpidd exited during start-up (log: $dir/qpidd.log)"
+    echo "$pid" >"$dir/qpidd.pid"
+    echo "$port" >"$dir/qpidd.port"
+
+    local deadline=$((SECONDS + wait_s))
+    while :; do
+        if ! alive "$pid"; then
+            rm -f "$dir/qpidd.pid"
+            log_tail "$dir"
+            die "qpidd exited during start-up (port $port, dir $dir)"
+        fi
+        if port_open "$port"; then
+            break
         fi
         if [ "$SECONDS" -ge "$deadline" ]; then
-            kill -9 "$pid" 2>/dev/null || true
-            tail -5 "$dir/qpidd.log" >&2 2>/dev/null || true
-            die "qpidd did not accept connections on port $port within ${QPIDD_WAIT:-20} s"
+            kill -KILL "$pid" 2>/dev/null || true
+            rm -f "$dir/qpidd.pid"
+            log_tail "$dir"
+            die "qpidd did not accept connections on $HOST:$port within ${wait_s}s (dir $dir)"
         fi
-        sleep 0.05
+        sleep 0.1
     done
-    echo "QPIDD_PORT=$port"
-    echo "QPIDD_PID=$pid"
-    echo "QPIDD_DIR=$dir"
-    echo "QPIDD_URL=amqp://127.0.0.1:$port/"
+    printf 'QPIDD_PORT=%s\nQPIDD_PID=%s\nQPIDD_DIR=%q\nQPIDD_URL=amqp://%s:%s/\n' \
+        "$port" "$pid" "$dir" "$HOST" "$port"
 }
 
 cmd_stop() {
-    local dir="${1:?stop DIR}"
-    [ -f "$dir/pid" ] || return 0
-    local pid
-    pid="$(cat "$dir/pid")"
-    if kill -0 "$pid" 2>/dev/null; then
-        kill -TERM "$pid" 2>/dev/null || true
-        local deadline=$((SECONDS + 10))
-        while kill -0 "$pid" 2>/dev/null; do
-            if [ "$SECONDS" -ge "$deadline" ]; then
-                kill -KILL "$pid" 2>/dev/null || true
-                break
-            fi
-            sleep 0.05
-        done
+    [ $# -eq 1 ] || usage
+    local dir="$1" pid
+    [ -f "$dir/qpidd.pid" ] || return 0
+    pid="$(cat "$dir/qpidd.pid")"
+    [[ "$pid" =~ ^[0-9]+$ ]] || { rm -f "$dir/qpidd.pid"; return 0; }
+    if ! is_qpidd "$pid"; then
+        rm -f "$dir/qpidd.pid"
+        return 0
     fi
-    rm -f "$dir/pid"
+    kill -TERM "$pid" 2>/dev/null || true
+    local deadline=$((SECONDS + ${QPIDD_STOP_WAIT:-10}))
+    while alive "$pid"; do
+        if [ "$SECONDS" -ge "$deadline" ]; then
+            kill -KILL "$pid" 2>/dev/null || true
+            local kill_deadline=$((SECONDS + 5))
+            while alive "$pid"; do
+                [ "$SECONDS" -lt "$kill_deadline" ] \
+                    || die "qpidd (pid $pid) still runs after SIGKILL"
+                sleep 0.1
+            done
+            break
+        fi
+        sleep 0.1
+    done
+    rm -f "$dir/qpidd.pid"
 }
 
-case "${1:-}" in
-    install) shift; cmd_install "$@" ;;
-    start) shift; cmd_start "$@" ;;
-    stop) shift; cmd_stop "$@" ;;
-    home) home ;;
-    *) die "usage: qpidd.sh install | start [--qmf1 yes|no] [--port N] [--dir DIR] [--pub-interval S] [-- ARGS] | stop DIR | home" ;;
+[ $# -ge 1 ] || usage
+command="$1"
+shift
+case "$command" in
+    install) [ $# -eq 0 ] || usage; cmd_install ;;
+    start) cmd_start "$@" ;;
+    stop) cmd_stop "$@" ;;
+    *) usage ;;
 esac

@@ -22,8 +22,7 @@ case "$QMF_TEST_URL" in
         ;;
 esac
 
-# qpidd's runtime libraries, when a qpidd build is beside the repository (../shared/qpidd)
-if bash scripts/qpidd.sh home >/dev/null 2>&1; then
+if [ -n "${QPIDD_HOME:-}" ] || [ -d "$ROOT/../shared/qpidd" ]; then
     bash scripts/qpidd.sh install
 fi
 

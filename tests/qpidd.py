@@ -1,133 +1,226 @@
-"""A genuine qpidd for the tests, started and stopped through ``scripts/qpidd.sh`` (the one
-place that knows its command line)."""
+"""A genuine qpidd for tests: a thin handle on ``scripts/qpidd.sh``.
+
+The script is the one source of truth for qpidd's command line; this module runs it,
+reads the ``QPIDD_*`` lines it prints, and offers ``stop``/``restart`` and the broker's
+CPU time (for benchmarks).
+"""
 
 from __future__ import annotations
 
 import os
-import shutil
+import shlex
+import socket
 import subprocess
-import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "qpidd.sh"
-CLASSIC_TOOLS = ROOT.parent / "shared" / "classic-tools" / "run"
+SHARED_QPIDD = ROOT.parent / "shared" / "qpidd"
+
+#: Seconds the script waits for the port (passed as ``--wait``).
+START_WAIT_S = 20.0
 
 
-class QpiddUnavailable(Exception):
-    """No qpidd here (no ../shared/qpidd and no $QPIDD_HOME), or it did not start."""
+class QpiddError(RuntimeError):
+    """qpidd could not be found, started or stopped (the message says why)."""
 
 
 def qpidd_home() -> Path | None:
-    """The qpidd folder the script would use, or None."""
-    proc = subprocess.run(["bash", str(SCRIPT), "home"], capture_output=True, text=True,
-                          timeout=10)
-    return Path(proc.stdout.strip()) if proc.returncode == 0 and proc.stdout.strip() else None
+    """The qpidd folder (``$QPIDD_HOME``, else ``<repo>/../shared/qpidd``), or None.
+
+    Raises:
+        Nothing.
+    """
+    env = os.environ.get("QPIDD_HOME")
+    if env:
+        return Path(env) if (Path(env) / "bin" / "qpidd").exists() else None
+    return SHARED_QPIDD if (SHARED_QPIDD / "bin" / "qpidd").exists() else None
+
+
+def _run_script(args: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(
+            ["bash", str(SCRIPT), *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise QpiddError(f"scripts/qpidd.sh {args[0]} did not finish within {timeout}s") from exc
+
+
+def port_accepts(port: int, timeout: float = 0.5) -> bool:
+    """True when something accepts TCP connections on 127.0.0.1:``port``.
+
+    Raises:
+        Nothing.
+    """
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout):
+            return True
+    except OSError:
+        return False
 
 
 class Qpidd:
-    """One qpidd process on 127.0.0.1 with its own data directory."""
+    """One qpidd started by ``scripts/qpidd.sh`` (use :meth:`start`)."""
 
-    def __init__(self, *, qmf1: bool, pub_interval: float = 1.0,
-                 extra: tuple[str, ...] = ()) -> None:
-        if qpidd_home() is None:
-            raise QpiddUnavailable(
-                "qpidd not found: ../shared/qpidd is absent and QPIDD_HOME is unset "
-                "(scripts/qpidd.sh needs a qpidd build)")
+    def __init__(
+        self,
+        *,
+        port: int,
+        pid: int,
+        directory: Path,
+        qmf1: bool,
+        pub_interval: int,
+        extra: Sequence[str],
+    ) -> None:
+        self.port = port
+        self.pid = pid
+        self.directory = directory
         self.qmf1 = qmf1
         self.pub_interval = pub_interval
-        self.extra = extra
-        self.dir = Path(tempfile.mkdtemp(prefix="qmf-async-qpidd."))
-        self.port = 0
-        self.pid = 0
-        self._start(port=None)
+        self.extra = tuple(extra)
+
+    @classmethod
+    def start(
+        cls,
+        *,
+        qmf1: bool,
+        port: int | None = None,
+        directory: Path | None = None,
+        pub_interval: int = 1,
+        extra: Sequence[str] = (),
+    ) -> Qpidd:
+        """Start a qpidd and wait until its port accepts connections.
+
+        Raises:
+            QpiddError: the script failed (its stderr, with the log tail, is the message).
+        """
+        args = ["start", "--qmf1", "yes" if qmf1 else "no", "--pub-interval", str(pub_interval)]
+        args += ["--wait", str(int(START_WAIT_S))]
+        if port is not None:
+            args += ["--port", str(port)]
+        if directory is not None:
+            args += ["--dir", str(directory)]
+        if extra:
+            args += ["--", *extra]
+        done = _run_script(args, timeout=START_WAIT_S + 10.0)
+        if done.returncode != 0:
+            raise QpiddError(done.stderr.strip() or f"scripts/qpidd.sh exited {done.returncode}")
+        values: dict[str, str] = {}
+        for line in done.stdout.splitlines():
+            key, sep, value = line.partition("=")
+            if sep and key.startswith("QPIDD_"):
+                values[key] = shlex.split(value)[0] if value else ""
+        try:
+            return cls(
+                port=int(values["QPIDD_PORT"]),
+                pid=int(values["QPIDD_PID"]),
+                directory=Path(values["QPIDD_DIR"]),
+                qmf1=qmf1,
+                pub_interval=pub_interval,
+                extra=extra,
+            )
+        except (KeyError, ValueError) as exc:
+            raise QpiddError(f"unexpected output of scripts/qpidd.sh: {done.stdout!r}") from exc
 
     @property
     def url(self) -> str:
+        """``amqp://127.0.0.1:PORT/``."""
         return f"amqp://127.0.0.1:{self.port}/"
 
     @property
     def address(self) -> str:
-        """``host:port``, the classic tools' broker form."""
+        """``127.0.0.1:PORT`` (the classic tools' ``-b`` form)."""
         return f"127.0.0.1:{self.port}"
 
     @property
     def log_path(self) -> Path:
-        return self.dir / "qpidd.log"
+        """The broker's log file."""
+        return self.directory / "qpidd.log"
 
-    def _start(self, port: int | None) -> None:
-        args = ["bash", str(SCRIPT), "start", "--qmf1", "yes" if self.qmf1 else "no",
-                "--dir", str(self.dir), "--pub-interval", f"{self.pub_interval:g}"]
-        if port is not None:
-            args += ["--port", str(port)]
-        if self.extra:
-            args += ["--", *self.extra]
-        proc = subprocess.run(args, capture_output=True, text=True, timeout=60)
-        if proc.returncode != 0:
-            raise QpiddUnavailable(f"qpidd did not start: {proc.stderr.strip()[-800:]}")
-        values = dict(line.split("=", 1) for line in proc.stdout.split() if "=" in line)
-        self.port = int(values["QPIDD_PORT"])
-        self.pid = int(values["QPIDD_PID"])
+    def log_tail(self, lines: int = 20) -> str:
+        """The last ``lines`` lines of the log ("" when there is none).
 
-    def alive(self) -> bool:
+        Raises:
+            Nothing.
+        """
         try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return False
-        # a zombie (never reaped) is not alive
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def is_running(self) -> bool:
+        """True while the qpidd process runs (a zombie does not count).
+
+        Raises:
+            Nothing.
+        """
         try:
-            state = Path(f"/proc/{self.pid}/stat").read_text().split(")")[1].split()[0]
-        except (OSError, IndexError):
+            stat = Path(f"/proc/{self.pid}/stat").read_text()
+        except OSError:
             return False
-        return state != "Z"
+        state = stat.rpartition(")")[2].split()[0]
+        return state not in ("Z", "X")
 
     def stop(self) -> None:
-        """Stop it (SIGTERM, SIGKILL after 10 s); idempotent."""
-        subprocess.run(["bash", str(SCRIPT), "stop", str(self.dir)], capture_output=True,
-                       timeout=30)
+        """Stop the broker (SIGTERM, SIGKILL after a deadline); idempotent.
+
+        Raises:
+            QpiddError: the script could not stop it.
+        """
+        done = _run_script(["stop", str(self.directory)], timeout=30.0)
+        if done.returncode != 0:
+            reason = done.stderr.strip() or f"scripts/qpidd.sh stop exited {done.returncode}"
+            raise QpiddError(reason)
 
     def restart(self) -> None:
-        """Stop (if running) and start again on the same port and data directory."""
+        """Stop, then start again on the same port and data directory (waits until ready).
+
+        Raises:
+            QpiddError: stopping or starting failed.
+        """
         self.stop()
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                self._start(port=self.port)
-                return
-            except QpiddUnavailable:
-                # the port may linger for a moment after a kill
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
+        again = Qpidd.start(
+            qmf1=self.qmf1,
+            port=self.port,
+            directory=self.directory,
+            pub_interval=self.pub_interval,
+            extra=self.extra,
+        )
+        self.pid = again.pid
 
     def cpu_seconds(self) -> float:
-        """User plus system CPU time of the qpidd process so far."""
-        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        """User plus system CPU seconds the qpidd process has used so far.
 
-    def remove(self) -> None:
-        """Stop and delete the data directory."""
-        self.stop()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        Raises:
+            QpiddError: the process is gone.
+        """
+        try:
+            stat = Path(f"/proc/{self.pid}/stat").read_text()
+        except OSError as exc:
+            raise QpiddError(f"qpidd (pid {self.pid}) is not running") from exc
+        # Fields after "(comm)": state is field 3, utime 14, stime 15 (1-based).
+        fields = stat.rpartition(")")[2].split()
+        ticks = int(fields[11]) + int(fields[12])
+        return ticks / os.sysconf("SC_CLK_TCK")
+
+    def wait_port_closed(self, timeout: float = 10.0) -> bool:
+        """Poll until nothing accepts on the port; False when ``timeout`` passes first.
+
+        Raises:
+            Nothing.
+        """
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not port_accepts(self.port, timeout=0.2):
+                return True
+            time.sleep(0.05)
+        return False
 
     def __repr__(self) -> str:
-        return f"<qpidd {self.address} qmf1={'yes' if self.qmf1 else 'no'} pid={self.pid}>"
-
-
-def run_classic(tool: str, *args: str, timeout: float = 60.0) -> tuple[int, str, str]:
-    """Run one of the classic qpid tools; (exit code, stdout, stderr)."""
-    proc = subprocess.run([str(CLASSIC_TOOLS), tool, *args], capture_output=True, text=True,
-                          timeout=timeout)
-    return proc.returncode, proc.stdout, proc.stderr
-
-
-def classic_tools_problem() -> str | None:
-    """Why the classic tools cannot run here, or None."""
-    if not CLASSIC_TOOLS.exists():
-        return "the classic tools are absent (../shared/classic-tools)"
-    probe = subprocess.run([str(CLASSIC_TOOLS), "no-such-tool"], capture_output=True,
-                           text=True, timeout=30)
-    if "no Python 2.7" in probe.stderr:
-        return "the classic tools need a Python 2.7 (set PYTHON2)"
-    return None
+        return f"Qpidd(port={self.port}, pid={self.pid}, qmf1={self.qmf1}, dir={self.directory})"
