@@ -294,3 +294,20 @@ async def test_a_stock_qpidd_answers_v1_requests(qpidd_stock: Any) -> None:
         schema = await session.get_schema(q.get_class_key())
         assert "msgDepth" in {s.name for s in schema.statistics}
 
+
+
+# ---------------------------------------------------------------------------- the tools
+
+def test_qmf_stat_takes_the_classic_broker_form(qpidd_v1: Any, classic_tools: Any) -> None:
+    import subprocess
+    import sys
+
+    name = _name("stat")
+    rc, _, err = classic_tools("qpid-config", "-b", qpidd_v1.address, "add", "queue", name)
+    assert rc == 0, err
+    proc = subprocess.run([sys.executable, "-m", "qmf_async.tools.cli", "stat", "-b",
+                           qpidd_v1.address, "-q"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert any(line.split()[:1] == [name] for line in proc.stdout.splitlines()), proc.stdout
+    rc, out, _ = classic_tools("qpid-stat", "-b", qpidd_v1.address, "-q")
+    assert rc == 0 and name in out
