@@ -482,10 +482,16 @@ class Agent:
         await asyncio.sleep(0)
 
     def _broadcast_schema(self, schema: SchemaClass, announce_package: bool = True) -> None:
-        self._put(self._protocol.schema_broadcast(schema, announce_package))
+        self._put(self._protocol.schema_broadcast(schema, announce_package,
+                                                  self._announce_reply_to()))
 
     def _broadcast_all(self) -> None:
-        self._put(self._protocol.broadcast_all())
+        self._put(self._protocol.broadcast_all(self._announce_reply_to()))
+
+    def _announce_reply_to(self) -> str | None:
+        """The reply key schema announcements carry: the agent's endpoint once a
+        management broker attached it (so qpidd asks for and keeps the schemas)."""
+        return self._runtime.endpoint if self.attached else None
 
     # ------------------------------------------------------------------ publishing
 
@@ -500,10 +506,14 @@ class Agent:
                 log.exception("agent %s: publishing failed", self.label)
 
     def republish(self) -> None:
-        """Mark every object changed and publish at once (what ``x`` asks for)."""
+        """Mark every object changed and publish at once."""
+        self._mark_all_changed()
+        self._wake.set()
+
+    def _mark_all_changed(self) -> None:
+        """Every object is published in full at the next publication."""
         for obj in self._objects.values():
             obj.props_changed = obj.stats_changed = True
-        self._wake.set()
 
     def publish_now(self) -> None:
         """Publish changed objects (``c``/``i``) and a heartbeat now."""
@@ -576,7 +586,11 @@ class Agent:
         if isinstance(event, AttachAnswered):
             self._correlator.feed(event.seq, event)
         elif isinstance(event, ConsoleJoined):
-            self.republish()
+            # everything at the next interval, not at once: qpidd sends ``x`` as the
+            # console binds and tells it about this agent (its ``agent`` object) only
+            # at its own next publication; records of an agent a console does not
+            # know yet are dropped by it
+            self._mark_all_changed()
         elif isinstance(event, GetRequested):
             self._serve_get(event)
         elif isinstance(event, PackagesRequested):
@@ -584,7 +598,12 @@ class Agent:
         elif isinstance(event, ClassesRequested):
             self._put(core.answer_classes(event.seq, event.reply_to, event.package))
         elif isinstance(event, SchemaRequested):
-            self._put(core.answer_schema(event.seq, event.reply_to, event.class_key))
+            if event.from_broker:
+                endpoint = self._runtime.endpoint
+                if endpoint is not None:
+                    self._put(core.schema_to_broker(event.seq, event.class_key, endpoint))
+            else:
+                self._put(core.answer_schema(event.seq, event.reply_to, event.class_key))
         elif isinstance(event, BodyMalformed):
             self.stats["bad_requests"] += 1
             log.warning("agent %s: malformed message on %s dropped: %s", self.label,
