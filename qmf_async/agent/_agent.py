@@ -506,14 +506,10 @@ class Agent:
                 log.exception("agent %s: publishing failed", self.label)
 
     def republish(self) -> None:
-        """Mark every object changed and publish at once."""
-        self._mark_all_changed()
-        self._wake.set()
-
-    def _mark_all_changed(self) -> None:
-        """Every object is published in full at the next publication."""
+        """Mark every object changed and publish at once (what ``x`` asks for)."""
         for obj in self._objects.values():
             obj.props_changed = obj.stats_changed = True
+        self._wake.set()
 
     def publish_now(self) -> None:
         """Publish changed objects (``c``/``i``) and a heartbeat now."""
@@ -586,11 +582,7 @@ class Agent:
         if isinstance(event, AttachAnswered):
             self._correlator.feed(event.seq, event)
         elif isinstance(event, ConsoleJoined):
-            # everything at the next interval, not at once: qpidd sends ``x`` as the
-            # console binds and tells it about this agent (its ``agent`` object) only
-            # at its own next publication; records of an agent a console does not
-            # know yet are dropped by it
-            self._mark_all_changed()
+            self.republish()
         elif isinstance(event, GetRequested):
             self._serve_get(event)
         elif isinstance(event, PackagesRequested):
