@@ -22,6 +22,10 @@ case "$QMF_TEST_URL" in
         ;;
 esac
 
+if [ -n "${QPIDD_HOME:-}" ] || [ -d "$ROOT/../shared/qpidd" ]; then
+    bash scripts/qpidd.sh install
+fi
+
 set +e
 .venv/bin/python -m pytest "$@"
 exit $?

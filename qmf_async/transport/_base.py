@@ -9,6 +9,7 @@ to build one per connection.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, Protocol
 from urllib.parse import quote, unquote, urlsplit
@@ -26,6 +27,7 @@ __all__ = [
     "TlsOptions",
     "Transport",
     "TransportFactory",
+    "broker_url",
     "censor_url",
     "open_broadcast_endpoint",
     "open_reply_endpoint",
@@ -117,20 +119,133 @@ def parse_url(url: str) -> BrokerAddress:
         vhost = "/"
     else:
         raw = path[1:]
+        if "@" in raw:
+            # amqp://user/password@host: the password sits in the path; keep it out
+            shown = f"{parts.scheme}://{parts.netloc}/******@{raw.rpartition('@')[2]}"
+            raise UsageError(
+                f"broker URL {shown!r}: '@' in the vhost; for a qpid-style "
+                "address write it without the scheme (-b user/password@host:port), "
+                "or write amqp://user:password@host:port/vhost"
+            )
         if "/" in raw:
             raise UsageError(
                 f"broker URL {censor_url(url)!r}: the vhost is one path segment; "
                 "write '/' inside it as %2F"
             )
-        if "@" in raw:
-            raise UsageError(
-                f"broker URL {censor_url(url)!r}: '@' in the vhost; qpid-style "
-                "'user/password@host' URLs are not supported, write "
-                "amqp://user:password@host:port/vhost"
-            )
         vhost = unquote(raw)
     user = unquote(parts.username) if parts.username is not None else "guest"
     return BrokerAddress(scheme, parts.hostname, port or _DEFAULT_PORTS[scheme], vhost, user)
+
+
+#: ``host``, ``[ipv6]``, each with an optional ``:port`` (what follows ``@``).
+_HOST_PORT: Final = re.compile(
+    r"""^(?:(?P<host>[^\s@:/\[\]?#%]+)|\[(?P<host6>[0-9A-Fa-f:.]+(?:%[\w.-]+)?)\])
+        (?::(?P<port>[0-9]*))?$""",
+    re.X,
+)
+
+
+def broker_url(text: str, *, default_port: int = 5672) -> str:
+    """Turn a broker address as the classic qpid tools take it into a URL.
+
+    Accepted: ``host``, ``host:port``, ``[ipv6]:port``, each optionally preceded by
+    ``user@``, ``user/password@`` or ``user:password@`` (the user ends at the first
+    ``/`` or ``:``, the host starts after the last ``@``, so a password may hold any
+    character); ``amqp://`` and ``amqps://`` URLs come back unchanged, except the
+    qpid form behind a scheme (``amqp://user/password@host:port``), which is
+    converted.  User and password are percent-encoded (:func:`parse_url` decodes
+    them).  A missing port is ``default_port`` (5671 behind ``amqps://``).
+
+    Raises:
+        UsageError: ``text`` is not a str, is empty, or is not a broker address.
+    """
+    if not isinstance(text, str):
+        raise UsageError(f"broker address must be a str, not {type(text).__name__}")
+    address = text.strip()
+    if not address:
+        raise UsageError("broker address is empty; write host[:port] or amqp://host:port")
+    scheme = "amqp"
+    head, sep, rest = address.partition("://")
+    if sep:
+        scheme = head.lower()
+        if scheme not in _DEFAULT_PORTS:
+            raise UsageError(
+                f"broker address {censor_url(address)!r}: scheme {head!r} is not "
+                "supported (amqp:// or amqps://)"
+            )
+        if not _is_qpid_form(rest):
+            parse_url(address)  # a URL: check it, hand it back unchanged
+            return address
+        address = rest
+    elif re.match(r"(?i)amqps?:(tcp|ssl|rdma):", address):
+        raise UsageError(
+            f"broker address {address!r}: the amqp:tcp:host:port form is not supported; "
+            "write host:port (or amqps://host:port for TLS)"
+        )
+    port_default = default_port if scheme == "amqp" else _DEFAULT_PORTS["amqps"]
+    return _qpid_form_to_url(address, scheme, port_default)
+
+
+def _is_qpid_form(rest: str) -> bool:
+    """True when what follows ``scheme://`` is ``user/password@host[:port]``."""
+    userinfo, at, hostport = rest.rpartition("@")
+    return bool(at) and "/" in userinfo and _HOST_PORT.match(hostport) is not None
+
+
+def _split_userinfo(userinfo: str) -> tuple[str, str | None]:
+    """``user/password`` or ``user:password`` (the user ends at the first / or :)."""
+    cuts = [i for i in (userinfo.find("/"), userinfo.find(":")) if i >= 0]
+    if not cuts:
+        return userinfo, None
+    return userinfo[: min(cuts)], userinfo[min(cuts) + 1 :]
+
+
+def _censor_address(address: str) -> str:
+    """A qpid-style ``address`` with its password hidden (for messages)."""
+    userinfo, at, hostport = address.rpartition("@")
+    if not at:
+        return address
+    user, password = _split_userinfo(userinfo)
+    return f"{user}{'' if password is None else '/******'}@{hostport}"
+
+
+def _qpid_form_to_url(address: str, scheme: str, default_port: int) -> str:
+    shown = _censor_address(address)
+    userinfo, at, hostport = address.rpartition("@")
+    match = _HOST_PORT.match(hostport)
+    if match is None:
+        if hostport.count(":") > 1 and "[" not in hostport:
+            raise UsageError(
+                f"broker address {shown!r}: write an IPv6 address in brackets, "
+                "e.g. [::1]:5672"
+            )
+        raise UsageError(
+            f"broker address {shown!r} is not [user[/password]@]host[:port] "
+            "or an amqp:// URL"
+        )
+    host = match["host"] or f"[{match['host6']}]"
+    port_text = match["port"]
+    if port_text is None:
+        port = default_port
+    elif not port_text or not 1 <= int(port_text) <= 65535:
+        raise UsageError(f"broker address {shown!r}: port must be 1-65535")
+    else:
+        port = int(port_text)
+    credentials = ""
+    if at:
+        user, password = _split_userinfo(userinfo)
+        if not user:
+            raise UsageError(f"broker address {shown!r}: the user before '@' is empty")
+        credentials = quote(user, safe="")
+        if password is not None:
+            credentials += ":" + quote(password, safe="")
+        credentials += "@"
+    url = f"{scheme}://{credentials}{host}:{port}"
+    try:
+        parse_url(url)
+    except UsageError as exc:
+        raise UsageError(f"broker address {shown!r} is not usable: {exc}") from None
+    return url
 
 
 def censor_url(url: str) -> str:

@@ -10,7 +10,7 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from qmf_async import (
@@ -26,6 +26,7 @@ from qmf_async import (
     UnknownClassError,
     UsageError,
 )
+from qmf_async.transport import broker_url
 
 __all__ = [
     "DEFAULT_URL",
@@ -39,7 +40,9 @@ __all__ = [
     "EXIT_NO_AGENT",
     "ToolError",
     "add_url_argument",
+    "add_broker_option",
     "resolve_url",
+    "resolve_urls",
     "connect",
     "exit_code",
     "fail",
@@ -68,10 +71,31 @@ class ToolError(Exception):
         self.code = code
 
 
-def add_url_argument(parser: argparse.ArgumentParser, *, nargs: str = "?") -> None:
-    """The broker URL positional: optional, from QMF_URL, else the local default."""
+#: what ``-b/--broker`` and the URL positional take (help text)
+ADDRESS_FORMS = ("an amqp:// or amqps:// URL, or [user[/password]@]host[:port] "
+                 "as the qpid tools take it")
+
+
+def add_url_argument(parser: argparse.ArgumentParser, *, nargs: str = "?",
+                     short_broker: bool = True) -> None:
+    """The broker URL positional (optional, from QMF_URL, else the local default) and
+    ``-b/--broker ADDRESS`` (only ``--broker`` when ``short_broker`` is False)."""
     parser.add_argument("url", nargs=nargs, default=None,
-                        help=f"broker URL (default: $QMF_URL or {DEFAULT_URL})")
+                        help=f"broker: {ADDRESS_FORMS} (default: $QMF_URL or {DEFAULT_URL})")
+    add_broker_option(parser, short=short_broker)
+
+
+def add_broker_option(parser: argparse.ArgumentParser, *, short: bool = True,
+                      multiple: bool = False) -> None:
+    """``-b/--broker ADDRESS`` (dest ``broker``; a list when ``multiple``)."""
+    flags = ("-b", "--broker") if short else ("--broker",)
+    if multiple:
+        parser.add_argument(*flags, dest="broker", action="append", default=[],
+                            metavar="ADDRESS",
+                            help=f"a broker (repeatable): {ADDRESS_FORMS}")
+    else:
+        parser.add_argument(*flags, dest="broker", default=None, metavar="ADDRESS",
+                            help=f"the broker: {ADDRESS_FORMS} (instead of the URL)")
 
 
 def add_session_options(parser: argparse.ArgumentParser) -> None:
@@ -83,25 +107,50 @@ def add_session_options(parser: argparse.ArgumentParser) -> None:
                              "agent's heartbeat (default 3)")
 
 
-def resolve_url(url: str | None) -> str:
-    return url or os.environ.get("QMF_URL") or DEFAULT_URL
+def resolve_url(url: str | None = None, broker: str | None = None) -> str:
+    """The broker URL: ``broker`` (``-b``), else ``url`` (the positional), else
+    ``$QMF_URL``, else the local default, through :func:`~qmf_async.transport.broker_url`.
+
+    Raises:
+        UsageError: both ``url`` and ``broker`` are given, or the address is malformed.
+    """
+    if url and broker:
+        raise UsageError("give the broker once: as the URL argument or with --broker, "
+                         "not both")
+    return broker_url(broker or url or os.environ.get("QMF_URL") or DEFAULT_URL)
+
+
+def resolve_urls(urls: Sequence[str], brokers: Sequence[str] = ()) -> list[str]:
+    """The URLs of a multi-broker tool: ``brokers`` (``-b``, repeatable) then ``urls``
+    (positionals), each through ``broker_url``; ``[resolve_url()]`` when both are empty.
+
+    Raises:
+        UsageError: an address is malformed.
+    """
+    given = [*brokers, *urls]
+    if not given:
+        return [resolve_url()]
+    return [broker_url(text) for text in given]
 
 
 @contextlib.asynccontextmanager
 async def connect(url: str | None, *, timeout: float = 10.0, query_timeout: float | None = None,
-                  **session_options: Any) -> AsyncIterator[Session]:
+                  broker: str | None = None, **session_options: Any) -> AsyncIterator[Session]:
     """A session with one broker added (connect ``timeout``; ``query_timeout`` is the
-    session's default wait for answers); closed on exit.
+    session's default wait for answers); closed on exit.  ``broker`` is ``-b``'s
+    address (see :func:`resolve_url`).
 
     Raises:
         ToolError: the broker cannot be reached or refused the login (with the exit code).
+        UsageError: a malformed address, or both ``url`` and ``broker``.
     """
+    target = resolve_url(url, broker)
     if query_timeout is not None:
         session_options["timeout"] = query_timeout
     session = Session(**session_options)
     try:
         try:
-            await session.add_broker(resolve_url(url), timeout=timeout)
+            await session.add_broker(target, timeout=timeout)
         except QmfTimeout as exc:
             raise ToolError(f"cannot reach the broker: {exc}", EXIT_UNREACHABLE) from exc
         yield session

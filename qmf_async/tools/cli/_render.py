@@ -408,7 +408,8 @@ def print_json_line(data: Any) -> None:
 
 def add_query_options(parser: argparse.ArgumentParser, *, url: bool = True,
                       json_help: str = "machine output (JSON)") -> None:
-    """URL, --json, -t/--timeout, --agent, --discover and -v, as every query tool has them."""
+    """URL and -b/--broker, --json, -t/--timeout, --agent, --discover and -v, as every
+    query tool has them (``url=False``: neither the URL nor -b/--broker)."""
     if url:
         add_url_argument(parser)
     parser.add_argument("--json", action="store_true", help=json_help)
@@ -555,7 +556,7 @@ async def open_target(args: argparse.Namespace, **session_options: Any
         ToolError: unreachable (also when connecting times out) or no agent answers.
         UsageError, TransportError, AuthenticationError: from ``add_broker``.
     """
-    url = resolve_url(getattr(args, "url", None))
+    url = resolve_url(getattr(args, "url", None), getattr(args, "broker", None))
     session_options.setdefault("timeout", args.timeout)
     session_options.setdefault("broker_timeout", min(2.0, args.timeout))
     # queries need neither the published objects nor the events

@@ -28,9 +28,10 @@ from ._common import (
     EXIT_USAGE,
     ConnectionNotes,
     ToolError,
+    add_broker_option,
     note,
     print_json,
-    resolve_url,
+    resolve_urls,
 )
 from ._render import setup_logging
 
@@ -62,8 +63,9 @@ def add_parser(subparsers: Any) -> None:
         "collect", help="write samples and events to a Parquet dataset (for qmf pipeline)",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("urls", nargs="*", metavar="URL",
-                        help="broker URLs (default: $QMF_URL or amqp://guest:guest@localhost"
-                             ":5672/)")
+                        help="broker URLs or addresses (default: $QMF_URL or "
+                             "amqp://guest:guest@localhost:5672/)")
+    add_broker_option(parser, multiple=True)
     parser.add_argument("--out", "-o", required=True, metavar="DATASET",
                         help="dataset root directory (created if missing)")
     parser.add_argument("--batch-rows", type=_positive_int, default=10_000, metavar="N",
@@ -119,7 +121,7 @@ def _prepare_out(out: str) -> None:
 async def run(args: argparse.Namespace) -> int:
     setup_logging(args.verbose)
     collector_mod = _collector_module()
-    urls = args.urls or [resolve_url(None)]
+    urls = resolve_urls(args.urls, args.broker)
     _prepare_out(args.out)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()

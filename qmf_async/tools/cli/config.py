@@ -10,6 +10,9 @@
     qmf config [URL] bind   EXCHANGE QUEUE [KEY]
     qmf config [URL] unbind EXCHANGE QUEUE [KEY]
 
+URL may also be written as the qpid tools take it (``[user[/password]@]host[:port]``),
+or given with ``--broker ADDRESS``; ``-b`` means ``--bindings`` here, as in qpid-config.
+
 Changes go through the broker object's ``create`` and ``delete`` methods, as qpidd's
 (a binding is named ``exchange/queue/key``).  FILTER keeps the names containing it
 (or matching it, when it has ``*?[``).
@@ -24,7 +27,14 @@ from typing import Any
 
 from qmf_async import MethodError, QmfObject
 
-from ._common import EXIT_METHOD, EXIT_NOT_FOUND, EXIT_USAGE, ToolError, print_json
+from ._common import (
+    EXIT_METHOD,
+    EXIT_NOT_FOUND,
+    EXIT_USAGE,
+    ToolError,
+    add_broker_option,
+    print_json,
+)
 from ._render import (
     Column,
     Target,
@@ -58,6 +68,7 @@ def add_parser(subparsers: Any) -> None:
 
 def _add_options(parser: argparse.ArgumentParser) -> None:
     add_query_options(parser, url=False, json_help="machine output (summary, queues, exchanges)")
+    add_broker_option(parser, short=False)  # -b is --bindings here, as in qpid-config
     parser.add_argument("-b", "--bindings", action="store_true",
                         help="show bindings with queues or exchanges")
     add = parser.add_argument_group("add queue / add exchange options")
@@ -99,11 +110,26 @@ def _parse_words(args: argparse.Namespace) -> None:
     vars(args).update(vars(namespace))
 
 
+#: the first word of every command
+COMMANDS = ("queues", "exchanges", "add", "del", "bind", "unbind")
+
+
+def _is_address(word: str, following: list[str]) -> bool:
+    """Whether the first word is the broker: a URL, a word that looks like an address
+    (``host:port``, ``user@host``, ``[ipv6]``), or any non-command before a command."""
+    if "://" in word:
+        return True
+    if word in COMMANDS:
+        return False
+    return any(c in word for c in ":@[") or bool(following and following[0] in COMMANDS)
+
+
 def _split_words(args: argparse.Namespace) -> list[str]:
-    """Take the URL (a word with ``://``) out of the words; return the command."""
+    """Take the URL (a word with ``://``, or a qpid-style address before the command)
+    out of the words; return the command."""
     words = list(args.words)
     args.url = None
-    if words and "://" in words[0]:
+    if words and _is_address(words[0], words[1:]):
         args.url = words.pop(0)
     elif len(words) > 1 and "://" in words[-1]:
         args.url = words.pop()

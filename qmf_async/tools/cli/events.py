@@ -21,8 +21,9 @@ from ._common import (
     EXIT_USAGE,
     ConnectionNotes,
     ToolError,
+    add_broker_option,
     note,
-    resolve_url,
+    resolve_urls,
 )
 from ._render import (
     close_quietly,
@@ -46,8 +47,9 @@ def add_parser(subparsers: Any) -> None:
         "events", help="print events from one or more brokers (like qpid-printevents)",
         description=help_text(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("urls", nargs="*", metavar="URL",
-                        help="broker URLs (default: $QMF_URL or amqp://guest:guest@localhost"
-                             ":5672/)")
+                        help="broker URLs or addresses (default: $QMF_URL or "
+                             "amqp://guest:guest@localhost:5672/)")
+    add_broker_option(parser, multiple=True)
     parser.add_argument("--severity", metavar="LEVEL", default=None,
                         help="only events at least this severe: emerg, alert, crit, error, "
                              "warn, notice, info, debug (or 0-7)")
@@ -118,7 +120,7 @@ async def run(args: argparse.Namespace) -> int:
     severity = severity_level(args.severity) if args.severity is not None else None
     if args.count < 0 or args.timeout < 0:
         raise ToolError("--count and --timeout must be >= 0", EXIT_USAGE)
-    urls = args.urls or [resolve_url(None)]
+    urls = resolve_urls(args.urls, args.broker)
     notes = ConnectionNotes("events", args.quiet)
     session = Session(console=notes, manage_connections=True, rcv_objects=False,
                       timeout=args.connect_timeout)

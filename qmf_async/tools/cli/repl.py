@@ -201,7 +201,7 @@ async def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     loop = asyncio.get_running_loop()
     interactive = sys.stdin.isatty()
-    async with connect(args.url, timeout=args.timeout) as session:
+    async with connect(args.url, broker=args.broker, timeout=args.timeout) as session:
         session.timeout = args.timeout
         await wait_for_agents(session, args.wait)
         ns = namespace(session)

@@ -1108,7 +1108,7 @@ async def run(args: argparse.Namespace) -> int:
         print("qmf shell: error: --timeout must be positive", file=sys.stderr)
         return EXIT_USAGE
     interactive = sys.stdin.isatty() and sys.stdout.isatty()
-    async with connect(args.url, timeout=args.timeout) as session:
+    async with connect(args.url, broker=args.broker, timeout=args.timeout) as session:
         session.timeout = args.timeout
         await wait_for_agents(session, args.wait)
         shell = Shell(session, time_format=args.time_format)

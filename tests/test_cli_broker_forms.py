@@ -1,0 +1,167 @@
+"""The ``qmf`` tools take the broker as the qpid tools do: argument parsing only."""
+
+from __future__ import annotations
+
+import argparse
+from urllib.parse import unquote, urlsplit
+
+import pytest
+
+pytest.importorskip("rich")  # a guard only: the cli extra brings it
+
+from qmf_async.errors import UsageError
+from qmf_async.tools import cli
+from qmf_async.tools.cli import _common, config
+
+PARSER = cli._parser()
+
+#: every subcommand that takes one broker (the positional URL and -b/--broker)
+ONE_BROKER = ("stat", "queue-stats", "shell", "repl")
+MULTI_BROKER = ("events", "collect")
+EXTRA = {"collect": ["--out", "/nonexistent-dataset"]}
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    return PARSER.parse_args(list(argv))
+
+
+def target(args: argparse.Namespace) -> str:
+    """The URL the tool would connect to (as ``open_target`` / ``connect`` compute it)."""
+    if args.command == "config":
+        config._parse_words(args)
+        config._split_words(args)
+    return _common.resolve_url(args.url, args.broker)
+
+
+@pytest.fixture(autouse=True)
+def _no_qmf_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("QMF_URL", raising=False)
+
+
+@pytest.mark.parametrize("tool", ONE_BROKER)
+@pytest.mark.parametrize(
+    ("given", "url"),
+    [
+        ("127.0.0.1:5673", "amqp://127.0.0.1:5673"),
+        ("guest/guest@broker:5673", "amqp://guest:guest@broker:5673"),
+        ("[::1]:5673", "amqp://[::1]:5673"),
+        ("amqp://u:p@h:1/v", "amqp://u:p@h:1/v"),
+    ],
+)
+def test_positional_and_dash_b(tool: str, given: str, url: str) -> None:
+    assert target(parse(tool, given)) == url
+    assert target(parse(tool, "-b", given)) == url
+    assert target(parse(tool, "--broker", given)) == url
+
+
+def test_stat_address_then_queues_view() -> None:
+    args = parse("stat", "127.0.0.1:5673", "-q")
+    assert args.queue == ""
+    assert target(args) == "amqp://127.0.0.1:5673"
+
+
+@pytest.mark.parametrize("tool", ONE_BROKER)
+def test_url_and_broker_together_is_a_usage_error(tool: str) -> None:
+    with pytest.raises(UsageError, match="not both"):
+        target(parse(tool, "h1:5672", "-b", "h2:5672"))
+
+
+@pytest.mark.parametrize("tool", ONE_BROKER)
+def test_qmf_url_takes_qpid_forms(tool: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("QMF_URL", "guest/guest@host:5673")
+    assert target(parse(tool)) == "amqp://guest:guest@host:5673"
+
+
+def test_default_without_anything() -> None:
+    assert target(parse("stat")) == _common.DEFAULT_URL
+
+
+@pytest.mark.parametrize("tool", ONE_BROKER)
+def test_bad_address_is_a_usage_error(tool: str) -> None:
+    with pytest.raises(UsageError, match="1-65535"):
+        target(parse(tool, "-b", "host:0"))
+    assert _common.exit_code(UsageError("x")) == _common.EXIT_USAGE
+
+
+def test_password_with_special_characters_survives() -> None:
+    url = target(parse("stat", "-b", "admin/p@ss:w/rd@host:5673"))
+    assert unquote(urlsplit(url).password or "") == "p@ss:w/rd"
+    assert urlsplit(url).hostname == "host"
+
+
+# --------------------------------------------------------------------------- config
+
+
+def test_config_keeps_dash_b_for_bindings() -> None:
+    args = parse("config", "queues", "-b")
+    assert target(args) == _common.DEFAULT_URL
+    assert args.bindings is True
+    # -b takes no value in config: the address after it is the URL word
+    args = parse("config", "-b", "host:5673")
+    assert target(args) == "amqp://host:5673"
+    assert args.bindings is True
+
+
+@pytest.mark.parametrize(
+    ("argv", "url", "command"),
+    [
+        (["config", "--broker", "127.0.0.1:5673", "queues"], "amqp://127.0.0.1:5673",
+         ["queues"]),
+        (["config", "queues", "-b", "--broker", "u/p@h:9"], "amqp://u:p@h:9", ["queues"]),
+        (["config", "127.0.0.1:5673", "add", "queue", "q1"], "amqp://127.0.0.1:5673",
+         ["add", "queue", "q1"]),
+        (["config", "localhost", "queues"], "amqp://localhost:5672", ["queues"]),
+        (["config", "[::1]:5673"], "amqp://[::1]:5673", []),
+        (["config", "amqp://h:1/", "exchanges"], "amqp://h:1/", ["exchanges"]),
+        (["config", "queues", "amqp://h:1/"], "amqp://h:1/", ["queues"]),
+    ],
+)
+def test_config_forms(argv: list[str], url: str, command: list[str]) -> None:
+    args = parse(*argv)
+    config._parse_words(args)
+    words = config._split_words(args)
+    assert words == command
+    assert _common.resolve_url(args.url, args.broker) == url
+
+
+def test_config_plain_command_is_not_an_address() -> None:
+    args = parse("config", "queues", "my-filter")
+    config._parse_words(args)
+    assert config._split_words(args) == ["queues", "my-filter"]
+    assert args.url is None
+
+
+# --------------------------------------------------------------------------- several brokers
+
+
+@pytest.mark.parametrize("tool", MULTI_BROKER)
+def test_multi_broker_tools(tool: str) -> None:
+    args = parse(tool, *EXTRA.get(tool, []), "-b", "a:1", "--broker", "u/p@[::1]:3",
+                 "amqp://b:2/", "c")
+    assert _common.resolve_urls(args.urls, args.broker) == [
+        "amqp://a:1",
+        "amqp://u:p@[::1]:3",
+        "amqp://b:2/",
+        "amqp://c:5672",
+    ]
+
+
+@pytest.mark.parametrize("tool", MULTI_BROKER)
+def test_multi_broker_default_and_env(tool: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    args = parse(tool, *EXTRA.get(tool, []))
+    assert _common.resolve_urls(args.urls, args.broker) == [_common.DEFAULT_URL]
+    monkeypatch.setenv("QMF_URL", "127.0.0.1:5673")
+    assert _common.resolve_urls(args.urls, args.broker) == ["amqp://127.0.0.1:5673"]
+    with pytest.raises(UsageError):
+        _common.resolve_urls(["h:99999"])
+
+
+def test_pipeline_takes_no_broker() -> None:
+    with pytest.raises(SystemExit):
+        PARSER.parse_args(["pipeline", "--dataset", "d", "--out", "o", "-b", "h:1"])
+
+
+def test_bad_address_exits_with_the_usage_code(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["stat", "-b", "host:0"]) == _common.EXIT_USAGE
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "1-65535" in err[0]
