@@ -13,14 +13,9 @@ import asyncio
 import contextlib
 import os
 import re
-import shutil
-import socket
-import subprocess
-import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -37,13 +32,10 @@ from qmf_async.agent import (
 from qmf_async.console import QmfObject, Session
 
 from ._util import wait_until
+from .qpidd import ROOT, Qpidd
 
 proton = pytest.importorskip("proton")
 from qmf_async.transport._proton import ProtonTransport  # noqa: E402
-
-SHARED = Path(os.environ.get("QMF_SHARED", "/work/shared"))
-QPIDD = SHARED / "qpidd"
-TOOLS = SHARED / "classic-tools" / "run"
 
 PKG = "org.qmfasync.qpiddtest"
 COUNTER = object_class(
@@ -57,49 +49,16 @@ COUNTER = object_class(
 RESET = event_class(PKG, "counterReset", [Arg("name", "sstr"), Arg("previous", "uint64")])
 
 
-# --------------------------------------------------------------------------- qpidd
+pytestmark = pytest.mark.qpidd
+
+#: the classic tools' launcher (the ``classic_tools`` fixture checks it can run)
+TOOLS = ROOT.parent / "shared" / "classic-tools" / "run"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def qpidd_url() -> Iterator[str]:
-    """A fresh qpidd (QMF v1 and v2 on, AMQP 1.0 module loaded) for this module."""
-    binary = QPIDD / "bin" / "qpidd"
-    if not binary.exists():
-        pytest.skip(f"no qpidd at {binary}")
-    port = _free_port()
-    tmp = Path(tempfile.mkdtemp(prefix="qmf-qpidd-"))
-    proc = subprocess.Popen(
-        [str(binary), "--port", str(port), "--interface", "127.0.0.1", "--auth", "no",
-         "--no-module-dir", "--load-module", str(QPIDD / "modules" / "amqp.so"),
-         "--data-dir", str(tmp / "data"), "--mgmt-enable", "yes", "--mgmt-qmf1", "yes",
-         "--mgmt-qmf2", "yes", "--mgmt-pub-interval", "1", "--log-to-stderr", "no",
-         "--log-to-file", str(tmp / "qpidd.log")],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 10.0
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                    break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"qpidd did not start on port {port} (see {tmp}/qpidd.log)")
-                time.sleep(0.05)
-        yield f"amqp://127.0.0.1:{port}/"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        shutil.rmtree(tmp, ignore_errors=True)
+@pytest.fixture
+def qpidd_url(qpidd_v1: Qpidd, classic_tools: object) -> str:
+    """The shared QMF v1 qpidd (skips, or fails under CI, without qpidd or the tools)."""
+    return qpidd_v1.url
 
 
 @contextlib.asynccontextmanager
@@ -223,11 +182,9 @@ class QpidTool:
 
 @contextlib.asynccontextmanager
 async def qpid_tool(url: str) -> AsyncIterator[QpidTool]:
-    if not TOOLS.exists():
-        pytest.skip(f"no classic tools at {TOOLS}")
     port = url.rsplit(":", 1)[1].strip("/")
     proc = await asyncio.create_subprocess_exec(
-        str(TOOLS), "qpid-tool", f"127.0.0.1:{port}", stdin=asyncio.subprocess.PIPE,
+        "bash", str(TOOLS), "qpid-tool", f"127.0.0.1:{port}", stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
         env=dict(os.environ, PYTHONUNBUFFERED="1"))
     tool = QpidTool(proc)
