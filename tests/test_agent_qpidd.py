@@ -15,7 +15,7 @@ import os
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 
@@ -256,3 +256,18 @@ async def test_console_over_amqp10_gets_objects_calls_and_receives_events(
         assert event.class_key.name == "counterReset"
         assert event.arguments == {"name": "ticks", "previous": 5}
         assert _by_name(agent, "ticks")["count"] == 0
+
+
+async def test_the_agent_attaches_again_after_qpidd_restarts(
+        qpidd_fresh: Callable[[bool], Qpidd], classic_tools: object) -> None:
+    broker = qpidd_fresh(True)
+    async with counter_agent(broker.url) as agent:
+        bank = agent.agent_bank
+        await asyncio.to_thread(broker.restart)
+        # the agent reconnects, asks for its old banks (free on the new qpidd) and
+        # registers its classes again: qpid-tool sees both from the restarted qpidd
+        async with qpid_tool(broker.url) as tool:
+            await tool.poll("agents", rf"^\s+1\.{bank}\s+{agent.label}\s", 30.0)
+            out = await tool.poll(f"schema {PKG}:counter", r"^\s+Method: add", 10.0)
+            assert "Object Class" in out
+        assert agent.attached and agent.agent_bank == bank
