@@ -482,10 +482,16 @@ class Agent:
         await asyncio.sleep(0)
 
     def _broadcast_schema(self, schema: SchemaClass, announce_package: bool = True) -> None:
-        self._put(self._protocol.schema_broadcast(schema, announce_package))
+        self._put(self._protocol.schema_broadcast(schema, announce_package,
+                                                  self._announce_reply_to()))
 
     def _broadcast_all(self) -> None:
-        self._put(self._protocol.broadcast_all())
+        self._put(self._protocol.broadcast_all(self._announce_reply_to()))
+
+    def _announce_reply_to(self) -> str | None:
+        """The reply key schema announcements carry: the agent's endpoint once a
+        management broker attached it (so qpidd asks for and keeps the schemas)."""
+        return self._runtime.endpoint if self.attached else None
 
     # ------------------------------------------------------------------ publishing
 
@@ -584,7 +590,12 @@ class Agent:
         elif isinstance(event, ClassesRequested):
             self._put(core.answer_classes(event.seq, event.reply_to, event.package))
         elif isinstance(event, SchemaRequested):
-            self._put(core.answer_schema(event.seq, event.reply_to, event.class_key))
+            if event.from_broker:
+                endpoint = self._runtime.endpoint
+                if endpoint is not None:
+                    self._put(core.schema_to_broker(event.seq, event.class_key, endpoint))
+            else:
+                self._put(core.answer_schema(event.seq, event.reply_to, event.class_key))
         elif isinstance(event, BodyMalformed):
             self.stats["bad_requests"] += 1
             log.warning("agent %s: malformed message on %s dropped: %s", self.label,

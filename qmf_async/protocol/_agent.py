@@ -212,11 +212,16 @@ class MethodRequested(NamedTuple):
 
 @attrs.frozen(slots=True)
 class SchemaRequested:
-    """An ``S``: answer with :meth:`AgentProtocol.answer_schema`."""
+    """An ``S``: answer with :meth:`AgentProtocol.answer_schema`.
+
+    ``from_broker``: the ``S`` came without a reply key, as a management broker
+    (qpidd) asks an agent that announced a class; the ``s`` then goes to ``broker``
+    (:meth:`AgentProtocol.schema_to_broker`) and ``reply_to`` is empty."""
 
     seq: int
     reply_to: str
     class_key: ClassKey
+    from_broker: bool = False
 
 
 @attrs.frozen(slots=True)
@@ -359,6 +364,10 @@ class AgentProtocol:
             return ConsoleJoined()
         if isinstance(msg, (CommandComplete, Heartbeat)):
             return None
+        if reply_to is None and isinstance(msg, SchemaRequest):
+            # qpidd asks for the schema of a class the agent announced, without a
+            # reply key: the answer goes to its ``broker`` key
+            return SchemaRequested(msg.seq, "", msg.class_key, from_broker=True)
         if reply_to is None:
             return RequestDropped(msg.OPCODE, "request without reply-to")
         if isinstance(msg, GetQuery):
@@ -438,6 +447,19 @@ class AgentProtocol:
             return self._replies(reply_to, [CommandComplete(seq, 1, "Schema not found")], 1)
         return self._replies(reply_to, [SchemaResponse(seq, schema)], 1)
 
+    def schema_to_broker(self, seq: int, key: ClassKey, reply_to: str) -> list[Send]:
+        """The ``s`` answering a management broker's ``S`` ``seq``: to ``broker`` on
+        ``qpid.management`` with the agent's reply key ``reply_to`` (qpidd handles
+        only requests that carry one, and takes the schema when ``seq`` is the one it
+        asked with); nothing for a class the agent does not serve."""
+        schema = self.registry.get(key)
+        if schema is None:
+            log.warning("agent %s: the management broker asked for unknown class %s",
+                        self.label, key)
+            return []
+        return [Send(out.exchange, out.routing_key, out.body, reply_to)
+                for out in self._to(MANAGEMENT, "broker", [SchemaResponse(seq, schema)])]
+
     def attach_request(self, seq: int, label: str, system_id: uuid.UUID, reply_to: str) -> Send:
         """The ``A`` asking the management broker for banks (the current ones when
         attached before, so it may give them back)."""
@@ -490,22 +512,31 @@ class AgentProtocol:
         msg = EventIndication(0, schema, timestamp, severity, dict(arguments))
         return Send(MANAGEMENT, self.event_key(schema.class_key), encode(msg, self.registry))
 
-    def schema_broadcast(self, schema: SchemaClass, announce_package: bool = True) -> list[Send]:
-        """The ``p`` (when ``announce_package``) and ``q`` announcing ``schema``."""
+    def schema_broadcast(self, schema: SchemaClass, announce_package: bool = True,
+                         reply_to: str | None = None) -> list[Send]:
+        """The ``p`` (when ``announce_package``) and ``q`` announcing ``schema``.
+
+        With the agent's reply key ``reply_to`` a management broker learns the class
+        too: qpidd takes ``p``/``q`` on ``schema.*`` that carry a reply key as the
+        agent's announcement, asks it for the schema (an ``S`` without reply key,
+        see :meth:`schema_to_broker`) and then serves it to consoles."""
         key = schema.class_key
         out = []
         if announce_package:
             out += self._to(MANAGEMENT, "schema.package", [PackageIndication(0, key.package)])
         out += self._to(MANAGEMENT, "schema.class", [ClassIndication(0, schema.kind, key)])
+        if reply_to is not None:
+            out = [Send(o.exchange, o.routing_key, o.body, reply_to) for o in out]
         return out
 
-    def broadcast_all(self) -> list[Send]:
-        """Every served schema announced (each package once)."""
+    def broadcast_all(self, reply_to: str | None = None) -> list[Send]:
+        """Every served schema announced (each package once; ``reply_to`` as for
+        :meth:`schema_broadcast`)."""
         announced: set[str] = set()
         out: list[Send] = []
         for schema in self.registry:
             package = schema.class_key.package
-            out += self.schema_broadcast(schema, package not in announced)
+            out += self.schema_broadcast(schema, package not in announced, reply_to)
             announced.add(package)
         return out
 
