@@ -179,6 +179,7 @@ class Agent:
         self._publisher: asyncio.Task[None] | None = None
         self._correlator: Correlator[AttachAnswered] = Correlator()
         self._wake = asyncio.Event()
+        self._republish_again = False  # an ``x`` came: all objects again at the next interval
         self._running = False
         #: counters: published bodies, dropped outgoing bodies, bad requests
         self.stats = {"published": 0, "dropped": 0, "bad_requests": 0, "requests": 0}
@@ -497,9 +498,18 @@ class Agent:
 
     async def _publish_loop(self) -> None:
         while True:
+            woken = False
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.interval)
+                woken = True
             self._wake.clear()
+            if not woken and self._republish_again:
+                # the second publication after an ``x``: a console that learns of this
+                # agent only from the management broker's next publication (qpid-tool
+                # on qpidd) dropped what the first one brought
+                self._republish_again = False
+                for obj in self._objects.values():
+                    obj.props_changed = obj.stats_changed = True
             try:
                 self.publish_now()
             except Exception:  # keep publishing whatever one object did
@@ -583,6 +593,7 @@ class Agent:
             self._correlator.feed(event.seq, event)
         elif isinstance(event, ConsoleJoined):
             self.republish()
+            self._republish_again = True
         elif isinstance(event, GetRequested):
             self._serve_get(event)
         elif isinstance(event, PackagesRequested):
