@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
@@ -14,6 +18,7 @@ from qmf_async.tools import cli
 from qmf_async.tools.cli import _common, config
 
 PARSER = cli._parser()
+ROOT = Path(__file__).resolve().parent.parent
 
 #: every subcommand that takes one broker (the positional URL and -b/--broker)
 ONE_BROKER = ("stat", "queue-stats", "shell", "repl")
@@ -161,7 +166,13 @@ def test_pipeline_takes_no_broker() -> None:
         PARSER.parse_args(["pipeline", "--dataset", "d", "--out", "o", "-b", "h:1"])
 
 
-def test_bad_address_exits_with_the_usage_code(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["stat", "-b", "host:0"]) == _common.EXIT_USAGE
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "1-65535" in err[0]
+def test_bad_address_exits_with_the_usage_code() -> None:
+    # a process of its own: main() sets up logging for a command line
+    done = subprocess.run(
+        [sys.executable, "-m", "qmf_async.tools.cli", "stat", "-b", "host:0"],
+        capture_output=True, text=True, timeout=60, check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert done.returncode == _common.EXIT_USAGE
+    err = done.stderr.strip().splitlines()
+    assert len(err) == 1 and "1-65535" in err[0], done.stderr
