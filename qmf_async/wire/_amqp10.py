@@ -164,7 +164,7 @@ def decode_value(buf: bytes | memoryview, pos: int = 0) -> tuple[Any, int]:
         return _value(buf, pos, 0)
     except DecodeError:
         raise
-    except (ValueError, UnicodeDecodeError, struct.error, IndexError) as exc:
+    except (ValueError, UnicodeDecodeError, struct.error, IndexError, OverflowError) as exc:
         raise DecodeError(f"malformed AMQP 1.0 value at offset {pos}: {exc}") from exc
 
 
@@ -350,7 +350,8 @@ def decode_message(data: bytes | memoryview) -> Amqp10Message:
                 raise DecodeError(f"unknown AMQP 1.0 message section {descriptor!r}")
     except DecodeError:
         raise
-    except (ValueError, UnicodeDecodeError, struct.error, IndexError, TypeError) as exc:
+    except (ValueError, UnicodeDecodeError, struct.error, IndexError, TypeError,
+            OverflowError) as exc:
         raise DecodeError(f"malformed AMQP 1.0 message: {exc}") from exc
     if msg.body_kind == "data":
         msg.body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
