@@ -361,6 +361,12 @@ class ProtonTransport:
                     pt.push(bytes(view[:capacity]))
                     view = view[capacity:]
                     self._process()
+                if self._idle:
+                    # the idle deadline counts from the last input only once a tick has
+                    # seen it: tick now, not up to a ticker period later
+                    with contextlib.suppress(TransportException):
+                        pt.tick(asyncio.get_running_loop().time())
+                    self._process()
                 self._flush()
                 writer = self._writer
                 if writer is not None and writer.transport.get_write_buffer_size() \
@@ -436,6 +442,9 @@ class ProtonTransport:
             cond = transport.condition if transport is not None else None
             self._error = _describe(cond)
             self._fail_open(cond)
+            # the engine reads nothing more (an idle timeout, a framing error): lost
+            # now, not when the socket or the engine's output closes later
+            self._mark_lost(None, self._error)
         elif kind is Event.TRANSPORT_CLOSED:
             self._fail_open(None)
             self._mark_lost(None, self._error or "the connection closed")
