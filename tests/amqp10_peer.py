@@ -254,7 +254,7 @@ class PeerConnection:
         data.next()
         init = data.get_object()
         assert isinstance(init, Described) and init.descriptor == SASL_INIT, init
-        fields = list(init.value) + [None, None, None]
+        fields = [*init.value, None, None, None]
         mechanism, response = str(fields[0]), bytes(fields[1] or b"")
         ok, user = self._authenticate(mechanism, response)
         self.peer.sasl_log.append((mechanism, user, ok))

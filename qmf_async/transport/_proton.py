@@ -366,8 +366,7 @@ class ProtonTransport:
                     # seen it: tick now, not up to a ticker period later
                     with contextlib.suppress(TransportException):
                         pt.tick(asyncio.get_running_loop().time())
-                    self._process()
-                self._flush()
+                self._pump()
                 writer = self._writer
                 if writer is not None and writer.transport.get_write_buffer_size() \
                         > _WRITE_HIGH_WATER:
@@ -391,10 +390,19 @@ class ProtonTransport:
             except TransportException as exc:
                 self._mark_lost(exc, str(exc))
                 return
-            self._process()
-            self._flush()
+            self._pump()
             delay = deadline - loop.time() if deadline else 1.0
             await asyncio.sleep(min(max(delay, 0.01), 1.0))
+
+    def _pump(self) -> None:
+        """Handle the engine's events and write its output until neither gives more:
+        producing output makes events too (a SASL failure, the end of the output)."""
+        for _ in range(8):
+            self._process()
+            self._flush()
+            coll = self._coll
+            if coll is None or coll.peek() is None:
+                return
 
     def _process(self) -> None:
         coll = self._coll
