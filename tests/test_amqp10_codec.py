@@ -53,7 +53,7 @@ from qmf_async.wire import (
 # the recursive strategies have long reprs; hypothesis warns when it builds one
 pytestmark = pytest.mark.filterwarnings("ignore:Generating overly large repr")
 
-FAST = settings(max_examples=120, deadline=None,
+FAST = settings(max_examples=100, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 SLOW = settings(max_examples=3000, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
