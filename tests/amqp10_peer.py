@@ -514,6 +514,19 @@ class PeerConnection:
         conn.close()
         self._flush()
 
+    def send_raw(self, sub: Subscription, raw: bytes) -> None:
+        """Deliver ``raw`` (any bytes, valid message or not) on a client receiving link."""
+        sub.queue.append(raw)
+        self._pump(sub)
+
+    def detach(self, sub: Subscription, name: str = "amqp:resource-deleted",
+               description: str = "deleted by the test") -> None:
+        """Detach a client receiving link with an error."""
+        sub.link.condition = Condition(name, description)
+        sub.link.close()
+        self.subscriptions.pop(sub.link.name, None)
+        self._flush()
+
     def abort(self) -> None:
         self.stalled = True
         for task in self._tasks:
