@@ -370,7 +370,12 @@ class ProtonTransport:
                     pt.push(bytes(view[:capacity]))
                     view = view[capacity:]
                     self._process()
-                self._flush()
+                if self._idle:
+                    # the idle deadline counts from the last input only once a tick has
+                    # seen it: tick now, not up to a ticker period later
+                    with contextlib.suppress(TransportException):
+                        pt.tick(asyncio.get_running_loop().time())
+                self._pump()
                 writer = self._writer
                 if writer is not None and writer.transport.get_write_buffer_size() \
                         > _WRITE_HIGH_WATER:
@@ -394,10 +399,19 @@ class ProtonTransport:
             except TransportException as exc:
                 self._mark_lost(exc, str(exc))
                 return
-            self._process()
-            self._flush()
+            self._pump()
             delay = deadline - loop.time() if deadline else 1.0
             await asyncio.sleep(min(max(delay, 0.01), 1.0))
+
+    def _pump(self) -> None:
+        """Handle the engine's events and write its output until neither gives more:
+        producing output makes events too (a SASL failure, the end of the output)."""
+        for _ in range(8):
+            self._process()
+            self._flush()
+            coll = self._coll
+            if coll is None or coll.peek() is None:
+                return
 
     def _process(self) -> None:
         coll = self._coll
@@ -445,6 +459,9 @@ class ProtonTransport:
             cond = transport.condition if transport is not None else None
             self._error = _describe(cond)
             self._fail_open(cond)
+            # the engine reads nothing more (an idle timeout, a framing error): lost
+            # now, not when the socket or the engine's output closes later
+            self._mark_lost(None, self._error)
         elif kind is Event.TRANSPORT_CLOSED:
             self._fail_open(None)
             self._mark_lost(None, self._error or "the connection closed")

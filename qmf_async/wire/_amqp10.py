@@ -64,7 +64,8 @@ class Timestamp(int):
 
 @attrs.frozen
 class Described:
-    """A described value: ``descriptor`` (a Symbol or an int code) and ``value``."""
+    """A described value: ``descriptor`` (a Symbol, or an int code sent as a ulong) and
+    ``value``."""
 
     descriptor: Any
     value: Any
@@ -143,6 +144,8 @@ _FIXED: Final[dict[int, tuple[int, Any]]] = {
 _VARIABLE: Final = frozenset((0xA0, 0xA1, 0xA3, 0xB0, 0xB1, 0xB3))
 _CONSTANTS: Final[dict[int, Any]] = {0x40: None, 0x41: True, 0x42: False, 0x43: 0,
                                      0x44: 0, 0x45: []}
+#: most items accepted in an array of a zero-width constant (bounds memory per byte)
+_ZERO_WIDTH_ITEMS: Final = 64
 
 
 def _need(buf: bytes | memoryview, pos: int, n: int) -> None:
@@ -161,7 +164,7 @@ def decode_value(buf: bytes | memoryview, pos: int = 0) -> tuple[Any, int]:
         return _value(buf, pos, 0)
     except DecodeError:
         raise
-    except (ValueError, UnicodeDecodeError, struct.error, IndexError) as exc:
+    except (ValueError, UnicodeDecodeError, struct.error, IndexError, OverflowError) as exc:
         raise DecodeError(f"malformed AMQP 1.0 value at offset {pos}: {exc}") from exc
 
 
@@ -189,6 +192,8 @@ def _value(buf: bytes | memoryview, pos: int, depth: int) -> tuple[Any, int]:
 
 
 def _body(buf: bytes | memoryview, pos: int, code: int, depth: int) -> tuple[Any, int]:
+    if depth > MAX_DEPTH:  # arrays of arrays recurse here without passing _value
+        raise DecodeError(f"AMQP 1.0 value nested deeper than {MAX_DEPTH}")
     if code in _VARIABLE:
         if code & 0x10:
             _need(buf, pos, 4)
@@ -267,7 +272,10 @@ def _body(buf: bytes | memoryview, pos: int, code: int, depth: int) -> tuple[Any
             _need(buf, pos, 1)
             element = buf[pos]
             pos += 1
-        if count > size and element not in _CONSTANTS:
+        # every item takes a byte, except those of zero-width constants (null, true,
+        # false, 0, []), which are capped so a few bytes cannot claim 2**32 items
+        limit = _ZERO_WIDTH_ITEMS if element in _CONSTANTS else size
+        if count > limit:
             raise DecodeError(f"AMQP 1.0 array claims {count} items in {size} bytes")
         items = []
         for _ in range(count):
@@ -342,7 +350,8 @@ def decode_message(data: bytes | memoryview) -> Amqp10Message:
                 raise DecodeError(f"unknown AMQP 1.0 message section {descriptor!r}")
     except DecodeError:
         raise
-    except (ValueError, UnicodeDecodeError, struct.error, IndexError, TypeError) as exc:
+    except (ValueError, UnicodeDecodeError, struct.error, IndexError, TypeError,
+            OverflowError) as exc:
         raise DecodeError(f"malformed AMQP 1.0 message: {exc}") from exc
     if msg.body_kind == "data":
         msg.body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
@@ -432,7 +441,7 @@ def _typed(value: Typed10) -> bytes:
             return b"\x72" + _F32.pack(v)
         if t == "char":
             return b"\x73" + _U32.pack(ord(v))
-    except (struct.error, TypeError, ValueError) as exc:
+    except (struct.error, TypeError, ValueError, OverflowError) as exc:
         raise EncodeError(f"{v!r} is not a valid AMQP 1.0 {t}: {exc}") from exc
     raise EncodeError(f"unknown AMQP 1.0 type name {t!r}")
 
@@ -471,7 +480,10 @@ def encode_value(value: Any, *, _depth: int = 0) -> bytes:
     if isinstance(value, Typed10):
         return _typed(value)
     if isinstance(value, Described):
-        return (b"\x00" + encode_value(value.descriptor, _depth=_depth + 1)
+        descriptor = value.descriptor
+        if type(descriptor) is int:  # numeric descriptors are ulong (part 1, 1.5)
+            descriptor = Typed10("ulong", descriptor)
+        return (b"\x00" + encode_value(descriptor, _depth=_depth + 1)
                 + encode_value(value.value, _depth=_depth + 1))
     if isinstance(value, Mapping):
         parts = []
