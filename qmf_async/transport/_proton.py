@@ -150,9 +150,8 @@ class ProtonTransport:
         """Prepare a transport; nothing is sent before :meth:`connect`.
 
         ``prefetch`` is the link credit of each receiving link (0: a large default);
-        ``idle_timeout`` (seconds, 0 = none) is announced to the broker, which then
-        sends something at least every half of it, and a silent broker is declared
-        lost after it; ``sasl_mechanisms`` restricts the SASL mechanisms (default:
+        ``idle_timeout`` (seconds, 0 = none): a broker silent that long is declared
+        lost (proton announces half of it, so the broker sends well within it); ``sasl_mechanisms`` restricts the SASL mechanisms (default:
         EXTERNAL with a client certificate, PLAIN when the URL has a password, and
         ANONYMOUS); ``operation_timeout`` bounds each link attach.
 
