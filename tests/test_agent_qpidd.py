@@ -62,10 +62,10 @@ def qpidd_url(qpidd_v1: Qpidd, classic_tools: object) -> str:
 
 
 @contextlib.asynccontextmanager
-async def counter_agent(url: str) -> AsyncIterator[Agent]:
+async def counter_agent(url: str, interval: float = 0.5) -> AsyncIterator[Agent]:
     """An agent serving two counters over AMQP 1.0, attached to qpidd."""
     label = f"qpiddtest-{uuid.uuid4().hex[:8]}"
-    agent = Agent(url, label=label, schemas=[COUNTER, RESET], interval=0.5,
+    agent = Agent(url, label=label, schemas=[COUNTER, RESET], interval=interval,
                   transport_factory=ProtonTransport)
     agent.create_object("counter", name="ticks", count=0)
     agent.create_object("counter", name="tocks", count=100)
@@ -215,7 +215,10 @@ async def test_qpidd_attaches_the_agent_and_serves_its_classes(qpidd_url: str) -
 
 
 async def test_qpid_tool_lists_the_agents_objects_and_calls_a_method(qpidd_url: str) -> None:
-    async with counter_agent(qpidd_url) as agent, qpid_tool(qpidd_url) as tool:
+    # an agent interval longer than qpidd's publication interval (1 s here), as in
+    # deployments where agents publish every 10 s or so: see below
+    async with counter_agent(qpidd_url, interval=2.5) as agent, \
+            qpid_tool(qpidd_url) as tool:
         # qpid-tool learns of a v1 agent from qpidd's ``agent`` object (published at
         # qpidd's interval) and drops records of agents it does not know yet; the agent
         # publishes everything again one interval after qpid-tool's ``x``, by then known

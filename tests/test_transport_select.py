@@ -141,3 +141,15 @@ def test_protocol_names() -> None:
         Session(protocol="0-10")
     made = transport_factory("1.0")("amqp://h/", name="x")
     assert isinstance(made, AutoTransport) and made.protocol is None
+
+
+def test_the_agent_and_the_role_take_protocol() -> None:
+    from qmf_async.agent import Agent
+    from qmf_async.agent.broker import ManagementBroker
+
+    with pytest.raises(UsageError, match="protocol must be one of"):
+        Agent("amqp://h/", label="x", protocol="0-10")
+    with pytest.raises(UsageError, match="protocol must be one of"):
+        ManagementBroker("amqp://h/", protocol="bogus")
+    agent = Agent("amqp://h/", label="x", protocol="1.0")
+    assert agent._runtime._factory("amqp://h/").__class__ is AutoTransport

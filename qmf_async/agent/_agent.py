@@ -68,6 +68,7 @@ from ..transport import (
     TransportFactory,
     TransportProtocol,
 )
+from ..transport import transport_factory as make_transport_factory
 from ..wire import (
     ClassKey,
     ClassKind,
@@ -136,6 +137,7 @@ class Agent:
         tls: TlsOptions | None = None,
         connect_timeout: float = 10.0,
         transport_factory: TransportFactory | None = None,
+        protocol: str = "auto",
     ) -> None:
         """Prepare an agent; nothing is sent before :meth:`start`.
 
@@ -143,10 +145,11 @@ class Agent:
         management broker (``attach=False`` or no answer to ``A`` within
         ``attach_timeout``) the agent uses ``broker_bank``/``agent_bank`` (a random
         agent bank when None).  ``transport_factory`` builds the connection
-        (default: AMQP 0-9-1 over aiormq).
+        (default: the AMQP version from the broker's answer, or ``protocol``:
+        ``"0-9-1"``, ``"1.0"``).
 
         Raises:
-            UsageError: a bad interval, bank or limit.
+            UsageError: a bad interval, bank or limit, or an unknown protocol.
         """
         if interval <= 0 or method_timeout <= 0 or max_concurrency < 1 or max_outgoing < 1:
             raise UsageError("interval, method_timeout, max_concurrency and max_outgoing "
@@ -185,7 +188,8 @@ class Agent:
         self.stats = {"published": 0, "dropped": 0, "bad_requests": 0, "requests": 0}
         self._runtime = PeerRuntime(
             url, dispatch=self._dispatch, setup=self._setup,
-            transport_factory=transport_factory, tls=tls, name=f"qmf-agent {label}",
+            transport_factory=transport_factory or make_transport_factory(protocol), tls=tls,
+            name=f"qmf-agent {label}",
             connect_timeout=connect_timeout, max_outgoing=max_outgoing, reconnect=reconnect,
             on_reconnected=self._reconnected, stats=self.stats, what=f"agent {label}",
             log=log)

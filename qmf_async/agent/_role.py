@@ -26,6 +26,7 @@ from ..transport import (
     TransportProtocol,
     parse_url,
 )
+from ..transport import transport_factory as make_transport_factory
 from ..wire import (
     AttachRequest,
     AttachResponse,
@@ -178,11 +179,12 @@ class ManagementBroker:
         max_outgoing: int = 10_000,
         connect_timeout: float = 10.0,
         transport_factory: TransportFactory | None = None,
+        protocol: str = "auto",
     ) -> None:
         """Prepare the role; nothing is sent before :meth:`start`.
 
         ``transport_factory`` builds the connections of the role and of its own agent
-        (default: AMQP 0-9-1 over aiormq).
+        (default: the AMQP version from the broker's answer, or ``protocol``).
 
         Raises:
             UsageError: a malformed URL, a bank out of range or a non-positive time.
@@ -216,7 +218,7 @@ class ManagementBroker:
                            broker_bank=broker_bank, agent_bank=0, attach=False,
                            boot_sequence=boot_sequence, tls=tls,
                            connect_timeout=connect_timeout,
-                           transport_factory=transport_factory)
+                           transport_factory=transport_factory, protocol=protocol)
         #: every schema the role serves: its own class and those learned from agents
         self.registry = codec.SchemaRegistry([AGENT_CLASS])
         #: counters
@@ -232,7 +234,8 @@ class ManagementBroker:
         self._running = False
         self._runtime = PeerRuntime(
             url, dispatch=self._dispatch, setup=self._setup,
-            transport_factory=transport_factory, tls=tls, name=f"qmf-broker {label}",
+            transport_factory=transport_factory or make_transport_factory(protocol), tls=tls,
+            name=f"qmf-broker {label}",
             connect_timeout=connect_timeout, max_outgoing=max_outgoing,
             endpoint_max_length=10_000, endpoint_no_ack=False,
             on_lost=self._on_lost, on_reconnected=self._reconnected, stats=self.stats,

@@ -151,9 +151,10 @@ class ProtonTransport:
 
         ``prefetch`` is the link credit of each receiving link (0: a large default);
         ``idle_timeout`` (seconds, 0 = none): a broker silent that long is declared
-        lost (proton announces half of it, so the broker sends well within it); ``sasl_mechanisms`` restricts the SASL mechanisms (default:
-        EXTERNAL with a client certificate, PLAIN when the URL has a password, and
-        ANONYMOUS); ``operation_timeout`` bounds each link attach.
+        lost (proton announces half of it, so the broker sends well within it);
+        ``sasl_mechanisms`` restricts the SASL mechanisms (default: EXTERNAL with a
+        client certificate, PLAIN when the URL has a password, and ANONYMOUS);
+        ``operation_timeout`` bounds each link attach.
 
         Raises:
             UsageError: a bad ``prefetch``, ``idle_timeout`` or ``operation_timeout``.
