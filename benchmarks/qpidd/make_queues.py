@@ -1,5 +1,6 @@
 # Python 2.7: create N queues on a qpidd over AMQP 0-10 with the classic qpid client
 # (PYTHONPATH = a copy of classic-tools/lib). Prints one JSON line.
+# ruff: noqa: UP031  (Python 2.7: %-formatting)
 #   declare:   queue.declare commands pipelined on one session (no per-command sync),
 #              then one execution.sync: the broker has created them all when it returns.
 #   messaging: qpid.messaging senders to "NAME; {create: always}" (one round trip each).
