@@ -43,7 +43,9 @@ from benchmarks.qpidd.broker import (  # noqa: E402
     python2_env,
 )
 
-CLIENTS = ("classic", "raw_proton", "ours")
+CLIENTS = ("classic", "classic_nodelay", "raw_proton", "ours")
+LABELS = {"classic": "classic 0-10", "classic_nodelay": "classic+nodelay",
+          "raw_proton": "raw proton", "ours": "ours 1.0"}
 GET_GOAL, ECHO_GOAL = 2.5, 0.9
 
 
@@ -67,8 +69,10 @@ def client_command(name: str, q: Qpidd, opts: argparse.Namespace) -> tuple[list[
     common = ["--port", str(q.port), "--qpidd-pid", str(q.pid),
               "--seconds", str(opts.seconds), "--window", str(opts.window)]
     gets = ["--expect", str(opts.queues), "--repeat", str(opts.repeat)]
-    if name == "classic":
-        return [python2(), str(HERE / "classic_console.py"), *common, *gets], python2_env()
+    if name in ("classic", "classic_nodelay"):
+        nodelay = ["--nodelay"] if name == "classic_nodelay" else []
+        return ([python2(), str(HERE / "classic_console.py"), *common, *gets, *nodelay],
+                python2_env())
     if name == "raw_proton":
         return [sys.executable, str(HERE / "raw_proton.py"), *common], None
     return [sys.executable, str(HERE / "ours.py"), *common, *gets], None
@@ -115,8 +119,10 @@ def fmt(v: Any, spec: str = ".3g") -> str:
 
 
 def report(summary: dict[str, Any]) -> str:
-    cl, raw, ours = (summary["best"].get(c) for c in CLIENTS)
-    rows: list[list[str]] = []
+    """The table: one column per client that ran, then ours/classic and ours/raw."""
+    b = summary["best"]
+    cols = [c for c in CLIENTS if c in b or c == "ours"]
+    cl, raw, ours = b.get("classic"), b.get("raw_proton"), b.get("ours")
 
     def get(c: dict[str, Any] | None, k: str) -> Any:
         return None if c is None or "get_objects" not in c else c["get_objects"][k]
@@ -124,29 +130,31 @@ def report(summary: dict[str, Any]) -> str:
     def echo(c: dict[str, Any] | None, run: str, k: str) -> Any:
         return None if c is None else c[run][k]
 
-    rows.append(["get_objects seconds (best)", fmt(get(cl, "seconds")), "n/a",
-                 fmt(get(ours, "seconds")),
-                 fmt(ratio(get(cl, "seconds"), get(ours, "seconds"))) + "x faster", "--"])
-    rows.append(["  client CPU s", fmt(get(cl, "cpu")), "n/a", fmt(get(ours, "cpu")), "", ""])
-    rows.append(["  qpidd CPU s", fmt(get(cl, "qpidd_cpu")), "n/a", fmt(get(ours, "qpidd_cpu")),
-                 "", ""])
+    def each(f: Any, spec: str = ".3g") -> list[str]:
+        return [fmt(f(b.get(c)), spec) for c in cols]
+
+    rows: list[list[str]] = [
+        ["get_objects seconds (best)", *each(lambda c: get(c, "seconds")),
+         fmt(ratio(get(cl, "seconds"), get(ours, "seconds")), ".3g") +
+         (" x faster" if ours is not None else ""), ""],
+        ["  client CPU s", *each(lambda c: get(c, "cpu")), "", ""],
+        ["  qpidd CPU s", *each(lambda c: get(c, "qpidd_cpu")), "", ""]]
     for run, label in (("echo_1", "echo/s, 1 in flight"),
                        ("echo_window", f"echo/s, {summary['options']['window']} in flight")):
-        rows.append([label, fmt(echo(cl, run, "rate"), ".0f"), fmt(echo(raw, run, "rate"), ".0f"),
-                     fmt(echo(ours, run, "rate"), ".0f"),
+        rows.append([label, *each(lambda c, r=run: echo(c, r, "rate"), ".0f"),
                      fmt(ratio(echo(ours, run, "rate"), echo(cl, run, "rate"))),
                      fmt(ratio(echo(ours, run, "rate"), echo(raw, run, "rate")))])
         rows.append(["  qpidd CPU us/call",
-                     *(fmt(None if c is None else 1e6 * c[run]["qpidd_cpu_per_call"], ".0f")
-                       for c in (cl, raw, ours)), "", ""])
+                     *each(lambda c, r=run: None if c is None
+                           else 1e6 * c[r]["qpidd_cpu_per_call"], ".0f"), "", ""])
         rows.append(["  client CPU us/call",
-                     *(fmt(None if c is None else 1e6 * c[run]["cpu_per_call"], ".0f")
-                       for c in (cl, raw, ours)), "", ""])
-    rows.append(["max RSS MiB", *(fmt(None if c is None else c["max_rss_kb"] / 1024, ".0f")
-                                  for c in (cl, raw, ours)), "", ""])
-    header = ["", "classic 0-10", "raw proton", "ours 1.0", "ours/classic", "ours/raw"]
+                     *each(lambda c, r=run: None if c is None
+                           else 1e6 * c[r]["cpu_per_call"], ".0f"), "", ""])
+    rows.append(["max RSS MiB", *each(lambda c: None if c is None
+                                      else c["max_rss_kb"] / 1024, ".0f"), "", ""])
+    header = ["", *(LABELS[c] for c in cols), "ours/classic", "ours/raw"]
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True))
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
              for r in [header, *rows]]
     if ours is None:
         lines.append("ours: unavailable (qmf_async.transport._proton is not there yet)")
@@ -162,7 +170,8 @@ def main() -> int:
     p.add_argument("--repeat", type=int, default=3, help="get_objects per client process")
     p.add_argument("--quick", action="store_true", help="a smoke run: 200 queues, 1 s, 1 round")
     p.add_argument("--json", type=Path, help="write the results here")
-    p.add_argument("--clients", default=",".join(CLIENTS))
+    p.add_argument("--clients", default=",".join(CLIENTS),
+                   help="comma-separated subset of " + ",".join(CLIENTS))
     opts = p.parse_args()
     if opts.quick:
         opts.queues, opts.seconds, opts.rounds, opts.repeat = 200, 1.0, 1, 1

@@ -48,8 +48,8 @@ def test_driver_quick_run(needs_qpidd: None, tmp_path: Path) -> None:
     summary = json.loads(out.read_text())
     assert summary["create_queues"]["created"] == summary["options"]["queues"] > 0
 
-    expected = {"classic", "raw_proton", "ours"} - set(summary["unavailable"])
-    assert {"classic", "raw_proton"} <= expected
+    expected = {"classic", "classic_nodelay", "raw_proton", "ours"} - set(summary["unavailable"])
+    assert {"classic", "classic_nodelay", "raw_proton"} <= expected
     assert set(summary["runs"]) == expected
     for client in expected:
         for run in summary["runs"][client]:
