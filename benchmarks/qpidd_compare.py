@@ -62,7 +62,8 @@ def machine() -> dict[str, Any]:
     py2 = subprocess.run([python2(), "-c", "import platform; print(platform.python_version())"],
                          capture_output=True, text=True, timeout=30).stdout.strip()
     return {"nproc": os.cpu_count(), "cpu": cpu, "python": platform.python_version(),
-            "python2": py2, "python-qpid-proton": proton, "qpidd": str(QPIDD_HOME)}
+            "python2": py2, "python-qpid-proton": proton, "qpidd": str(QPIDD_HOME),
+            "loadavg_start": Path("/proc/loadavg").read_text().split()[:3]}
 
 
 def client_command(name: str, q: Qpidd, opts: argparse.Namespace) -> tuple[list[str], Any]:
@@ -206,6 +207,7 @@ def main() -> int:
         print(f"qpidd_compare: {exc}", file=sys.stderr)
         return 2
     summary["runs"] = runs
+    summary["machine"]["loadavg_end"] = Path("/proc/loadavg").read_text().split()[:3]
     summary["best"] = {c: best(r) for c, r in runs.items() if r}
     summary["unavailable"] = [c for c in CLIENTS if c not in summary["best"]]
     b = summary["best"]
