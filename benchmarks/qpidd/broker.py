@@ -150,14 +150,16 @@ class Qpidd:
             base.mkdir(parents=True, exist_ok=True)
         data = Path(tempfile.mkdtemp(prefix="data-", dir=base))
         self.log = base / "qpidd.log"
+        why = ""
         for _attempt in range(3):  # a free port can be taken between probe and bind
             self.port = free_port()
-            self.proc = subprocess.Popen(self.command(data, self.log),
-                                         stdin=subprocess.DEVNULL,
-                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            proc = self.proc = subprocess.Popen(self.command(data, self.log),
+                                                stdin=subprocess.DEVNULL,
+                                                stdout=subprocess.DEVNULL,
+                                                stderr=subprocess.PIPE)
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline:
-                if self.proc.poll() is not None:
+                if proc.poll() is not None:
                     break
                 try:
                     with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
@@ -167,11 +169,21 @@ class Qpidd:
             else:
                 self.stop()
                 raise QpiddError(f"qpidd did not listen on {self.port} within {timeout} s")
-        err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
-        raise QpiddError(f"qpidd exited with {self.proc.returncode}: {err.strip()[:300]}")
+            err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+            log = self.log.read_text(errors="replace") if self.log.exists() else ""
+            why = f"qpidd exited with {proc.returncode}: {(err + log).strip()[-300:]}"
+            self._end_process(timeout)
+        self.stop()
+        raise QpiddError(why)
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Stop qpidd (SIGTERM, then SIGKILL after ``timeout``)."""
+        """Stop qpidd (SIGTERM, then SIGKILL after ``timeout``) and remove its files."""
+        self._end_process(timeout)
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def _end_process(self, timeout: float) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -182,9 +194,6 @@ class Qpidd:
         if self.proc is not None and self.proc.stderr:
             self.proc.stderr.close()
         self.proc = None
-        if self._tmp is not None:
-            self._tmp.cleanup()
-            self._tmp = None
 
     def cpu(self) -> float:
         """qpidd's CPU seconds so far."""

@@ -43,7 +43,7 @@ def self_cpu() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-class Client(MessagingHandler):  # type: ignore[misc]
+class Client(MessagingHandler):
     """Runs the steps in order on proton's event loop; each step sends requests and
     handles replies until it calls :meth:`next_step`."""
 
