@@ -69,7 +69,7 @@ async def echo_run(broker: Any, window: int, seconds: float, qpidd_pid: int
             seq = next(next_seq)
             result = await broker.echo(seq, BODY)
             counts["calls"] += 1
-            if getattr(result, "status", 0) != 0:
+            if result.status != 0:
                 counts["failed"] += 1
 
     with Meter(qpidd_pid) as m:
