@@ -94,8 +94,8 @@ def payload_sizes(body_size: int) -> tuple[int, int]:
 # --------------------------------------------------------------------------- children
 
 async def role_qmf_agent(url: str, bank: int) -> None:
-    from qmf_async.wire._values import ObjectId
     from qmf_async.agent import Agent
+    from qmf_async.wire._values import ObjectId
 
     async with Agent(url, label="bench-echo", schemas=[broker_schema()], interval=3600.0,
                      broker_bank=BROKER_BANK, agent_bank=bank, attach=False,
