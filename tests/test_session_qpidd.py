@@ -311,3 +311,11 @@ def test_qmf_stat_takes_the_classic_broker_form(qpidd_v1: Any, classic_tools: An
     assert any(line.split()[:1] == [name] for line in proc.stdout.splitlines()), proc.stdout
     rc, out, _ = classic_tools("qpid-stat", "-b", qpidd_v1.address, "-q")
     assert rc == 0 and name in out
+
+
+async def test_the_session_and_the_agent_take_qpid_style_addresses(qpidd_v1: Any) -> None:
+    async with Session.connect(qpidd_v1.address) as session:  # host:port, no scheme
+        assert session.brokers[0].protocol == "1.0"
+        assert (await _broker_object(session)).port == qpidd_v1.port
+    async with Session.connect(f"guest/guest@{qpidd_v1.address}") as session:
+        assert (await _broker_object(session)).port == qpidd_v1.port

@@ -149,7 +149,8 @@ class Agent:
         ``"0-9-1"``, ``"1.0"``).
 
         Raises:
-            UsageError: a bad interval, bank or limit, or an unknown protocol.
+            UsageError: a bad interval, bank or limit, a malformed broker address, or an
+                unknown protocol.
         """
         if interval <= 0 or method_timeout <= 0 or max_concurrency < 1 or max_outgoing < 1:
             raise UsageError("interval, method_timeout, max_concurrency and max_outgoing "

@@ -66,6 +66,7 @@ from ..transport import (
     TlsOptions,
     TransportFactory,
     TransportProtocol,
+    broker_url,
     parse_url,
     transport_factory,
 )
@@ -753,7 +754,9 @@ class Session:
                          keyfile: str | None = None, verify_hostname: bool = True) -> Broker:
         """Connect to a broker: queues, bindings, ``B``/``b`` and the agent list.
 
-        ``amqps://`` URLs use TLS (``tls=`` or the ``cafile``/``certfile``/``keyfile``/
+        ``url`` may also be a qpid-tools address (``host:port``,
+        ``user/password@host:port``).  ``amqps://`` URLs use TLS (``tls=`` or the
+        ``cafile``/``certfile``/``keyfile``/
         ``verify_hostname`` shortcuts).  With ``manage_connections=True`` a failed
         connect is retried in the background and the Broker is returned at once.
 
@@ -764,6 +767,7 @@ class Session:
         """
         if self._closed:
             raise UsageError("the session is closed")
+        url = broker_url(url)  # qpid-style addresses (host:port, user/pass@host) too
         if tls is None and (cafile or certfile or keyfile or not verify_hostname):
             tls = TlsOptions(cafile, certfile, keyfile, verify_hostname)
         broker = Broker(self, url, tls=tls, timeout=timeout or self.timeout)

@@ -26,6 +26,7 @@ from ..transport import (
     TlsOptions,
     TransportFactory,
     TransportProtocol,
+    broker_url,
 )
 from ..transport import transport_factory as default_transport_factory
 from ._backoff import retry_with_backoff
@@ -92,7 +93,7 @@ class PeerRuntime:
         """
         if max_outgoing < 1 or connect_timeout <= 0:
             raise UsageError("max_outgoing and connect_timeout must be positive")
-        self.url = url
+        self.url = broker_url(url)  # qpid-tools addresses (host:port, ...) too
         self.reconnect = reconnect
         self._dispatch_to = dispatch
         self._setup = setup
