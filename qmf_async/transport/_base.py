@@ -19,6 +19,7 @@ import attrs
 from ..errors import UsageError
 
 __all__ = [
+    "Body",
     "DIRECT_EXCHANGE",
     "MANAGEMENT_EXCHANGE",
     "QMF_CONTENT_TYPE",
@@ -40,6 +41,9 @@ MANAGEMENT_EXCHANGE: Final = "qpid.management"
 DIRECT_EXCHANGE: Final = "amq.direct"
 #: content type of QMF v1 bodies
 QMF_CONTENT_TYPE: Final = "x-application/qmf"
+
+#: what :meth:`Transport.publish` sends: v1 bytes, or a v2 map or list
+Body = bytes | Mapping[str, Any] | list[Any]
 
 _DEFAULT_PORTS: Final = {"amqp": 5672, "amqps": 5671}
 
@@ -64,7 +68,10 @@ class Delivery:
     """One received message, in QMF terms.
 
     ``endpoint`` is the name of the endpoint (queue) it came from; ``headers`` is the
-    application headers table (empty mapping when absent).
+    application headers table (empty mapping when absent).  A QMF v2 map message
+    arrives with its body decoded in ``value`` (a dict or list: an AMQP 1.0 amqp-value,
+    or an AMQP 0-9-1 body of content type ``amqp/map``/``amqp/list``) and ``body``
+    empty; ``correlation_id`` is the message's correlation id (v2 requests carry one).
     """
 
     body: bytes
@@ -75,6 +82,8 @@ class Delivery:
     headers: Mapping[str, Any]
     user_id: str | None
     endpoint: str
+    value: Any = None
+    correlation_id: Any = None
 
 
 @attrs.frozen
@@ -346,7 +355,7 @@ class Transport(Protocol):
 
     async def publish(
         self,
-        body: bytes,
+        body: Body,
         *,
         exchange: str,
         routing_key: str,
@@ -354,9 +363,15 @@ class Transport(Protocol):
         content_type: str | None = QMF_CONTENT_TYPE,
         headers: Mapping[str, Any] | None = None,
         user_id: str | None = None,
+        correlation_id: str | None = None,
     ) -> None:
         """Send ``body`` to ``exchange`` with ``routing_key``, the reply key
-        ``reply_to`` and application ``headers``.
+        ``reply_to``, application ``headers`` and ``correlation_id``.
+
+        ``body`` is bytes (a QMF v1 body, sent as it is), or a dict or list: a QMF v2
+        map message, sent as an AMQP 1.0 amqp-value, or over AMQP 0-9-1 in the AMQP 0-10
+        map/list encoding with content type ``amqp/map``/``amqp/list`` (``content_type``
+        is then ignored).
 
         Raises:
             UsageError: something in the message cannot be sent.

@@ -65,6 +65,7 @@ from ._aiormq import _ssl_context
 from ._base import (
     DIRECT_EXCHANGE,
     QMF_CONTENT_TYPE,
+    Body,
     BrokerAddress,
     Delivery,
     TlsOptions,
@@ -575,9 +576,12 @@ class ProtonTransport:
             self._top_up(link)
             return
         body = msg.body
+        value: Any = None
         if msg.body_kind != "data":
             if msg.body_kind == "value" and isinstance(body, bytes):
                 pass
+            elif msg.body_kind == "value" and isinstance(body, (dict, list)):
+                value, body = body, b""  # a QMF v2 map message
             else:
                 self.unsupported += 1
                 _log.debug("dropped a message with a %s body from %s", msg.body_kind, self.where)
@@ -591,7 +595,7 @@ class ProtonTransport:
             reply_to=msg.reply_to, content_type=msg.content_type,
             headers=msg.application_properties,
             user_id=user.decode("utf-8", "replace") if user is not None else None,
-            endpoint=receiver.endpoint)
+            endpoint=receiver.endpoint, value=value, correlation_id=msg.correlation_id)
         if not dlv.settled:
             dlv.update(PnDelivery.ACCEPTED)
         dlv.settle()
@@ -755,7 +759,7 @@ class ProtonTransport:
 
     async def publish(
         self,
-        body: bytes,
+        body: Body,
         *,
         exchange: str,
         routing_key: str,
@@ -763,9 +767,10 @@ class ProtonTransport:
         content_type: str | None = QMF_CONTENT_TYPE,
         headers: Mapping[str, Any] | None = None,
         user_id: str | None = None,
+        correlation_id: str | None = None,
     ) -> None:
-        """Send ``body`` (a data section) to ``exchange`` with subject ``routing_key``;
-        waits for link credit.
+        """Send ``body`` to ``exchange`` with subject ``routing_key``: bytes in a data
+        section, a dict or list (QMF v2) as an amqp-value; waits for link credit.
 
         Raises:
             UsageError: something in the message cannot be encoded.
@@ -791,10 +796,13 @@ class ProtonTransport:
         if reply_to is not None and "/" not in reply_to:
             reply_to = f"{DIRECT_EXCHANGE}/{reply_to}"
         try:
+            is_value = not isinstance(body, (bytes, bytearray, memoryview))
             data = encode_amqp10_message(
-                body, subject=routing_key, reply_to=reply_to, content_type=content_type,
-                application_properties=headers,
-                user_id=user_id.encode("utf-8") if user_id is not None else None)
+                body, subject=routing_key, reply_to=reply_to,
+                content_type=None if is_value else content_type,
+                application_properties=headers, correlation_id=correlation_id,
+                user_id=user_id.encode("utf-8") if user_id is not None else None,
+                body_kind="value" if is_value else "data")
         except EncodeError as exc:
             raise UsageError(f"cannot send this message: {exc}") from exc
         sender.tag += 1

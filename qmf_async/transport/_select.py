@@ -17,6 +17,7 @@ from ..errors import ProtocolMismatchError, QmfTimeout, TransportError, UsageErr
 from ._aiormq import AiormqTransport
 from ._base import (
     QMF_CONTENT_TYPE,
+    Body,
     Delivery,
     TlsOptions,
     TransportFactory,
@@ -221,7 +222,7 @@ class AutoTransport:
 
     async def publish(
         self,
-        body: bytes,
+        body: Body,
         *,
         exchange: str,
         routing_key: str,
@@ -229,6 +230,7 @@ class AutoTransport:
         content_type: str | None = QMF_CONTENT_TYPE,
         headers: Mapping[str, Any] | None = None,
         user_id: str | None = None,
+        correlation_id: str | None = None,
     ) -> None:
         """As :meth:`TransportProtocol.publish`.
 
@@ -242,7 +244,7 @@ class AutoTransport:
             inner = self._connected()
         await inner.publish(body, exchange=exchange, routing_key=routing_key,
                             reply_to=reply_to, content_type=content_type, headers=headers,
-                            user_id=user_id)
+                            user_id=user_id, correlation_id=correlation_id)
 
     def set_dispatcher(self, dispatch: Callable[[Delivery], None]) -> None:
         """As :meth:`TransportProtocol.set_dispatcher` (kept for the connection to come).
