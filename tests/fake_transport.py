@@ -50,7 +50,7 @@ from qmf_async import (
     TransportError,
     wire,
 )
-from qmf_async.transport import Delivery, TransportFactory, TransportProtocol
+from qmf_async.transport import Body, Delivery, TransportFactory, TransportProtocol
 
 MANAGEMENT = "qpid.management"
 DIRECT = "amq.direct"
@@ -239,11 +239,13 @@ class FakeTransport:
                                         no_ack=no_ack)
         return name
 
-    async def bind(self, endpoint: str, exchange: str, routing_key: str) -> None:
+    async def bind(self, endpoint: str, exchange: str, routing_key: str, *,
+                   selector: str | None = None) -> None:
         self._check()
         self.endpoints.setdefault(endpoint, []).append((exchange, routing_key))
 
-    async def unbind(self, endpoint: str, exchange: str, routing_key: str) -> None:
+    async def unbind(self, endpoint: str, exchange: str, routing_key: str, *,
+                     selector: str | None = None) -> None:
         self._check()
         with_key = self.endpoints.get(endpoint, [])
         if (exchange, routing_key) in with_key:
@@ -256,12 +258,13 @@ class FakeTransport:
         self._lost_callbacks.append(callback)
 
     # -- messages
-    async def publish(self, body: bytes, *, exchange: str, routing_key: str,
+    async def publish(self, body: Body, *, exchange: str, routing_key: str,
                       reply_to: str | None = None, content_type: str | None = "x-application/qmf",
-                      headers: Mapping[str, Any] | None = None, user_id: str | None = None) -> None:
+                      headers: Mapping[str, Any] | None = None, user_id: str | None = None,
+                      correlation_id: str | None = None) -> None:
         self._check()
         if not isinstance(body, bytes):
-            raise TypeError("body must be bytes")
+            raise TypeError("this fake bus carries QMF v1 bodies (bytes) only")
         try:
             messages = wire.decode(body, self.bus.schemas)
         except wire.DecodeError as exc:  # the session never sends garbage

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import copy
 import functools
 import itertools
 from collections.abc import Callable, Mapping, Sequence
@@ -31,6 +32,7 @@ from qmf_async.transport import (
     DIRECT_EXCHANGE,
     MANAGEMENT_EXCHANGE,
     QMF_CONTENT_TYPE,
+    Body,
     Delivery,
     TlsOptions,
     TransportFactory,
@@ -238,7 +240,8 @@ class MemoryTransport:
         if exchange not in self.bus.exchanges:
             raise TransportError(f"no exchange {exchange!r} on the memory bus")
 
-    async def bind(self, endpoint: str, exchange: str, routing_key: str) -> None:
+    async def bind(self, endpoint: str, exchange: str, routing_key: str, *,
+                   selector: str | None = None) -> None:
         self._check()
         self._bindable(exchange)
         queue = self.bus.queues.get(endpoint)
@@ -246,23 +249,29 @@ class MemoryTransport:
             raise TransportError(f"no queue {endpoint!r} on the memory bus")
         queue.bindings.add((exchange, routing_key))
 
-    async def unbind(self, endpoint: str, exchange: str, routing_key: str) -> None:
+    async def unbind(self, endpoint: str, exchange: str, routing_key: str, *,
+                     selector: str | None = None) -> None:
         self._check()
         queue = self.bus.queues.get(endpoint)
         if queue is not None:
             queue.bindings.discard((exchange, routing_key))
 
-    async def publish(self, body: bytes, *, exchange: str, routing_key: str,
+    async def publish(self, body: Body, *, exchange: str, routing_key: str,
                       reply_to: str | None = None, content_type: str | None = QMF_CONTENT_TYPE,
                       headers: Mapping[str, Any] | None = None,
-                      user_id: str | None = None) -> None:
+                      user_id: str | None = None, correlation_id: str | None = None) -> None:
         self._check()
-        if not isinstance(body, (bytes, bytearray)):
-            raise UsageError(f"body must be bytes, not {type(body).__name__}")
-        delivery = Delivery(bytes(body), exchange, routing_key, reply_to, content_type,
-                            dict(headers or {}), user_id, "")
+        if isinstance(body, (dict, list)):  # a v2 map message: handed over as a value
+            raw, value = b"", copy.deepcopy(body)
+            content_type = "amqp/map" if isinstance(body, dict) else "amqp/list"
+        elif isinstance(body, (bytes, bytearray)):
+            raw, value = bytes(body), None
+        else:
+            raise UsageError(f"body must be bytes, a dict or a list, not {type(body).__name__}")
+        delivery = Delivery(raw, exchange, routing_key, reply_to, content_type,
+                            dict(headers or {}), user_id, "", value, correlation_id)
         routed = self.bus.route(exchange, routing_key, delivery)
-        self.bus.sent.append(Sent(exchange, routing_key, bytes(body), reply_to,
+        self.bus.sent.append(Sent(exchange, routing_key, raw, reply_to,
                                   dict(headers or {}), self.name, routed))
 
     def set_dispatcher(self, dispatch: Callable[[Delivery], None]) -> None:

@@ -43,6 +43,8 @@ from pamqp import commands as spec
 from ..errors import (
     AuthenticationError,
     ConnectionLostError,
+    DecodeError,
+    EncodeError,
     NotConnectedError,
     ProtocolMismatchError,
     QmfError,
@@ -50,9 +52,11 @@ from ..errors import (
     TransportError,
     UsageError,
 )
+from ..wire import decode_v2_body, encode_v2_body
 from ._base import (
     MANAGEMENT_EXCHANGE,
     QMF_CONTENT_TYPE,
+    Body,
     BrokerAddress,
     Delivery,
     TlsOptions,
@@ -86,7 +90,12 @@ _set_body, _set_exchange, _set_routing_key, _set_reply_to = (
 _set_content_type, _set_headers, _set_user_id, _set_endpoint = (
     Delivery.__dict__[name].__set__ for name in ("content_type", "headers", "user_id", "endpoint")
 )
-assert len(attrs.fields(Delivery)) == 8  # every field is set by the consumer
+_set_value, _set_correlation_id = (
+    Delivery.__dict__[name].__set__ for name in ("value", "correlation_id")
+)
+assert len(attrs.fields(Delivery)) == 10  # every field is set by the consumer
+#: content types of QMF v2 map messages over AMQP 0-9-1 (AMQP 0-10 map and list encodings)
+_V2_CONTENT_TYPES: Final = frozenset({"amqp/map", "amqp/list"})
 
 
 #: aiormq's loggers that report connection setup and loss (records are created on each
@@ -174,6 +183,8 @@ class AiormqTransport:
 
     #: the AMQP version this transport speaks
     protocol: Final = "0-9-1"
+    #: bind(selector=...) is ignored: AMQP 0-9-1 has no message selectors
+    server_selectors: Final = False
 
     def __init__(
         self,
@@ -421,7 +432,8 @@ class AiormqTransport:
 
         return await self._control(f"open endpoint {name or '(server-named)'}", run)
 
-    async def bind(self, endpoint: str, exchange: str, routing_key: str) -> None:
+    async def bind(self, endpoint: str, exchange: str, routing_key: str, *,
+                   selector: str | None = None) -> None:
         """Bind ``endpoint`` to ``exchange`` with ``routing_key``.
 
         Raises:
@@ -433,7 +445,8 @@ class AiormqTransport:
             lambda ch: ch.queue_bind(endpoint, exchange, routing_key=routing_key),
         )
 
-    async def unbind(self, endpoint: str, exchange: str, routing_key: str) -> None:
+    async def unbind(self, endpoint: str, exchange: str, routing_key: str, *,
+                     selector: str | None = None) -> None:
         """Remove the binding of ``endpoint`` to ``exchange`` with ``routing_key``.
 
         Raises:
@@ -490,7 +503,7 @@ class AiormqTransport:
 
     async def publish(
         self,
-        body: bytes,
+        body: Body,
         *,
         exchange: str,
         routing_key: str,
@@ -498,8 +511,11 @@ class AiormqTransport:
         content_type: str | None = QMF_CONTENT_TYPE,
         headers: Mapping[str, Any] | None = None,
         user_id: str | None = None,
+        correlation_id: str | None = None,
     ) -> None:
-        """Send ``body`` to ``exchange`` with ``routing_key``; no broker confirm.
+        """Send ``body`` to ``exchange`` with ``routing_key``; no broker confirm.  A dict
+        or list body (QMF v2) goes in the AMQP 0-10 map/list encoding with content
+        type ``amqp/map``/``amqp/list``.
 
         ``reply_to`` is the plain reply key (the responder publishes to
         ``amq.direct`` with it).  ``user_id`` must equal the authenticated user or
@@ -511,6 +527,11 @@ class AiormqTransport:
             NotConnectedError: the transport is not open (never opened, closed, lost).
             TransportError: the publish channel could not be (re)opened.
         """
+        if not isinstance(body, (bytes, bytearray)):
+            try:
+                content_type, body = encode_v2_body(body)
+            except EncodeError as exc:
+                raise UsageError(f"cannot send this map message: {exc}") from exc
         ch = self._publish_ch
         if self._state != "open" or ch is None or ch.is_closed:
             ch = await self._reopen_publish_channel()
@@ -519,6 +540,7 @@ class AiormqTransport:
             headers=(headers if type(headers) is dict else dict(headers)) if headers else None,
             reply_to=reply_to,
             user_id=user_id,
+            correlation_id=correlation_id,
             message_id=f"{getrandbits(128) & _UUID4_KEEP | _UUID4_SET:032x}",
         )
         try:
@@ -595,6 +617,7 @@ class AiormqTransport:
         append = buffer.append
         empty = _EMPTY_HEADERS
         new = _new_object
+        v2_types = _V2_CONTENT_TYPES
 
         async def on_message(message: Any) -> None:
             # aiormq runs this in a task of its own, tasks start in arrival order, and
@@ -602,14 +625,25 @@ class AiormqTransport:
             props = message.header.properties
             deliver = message.delivery
             delivery = new(Delivery)
-            _set_body(delivery, message.body)
+            content_type = props.content_type
+            body = message.body
+            value = None
+            if content_type in v2_types:
+                try:
+                    value = decode_v2_body(content_type, body)
+                    body = b""
+                except DecodeError as exc:  # handed on undecoded: the core reports it
+                    log.warning("malformed %s body from %s: %s", content_type, endpoint, exc)
+            _set_body(delivery, body)
             _set_exchange(delivery, deliver.exchange)
             _set_routing_key(delivery, deliver.routing_key)
             _set_reply_to(delivery, props.reply_to)
-            _set_content_type(delivery, props.content_type)
+            _set_content_type(delivery, content_type)
             _set_headers(delivery, props.headers or empty)
             _set_user_id(delivery, props.user_id)
             _set_endpoint(delivery, endpoint)
+            _set_value(delivery, value)
+            _set_correlation_id(delivery, props.correlation_id)
             if no_ack:
                 dispatch = self._dispatch
                 # The reader hands each batch over without awaiting, so an empty buffer

@@ -335,8 +335,14 @@ class Transport(Protocol):
         """
         ...
 
-    async def bind(self, endpoint: str, exchange: str, routing_key: str) -> None:
+    async def bind(self, endpoint: str, exchange: str, routing_key: str, *,
+                   selector: str | None = None) -> None:
         """Bind ``endpoint`` to ``exchange`` with ``routing_key``.
+
+        ``selector`` (a JMS selector over the application properties and the subject)
+        asks the broker to pass only matching messages where the transport can
+        (``server_selectors`` True: AMQP 1.0 to qpidd); elsewhere it is ignored, so a
+        caller always filters what it receives itself.
 
         Raises:
             NotConnectedError: not open.
@@ -344,8 +350,10 @@ class Transport(Protocol):
         """
         ...
 
-    async def unbind(self, endpoint: str, exchange: str, routing_key: str) -> None:
-        """Remove a binding made by :meth:`bind` or :meth:`open_endpoint`.
+    async def unbind(self, endpoint: str, exchange: str, routing_key: str, *,
+                     selector: str | None = None) -> None:
+        """Remove a binding made by :meth:`bind` (with the same ``selector``) or
+        :meth:`open_endpoint`.
 
         Raises:
             NotConnectedError: not open.

@@ -81,6 +81,7 @@ _log: Final = logging.getLogger("qmf_async.transport.proton")
 
 DIRECT_FILTER: Final = "apache.org:legacy-amqp-direct-binding:string"
 TOPIC_FILTER: Final = "apache.org:legacy-amqp-topic-binding:string"
+SELECTOR_FILTER: Final = "apache.org:selector-filter:string"
 #: exchanges addressed with the direct-binding filter (the others get the topic filter)
 DIRECT_EXCHANGES: Final = frozenset({DIRECT_EXCHANGE, "qmf.default.direct"})
 
@@ -90,11 +91,12 @@ _UNLIMITED_CREDIT: Final = 10_000
 
 
 class _Receiver:
-    __slots__ = ("endpoint", "exchange", "key", "link", "name", "no_ack", "opened")
+    __slots__ = ("endpoint", "exchange", "key", "link", "name", "no_ack", "opened", "selector")
 
     def __init__(self, name: str, endpoint: str, exchange: str, key: str, no_ack: bool,
-                 link: Link, opened: asyncio.Future[None]) -> None:
+                 link: Link, opened: asyncio.Future[None], selector: str | None = None) -> None:
         self.name = name
+        self.selector = selector
         self.endpoint = endpoint
         self.exchange = exchange
         self.key = key
@@ -121,7 +123,8 @@ class _Endpoint:
 
     def __init__(self, no_ack: bool) -> None:
         self.no_ack = no_ack
-        self.bindings: dict[tuple[str, str], str] = {}  # (exchange, key) -> link name
+        # (exchange, key, selector) -> link name
+        self.bindings: dict[tuple[str, str, str | None], str] = {}
 
 
 class ProtonTransport:
@@ -136,6 +139,8 @@ class ProtonTransport:
 
     #: the AMQP version this transport speaks
     protocol: Final = "1.0"
+    #: bind(selector=...) is applied by the broker
+    server_selectors: Final = True
 
     def __init__(
         self,
@@ -529,7 +534,7 @@ class ProtonTransport:
         if receiver is not None:
             endpoint = self._endpoints.get(receiver.endpoint)
             if endpoint is not None:
-                endpoint.bindings.pop((receiver.exchange, receiver.key), None)
+                endpoint.bindings.pop((receiver.exchange, receiver.key, receiver.selector), None)
             error = TransportError(
                 f"{self.where} refused to bind {receiver.exchange!r} key {receiver.key!r}: "
                 f"{_describe(cond)}")
@@ -659,8 +664,11 @@ class ProtonTransport:
         await asyncio.gather(*(self.bind(endpoint, ex, key) for ex, key in bindings))
         return endpoint
 
-    async def bind(self, endpoint: str, exchange: str, routing_key: str) -> None:
-        """Attach a receiving link from ``exchange`` filtered on ``routing_key``.
+    async def bind(self, endpoint: str, exchange: str, routing_key: str, *,
+                   selector: str | None = None) -> None:
+        """Attach a receiving link from ``exchange`` filtered on ``routing_key`` and, when
+        given, the JMS ``selector`` (``apache.org:selector-filter:string``: the broker
+        passes only the messages whose properties match; qpidd implements it).
 
         Raises:
             UsageError: an unknown endpoint.
@@ -672,7 +680,7 @@ class ProtonTransport:
         ep = self._endpoints.get(endpoint)
         if ep is None:
             raise UsageError(f"no endpoint {endpoint!r} on this transport")
-        existing = ep.bindings.get((exchange, routing_key))
+        existing = ep.bindings.get((exchange, routing_key, selector))
         if existing is not None:
             receiver = self._receivers.get(existing)
             if receiver is not None:
@@ -685,15 +693,19 @@ class ProtonTransport:
         link = session.receiver(link_name)
         link.source.address = exchange
         descriptor = DIRECT_FILTER if exchange in DIRECT_EXCHANGES else TOPIC_FILTER
-        link.source.filter.put_dict(
-            {symbol("qmf-binding"): Described(symbol(descriptor), routing_key)})
+        filters: dict[Any, Any] = {
+            symbol("qmf-binding"): Described(symbol(descriptor), routing_key)}
+        if selector is not None:
+            filters[symbol("qmf-selector")] = Described(symbol(SELECTOR_FILTER), selector)
+        link.source.filter.put_dict(filters)
         link.target.address = endpoint
         if ep.no_ack:
             link.snd_settle_mode = Link.SND_SETTLED
         opened: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        receiver = _Receiver(link_name, endpoint, exchange, routing_key, ep.no_ack, link, opened)
+        receiver = _Receiver(link_name, endpoint, exchange, routing_key, ep.no_ack, link, opened,
+                             selector)
         self._receivers[link_name] = receiver
-        ep.bindings[(exchange, routing_key)] = link_name
+        ep.bindings[(exchange, routing_key, selector)] = link_name
         link.open()
         link.flow(self._credit)
         self._flush()
@@ -703,7 +715,8 @@ class ProtonTransport:
             self._drop_receiver(link_name)
             raise
 
-    async def unbind(self, endpoint: str, exchange: str, routing_key: str) -> None:
+    async def unbind(self, endpoint: str, exchange: str, routing_key: str, *,
+                     selector: str | None = None) -> None:
         """Detach the link of a binding made by :meth:`bind` (nothing when absent).
 
         Raises:
@@ -711,7 +724,8 @@ class ProtonTransport:
         """
         self._check_open()
         ep = self._endpoints.get(endpoint)
-        link_name = ep.bindings.get((exchange, routing_key)) if ep is not None else None
+        link_name = ep.bindings.get((exchange, routing_key, selector)) if ep is not None \
+            else None
         if link_name is not None:
             self._drop_receiver(link_name)
             self._flush()
@@ -722,7 +736,7 @@ class ProtonTransport:
             return
         ep = self._endpoints.get(receiver.endpoint)
         if ep is not None:
-            ep.bindings.pop((receiver.exchange, receiver.key), None)
+            ep.bindings.pop((receiver.exchange, receiver.key, receiver.selector), None)
         with contextlib.suppress(Exception):
             receiver.link.close()
 

@@ -98,6 +98,11 @@ class AutoTransport:
         return found if isinstance(found, str) else None
 
     @property
+    def server_selectors(self) -> bool:
+        """True when ``bind(selector=...)`` is applied by the broker."""
+        return bool(getattr(self._inner, "server_selectors", False))
+
+    @property
     def is_open(self) -> bool:
         """True while connected and not closing."""
         return self._inner is not None and self._inner.is_open
@@ -202,23 +207,25 @@ class AutoTransport:
             dead_letter_exchange=dead_letter_exchange,
             dead_letter_routing_key=dead_letter_routing_key, no_ack=no_ack)
 
-    async def bind(self, endpoint: str, exchange: str, routing_key: str) -> None:
+    async def bind(self, endpoint: str, exchange: str, routing_key: str, *,
+                   selector: str | None = None) -> None:
         """As :meth:`TransportProtocol.bind`.
 
         Raises:
             NotConnectedError: not open.
             TransportError: the broker refused.
         """
-        await self._connected().bind(endpoint, exchange, routing_key)
+        await self._connected().bind(endpoint, exchange, routing_key, selector=selector)
 
-    async def unbind(self, endpoint: str, exchange: str, routing_key: str) -> None:
+    async def unbind(self, endpoint: str, exchange: str, routing_key: str, *,
+                     selector: str | None = None) -> None:
         """As :meth:`TransportProtocol.unbind`.
 
         Raises:
             NotConnectedError: not open.
             TransportError: the broker refused.
         """
-        await self._connected().unbind(endpoint, exchange, routing_key)
+        await self._connected().unbind(endpoint, exchange, routing_key, selector=selector)
 
     async def publish(
         self,
