@@ -58,7 +58,6 @@ from ._messages import (
 )
 from ._record import HEADER_SIZE, RecordLayout, make_oid
 from ._schema import SchemaArgument, SchemaClass, SchemaMethod, SchemaProperty, SchemaStatistic
-from ._v2body import decode_v2_body, encode_v2_body
 from ._values import SEVERITY_NAMES, Access, ClassKey, ClassKind, ObjectId, QmfType
 
 __all__ = [
@@ -122,8 +121,6 @@ __all__ = [
     "decode_amqp10_value",
     "encode_amqp10_message",
     "encode_amqp10_value",
-    "decode_v2_body",
-    "encode_v2_body",
     "plain_reader",
     "reader_of",
 ]
