@@ -167,27 +167,27 @@ class V2ObjectId:
 
 @attrs.frozen(slots=True)
 class V2SchemaId:
-    """A v2 schema id: package, class, ``type`` (``_data`` or ``_event``) and the
-    schema hash (qpidd sends a uuid; None when absent)."""
+    """A v2 schema id: package (``""`` when absent: any package in a query), class,
+    ``type`` (``_data`` or ``_event``; None when absent, as in qpidd's own queries) and
+    the schema hash (qpidd sends a uuid; None when absent)."""
 
     package: str
     class_name: str
-    type: str = "_data"
+    type: str | None = None
     hash: bytes | uuid.UUID | None = None
 
     def to_map(self) -> dict[str, Any]:
-        """The wire map (an empty package or a None hash left out)."""
+        """The wire map (an empty package, a None type or hash left out)."""
         out: dict[str, Any] = {"_class_name": self.class_name}
         if self.package:
             out["_package_name"] = self.package
-        if self.type:
-            out["_type"] = self.type
+        _put(out, "_type", self.type)
         _put(out, "_hash", self.hash)
         return out
 
     @classmethod
     def from_map(cls, value: Any, where: str = "_schema_id") -> V2SchemaId:
-        """Read a wire map (a missing package is ``""``, a missing type ``_data``).
+        """Read a wire map (a missing package is ``""``).
 
         Raises:
             DecodeError: not a map, no ``_class_name``, or a part of the wrong type.
@@ -200,7 +200,7 @@ class V2SchemaId:
         return cls(
             _opt_text(m.get("_package_name"), f"{where}._package_name") or "",
             _text(_required(m, "_class_name", where), f"{where}._class_name"),
-            _opt_text(m.get("_type"), f"{where}._type") or "_data",
+            _opt_text(m.get("_type"), f"{where}._type"),
             digest)
 
 
