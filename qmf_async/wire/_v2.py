@@ -83,9 +83,12 @@ def _opt_int(value: Any, where: str) -> int | None:
 
 
 def _map(value: Any, where: str) -> dict[str, Any]:
-    """A map with text keys (bytes keys decoded), as a new plain dict."""
+    """A map with text keys (bytes keys decoded): a decoded ``dict`` whose keys are all
+    ``str`` is taken as it is (decoded bodies are fresh), anything else is copied."""
     if not isinstance(value, Mapping):
         raise DecodeError(f"QMF v2 {where} must be a map, not {type(value).__name__}")
+    if isinstance(value, dict) and all(type(key) is str for key in value):
+        return value
     out: dict[str, Any] = {}
     for key, item in value.items():
         out[key if type(key) is str else _text(key, f"{where} key")] = item
