@@ -1,5 +1,5 @@
-"""The public wire API: QMF v1 bodies <-> message values, for tools, tests and
-anyone debugging a management bus.  Pure: no I/O.
+"""The public wire API: QMF v1 bodies and QMF v2 map messages <-> message values,
+for tools, tests and anyone debugging a management bus.  Pure: no I/O.
 
 >>> from qmf_async import wire
 >>> schemas = wire.SchemaRegistry()
@@ -58,6 +58,28 @@ from ._messages import (
 )
 from ._record import HEADER_SIZE, RecordLayout, make_oid
 from ._schema import SchemaArgument, SchemaClass, SchemaMethod, SchemaProperty, SchemaStatistic
+from ._v2 import (
+    UnknownV2Message,
+    V2AgentHeartbeat,
+    V2AgentLocateRequest,
+    V2AgentLocateResponse,
+    V2Data,
+    V2DataIndication,
+    V2Event,
+    V2EventIndication,
+    V2Exception,
+    V2Message,
+    V2MethodRequest,
+    V2MethodResponse,
+    V2ObjectId,
+    V2QueryRequest,
+    V2QueryResponse,
+    V2SchemaId,
+    decode_v2,
+    decode_v2_body,
+    encode_v2,
+    encode_v2_body,
+)
 from ._values import SEVERITY_NAMES, Access, ClassKey, ClassKind, ObjectId, QmfType
 
 __all__ = [
@@ -123,4 +145,24 @@ __all__ = [
     "encode_amqp10_value",
     "plain_reader",
     "reader_of",
+    "V2ObjectId",
+    "V2SchemaId",
+    "V2Data",
+    "V2Event",
+    "V2QueryRequest",
+    "V2QueryResponse",
+    "V2MethodRequest",
+    "V2MethodResponse",
+    "V2Exception",
+    "V2AgentLocateRequest",
+    "V2AgentLocateResponse",
+    "V2AgentHeartbeat",
+    "V2DataIndication",
+    "V2EventIndication",
+    "UnknownV2Message",
+    "V2Message",
+    "decode_v2",
+    "encode_v2",
+    "decode_v2_body",
+    "encode_v2_body",
 ]
