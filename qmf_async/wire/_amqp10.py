@@ -178,12 +178,103 @@ def _constructor(buf: bytes | memoryview, pos: int, depth: int) -> tuple[int, An
     return -1, descriptor, pos
 
 
+_u32 = _U32.unpack_from
+_u64 = _U64.unpack_from
+_i64 = _I64.unpack_from
+_u32x2 = struct.Struct(">II").unpack_from
+
+
 def _value(buf: bytes | memoryview, pos: int, depth: int) -> tuple[Any, int]:
     if depth > MAX_DEPTH:
         raise DecodeError(f"AMQP 1.0 value nested deeper than {MAX_DEPTH}")
     _need(buf, pos, 1)
     code = buf[pos]
     pos += 1
+    # fast paths for what map messages are made of (QMF v2 bodies: maps of short
+    # strings, binaries, small integers and maps); everything else in _body
+    if code == 0xA1 or code == 0xA0:  # str8, vbin8
+        if pos >= len(buf):
+            raise DecodeError(f"AMQP 1.0 value truncated at offset {pos}")
+        start = pos + 1
+        pos = start + buf[pos]
+        if pos > len(buf):
+            raise DecodeError(f"AMQP 1.0 value truncated at offset {start}")
+        raw = bytes(buf[start:pos])
+        return (raw.decode("utf-8") if code == 0xA1 else raw), pos
+    if code == 0xC1 or code == 0xD1:  # map8, map32
+        if code == 0xC1:
+            _need(buf, pos, 2)
+            end = pos + 1 + buf[pos]  # the size counts the count byte
+            count = buf[pos + 1]
+            pos += 2
+            if end < pos:
+                raise DecodeError(f"AMQP 1.0 map with a negative size at offset {pos}")
+        else:
+            _need(buf, pos, 8)
+            size, count = _u32x2(buf, pos)
+            if size < 4:
+                raise DecodeError(f"AMQP 1.0 map with a negative size at offset {pos}")
+            pos += 8
+            end = pos + size - 4  # the size counts the count field
+        if end > len(buf):
+            raise DecodeError(f"AMQP 1.0 map truncated: {end - len(buf)} bytes missing")
+        if count > end - pos:
+            raise DecodeError(f"AMQP 1.0 compound claims {count} items in {end - pos} bytes")
+        if count % 2:
+            raise DecodeError("AMQP 1.0 map with an odd number of items")
+        result: dict[Any, Any] = {}
+        depth += 1
+        key: Any
+        item: Any
+        for _ in range(count >> 1):
+            # the common shapes inline (a str8 key; a short text, binary, zero,
+            # boolean or small integer value), the rest through _value
+            if pos < end and buf[pos] == 0xA1:
+                start = pos + 2
+                pos = start + buf[pos + 1]
+                if pos > end:
+                    raise DecodeError(f"AMQP 1.0 map key overruns its map at offset {start}")
+                key = bytes(buf[start:pos]).decode("utf-8")
+            else:
+                key, pos = _value(buf, pos, depth)
+            c = buf[pos] if pos < end else -1
+            if c == 0xA1 or c == 0xA0:
+                start = pos + 2
+                pos = start + buf[pos + 1]
+                if pos > end:
+                    raise DecodeError(f"AMQP 1.0 map value overruns its map at offset {start}")
+                item = bytes(buf[start:pos])
+                if c == 0xA1:
+                    item = item.decode("utf-8")
+            elif c == 0x43 or c == 0x44:
+                item = 0
+                pos += 1
+            elif c == 0x42 or c == 0x41:
+                item = c == 0x41
+                pos += 1
+            elif (c == 0x52 or c == 0x53) and pos + 1 < end:
+                item = buf[pos + 1]
+                pos += 2
+            else:
+                item, pos = _value(buf, pos, depth)
+            try:
+                result[key] = item
+            except TypeError as exc:
+                raise DecodeError(f"AMQP 1.0 map key is not hashable: {exc}") from exc
+        if pos > end:
+            raise DecodeError("AMQP 1.0 compound items overrun its size")
+        return result, end
+    if code == 0x52 or code == 0x53:  # smalluint, smallulong
+        _need(buf, pos, 1)
+        return buf[pos], pos + 1
+    if code == 0x43 or code == 0x44:  # uint0, ulong0
+        return 0, pos
+    if code == 0x70:
+        return _u32(buf, pos)[0], pos + 4
+    if code == 0x80:
+        return _u64(buf, pos)[0], pos + 8
+    if code == 0x81:
+        return _i64(buf, pos)[0], pos + 8
     if code == 0x00:
         descriptor, pos = _value(buf, pos, depth + 1)
         value, pos = _value(buf, pos, depth + 1)
