@@ -394,6 +394,17 @@ def test_locate_answers_fill_the_directory_and_the_locate_entry() -> None:
     assert core.receive(hb.props, hb.body, subject=hb.subject, now=3.0) == []
 
 
+@pytest.mark.parametrize(("interval", "expected"), [
+    (10**400, 86_400.0), (0, 10.0), (-5, 10.0), (None, 10.0), (1, 1.0)])
+def test_odd_heartbeat_intervals(interval: Any, expected: float) -> None:
+    core = ConsoleProtocolV2(agent_interval=10.0)
+    values = {"_epoch": 1} if interval is None else {"_epoch": 1,
+                                                     "_heartbeat_interval": interval}
+    props, body, _ = encode_v2(V2AgentHeartbeat("a:b:c", values))
+    (ev,) = core.receive(props, body, now=0.0)
+    assert isinstance(ev, AgentArrivedV2) and ev.interval == expected
+
+
 def test_directory_is_bounded() -> None:
     core = ConsoleProtocolV2(max_agents=1)
     (hb,) = topic("_agent_heartbeat_indication")
@@ -480,13 +491,17 @@ _values = st.recursive(_scalars, lambda inner: st.one_of(
     st.dictionaries(st.one_of(st.text(max_size=8), st.binary(max_size=4)), inner,
                     max_size=4)), max_leaves=12)
 _keys = st.sampled_from(["qmf.opcode", "qmf.content", "qmf.agent", "partial", "method",
-                         "_values", "_object_id", "_arguments", "_schema_id", "x"])
+                         "_values", "_object_id", "_arguments", "_schema_id", "x",
+                         "_epoch", "_heartbeat_interval", "_timestamp", "_name",
+                         "_object_name", "_class_name", "error_code", "error_text"])
 _opcodes = st.sampled_from(["_query_response", "_method_response", "_exception",
                             "_agent_locate_response", "_agent_heartbeat_indication",
                             "_data_indication", "_query_request", "other"])
 _bodies = st.one_of(_values, st.lists(st.dictionaries(_keys, _values, max_size=5),
                                       max_size=3),
-                    st.dictionaries(_keys, _values, max_size=5))
+                    st.dictionaries(_keys, _values, max_size=5),
+                    st.dictionaries(_keys, st.dictionaries(_keys, _values, max_size=5),
+                                    max_size=3))
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

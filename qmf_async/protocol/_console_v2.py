@@ -86,6 +86,8 @@ _QUERY: Final = "query"
 _METHOD: Final = "method"
 _LOCATE: Final = "locate"
 _STRING_TYPES: Final = frozenset({QmfType.SSTR, QmfType.LSTR})
+#: a heartbeat interval beyond this (s) is taken as this (a day)
+_MAX_INTERVAL: Final = 86_400
 
 
 @attrs.frozen(slots=True)
@@ -367,7 +369,7 @@ class ConsoleProtocolV2:
                     events: list[EventV2]) -> bool:
         name = msg.agent
         interval = msg.heartbeat_interval
-        seconds = (float(interval) if interval is not None and interval > 0
+        seconds = (float(min(interval, _MAX_INTERVAL)) if interval is not None and interval > 0
                    else self.agent_interval)
         seconds = max(seconds, self.min_agent_interval)
         info = self.agents.get(name)
