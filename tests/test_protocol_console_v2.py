@@ -199,6 +199,14 @@ def test_two_queries_interleaved_keep_their_parts_apart() -> None:
     assert names(events[0].items)[0].startswith("org.apache.qpid.broker:binding:")
 
 
+def test_an_empty_answer_is_an_answer() -> None:
+    core = ConsoleProtocolV2()
+    cid = core.send_query(None, schema_id=V2SchemaId("", "no-such-class")).correlation_id
+    props, body, _ = encode_v2(V2QueryResponse([], agent="broker"))
+    assert core.receive(props, body, correlation_id=cid, now=0.0) == [
+        QueryAnswered(cid, [], "broker")]
+
+
 def test_query_exception_fails_the_query() -> None:
     core = ConsoleProtocolV2()
     cid = core.send_query(None, what="SCHEMA_ID").correlation_id
