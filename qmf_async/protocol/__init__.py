@@ -6,6 +6,9 @@ bodies in (``receive(body, routing_key, now)``), events out, requests built by
 :class:`AgentProtocol` is the agent's: bodies in (``receive(body, routing_key,
 reply_to)``), request events out; every body the agent sends is built by it and
 returned as a :class:`Send`.
+:class:`ConsoleProtocolV2` is the console's QMF v2 (map message) state: messages in
+(``receive(headers, value, subject=, correlation_id=, now=)``), events out, requests
+built by ``send_*`` and returned as :class:`OutgoingV2`.
 """
 
 from __future__ import annotations
@@ -30,6 +33,16 @@ from ._agent import (
     validate_arguments,
 )
 from ._console import BROKER_AGENT_CLASS, AgentInfo, ConsoleProtocol, Outgoing, agent_banks
+from ._console_v2 import (
+    BROKER_ADDRESS,
+    DIRECT_EXCHANGE,
+    LOCATE_SUBJECT,
+    TOPIC_EXCHANGE,
+    AgentInfoV2,
+    ConsoleProtocolV2,
+    OutgoingV2,
+    texts_from_schema,
+)
 from ._correlation import Correlator, ItemSink, Pending, ReplyMessage
 from ._events import (
     AgentArrived,
@@ -48,6 +61,22 @@ from ._events import (
     RequestFailed,
     SchemaNeeded,
     SchemaSeen,
+)
+from ._events_v2 import (
+    AgentArrivedV2,
+    AgentLeftV2,
+    AgentRestarted,
+    DataIndicated,
+    EventIndicated,
+    EventV2,
+    MessageMalformed,
+    MessageUnhandled,
+    MethodAnswered,
+    MethodFailed,
+    QueryAnswered,
+    QueryFailed,
+    RequestExpired,
+    RequestFailedV2,
 )
 from ._selector import Selector, SelectorError, compile_selector
 
@@ -97,4 +126,26 @@ __all__ = [
     "SelectorError",
     "agent_banks",
     "compile_selector",
+    "BROKER_ADDRESS",
+    "DIRECT_EXCHANGE",
+    "LOCATE_SUBJECT",
+    "TOPIC_EXCHANGE",
+    "AgentArrivedV2",
+    "AgentInfoV2",
+    "AgentLeftV2",
+    "AgentRestarted",
+    "ConsoleProtocolV2",
+    "DataIndicated",
+    "EventIndicated",
+    "EventV2",
+    "MessageMalformed",
+    "MessageUnhandled",
+    "MethodAnswered",
+    "MethodFailed",
+    "OutgoingV2",
+    "QueryAnswered",
+    "QueryFailed",
+    "RequestExpired",
+    "RequestFailedV2",
+    "texts_from_schema",
 ]

@@ -1,0 +1,167 @@
+"""Events the QMF v2 console core hands its driver (see :mod:`._console_v2`).
+
+Small frozen values.  Requests are named by their correlation id (a ``str``),
+agents by their v2 name (qpidd: ``apache.org:qpidd:<uuid>``; answers from qpidd's
+own agent addressed as ``broker`` carry ``broker``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from ..errors import QmfError
+from ..wire import V2Event
+
+__all__ = [
+    "AgentArrivedV2",
+    "AgentLeftV2",
+    "AgentRestarted",
+    "DataIndicated",
+    "EventIndicated",
+    "EventV2",
+    "MessageMalformed",
+    "MessageUnhandled",
+    "MethodAnswered",
+    "MethodFailed",
+    "QueryAnswered",
+    "QueryFailed",
+    "RequestExpired",
+    "RequestFailedV2",
+]
+
+
+@attrs.frozen(slots=True)
+class QueryAnswered:
+    """Query ``cid`` is answered: ``items`` gathered from every part in the order
+    received (:class:`~qmf_async.wire.V2Data` for ``_data`` answers, else the raw
+    maps); ``agent`` is the ``qmf.agent`` of the last part."""
+
+    cid: str
+    items: list[Any]
+    agent: str | None
+
+
+@attrs.frozen(slots=True)
+class QueryFailed:
+    """Query ``cid`` was answered with an ``_exception`` (``code`` as sent, None when
+    absent or not an integer)."""
+
+    cid: str
+    code: int | None
+    text: str
+    agent: str | None = None
+
+
+@attrs.frozen(slots=True)
+class MethodAnswered:
+    """Method call ``cid`` succeeded with output ``arguments`` (values as received:
+    see :func:`~._console_v2.texts_from_schema`)."""
+
+    cid: str
+    arguments: Mapping[str, Any]
+    agent: str | None = None
+
+
+@attrs.frozen(slots=True)
+class MethodFailed:
+    """Method call ``cid`` was answered with an ``_exception``."""
+
+    cid: str
+    code: int | None
+    text: str
+    agent: str | None = None
+
+
+@attrs.frozen(slots=True)
+class RequestFailedV2:
+    """Request ``cid`` can no longer complete here: its answer grew past the limit,
+    its agent left, the connection was lost or closed.  ``items`` are what had been
+    gathered (empty for a method call)."""
+
+    cid: str
+    error: QmfError
+    items: list[Any] = attrs.Factory(list)
+
+
+@attrs.frozen(slots=True)
+class RequestExpired:
+    """Request ``cid`` (``kind`` ``query``, ``method`` or ``locate``) reached its
+    deadline; ``items`` are the partial answer gathered so far (for a locate: the
+    names of the agents that answered it, which is its normal end)."""
+
+    cid: str
+    kind: str
+    items: list[Any]
+
+
+@attrs.frozen(slots=True)
+class AgentArrivedV2:
+    """An agent was seen for the first time (or again, after it left)."""
+
+    name: str
+    vendor: str | None
+    product: str | None
+    instance: str | None
+    epoch: int | None
+    interval: float
+
+
+@attrs.frozen(slots=True)
+class AgentRestarted:
+    """A known agent announced another epoch: it restarted (its objects and
+    subscriptions are gone)."""
+
+    name: str
+    old_epoch: int | None
+    new_epoch: int | None
+
+
+@attrs.frozen(slots=True)
+class AgentLeftV2:
+    """An agent left the directory (``why``: silent too long, the connection ended)."""
+
+    name: str
+    why: str
+
+
+@attrs.frozen(slots=True)
+class DataIndicated:
+    """A ``_data_indication`` of objects (qpidd: the changed objects of one class)."""
+
+    agent: str | None
+    items: list[Any]
+
+
+@attrs.frozen(slots=True)
+class EventIndicated:
+    """One event of a ``_data_indication`` with content ``_event``."""
+
+    agent: str | None
+    event: V2Event
+
+
+@attrs.frozen(slots=True)
+class MessageMalformed:
+    """A message did not decode (missing or mistyped keys); it was dropped."""
+
+    subject: str | None
+    opcode: str | None
+    error: QmfError
+
+
+@attrs.frozen(slots=True)
+class MessageUnhandled:
+    """A well-formed message a console does not act on (an unknown opcode or
+    content: an :class:`~qmf_async.wire.UnknownV2Message`; a request seen on a
+    shared topic); it was dropped."""
+
+    message: Any
+
+
+#: any event of the v2 console core
+EventV2 = (QueryAnswered | QueryFailed | MethodAnswered | MethodFailed | RequestFailedV2
+           | RequestExpired | AgentArrivedV2 | AgentRestarted | AgentLeftV2 | DataIndicated
+           | EventIndicated | MessageMalformed | MessageUnhandled)
