@@ -64,6 +64,7 @@ from ..wire import decode_amqp10_message, encode_amqp10_message
 from ._aiormq import _ssl_context
 from ._base import (
     DIRECT_EXCHANGE,
+    MANAGEMENT_EXCHANGE,
     QMF_CONTENT_TYPE,
     Body,
     BrokerAddress,
@@ -631,8 +632,6 @@ class ProtonTransport:
             NotConnectedError: not open.
             TransportError: the broker has no such exchange.
         """
-        from ._base import MANAGEMENT_EXCHANGE
-
         await self._sender(MANAGEMENT_EXCHANGE)
 
     async def open_endpoint(

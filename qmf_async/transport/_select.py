@@ -10,10 +10,17 @@ host and port for the next connections of the process.  ``protocol="0-9-1"`` or
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, Literal
 
-from ..errors import ProtocolMismatchError, QmfTimeout, TransportError, UsageError
+from ..errors import (
+    NotConnectedError,
+    ProtocolMismatchError,
+    QmfTimeout,
+    TransportError,
+    UsageError,
+)
 from ._aiormq import AiormqTransport
 from ._base import (
     QMF_CONTENT_TYPE,
@@ -133,8 +140,6 @@ class AutoTransport:
             TransportError: the broker refused or cannot be reached (cause chained).
             QmfTimeout: no connection within ``timeout`` seconds.
         """
-        import asyncio
-
         if self._inner is not None:
             raise UsageError("connect() called twice")
         target = parse_url(self._url)
@@ -171,8 +176,6 @@ class AutoTransport:
     def _connected(self) -> TransportProtocol:
         inner = self._inner
         if inner is None:
-            from ..errors import NotConnectedError
-
             raise NotConnectedError(f"not connected to {self.where}")
         return inner
 
