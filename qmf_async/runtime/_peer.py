@@ -89,7 +89,8 @@ class PeerRuntime:
         when a loss is noticed) False leaves a lost connection lost.
 
         Raises:
-            UsageError: a non-positive ``max_outgoing`` or ``connect_timeout``.
+            UsageError: a non-positive ``max_outgoing`` or ``connect_timeout``, or a
+                malformed broker address.
         """
         if max_outgoing < 1 or connect_timeout <= 0:
             raise UsageError("max_outgoing and connect_timeout must be positive")
