@@ -58,6 +58,7 @@ from ._events_v2 import (
     MethodFailed,
     QueryAnswered,
     QueryFailed,
+    QueryPart,
     RequestExpired,
     RequestFailedV2,
 )
@@ -129,15 +130,20 @@ class _Pending:
     ``draining``: it was already failed, and its remaining parts are read and
     dropped until the last one."""
 
-    __slots__ = ("agent", "cid", "deadline", "draining", "items", "kind")
+    __slots__ = ("agent", "cid", "count", "deadline", "draining", "items", "kind", "stream")
 
-    def __init__(self, cid: str, kind: str, agent: str | None, deadline: float | None) -> None:
+    def __init__(self, cid: str, kind: str, agent: str | None, deadline: float | None,
+                 stream: bool = False) -> None:
         self.cid = cid
         self.kind = kind
         self.agent = agent
         self.deadline = deadline
         self.items: list[Any] = []
         self.draining = False
+        #: a streamed query hands each part out as it comes (items stays empty)
+        self.stream = stream
+        #: items received so far (streamed or gathered)
+        self.count = 0
 
 
 def texts_from_schema(values: Mapping[str, Any],
@@ -231,9 +237,10 @@ class ConsoleProtocolV2:
             if cid not in self._pending:
                 return cid
 
-    def _register(self, kind: str, agent: str | None, deadline: float | None) -> str:
+    def _register(self, kind: str, agent: str | None, deadline: float | None,
+                  stream: bool = False) -> str:
         cid = self._new_cid()
-        self._pending[cid] = _Pending(cid, kind, agent, deadline)
+        self._pending[cid] = _Pending(cid, kind, agent, deadline, stream)
         return cid
 
     @staticmethod
@@ -259,10 +266,14 @@ class ConsoleProtocolV2:
 
     def send_query(self, agent: str | None, *, what: str = "OBJECT",
                    schema_id: V2SchemaId | None = None, object_id: V2ObjectId | None = None,
-                   where: Any = None, deadline: float | None = None) -> OutgoingV2:
+                   where: Any = None, deadline: float | None = None,
+                   stream: bool = False) -> OutgoingV2:
         """A ``_query_request`` to ``agent`` (its name; None or ``broker``: qpidd's
         own agent).  The answer comes as one :class:`QueryAnswered` (or
         :class:`QueryFailed`, :class:`RequestFailedV2`, :class:`RequestExpired`).
+        With ``stream`` every part but the last comes as a :class:`QueryPart` when it
+        arrives and the :class:`QueryAnswered` holds the last part's items only, so a
+        large answer is not held whole (the failure events then carry no items).
 
         Raises:
             UsageError: an empty agent name.
@@ -270,7 +281,7 @@ class ConsoleProtocolV2:
                 registered).
         """
         subject = self._address(agent)
-        cid = self._register(_QUERY, subject, deadline)
+        cid = self._register(_QUERY, subject, deadline, stream)
         try:
             return self._outgoing(V2QueryRequest(what, where, schema_id, object_id, cid),
                                   DIRECT_EXCHANGE, subject)
@@ -477,7 +488,7 @@ class ConsoleProtocolV2:
             if not msg.partial:
                 del self._pending[entry.cid]
             return
-        if len(entry.items) + len(msg.items) > self.max_query_items:
+        if entry.count + len(msg.items) > self.max_query_items:
             gathered = entry.items
             entry.items = []
             entry.draining = True
@@ -487,6 +498,14 @@ class ConsoleProtocolV2:
                 f"QMF v2 query {entry.cid} answer exceeds max_query_items="
                 f"{self.max_query_items} (the rest of it is dropped)")
             events.append(RequestFailedV2(entry.cid, error, gathered))
+            return
+        entry.count += len(msg.items)
+        if entry.stream:
+            if msg.partial:
+                events.append(QueryPart(entry.cid, list(msg.items), msg.agent))
+            else:
+                del self._pending[entry.cid]
+                events.append(QueryAnswered(entry.cid, list(msg.items), msg.agent))
             return
         entry.items.extend(msg.items)
         if not msg.partial:
