@@ -344,3 +344,43 @@ async def test_a_restart_of_qpidd_is_survived_over_v2(qpidd_fresh: Any) -> None:
         while len(left):
             changes.append(await left.get(timeout=1.0))
         assert ("removed", first) in [(k, a) for k, a in changes]
+
+
+# ---------------------------------------------------------------------------- _where
+
+@pytest.mark.parametrize(("text", "where"), [
+    ("name = 'a'", ["eq", "name", ["quote", "a"]]),
+    ("'q' <> name", ["ne", "name", ["quote", "q"]]),
+    ("durable = TRUE", ["eq", "durable", ["quote", True]]),
+    # an AND keeps what translates: every match still satisfies it
+    ("name = 'a' AND msgDepth > 5", ["eq", "name", ["quote", "a"]]),
+    ("name = 'a' OR durable = FALSE",
+     ["or", ["eq", "name", ["quote", "a"]], ["eq", "durable", ["quote", False]]]),
+    ("name IN ('y', 'x')",
+     ["or", ["eq", "name", ["quote", "x"]], ["eq", "name", ["quote", "y"]]]),
+    ("x IS NULL", ["not", ["exists", "x"]]),
+    ("x IS NOT NULL AND NOT y = 'a'", ["exists", "x"]),
+    # what v2 agents evaluate unlike JMS is never sent
+    ("msgDepth > 1", None),
+    ("msgDepth > 1 OR name = 'z'", None),
+    ("name LIKE 'q%'", None),
+    ("name NOT IN ('a')", None),
+    ("NOT name = 'a'", None),
+])
+def test_selectors_translate_to_where_predicates_only_where_safe(
+        text: str, where: list[Any] | None) -> None:
+    from qmf_async.protocol import compile_selector
+
+    selector = compile_selector(text)
+    assert selector is not None
+    assert selector.qmf_where() == where
+
+
+def test_a_query_predicate_joins_the_selector_and_the_equality_filters() -> None:
+    from qmf_async.console._session import _where_predicate
+    from qmf_async.protocol import compile_selector
+
+    assert _where_predicate(None, {}) is None
+    assert _where_predicate(None, {"msgDepth": 3}) is None  # numbers: left to the console
+    assert _where_predicate(compile_selector("durable = TRUE"), {"name": "q1"}) == [
+        "and", ["eq", "name", ["quote", "q1"]], ["eq", "durable", ["quote", True]]]

@@ -462,8 +462,10 @@ class Broker:
         return found
 
     async def _send_query(self, agent: RemoteAgent, query: Mapping[str, Any],
-                          sink: Callable[[Message | RawObjectRecord], None]) -> Wait:
+                          sink: Callable[[Message | RawObjectRecord], None],
+                          where: list[Any] | None = None) -> Wait:
         """Send a ``G`` whose records go to ``sink``; the wait completes at its ``z``.
+        ``where``: a v2 ``_where`` predicate for a v2 agent that applies it.
 
         The caller must :meth:`_discard` the wait.
 
@@ -471,7 +473,8 @@ class Broker:
             NotConnectedError, TransportError: not sent.
         """
         if agent.name and self._v2 is not None:
-            return await self._v2.send_query(agent, query, sink)  # type: ignore[return-value]
+            return await self._v2.send_query(agent, query, sink,  # type: ignore[return-value]
+                                             where=where)
         transport = self._check()
         out = self._core.send_query((agent.broker_bank, agent.agent_bank), query, sink=sink)
         return await self._send(transport, out)
@@ -712,6 +715,21 @@ _MAX_DEPARTED = 4096
 #: first half of an object id -> ((broker bank, agent bank), routing key of its agent);
 #: cleared when full (a few entries per agent boot)
 _METHOD_ROUTES: dict[bytes, tuple[tuple[int, int], str]] = {}
+
+
+def _where_predicate(selector: Selector | None,
+                     equals: Mapping[str, Any]) -> list[Any] | None:
+    """The v2 ``_where`` implied by a query's selector and ``name=value`` filters
+    (strings and booleans only; None when nothing translates)."""
+    parts: list[Any] = [["eq", name, ["quote", value]] for name, value in equals.items()
+                        if isinstance(value, (str, bool))]
+    if selector is not None:
+        found = selector.qmf_where()
+        if found is not None:
+            parts.append(found)
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else ["and", *parts]
 
 
 def _method_result(msg: MethodResponse) -> MethodResult:
@@ -1649,9 +1667,12 @@ class Session:
             return take
 
         entries: list[tuple[Broker, RemoteAgent, Wait]] = []
+        # what v2 agents that honour _where may drop themselves (checked here anyway)
+        predicate = _where_predicate(selector, property_equals)
         try:
             for broker, agent in targets:
-                entry = await broker._send_query(agent, query, on_item(broker, agent))
+                entry = await broker._send_query(agent, query, on_item(broker, agent),
+                                                 predicate)
                 entries.append((broker, agent, entry))
             if not entries:
                 where = ", ".join(b.where for b in brokers)

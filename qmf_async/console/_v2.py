@@ -726,9 +726,11 @@ class V2Link:
         self.core.cancel(cid)
 
     async def send_query(self, agent: RemoteAgent, query: Mapping[str, Any],
-                         sink: Callable[[RawObjectRecord], None]) -> V2Wait:
+                         sink: Callable[[RawObjectRecord], None],
+                         where: list[Any] | None = None) -> V2Wait:
         """Send a ``_query_request`` for what ``query`` (a v1 ``G`` map) asks; the
-        wait completes once every object of the answer went to ``sink``.
+        wait completes once every object of the answer went to ``sink``.  ``where``
+        (a ``_where`` predicate) goes to agents other than qpidd's, which ignores it.
 
         Raises:
             NotConnectedError, TransportError: not sent.
@@ -744,8 +746,10 @@ class V2Link:
                 return V2Wait(None, done)
         else:
             schema_id = V2SchemaId(str(query.get("_package") or ""), str(query["_class"]))
+        if agent.name.startswith(_QPIDD_PREFIX):
+            where = None
         out = self.core.send_query(agent.name or None, schema_id=schema_id,
-                                   object_id=object_id, stream=True)
+                                   object_id=object_id, where=where, stream=True)
         stream: asyncio.Queue[list[Any] | BaseException | None] = asyncio.Queue()
         self._streams[out.correlation_id] = stream
         try:
