@@ -60,6 +60,7 @@ from ..protocol import (
     Selector,
     compile_selector,
 )
+from ..protocol import DIRECT_EXCHANGE as V2_DIRECT
 from ..runtime import PeerRuntime
 from ..transport import (
     Delivery,
@@ -403,7 +404,8 @@ class Broker:
     def _banks(agent: RemoteAgent | None) -> tuple[int, int] | None:
         return None if agent is None else (agent.broker_bank, agent.agent_bank)
 
-    async def _send(self, transport: TransportProtocol, out: Outgoing) -> Wait:
+    async def _send(self, transport: TransportProtocol, out: Outgoing,
+                    exchange: str = MANAGEMENT) -> Wait:
         """Publish what the core built and open the wait for its answer.
 
         Raises:
@@ -411,7 +413,7 @@ class Broker:
         """
         wait = self._waits.open(out.seq)
         try:
-            await transport.publish(out.body, exchange=MANAGEMENT, routing_key=out.routing_key,
+            await transport.publish(out.body, exchange=exchange, routing_key=out.routing_key,
                                     reply_to=self._reply_queue)
         except BaseException:
             self._discard(wait)
@@ -428,12 +430,16 @@ class Broker:
             self._core.cancel(wait.seq)
 
     async def _request(self, agent: RemoteAgent | None, msg_factory: Callable[[int], Message],
-                       routing_key: str, *, query: bool, expect: str, timeout: float) -> Any:
-        """Send one request and wait for its reply (or its indications and ``z``)."""
+                       routing_key: str, *, query: bool, expect: str, timeout: float,
+                       exchange: str = MANAGEMENT) -> Any:
+        """Send one request and wait for its reply (or its indications and ``z``).
+        ``exchange``: ``qmf.default.direct`` for a v1 ``S`` to a v2 agent, which v2
+        agents answer on their v2 address (``routing_key`` their name)."""
         transport = self._check()
+        banks = None if agent is not None and agent.name else self._banks(agent)
         out = self._core.send_request(msg_factory, routing_key, query=query,
-                                      agent=self._banks(agent), expect=expect)
-        wait = await self._send(transport, out)
+                                      agent=banks, expect=expect)
+        wait = await self._send(transport, out, exchange)
         try:
             self._waits.expire_after(wait, timeout)
             return await wait.future
@@ -479,13 +485,27 @@ class Broker:
         out = self._core.send_query((agent.broker_bank, agent.agent_bank), query, sink=sink)
         return await self._send(transport, out)
 
-    async def _fetch_v1_schema(self, key: ClassKey, timeout: float) -> SchemaClass | None:
-        """The schema of ``key`` asked of the management broker with a v1 ``S`` (qpidd
-        answers it whichever QMF version it publishes); None without a management broker.
+    async def _fetch_v1_schema(self, key: ClassKey, timeout: float,
+                               agent: RemoteAgent | None = None) -> SchemaClass | None:
+        """The schema of ``key`` with a v1 ``S``: asked of the v2 ``agent`` on its v2
+        address (as the classic console does; v2 agents answer it there) unless it is
+        qpidd's, then of the management broker (qpidd answers it whichever QMF
+        version it publishes); None when neither can be asked.
 
         Raises:
-            QmfTimeout, CommandError, TransportError: the request failed.
+            QmfTimeout, CommandError, TransportError: the last request failed.
         """
+        if agent is not None and agent.name and not agent.name.startswith(_QPIDD_AGENT):
+            try:
+                reply = await self._request(agent, lambda seq: SchemaRequest(seq, key),
+                                            agent.name, query=False, expect="s",
+                                            timeout=timeout, exchange=V2_DIRECT)
+            except (QmfError, CommandError):
+                if not self.has_management:
+                    raise
+            else:
+                if isinstance(reply, SchemaResponse):
+                    return reply.schema
         if not self.has_management:
             return None
         reply = await self._request(None, lambda seq: SchemaRequest(seq, key), "broker",
@@ -695,6 +715,9 @@ class Broker:
         if key in self._core.held:
             self._handle(self._core.schema_known(key, time.monotonic()))
 
+
+#: qpidd's v2 agent names start with this
+_QPIDD_AGENT = "apache.org:qpidd:"
 
 #: the v1 binding that keeps the list of v1 agents current (the broker's agent objects)
 _V1_AGENT_LIST = ("console.obj.*.*.org.apache.qpid.broker.agent",)

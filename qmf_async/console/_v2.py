@@ -187,7 +187,8 @@ class V2Host(Protocol):
 
     def _check(self) -> TransportProtocol: ...
 
-    async def _fetch_v1_schema(self, key: ClassKey, timeout: float) -> SchemaClass | None: ...
+    async def _fetch_v1_schema(self, key: ClassKey, timeout: float,
+                               agent: RemoteAgent | None = None) -> SchemaClass | None: ...
 
 
 class V2Wait:
@@ -509,16 +510,19 @@ class V2Link:
         found: SchemaClass | None = self.host.session.schemas.get(key)
         return found
 
-    async def fetch_schemas(self, keys: Iterable[ClassKey]) -> None:
-        """Fetch (v1 ``S``) the schemas of ``keys`` not in the cache; one that cannot be
-        fetched is remembered for ``completion_timeout`` and not asked again meanwhile."""
+    async def fetch_schemas(self, keys: Iterable[ClassKey],
+                            agent: RemoteAgent | None = None) -> None:
+        """Fetch (v1 ``S``, to ``agent`` and to the management broker) the schemas of
+        ``keys`` not in the cache; one that cannot be fetched is remembered for
+        ``completion_timeout`` and not asked again meanwhile."""
         session = self.host.session
         now = time.monotonic()
         missing = [k for k in dict.fromkeys(keys) if self._schema(k) is None
                    and now - self._failed.get(k, -1e18) >= session.completion_timeout]
         if not missing:
             return
-        found = await asyncio.gather(*(self.host._fetch_v1_schema(k, session.schema_timeout)
+        found = await asyncio.gather(*(self.host._fetch_v1_schema(k, session.schema_timeout,
+                                                                  agent)
                                        for k in missing), return_exceptions=True)
         for key, schema in zip(missing, found, strict=True):
             if isinstance(schema, SchemaClass):
@@ -674,7 +678,7 @@ class V2Link:
                     for _name, more in held:
                         wanted |= self._missing(more)
                     self._fetching = asyncio.get_running_loop().create_task(
-                        self._fetch_then_pump(wanted))
+                        self._fetch_then_pump(wanted, self.agent(name)))
                 return
             held.popleft()
             agent = self.agent(name)
@@ -695,9 +699,9 @@ class V2Link:
                     continue
                 session._object_update(self.host, agent, rec)
 
-    async def _fetch_then_pump(self, keys: set[ClassKey]) -> None:
+    async def _fetch_then_pump(self, keys: set[ClassKey], agent: RemoteAgent | None) -> None:
         try:
-            await self.fetch_schemas(keys)
+            await self.fetch_schemas(keys, agent)
         finally:
             self._pump()
 
@@ -779,8 +783,9 @@ class V2Link:
                 if isinstance(part, BaseException):
                     raise part
                 items = [i for i in part if isinstance(i, V2Data)]
-                await self.fetch_schemas(k for k in (self.class_key(i.schema_id)
-                                                     for i in items) if k is not None)
+                await self.fetch_schemas((k for k in (self.class_key(i.schema_id)
+                                                      for i in items) if k is not None),
+                                         agent)
                 for n, item in enumerate(items, 1):
                     try:
                         rec = self.record(item, banks)
