@@ -309,19 +309,14 @@ class V2Link:
 
     async def setup(self, transport: TransportProtocol,
                     bindings: Sequence[tuple[str, str | None]]) -> None:
-        """Per connection: the indication endpoint on ``qmf.default.topic`` with
-        ``bindings`` (see :func:`v2_bindings`), then an agent locate (its answers are
-        waited for at most ``broker_timeout``).
+        """Per connection: an agent locate (its answers are waited for at most
+        ``broker_timeout``: the agents are known before their indications come),
+        then the indication endpoint on ``qmf.default.topic`` with ``bindings`` (see
+        :func:`v2_bindings`).
 
         Raises:
             TransportError: the broker refused the endpoint or the request.
         """
-        plain = [(TOPIC_EXCHANGE, k) for k, sel in bindings if sel is None]
-        name = f"qmf-topic2-{uuid.uuid4().hex[:16]}"
-        self._bound = []
-        self.topic_queue = await transport.open_endpoint(name, bindings=plain, no_ack=True)
-        self._bound = [(k, None) for k, sel in bindings if sel is None]
-        await self.sync(transport, bindings)
         self._located.clear()
         out = self.core.send_locate(time.monotonic())
         await self._publish(transport, out)
@@ -331,6 +326,12 @@ class V2Link:
         except TimeoutError:
             log.info("no QMF v2 agent answered the locate on %s within %ss", self.host.where,
                      timeout)
+        plain = [(TOPIC_EXCHANGE, k) for k, sel in bindings if sel is None]
+        name = f"qmf-topic2-{uuid.uuid4().hex[:16]}"
+        self._bound = []
+        self.topic_queue = await transport.open_endpoint(name, bindings=plain, no_ack=True)
+        self._bound = [(k, None) for k, sel in bindings if sel is None]
+        await self.sync(transport, bindings)
 
     async def sync(self, transport: TransportProtocol,
                    bindings: Sequence[tuple[str, str | None]]) -> None:
