@@ -26,7 +26,8 @@ pytestmark = [pytest.mark.qpidd]
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _qmf(*args: str, stdin: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def _qmf(*args: str, stdin: str | None = None,
+         timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "qmf_async", *args], input=stdin,
                           capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, "QMF_URL": ""})
@@ -87,17 +88,18 @@ async def test_qmf_shell_lists_and_calls(qpidd_stock: Any, queue: str) -> None:
 async def test_qmf_collect_writes_samples_and_events(qpidd_stock: Any, tmp_path: Path) -> None:
     name = f"coll-{uuid.uuid4().hex[:8]}"
     out = tmp_path / "dataset"
-    proc = subprocess.Popen([sys.executable, "-m", "qmf_async", "collect", "-b",
-                             qpidd_stock.address, "--out", str(out), "--duration", "8",
-                             "--batch-seconds", "1"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = await asyncio.to_thread(
+        subprocess.Popen, [sys.executable, "-m", "qmf_async", "collect", "-b",
+                           qpidd_stock.address, "--out", str(out), "--duration", "8",
+                           "--batch-seconds", "1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stderr is not None
         started = await asyncio.to_thread(proc.stderr.readline)
         assert "collecting from" in started, started
         await _make_queue(qpidd_stock.url, name)
         await asyncio.to_thread(_send, qpidd_stock.address, name, 3)
-        stdout, stderr = await asyncio.to_thread(proc.communicate, timeout=60)
+        _out, stderr = await asyncio.to_thread(proc.communicate, timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -137,9 +139,10 @@ def _post(url: str, body: Any) -> Any:
 
 async def test_the_dashboard_shows_and_calls(qpidd_stock: Any, queue: str) -> None:
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, str(ROOT / "examples" / "web_dashboard" / "app.py"),
-                             "--url", qpidd_stock.address, "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = await asyncio.to_thread(
+        subprocess.Popen, [sys.executable, str(ROOT / "examples" / "web_dashboard" / "app.py"),
+                           "--url", qpidd_stock.address, "--port", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
     base = f"http://127.0.0.1:{port}"
     try:
         def connected() -> bool:
