@@ -279,6 +279,96 @@ def _compile_section(fields: list[tuple[str, QmfType, bool]], link: V2Link,
     return fn
 
 
+class _Answer:
+    """The answer to one streamed query: each part is converted as it arrives (in the
+    delivery callback: its decoded maps are dropped at once) unless a schema it
+    needs is being fetched; then the parts wait, in order, for a task that fetches
+    and converts them.  ``done`` completes after the last part was handed out."""
+
+    __slots__ = ("agent", "backlog", "done", "ended", "link", "sink", "task", "wait")
+
+    def __init__(self, link: V2Link, agent: RemoteAgent, sink: Callable[[RawObjectRecord], None],
+                 done: asyncio.Future[Any], wait: V2Wait) -> None:
+        self.link = link
+        self.agent = agent
+        self.sink = sink
+        self.done = done
+        self.wait = wait
+        self.backlog: collections.deque[list[Any]] = collections.deque()
+        self.ended = False
+        self.task: asyncio.Task[None] | None = None
+
+    @property
+    def banks(self) -> tuple[int, int]:
+        return self.agent.broker_bank, self.agent.agent_bank
+
+    def _keys(self, items: list[Any]) -> set[ClassKey]:
+        link = self.link
+        out = set()
+        for item in items:
+            if type(item) is V2Data:
+                key = link.class_key(item.schema_id)
+                if key is not None and key not in out and link._schema(key) is None:
+                    out.add(key)
+        return out
+
+    def push(self, items: list[Any]) -> None:
+        if self.done.done():
+            return
+        if self.backlog or not self._ready(items):
+            self.backlog.append(items)
+            if self.task is None:
+                self.task = asyncio.get_running_loop().create_task(self._drain())
+                self.wait.task = self.task
+            return
+        try:
+            self.link.convert_into(items, self.banks, self.sink)
+        except Exception as exc:  # a sink that raised: the query fails with it
+            self.fail(exc)
+
+    def _ready(self, items: list[Any]) -> bool:
+        return not self._keys(items)
+
+    def end(self) -> None:
+        self.ended = True
+        if self.task is None and not self.done.done():
+            self.done.set_result(None)
+
+    def fail(self, error: BaseException) -> None:
+        self.cancel()
+        if not self.done.done():
+            self.done.set_exception(error)
+
+    def cancel(self) -> None:
+        self.backlog.clear()
+        if self.task is not None and not self.task.done() \
+                and self.task is not asyncio.current_task():
+            self.task.cancel()
+
+    async def _drain(self) -> None:
+        try:
+            while self.backlog:
+                items = self.backlog[0]
+                await self.link.fetch_schemas(self._keys(items), self.agent)
+                if not self.backlog or self.backlog[0] is not items:
+                    return  # cancelled or failed meanwhile
+                self.backlog.popleft()
+                self.link.convert_into(items, self.banks, self.sink)
+                await asyncio.sleep(0)
+        except asyncio.CancelledError:
+            if not self.done.done():
+                self.done.cancel()
+            raise
+        except Exception as exc:
+            if not self.done.done():
+                self.done.set_exception(exc)
+            return
+        finally:
+            self.task = None
+        if self.ended and not self.done.done():
+            self.done.set_result(None)
+
+
 class V2Link:
     """The v2 state and requests of one broker connection (see the module doc)."""
 
@@ -287,10 +377,11 @@ class V2Link:
         self.host = host
         self.core = ConsoleProtocolV2(agent_interval=session.agent_interval,
                                       min_agent_interval=session.min_agent_interval,
-                                      missed=session.missed_heartbeats)
+                                      missed=session.missed_heartbeats,
+                                      busy_grace=session.timeout)
         self._futures: dict[str, asyncio.Future[Any]] = {}
-        #: streamed queries: each part's items, then None (end) or an exception
-        self._streams: dict[str, asyncio.Queue[list[Any] | BaseException | None]] = {}
+        #: streamed queries in flight, by correlation id
+        self._streams: dict[str, _Answer] = {}
         self._banks: dict[str, tuple[int, int]] = {}
         self._next_bank = 1
         #: v1 object id bytes -> the v2 object id (for methods and _objectId queries)
@@ -363,8 +454,8 @@ class V2Link:
             if not fut.done():
                 fut.set_exception(error)
         self._futures.clear()
-        for stream in self._streams.values():
-            stream.put_nowait(error)
+        for stream in list(self._streams.values()):
+            stream.fail(error)
         self._streams.clear()
         self._held.clear()
 
@@ -381,6 +472,7 @@ class V2Link:
         session = self.host.session
         self.core.agent_interval = session.agent_interval
         self.core.min_agent_interval = session.min_agent_interval
+        self.core.busy_grace = session.timeout
         self.core.missed = session.missed_heartbeats
         self._handle(self.core.age(now))
 
@@ -438,10 +530,10 @@ class V2Link:
         stream = self._streams.pop(cid, None)
         if stream is not None:
             if error is not None:
-                stream.put_nowait(error)
+                stream.fail(error)
             else:
-                stream.put_nowait(list(result.items))
-                stream.put_nowait(None)
+                stream.push(result.items)
+                stream.end()
             return
         fut = self._futures.pop(cid, None)
         if fut is None or fut.done():
@@ -457,7 +549,7 @@ class V2Link:
         if kind is QueryPart:
             stream = self._streams.get(ev.cid)
             if stream is not None:
-                stream.put_nowait(ev.items)
+                stream.push(ev.items)
         elif kind is QueryAnswered or kind is MethodAnswered:
             self._finish(ev.cid, ev)
         elif kind is QueryFailed or kind is MethodFailed:
@@ -751,70 +843,71 @@ class V2Link:
                 return V2Wait(None, done)
         else:
             schema_id = V2SchemaId(str(query.get("_package") or ""), str(query["_class"]))
+            await self._prefetch(schema_id, agent)
         if agent.name.startswith(_QPIDD_PREFIX):
             where = None
         out = self.core.send_query(agent.name or None, schema_id=schema_id,
                                    object_id=object_id, where=where, stream=True)
-        stream: asyncio.Queue[list[Any] | BaseException | None] = asyncio.Queue()
-        self._streams[out.correlation_id] = stream
+        wait = V2Wait(out.correlation_id, done)
+        answer = _Answer(self, agent, sink, done, wait)
+        self._streams[out.correlation_id] = answer
         try:
             await self._publish(self.host._check(), out)
         except BaseException:
             self._forget(out.correlation_id)
             raise
-        wait = V2Wait(out.correlation_id, done)
-        task = loop.create_task(self._deliver_answer(stream, agent, sink, done))
-        wait.task = task
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
         return wait
 
-    async def _deliver_answer(self, stream: asyncio.Queue[list[Any] | BaseException | None],
-                              agent: RemoteAgent, sink: Callable[[RawObjectRecord], None],
-                              done: asyncio.Future[Any]) -> None:
-        """Convert each part of a streamed answer as it arrives and hand its objects
-        to ``sink``; ``done`` gets the end (or the query's error)."""
-        banks = (agent.broker_bank, agent.agent_bank)
+    async def _prefetch(self, sid: V2SchemaId, agent: RemoteAgent) -> None:
+        """Before the first query of a class, fetch its schemas (the class list of its
+        package, ``Q``, then ``S``): the answer's parts can then be converted as
+        they arrive instead of waiting, decoded, for a schema request that the agent
+        answers only after the whole query (qpidd serves one request at a time).
+        Failing here costs nothing: the parts then wait for their schemas."""
         session = self.host.session
+        name, package = sid.class_name, sid.package
+        if any(s.class_key.name == name and (not package or s.class_key.package == package)
+               for s in session.schemas):
+            return
+        timeout = session.schema_timeout
         try:
-            while True:
-                part = await stream.get()
-                if part is None:
-                    break
-                if isinstance(part, BaseException):
-                    raise part
-                items = [i for i in part if isinstance(i, V2Data)]
-                await self.fetch_schemas((k for k in (self.class_key(i.schema_id)
-                                                      for i in items) if k is not None),
-                                         agent)
-                for n, item in enumerate(items, 1):
-                    try:
-                        rec = self.record(item, banks)
-                    except DecodeError as exc:
-                        session.malformed += 1
-                        log.warning("QMF v2 object from %s dropped: %s", self.host.where, exc)
-                        continue
-                    if rec is None:
-                        session.held_dropped += 1
-                        continue
-                    sink(rec)
-                    if n % _CHUNK == 0:
-                        await asyncio.sleep(0)
-        except asyncio.CancelledError:
-            if not done.done():
-                done.cancel()
-            raise
-        except BaseException as exc:
-            if not done.done():
-                done.set_exception(exc)
-        else:
-            if not done.done():
-                done.set_result(None)
+            packages = [package] if package else await session.get_packages(_timeout=timeout)
+            keys: list[ClassKey] = []
+            for p in packages:
+                keys.extend(k for k in await session.get_classes(p, _timeout=timeout)
+                            if k.name == name)
+            await self.fetch_schemas(keys, agent)
+        except QmfError as exc:
+            log.debug("schemas of %s not fetched ahead of the query: %s", name, exc)
+
+    def convert_into(self, items: Iterable[Any], banks: tuple[int, int],
+                     sink: Callable[[RawObjectRecord], None]) -> None:
+        """Convert the objects among ``items`` and hand them to ``sink`` (those that
+        do not fit their schema, or whose schema is unknown, counted and dropped)."""
+        session = self.host.session
+        record = self.record
+        for item in items:
+            if type(item) is not V2Data:
+                continue
+            try:
+                rec = record(item, banks)
+            except DecodeError as exc:
+                session.malformed += 1
+                log.warning("QMF v2 object from %s dropped: %s", self.host.where, exc)
+                continue
+            if rec is None:
+                session.held_dropped += 1
+                continue
+            sink(rec)
 
     def discard(self, wait: V2Wait) -> None:
         """Forget a query (answered, timed out or cancelled)."""
         if wait.cid is not None:
             self._forget(wait.cid)
+        if wait.cid is not None:
+            answer = self._streams.pop(wait.cid, None)
+            if answer is not None:
+                answer.cancel()
         if wait.task is not None and not wait.task.done():
             wait.task.cancel()
         if not wait.future.done():

@@ -190,7 +190,8 @@ class ConsoleProtocolV2:
     query fails and the rest of its answer is dropped); ``max_agents`` agents in
     the directory (heartbeats of further agents are dropped and counted).
     ``agent_interval`` is the heartbeat interval assumed for an agent that does
-    not say; an agent is gone after ``missed`` intervals of silence.
+    not say; an agent is gone after ``missed`` intervals of silence, plus
+    ``busy_grace`` seconds while a request to it is outstanding.
 
     Counters: ``dropped`` answers nobody waits for (unknown, cancelled, expired
     requests, or failed ones after their last part), ``drained`` parts of failed
@@ -200,7 +201,7 @@ class ConsoleProtocolV2:
 
     def __init__(self, *, start_cid: int = 1, max_query_items: int = 1_000_000,
                  agent_interval: float = 10.0, min_agent_interval: float = 0.1,
-                 missed: int = 3, max_agents: int = 10_000) -> None:
+                 missed: int = 3, max_agents: int = 10_000, busy_grace: float = 0.0) -> None:
         if max_query_items < 1:
             raise UsageError("max_query_items must be at least 1")
         if missed < 1:
@@ -210,6 +211,7 @@ class ConsoleProtocolV2:
         self.min_agent_interval = min_agent_interval
         self.missed = missed
         self.max_agents = max_agents
+        self.busy_grace = busy_grace
         self._next_cid = start_cid
         self._pending: dict[str, _Pending] = {}
         #: agents known on this connection, by name, in the order they arrived
@@ -360,12 +362,19 @@ class ConsoleProtocolV2:
 
     def age(self, now: float) -> list[EventV2]:
         """Agents silent for more than ``missed`` times their interval leave
-        (:class:`AgentLeftV2`); requests addressed to them fail
+        (:class:`AgentLeftV2`), ``busy_grace`` seconds later when a request to
+        them is outstanding; requests addressed to them fail
         (:class:`RequestFailedV2` with :class:`~qmf_async.errors.AgentGoneError`)."""
         events: list[EventV2] = []
+        # an agent still owing an answer gets ``busy_grace`` more: a busy agent (qpidd
+        # building a large answer) may skip heartbeats
+        waited_on = {entry.agent for entry in self._pending.values() if not entry.draining}
         for name, info in list(self.agents.items()):
             silent = now - info.last_seen
-            if silent > self.missed * info.interval:
+            allowed = self.missed * info.interval
+            if name in waited_on:
+                allowed += self.busy_grace
+            if silent > allowed:
                 del self.agents[name]
                 events.append(AgentLeftV2(name, f"no heartbeat for {silent:.3g} s"))
                 error = AgentGoneError(f"QMF v2 agent {name!r} left (no heartbeat)")
