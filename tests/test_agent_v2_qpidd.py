@@ -190,3 +190,118 @@ async def test_the_v2_console_core_finds_queries_and_calls_the_agent(
             assert driver.core.malformed == 0
         finally:
             await t.close()
+
+
+# --------------------------------------------------------------------------- classic tools
+
+#: a classic ``qmf.console`` session (Python 2.7) that finds the agent by its v2 name,
+#: lists its counters with their values and calls ``add`` on ``ticks``; one line per
+#: result, parsed by the test
+CLASSIC_CONSOLE = textwrap.dedent("""\
+    import sys, time
+    from qmf.console import Session
+    url, name, package = sys.argv[1:4]
+    session = Session()
+    broker = session.addBroker(url)
+    try:
+        agent = None
+        deadline = time.time() + 20
+        while agent is None and time.time() < deadline:
+            for a in session.getAgents():
+                if a.getAgentBank() == name:
+                    agent = a
+            time.sleep(0.1)
+        if agent is None:
+            print("NOAGENT %s" % [a.getAgentBank() for a in session.getAgents()])
+            sys.exit(1)
+        print("AGENT %s v2=%s" % (agent.getAgentBank(), agent.isV2))
+        objs = session.getObjects(_class="counter", _package=package, _agent=agent,
+                                  _timeout=20)
+        for o in sorted(objs, key=lambda o: o.name):
+            print("OBJECT %s %s count=%d" % (o.getClassKey().getClassName(), o.name, o.count))
+        ticks = [o for o in objs if o.name == "ticks"][0]
+        result = ticks.add(7)
+        print("CALL %d %s total=%r" % (result.status, result.text, result.outArgs.get("total")))
+        result = ticks._invoke("add", (), {"amount": 2**40})
+        print("BADCALL %d %s" % (result.status, result.text))
+    finally:
+        session.delBroker(broker)
+    """)
+
+
+def _python27() -> str:
+    from .conftest import _python27 as find
+    found = find()
+    assert found is not None  # the classic_tools fixture skipped otherwise
+    return found
+
+
+@pytest.mark.parametrize("v1", [False, True], ids=["stock-v2-only", "qmf1-on"])
+async def test_the_classic_qmf_console_lists_the_agents_objects_and_calls_a_method(
+        v1: bool, request: pytest.FixtureRequest, classic_tools: Any, tmp_path: Path) -> None:
+    broker: Qpidd = request.getfixturevalue("qpidd_v1" if v1 else "qpidd_stock")
+    script = tmp_path / "classic_console.py"
+    script.write_text(CLASSIC_CONSOLE)
+    async with counter_agent(broker.url, versions=(1, 2) if v1 else (2,)) as agent:
+        assert agent.v2_name is not None
+        proc = await asyncio.create_subprocess_exec(
+            _python27(), str(script), f"127.0.0.1:{broker.port}", agent.v2_name, PKG,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+            env=dict(os.environ, PYTHONPATH=str(TOOLS / "lib"), PYTHONUNBUFFERED="1"))
+        try:
+            raw, _ = await asyncio.wait_for(proc.communicate(), 60.0)
+        except TimeoutError:
+            proc.kill()
+            raw, _ = await proc.communicate()
+            pytest.fail(f"the classic console did not finish:\n{raw.decode(errors='replace')}")
+        out = raw.decode(errors="replace")
+        assert proc.returncode == 0, out
+        assert f"AGENT {agent.v2_name} v2=True" in out, out
+        assert re.findall(r"^OBJECT .*$", out, re.M) == [
+            "OBJECT counter ticks count=0", "OBJECT counter tocks count=100"], out
+        assert re.search(r"^CALL 0 OK total=7L?$", out, re.M), out
+        # a value out of the argument's range: the agent's own check, as an _exception
+        assert re.search(r"^BADCALL 4 InvalidParameter: .*amount", out, re.M), out
+        assert _count(agent, "ticks") == 7
+
+
+async def test_qpid_printevents_prints_an_event_the_agent_raises(
+        qpidd_stock: Qpidd, classic_tools: Any) -> None:
+    async with counter_agent(qpidd_stock.url) as agent:
+        proc = await asyncio.create_subprocess_exec(
+            "bash", str(TOOLS / "run"), "qpid-printevents", f"127.0.0.1:{qpidd_stock.port}",
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+            env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        text = ""
+
+        async def read() -> None:
+            nonlocal text
+            assert proc.stdout is not None
+            while chunk := await proc.stdout.read(4096):
+                text += chunk.decode(errors="replace")
+
+        reader = asyncio.create_task(read())
+        pattern = re.compile(rf"^.* {re.escape(PKG)}:counterReset (.*)$", re.M)
+        try:
+            await wait_until(lambda: "brokerConnected" in text, timeout=20.0,
+                             message="qpid-printevents connected")
+            # its subscription is made just after it says so: raise until one arrives
+            deadline = time.monotonic() + 20.0
+            n = 0
+            while (found := pattern.search(text)) is None:
+                assert time.monotonic() < deadline and not reader.done(), text
+                n += 1
+                agent.raise_event("counterReset", name=f"ticks{n}", previous=n)
+                await asyncio.sleep(0.2)
+            shown = dict(kv.split("=", 1) for kv in found.group(1).split())
+            number = int(shown["previous"].rstrip("L"))
+            assert shown == {"name": f"ticks{number}", "previous": shown["previous"]}
+            assert 1 <= number <= n
+        finally:
+            proc.terminate()
+            try:
+                await asyncio.wait_for(proc.wait(), 10.0)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+            await reader

@@ -72,6 +72,7 @@ from ..protocol import (
     V2SchemaQueryRequested,
     V2SchemaRequestedV1,
     V2Send,
+    check_arguments,
     object_name,
     reply_target,
     texts_from_schema,
@@ -934,15 +935,9 @@ class Agent:
         if method is None:
             return 2, f"UnknownMethod: {event.method}", None
         args = texts_from_schema(event.arguments, method)
-        names = {a.name for a in method.in_args}
-        unknown = sorted(set(args) - names)
-        missing = sorted(names - set(args))
-        if unknown or missing:
-            what = "; ".join(
-                part for part in (f"unknown argument(s) {', '.join(unknown)}" if unknown else "",
-                                  f"missing argument(s) {', '.join(missing)}" if missing else "")
-                if part)
-            return 4, f"InvalidParameter: {what}", None
+        error = check_arguments(method, args)
+        if error is not None:
+            return 4, f"InvalidParameter: {error}", None
         request = MethodRequested(0, event.reply_to, obj.object_id, schema.class_key,
                                   event.method, args)
         await self._slots.take()

@@ -49,6 +49,7 @@ from ._agent_v2 import (
     V2SchemaQueryRequested,
     V2SchemaRequestedV1,
     V2Send,
+    check_arguments,
     keyify,
     object_name,
     v2_schema_id,
@@ -187,4 +188,5 @@ __all__ = [
     "object_name",
     "v2_schema_id",
     "v2_schema_map",
+    "check_arguments",
 ]

@@ -48,6 +48,7 @@ from ..wire import (
     ClassKind,
     QmfType,
     SchemaClass,
+    SchemaMethod,
     SchemaRegistry,
     SchemaRequest,
     SchemaResponse,
@@ -69,7 +70,7 @@ from ..wire import (
     encode,
     encode_v2,
 )
-from ._agent import reply_target
+from ._agent import reply_target, validate_arguments
 
 __all__ = [
     "LOCATE_SUBJECT",
@@ -78,6 +79,7 @@ __all__ = [
     "V2_TOPIC_EXCHANGE",
     "AgentEventV2",
     "AgentProtocolV2",
+    "check_arguments",
     "V2LocateRequested",
     "V2MethodRequested",
     "V2ObjectQueryRequested",
@@ -525,6 +527,52 @@ class AgentProtocolV2:
         """One object as v2 sends it."""
         return V2Data(values, self.object_id(object_name), v2_schema_id(schema),
                       update_ts, create_ts, delete_ts)
+
+
+_INT_RANGES: Final = {
+    QmfType.UINT8: (0, (1 << 8) - 1), QmfType.UINT16: (0, (1 << 16) - 1),
+    QmfType.UINT32: (0, (1 << 32) - 1), QmfType.UINT64: (0, (1 << 64) - 1),
+    QmfType.INT8: (-(1 << 7), (1 << 7) - 1), QmfType.INT16: (-(1 << 15), (1 << 15) - 1),
+    QmfType.INT32: (-(1 << 31), (1 << 31) - 1), QmfType.INT64: (-(1 << 63), (1 << 63) - 1),
+    QmfType.ABSTIME: (-(1 << 63), (1 << 63) - 1), QmfType.DELTATIME: (0, (1 << 64) - 1),
+}
+_PY_TYPES: Final[dict[QmfType, tuple[type, ...]]] = {
+    QmfType.SSTR: (str,), QmfType.LSTR: (str,), QmfType.BOOL: (bool,),
+    QmfType.FLOAT: (float, int), QmfType.DOUBLE: (float, int), QmfType.UUID: (uuid.UUID,),
+    QmfType.MAP: (Mapping,), QmfType.LIST: (list, tuple), QmfType.ARRAY: (list, tuple),
+}
+
+
+def check_arguments(method: SchemaMethod, arguments: Mapping[str, Any]) -> str | None:
+    """What is wrong with the input ``arguments`` of a v2 call of ``method`` (None:
+    nothing): unknown or missing names, or a value that does not fit its argument's
+    type (an integer out of its range, a string that is not text, ...).  Strings must
+    be decoded already (see :func:`texts_from_schema`)."""
+    names = {a.name for a in method.in_args}
+    unknown = sorted(set(arguments) - names)
+    if unknown:
+        return f"unknown argument(s) {', '.join(unknown)}"
+    missing = sorted(names - set(arguments))
+    if missing:
+        return f"missing argument(s) {', '.join(missing)}"
+    for arg in method.in_args:
+        value = arguments[arg.name]
+        if value is None:
+            continue
+        bounds = _INT_RANGES.get(arg.type)
+        if bounds is not None:
+            if isinstance(value, bool) or not isinstance(value, int):
+                return f"argument {arg.name!r} must be an integer, not {type(value).__name__}"
+            if not bounds[0] <= value <= bounds[1]:
+                return (f"argument {arg.name!r}={value} does not fit its type "
+                        f"{arg.type.name.lower()}")
+            continue
+        types = _PY_TYPES.get(arg.type)
+        if types is not None and (not isinstance(value, types)
+                                  or (bool not in types and isinstance(value, bool))):
+            return (f"argument {arg.name!r} must be {arg.type.name.lower()}, "
+                    f"not {type(value).__name__}")
+    return validate_arguments(method, arguments)
 
 
 def object_name(key: ClassKey, index_values: Iterable[Any], fallback: str) -> str:
