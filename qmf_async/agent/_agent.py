@@ -162,6 +162,7 @@ class Agent:
         protocol: str = "auto",
         qmf_versions: Iterable[int] = (1, 2),
         v2_name: str | None = None,
+        v2_aliases: Iterable[str] = (),
     ) -> None:
         """Prepare an agent; nothing is sent before :meth:`start`.
 
@@ -175,7 +176,10 @@ class Agent:
         ``qmf_versions`` says which QMF versions the agent speaks: 1 (banks,
         ``qpid.management``), 2 (map messages on ``qmf.default.direct`` and
         ``qmf.default.topic``), or both.  ``v2_name`` is its v2 name,
-        ``vendor:product:instance`` (default ``qmf-async:<label>:<system id>``).
+        ``vendor:product:instance`` (default ``qmf-async:<label>:<system id>``);
+        ``v2_aliases`` are further names it answers requests to, naming itself by the
+        alias in those answers (the management-broker role answers ``broker``, as
+        qpidd's own agent does).
 
         Raises:
             UsageError: a bad interval, bank or limit, a malformed broker address, an
@@ -213,6 +217,9 @@ class Agent:
         self._v2_sender: asyncio.Task[None] | None = None
         self._v2_live = False  # the current connection has the v2 bindings
         self._v2_names: dict[str, ManagedObject] = {}
+        self._v2_aliases = frozenset(v2_aliases)
+        if "" in self._v2_aliases:
+            raise UsageError("a QMF v2 alias must not be empty")
         self.attach = attach
         self.attach_timeout = attach_timeout
         self.method_timeout = method_timeout
@@ -472,6 +479,8 @@ class Agent:
                 await declare(V2_DIRECT_EXCHANGE, "direct")
                 await declare(V2_TOPIC_EXCHANGE, "topic")
             await transport.bind(endpoint, V2_DIRECT_EXCHANGE, name)
+            for alias in sorted(self._v2_aliases):
+                await transport.bind(endpoint, V2_DIRECT_EXCHANGE, alias)
             await transport.bind(endpoint, V2_TOPIC_EXCHANGE, LOCATE_SUBJECT)
         except (NotConnectedError, ConnectionLostError):
             raise
@@ -824,16 +833,19 @@ class Agent:
 
     def _on_v2_event(self, core: AgentProtocolV2, event: AgentEventV2,
                      delivery: Delivery) -> None:
+        alias = (delivery.routing_key if delivery.routing_key in self._v2_aliases
+                 and delivery.exchange == V2_DIRECT_EXCHANGE else None)
         if isinstance(event, V2MethodRequested):
-            self._spawn(self._method_v2(core, event, delivery.routing_key))
+            self._spawn(self._method_v2(core, event, delivery.routing_key, alias))
         elif isinstance(event, V2ObjectQueryRequested):
             ts = now_ns()
             items = [self._v2_data(obj, ts) for obj in self._select_v2(core, event)]
-            self._send_v2_all(core.answer_query(event.reply_to, event.correlation_id, items))
+            self._send_v2_all(core.answer_query(event.reply_to, event.correlation_id, items,
+                                                agent=alias))
         elif isinstance(event, V2LocateRequested):
             self._send_v2(core.answer_locate(event.reply_to, event.correlation_id, now_ns()))
         elif isinstance(event, V2SchemaQueryRequested):
-            self._send_v2_all(core.answer_schema_query(event))
+            self._send_v2_all(core.answer_schema_query(event, agent=alias))
         elif isinstance(event, V2SchemaRequestedV1):
             answer = core.answer_schema_v1(event)
             if answer is None:
@@ -849,6 +861,10 @@ class Agent:
         elif isinstance(event, V2RequestDropped):
             self.stats["bad_requests"] += 1
             log.debug("agent %s: QMF v2 %s dropped: %s", self.label, event.opcode, event.why)
+
+    def _v2_is_mine(self, core: AgentProtocolV2, agent_name: str | None) -> bool:
+        """Whether an object id's ``_agent_name`` names this agent (absent: yes)."""
+        return agent_name is None or agent_name == core.name or agent_name in self._v2_aliases
 
     def _v2_name(self, obj: ManagedObject) -> str:
         """The v2 object name of ``obj``: ``package:class:key``, the key being its index
@@ -872,7 +888,7 @@ class Agent:
         """The live objects an object query selects (``_where`` is not evaluated)."""
         if event.object_id is not None:
             oid = event.object_id
-            if oid.agent_name is not None and oid.agent_name != core.name:
+            if not self._v2_is_mine(core, oid.agent_name):
                 return []
             found = self._v2_find(oid.object_name)
             return [found] if found is not None else []
@@ -908,7 +924,7 @@ class Agent:
                          create_ts=obj.created, delete_ts=obj.deleted)
 
     async def _method_v2(self, core: AgentProtocolV2, event: V2MethodRequested,
-                         routing_key: str) -> None:
+                         routing_key: str, alias: str | None = None) -> None:
         """Serve a v2 ``_method_request``: the object by its v2 name, arguments checked
         against the method's schema, the handler run as for v1 (a concurrency slot,
         ``method_timeout``, :data:`current_request` set); the answer is a
@@ -917,16 +933,18 @@ class Agent:
         status, text, out = await self._run_method_v2(core, event)
         if status == 0 and out is not None:
             answer = core.answer_method(event.reply_to, event.correlation_id,
-                                        {k: self._v2_value(v) for k, v in out.items()})
+                                        {k: self._v2_value(v) for k, v in out.items()},
+                                        agent=alias)
         else:
-            answer = core.exception(event.reply_to, event.correlation_id, status, text)
+            answer = core.exception(event.reply_to, event.correlation_id, status, text,
+                                    agent=alias)
         self._send_v2(answer)
 
     async def _run_method_v2(self, core: AgentProtocolV2, event: V2MethodRequested
                              ) -> tuple[int, str, Mapping[str, Any] | None]:
         oid = event.object_id
         obj = None
-        if oid.agent_name is None or oid.agent_name == core.name:
+        if self._v2_is_mine(core, oid.agent_name):
             obj = self._v2_find(oid.object_name)
         if obj is None or obj.object_id is None:
             return 1, f"UnknownObject: {oid.object_name}", None

@@ -431,28 +431,32 @@ class AgentProtocolV2:
 
     def answer_query(self, reply_to: str, correlation_id: str | None,
                      items: Sequence[V2Data | Mapping[str, Any]],
-                     content: str = "_data") -> list[V2Send]:
+                     content: str = "_data", *, agent: str | None = None) -> list[V2Send]:
         """The ``_query_response`` parts carrying ``items`` (at least one part, empty
-        when there are none)."""
+        when there are none).  ``agent`` is the name the answers carry (default the
+        agent's; an alias the request was addressed by, as qpidd answers ``broker``)."""
         per = self.max_per_message
         parts = [list(items[i:i + per]) for i in range(0, len(items), per)] or [[]]
-        return [self._to(reply_to, V2QueryResponse(part, i < len(parts) - 1, self.name,
-                                                   content, correlation_id))
+        return [self._to(reply_to, V2QueryResponse(part, i < len(parts) - 1,
+                                                   agent or self.name, content,
+                                                   correlation_id))
                 for i, part in enumerate(parts)]
 
-    def answer_schema_query(self, event: V2SchemaQueryRequested) -> list[V2Send]:
+    def answer_schema_query(self, event: V2SchemaQueryRequested, *,
+                            agent: str | None = None) -> list[V2Send]:
         """The answer to a ``SCHEMA_ID`` query (every served schema's id, or those of
         the class ``schema_id`` names) or a ``SCHEMA`` query (the schemas
         ``schema_id`` selects; an ``_exception`` without a schema id)."""
         schemas = self.select_schemas(event.schema_id)
         if event.what == "SCHEMA_ID":
             ids = [v2_schema_id(s).to_map() for s in schemas]
-            return self.answer_query(event.reply_to, event.correlation_id, ids, "_schema_id")
+            return self.answer_query(event.reply_to, event.correlation_id, ids, "_schema_id",
+                                     agent=agent)
         if event.schema_id is None:
             return [self.exception(event.reply_to, event.correlation_id, _MALFORMED_CODE,
-                                   "a SCHEMA query needs a _schema_id")]
+                                   "a SCHEMA query needs a _schema_id", agent=agent)]
         return self.answer_query(event.reply_to, event.correlation_id,
-                                 [v2_schema_map(s) for s in schemas], "_schema")
+                                 [v2_schema_map(s) for s in schemas], "_schema", agent=agent)
 
     def select_schemas(self, schema_id: V2SchemaId | None) -> list[SchemaClass]:
         """The served schemas ``schema_id`` names (its package, class and hash, each
@@ -469,16 +473,18 @@ class AgentProtocolV2:
                 and (raw is None or s.class_key.hash == raw)]
 
     def answer_method(self, reply_to: str, correlation_id: str | None,
-                      arguments: Mapping[str, Any]) -> V2Send:
-        """The ``_method_response`` with the output ``arguments``."""
-        return self._to(reply_to, V2MethodResponse(dict(arguments), None, self.name,
+                      arguments: Mapping[str, Any], *, agent: str | None = None) -> V2Send:
+        """The ``_method_response`` with the output ``arguments`` (``agent``: as for
+        :meth:`answer_query`)."""
+        return self._to(reply_to, V2MethodResponse(dict(arguments), None, agent or self.name,
                                                    correlation_id))
 
     def exception(self, reply_to: str, correlation_id: str | None, code: int,
-                  text: str) -> V2Send:
-        """The ``_exception`` with ``error_code`` and ``error_text``."""
+                  text: str, *, agent: str | None = None) -> V2Send:
+        """The ``_exception`` with ``error_code`` and ``error_text`` (``agent``: as
+        for :meth:`answer_query`)."""
         return self._to(reply_to, V2Exception({"error_code": code, "error_text": text},
-                                              self.name, correlation_id))
+                                              agent or self.name, correlation_id))
 
     def answer_schema_v1(self, event: V2SchemaRequestedV1) -> V2Send | None:
         """The QMF v1 ``s`` answering a v1 ``S`` (None for a class not served),
