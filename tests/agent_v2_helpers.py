@@ -43,7 +43,9 @@ COUNTER = object_class(
     statistics=[Statistic("count", "uint64")],
     methods=[method("add", Arg("amount", "uint32", direction="I"),
                     Arg("total", "uint64", direction="O")),
-             method("reset", Arg("previous", "uint64", direction="O"))],
+             method("reset", Arg("previous", "uint64", direction="O")),
+             method("absorb", Arg("other", "objId", direction="I"),
+                    Arg("total", "uint64", direction="O"))],
 )
 RESET = event_class(PKG, "counterReset", [Arg("name", "sstr"), Arg("previous", "uint64")])
 
@@ -70,6 +72,13 @@ async def counter_agent(url: str, *, versions: tuple[int, ...] = (2,), interval:
         obj.set(count=0)
         agent.raise_event("counterReset", name=obj["name"], previous=previous)
         return {"previous": previous}
+
+    @agent.method("counter", "absorb")
+    def absorb(obj: ManagedObject, other: Any) -> dict[str, int]:
+        source = agent.find_object(other)  # an ObjectId: the agent resolved the reference
+        assert source is not None, other
+        obj.inc("count", source["count"])
+        return {"total": obj["count"]}
 
     async with agent:
         yield agent
@@ -125,6 +134,7 @@ async def console_sees_the_agent(driver: Driver, agent: Agent) -> None:
     cid = await driver.send(driver.core.send_query(name, schema_id=V2SchemaId(PKG, "counter")))
     ev = await driver.answer(cid)
     assert isinstance(ev, QueryAnswered) and ev.agent == name
+    ev_items = ev.items
     values = {texts_from_schema(d.values, COUNTER)["name"]: d.values["count"] for d in ev.items}
     assert values == {"ticks": 0, "tocks": 100}
     ticks = next(d for d in ev.items if texts_from_schema(d.values, COUNTER)["name"] == "ticks")
@@ -158,3 +168,11 @@ async def console_sees_the_agent(driver: Driver, agent: Agent) -> None:
     await wait_until(lambda: any(isinstance(e, DataIndicated) and any(
         texts_from_schema(d.values, COUNTER).get("name") == "ticks" and d.values["count"] == 0
         for d in e.items) for e in driver.events), timeout=10.0, message="a data indication")
+    # a reference argument: the v2 object id of another counter
+    tocks = next(d for d in ev_items if texts_from_schema(d.values, COUNTER)["name"] == "tocks")
+    assert tocks.object_id is not None
+    cid = await driver.send(driver.core.send_method(name, ticks.object_id, "absorb",
+                                                    {"other": tocks.object_id.to_map()}))
+    ev = await driver.answer(cid)
+    assert isinstance(ev, MethodAnswered) and ev.arguments == {"total": 100}
+    assert count_of(agent, "ticks") == 100

@@ -220,6 +220,11 @@ def test_method_requests_and_answers() -> None:
     msg = back(c.exception(ev.reply_to, ev.correlation_id, 2, "UnknownMethod: add"))
     assert isinstance(msg, V2Exception) and msg.agent == NAME and msg.correlation_id == "m1"
     assert (msg.error_code, msg.error_text) == (2, "UnknownMethod: add")
+    # answering a request sent to an alias (the role answers ``broker``, as qpidd does)
+    assert back(c.answer_method(REPLY, "m2", {}, agent="broker")).agent == "broker"
+    assert back(c.exception(REPLY, "m3", 1, "x", agent="broker")).agent == "broker"
+    (part,) = c.answer_query(REPLY, "q", [], agent="broker")
+    assert back(part).agent == "broker"
 
 
 @pytest.mark.parametrize(("opcode", "body", "match"), [

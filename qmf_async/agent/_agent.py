@@ -35,6 +35,7 @@ from .. import wire as codec
 from ..errors import (
     ArgumentError,
     ConnectionLostError,
+    DecodeError,
     EncodeError,
     MethodError,
     NotConnectedError,
@@ -94,9 +95,11 @@ from ..wire import (
     ClassKind,
     Message,
     ObjectId,
+    QmfType,
     SchemaClass,
     SchemaMethod,
     V2Data,
+    V2ObjectId,
 )
 from ._objects import ManagedObject, RecordSnapshot, encode_records, now_ns, snapshots
 
@@ -898,6 +901,17 @@ class Agent:
         keys = {s.class_key for s in core.select_schemas(event.schema_id)}
         return [o for o in objects if o.schema.class_key in keys]
 
+    def _v2_ref(self, core: AgentProtocolV2, value: Mapping[str, Any]) -> ObjectId | None:
+        """The object id of this agent's object a received v2 object id names."""
+        try:
+            oid = V2ObjectId.from_map(value)
+        except DecodeError:
+            return None
+        if not self._v2_is_mine(core, oid.agent_name):
+            return None
+        found = self._v2_find(oid.object_name)
+        return found.object_id if found is not None else None
+
     def _v2_value(self, value: Any) -> Any:
         """A value as v2 sends it: a reference (ObjectId) becomes the v2 object id of
         the object it names (``_object_name`` its v1 text form when it is not one of
@@ -956,6 +970,12 @@ class Agent:
         error = check_arguments(method, args)
         if error is not None:
             return 4, f"InvalidParameter: {error}", None
+        for arg in method.in_args:  # a reference to one of ours: its object id
+            value = args.get(arg.name)
+            if arg.type == QmfType.REF and isinstance(value, Mapping):
+                target = self._v2_ref(core, value)
+                if target is not None:
+                    args[arg.name] = target
         request = MethodRequested(0, event.reply_to, obj.object_id, schema.class_key,
                                   event.method, args)
         await self._slots.take()
