@@ -19,8 +19,18 @@ from typing import Any
 
 import pytest
 
+from qmf_async.protocol import QueryAnswered, texts_from_schema
+from qmf_async.wire import V2SchemaId
+
 from ._util import wait_until
-from .agent_v2_helpers import PKG, Driver, console_sees_the_agent, count_of, counter_agent
+from .agent_v2_helpers import (
+    COUNTER,
+    PKG,
+    Driver,
+    console_sees_the_agent,
+    count_of,
+    counter_agent,
+)
 from .conftest import _python27
 from .qpidd import ROOT, Qpidd
 
@@ -163,3 +173,37 @@ async def test_qpid_printevents_prints_an_event_the_agent_raises(
                 proc.kill()
                 await proc.wait()
             await reader
+
+
+async def test_a_large_answer_comes_in_parts_through_qpidd(qpidd_stock: Qpidd) -> None:
+    """250 objects: three ``_query_response`` parts (100, 100, 50), the first two
+    ``partial``; the v2 console core puts them together."""
+    async with counter_agent(qpidd_stock.url, transport=ProtonTransport) as agent:
+        for i in range(248):
+            agent.create_object("counter", name=f"extra{i:03d}", count=i)
+        name = agent.v2_name
+        assert name is not None
+        t = ProtonTransport(qpidd_stock.url)
+        await t.connect()
+        parts: list[bool] = []
+        try:
+            driver = Driver(t)
+            await driver.open()
+            plain = driver.on_delivery
+
+            def watch(d: Any) -> None:
+                if d.headers.get("qmf.opcode") == "_query_response":
+                    parts.append("partial" in d.headers)
+                plain(d)
+
+            t.set_dispatcher(watch)
+            cid = await driver.send(driver.core.send_query(name, schema_id=V2SchemaId(
+                PKG, "counter")))
+            ev = await driver.answer(cid)
+            assert isinstance(ev, QueryAnswered)
+            names = {texts_from_schema(d.values, COUNTER)["name"] for d in ev.items}
+            assert len(ev.items) == 250 and len(names) == 250
+            assert {"ticks", "tocks", "extra000", "extra247"} <= names
+            assert parts == [True, True, False]
+        finally:
+            await t.close()
