@@ -1,4 +1,4 @@
-"""The asyncio QMF v1 agent: serves schemas, objects, methods and events.
+"""The asyncio QMF agent (v1 and v2): serves schemas, objects, methods and events.
 
 One :class:`Agent` owns one peer runtime (:class:`~qmf_async.runtime.PeerRuntime`:
 the broker connection through an injected transport factory, a private endpoint bound
@@ -11,6 +11,12 @@ The protocol decisions are the sans-I/O :class:`~qmf_async.protocol.AgentProtoco
 it decodes each delivered body into request events and builds every body sent.  This
 module is its asyncio adapter: the object table, method handlers in concurrency slots
 within ``method_timeout``, the attach wait, the publication timer and the runtime.
+
+QMF v2 (on by default, ``qmf_versions``) goes through
+:class:`~qmf_async.protocol.AgentProtocolV2` the same way: the agent also binds
+``qmf.default.direct`` under its v2 name and ``qmf.default.topic`` under agent
+locate, and its v2 messages (which carry application properties and correlation
+ids) go through a second bounded queue and sender of their own.
 """
 
 from __future__ import annotations
