@@ -14,6 +14,7 @@ import os
 import re
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -205,5 +206,29 @@ async def test_a_large_answer_comes_in_parts_through_qpidd(qpidd_stock: Qpidd) -
             assert len(ev.items) == 250 and len(names) == 250
             assert {"ticks", "tocks", "extra000", "extra247"} <= names
             assert parts == [True, True, False]
+        finally:
+            await t.close()
+
+
+async def test_the_agent_speaks_v2_again_after_qpidd_restarts(
+        qpidd_fresh: Callable[[bool], Qpidd]) -> None:
+    broker = qpidd_fresh(False)
+    async with counter_agent(broker.url, transport=ProtonTransport) as agent:
+        name = agent.v2_name
+        assert name is not None
+        await asyncio.to_thread(broker.restart)
+        # the agent reconnects and binds its v2 addresses again
+        t = ProtonTransport(broker.url)
+        await t.connect()  # restart() returns once qpidd listens again
+        try:
+            driver = Driver(t)
+            await driver.open(("qmf.default.topic", "agent.ind.heartbeat.#"))
+            await wait_until(lambda: name in driver.core.agents, timeout=30.0,
+                             message="the agent's heartbeat after the restart")
+            await wait_until(lambda: agent.v2_live, timeout=10.0)
+            cid = await driver.send(driver.core.send_query(name, schema_id=V2SchemaId(
+                PKG, "counter")))
+            ev = await driver.answer(cid)
+            assert isinstance(ev, QueryAnswered) and len(ev.items) == 2
         finally:
             await t.close()
