@@ -190,6 +190,10 @@ class V2Host(Protocol):
     async def _fetch_v1_schema(self, key: ClassKey, timeout: float,
                                agent: RemoteAgent | None = None) -> SchemaClass | None: ...
 
+    def _v2_agent_arrived(self, agent: RemoteAgent) -> None: ...
+
+    def _v2_agent_left(self, agent: RemoteAgent) -> None: ...
+
 
 class V2Wait:
     """A v2 query in flight: ``future`` completes once every object of its answer
@@ -566,11 +570,13 @@ class V2Link:
             self.host._agents[banks] = agent
             self._located.set()
             session._agent_arrived(agent)
+            self.host._v2_agent_arrived(agent)
         elif kind is AgentLeftV2:
             known = self._banks.get(ev.name)
             gone = self.host._agents.pop(known, None) if known is not None else None
             if gone is not None:
                 session._agent_left(gone)
+                self.host._v2_agent_left(gone)
         elif kind is AgentRestarted:
             log.info("QMF v2 agent %s on %s restarted (epoch %s -> %s)", ev.name,
                      self.host.where, ev.old_epoch, ev.new_epoch)
