@@ -635,7 +635,7 @@ class Broker:
             info = self._core.agents.get(banks)
             if info is None:
                 self._twins.discard(banks)
-            elif info.label.replace(":", "_") == (agent.name.split(":", 2) + ["", ""])[1]:
+            elif info.label.replace(":", "_") == [*agent.name.split(":", 2), "", ""][1]:
                 self._twins.discard(banks)
                 self._on_agent_arrived(AgentArrived(banks[0], banks[1], info.label))
 
