@@ -921,6 +921,25 @@ class V2Link:
         elif not wait.future.cancelled():
             wait.future.exception()  # retrieved: no "never retrieved" warning
 
+    def _wire_args(self, method: SchemaMethod, args: Mapping[str, Any]) -> dict[str, Any]:
+        """Input arguments as v2 carries them: a reference (an ObjectId) as the v2 id
+        map of the object it stands for.
+
+        Raises:
+            ObjectGoneError: a reference to an object not known over v2 here.
+        """
+        refs = {a.name for a in method.in_args if a.type == QmfType.REF}
+        out = dict(args)
+        for name in refs:
+            value = out.get(name)
+            if isinstance(value, ObjectId):
+                oid = self.oids.get(value.raw)
+                if oid is None:
+                    raise ObjectGoneError(1, f"argument {name!r}: object {value} is not known "
+                                             f"over QMF v2 on {self.host.where}")
+                out[name] = oid.to_map()
+        return out
+
     async def call(self, raw_oid: bytes, agent: RemoteAgent | None, schema: SchemaClass,
                    method: SchemaMethod, args: Mapping[str, Any], timeout: float) -> MethodResult:
         """Call ``method`` on the object of v1 id bytes ``raw_oid`` over v2.
@@ -943,7 +962,8 @@ class V2Link:
                                  f"is gone")
         wire_oid = oid if oid.agent_name else V2ObjectId(oid.object_name, target.name or None,
                                                         oid.agent_epoch)
-        out = self.core.send_method(target.name or None, wire_oid, method.name, args)
+        out = self.core.send_method(target.name or None, wire_oid, method.name,
+                                    self._wire_args(method, args))
         fut = await self._send(out)
         try:
             ev = await asyncio.wait_for(fut, timeout)
