@@ -395,7 +395,6 @@ class V2Link:
         self._held: collections.deque[tuple[str | None, list[Any]]] = collections.deque()
         self._fetching: asyncio.Task[Any] | None = None
         self._failed: dict[ClassKey, float] = {}
-        self._tasks: set[asyncio.Task[Any]] = set()
         self.topic_queue: str | None = None
         self._bound: list[tuple[str, str | None]] = []
         self._located = asyncio.Event()
@@ -464,10 +463,9 @@ class V2Link:
         self._held.clear()
 
     def close(self, error: QmfError) -> None:
-        """The broker is removed: as :meth:`connection_lost`, and the tasks end."""
+        """The broker is removed: as :meth:`connection_lost` (which ends the answers'
+        tasks), and the schema fetch of held indications ends."""
         self.connection_lost(error)
-        for task in list(self._tasks):
-            task.cancel()
         if self._fetching is not None:
             self._fetching.cancel()
 
