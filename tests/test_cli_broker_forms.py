@@ -220,3 +220,15 @@ def test_the_role_starts_from_a_qpid_style_address_in_qmf_url() -> None:
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+@pytest.mark.parametrize("command", ["stat", "config", "events", "queue-stats", "collect"])
+def test_an_unknown_option_shows_the_subcommands_usage(
+        command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        cli.main([command, "--no-such-option"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"usage: qmf {command} ")
+    assert err.rstrip().endswith(f"qmf {command}: error: unrecognized arguments: "
+                                 f"--no-such-option")

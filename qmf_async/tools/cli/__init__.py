@@ -42,6 +42,8 @@ def _parser() -> argparse.ArgumentParser:
     for module_name in SUBCOMMANDS.values():
         module = importlib.import_module(f".{module_name}", __name__)
         module.add_parser(sub)
+    # each subcommand's parser, to report its own usage on an unknown option
+    parser.subcommands = dict(sub.choices)  # type: ignore[attr-defined]
     return parser
 
 
@@ -63,7 +65,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"qmf: the command-line tools need the cli extra "
               f"(pip install 'qmf-async[cli]'): {exc}", file=sys.stderr)
         return EXIT_USAGE
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # reported with the subcommand's usage, not qmf's
+        sub = parser.subcommands.get(args.command, parser)  # type: ignore[attr-defined]
+        sub.error(f"unrecognized arguments: {' '.join(extra)}")
     _quiet_logging()
     try:
         return int(asyncio.run(args.run(args)) or 0)
