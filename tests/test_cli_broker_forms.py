@@ -222,7 +222,7 @@ def test_the_role_starts_from_a_qpid_style_address_in_qmf_url() -> None:
         proc.wait(10)
 
 
-@pytest.mark.parametrize("command", ["stat", "config", "events", "queue-stats", "collect"])
+@pytest.mark.parametrize("command", ["stat", "config", "events", "queue-stats", "shell"])
 def test_an_unknown_option_shows_the_subcommands_usage(
         command: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
