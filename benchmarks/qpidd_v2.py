@@ -1,7 +1,7 @@
 """QMF v2 on a stock qpidd: get_objects of the queues, ours against the classic tools
 and a raw proton v2 query, and v2 decode rates, in one run.
 
-    python benchmarks/qpidd_v2.py [--queues 10000] [--rounds 3] [--repeat 3]
+    python benchmarks/qpidd_v2.py [--queues 10000] [--rounds 3] [--repeat 2]
                                   [--quick] [--json FILE]
 
 A fresh qpidd with the stock management settings (QMF v1 off, v2 on; publication
@@ -138,8 +138,9 @@ def report(summary: dict[str, Any]) -> str:
     cols = [c for c in CLIENTS if c in b]
 
     def row(label: str, key: str, spec: str, scale: float = 1.0) -> list[str]:
-        return [label, *("--" if b[c].get(key) is None else format(b[c][key] * scale if scale != 1.0 else b[c][key], spec)
-                         for c in cols)]
+        def cell(v: Any) -> str:
+            return "--" if v is None else format(v * scale if scale != 1.0 else v, spec)
+        return [label, *(cell(b[c].get(key)) for c in cols)]
 
     rows = [["", *(LABELS[c] for c in cols)],
             row("get_objects seconds, best", "seconds", ".3f"),
@@ -160,7 +161,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--queues", type=int, default=10000)
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--repeat", type=int, default=3, help="get_objects per client process")
+    p.add_argument("--repeat", type=int, default=2, help="get_objects per client process")
     p.add_argument("--clients", default=",".join(CLIENTS))
     p.add_argument("--ours-path", choices=["auto", "session", "core"], default="auto")
     p.add_argument("--decode-rounds", type=int, default=3)

@@ -88,21 +88,24 @@ class Traffic(MessagingHandler):
 
     def send_fake(self) -> None:
         o = self.opts
+        topic = self.topic
+        assert topic is not None
         key = o.fake_agent.replace(".", "_").replace(":", ".")
         props = {"x-amqp-0-10.app-id": "qmf2", "method": "indication",
                  "qmf.agent": o.fake_agent}
         now_ns = int(time.time() * 1e9)
         beat = {"_values": {"_vendor": "bench.org", "_product": "fake", "heartbeat_interval": 1,
                             "timestamp": now_ns}}
-        self.topic.send(Message(body=beat, subject=f"agent.ind.heartbeat.{key}",
-                                properties=dict(props, **{"qmf.opcode": "_agent_heartbeat_indication"})))
+        topic.send(Message(body=beat, subject=f"agent.ind.heartbeat.{key}",
+                                properties=dict(props, **{
+                                    "qmf.opcode": "_agent_heartbeat_indication"})))
         objs = [{"_object_id": {"_object_name": f"widget-{i}", "_agent_name": o.fake_agent},
                  "_schema_id": {"_package_name": "org.bench", "_class_name": "widget",
                                 "_type": "_data", "_hash": WIDGET_HASH},
                  "_values": {"name": f"widget-{i}", "count": self.fake_sent * o.fake_objects + i},
                  "_update_ts": now_ns, "_create_ts": now_ns, "_delete_ts": 0}
                 for i in range(o.fake_objects)]
-        self.topic.send(Message(body=objs, subject=f"agent.ind.data.org_bench.widget.{key}",
+        topic.send(Message(body=objs, subject=f"agent.ind.data.org_bench.widget.{key}",
                                 properties=dict(props, **{"qmf.opcode": "_data_indication",
                                                           "qmf.content": "_data"})))
         self.fake_sent += 1
