@@ -17,6 +17,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -159,8 +160,6 @@ class Tool:
                                      text=True, env=env, cwd=ROOT, bufsize=1)
         self.out: list[str] = []
         self.err: list[str] = []
-        import threading
-
         self._threads = [threading.Thread(target=self._pump, args=(s, sink), daemon=True)
                          for s, sink in ((self.proc.stdout, self.out),
                                          (self.proc.stderr, self.err))]
