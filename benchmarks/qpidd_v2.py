@@ -13,6 +13,9 @@ round, the clients interleaved:
   every partial answer decoded by proton), best of ``--repeat`` in the process;
 - ``ours``: ``benchmarks/qpidd/ours_v2.py`` (``Session(qmf_version=2).get_objects``
   when the Session has it, else ``ConsoleProtocolV2`` + ``ProtonTransport``);
+- ``ours_v1``: the same script with ``--path v1``: the Session's QMF v1 query over
+  AMQP 1.0, which a stock qpidd answers too (``--mgmt-qmf1 no`` stops only v1
+  publications);
 - ``classic_console``: ``benchmarks/qpidd/classic_get.py`` (Python 2.7 ``qmf.console``
   ``getObjects``; on qpidd it speaks v2 over AMQP 0-10), best of ``--repeat``;
 - ``qpid_stat``: the classic ``qpid-stat -q`` (``classic-tools/run``), one invocation
@@ -53,9 +56,9 @@ from benchmarks.qpidd.broker import (  # noqa: E402
 )
 from benchmarks.qpidd.v2 import V2Qpidd, last_json, run_measured  # noqa: E402
 
-CLIENTS = ("raw_v2", "ours", "classic_console", "qpid_stat")
-LABELS = {"raw_v2": "raw proton v2", "ours": "ours v2", "classic_console": "classic console",
-          "qpid_stat": "qpid-stat -q"}
+CLIENTS = ("raw_v2", "ours", "ours_v1", "classic_console", "qpid_stat")
+LABELS = {"raw_v2": "raw proton v2", "ours": "ours v2", "ours_v1": "ours v1 (1.0)",
+          "classic_console": "classic console", "qpid_stat": "qpid-stat -q"}
 PREFIX = "bench-q-"
 GOALS = {"vs_qpid_stat": 2.5, "vs_raw": 1.5, "memory_vs_qpid_stat": 1 / 3}
 
@@ -90,8 +93,8 @@ def run_client(name: str, port: int, pid: int, opts: argparse.Namespace) -> dict
     elif name == "raw_v2":
         cmd, env = [sys.executable, str(HERE / "raw_v2_query.py"), *common], env3
     else:
-        cmd = [sys.executable, str(HERE / "ours_v2.py"), *common, "--path", opts.ours_path]
-        env = env3
+        path = "v1" if name == "ours_v1" else opts.ours_path
+        cmd, env = [sys.executable, str(HERE / "ours_v2.py"), *common, "--path", path], env3
     out = run_measured(cmd, env=env, timeout=300 + 60 * opts.repeat)
     result = last_json(out, name)
     result["process_max_rss_kb"] = out["max_rss_kb"]
@@ -204,8 +207,8 @@ def main() -> int:
     summary["runs"] = runs
     summary["machine"]["loadavg_end"] = Path("/proc/loadavg").read_text().split()[:3]
     b = summary["best"] = summarise(runs)
-    ours, raw, stat, cl = (b.get(k, {}) for k in ("ours", "raw_v2", "qpid_stat",
-                                                   "classic_console"))
+    ours, raw, stat, cl, v1 = (b.get(k, {}) for k in ("ours", "raw_v2", "qpid_stat",
+                                                       "classic_console", "ours_v1"))
     summary["ratios"] = {
         "ours faster than qpid-stat (x)": ratio(stat.get("seconds"), ours.get("seconds")),
         "ours faster than classic console (x)": ratio(cl.get("seconds"), ours.get("seconds")),
@@ -214,6 +217,8 @@ def main() -> int:
         "ours RSS / raw v2 RSS": ratio(ours.get("max_rss_kb"), raw.get("max_rss_kb")),
         "ours objects per CPU s / classic console's": ratio(
             ours.get("objects_per_cpu_s"), cl.get("objects_per_cpu_s")),
+        "ours v1 faster than qpid-stat (x)": ratio(stat.get("seconds"), v1.get("seconds")),
+        "ours v1 RSS / qpid-stat RSS": ratio(v1.get("max_rss_kb"), stat.get("max_rss_kb")),
     }
     summary["goals"] = GOALS
     print(report(summary))

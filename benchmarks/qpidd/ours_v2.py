@@ -4,7 +4,10 @@ Through ``Session.connect(url, protocol="1.0", qmf_version=2).get_objects(_class
 "queue")`` when the Session has ``qmf_version`` (``--path session``, the default when
 available); else (``--path core``) the v2 console core driven directly:
 ``ProtonTransport`` + ``ConsoleProtocolV2.send_query``, the answer's parts gathered
-into one ``QueryAnswered`` (objects decoded into ``V2Data``).  Prints one JSON line.
+into one ``QueryAnswered`` (objects decoded into ``V2Data``).  ``--path v1``: the
+Session's QMF v1 query over AMQP 1.0 (``Session.connect(url, protocol="1.0")``), which
+qpidd answers even with ``--mgmt-qmf1 no`` (that option stops only v1 publications).
+Prints one JSON line.
 
     python benchmarks/qpidd/ours_v2.py --port 5673 --qpidd-pid PID [--repeat 3]
 """
@@ -56,10 +59,11 @@ class Meter:
                         "qpidd_cpu": proc_cpu(self.qpidd_pid) - self.q0}
 
 
-async def by_session(opts: argparse.Namespace) -> list[dict[str, Any]]:
+async def by_session(opts: argparse.Namespace, version: int) -> list[dict[str, Any]]:
     runs = []
     connect: Any = Session.connect
-    async with connect(f"amqp://127.0.0.1:{opts.port}/", protocol="1.0", qmf_version=2) as s:
+    extra = {"qmf_version": 2} if version == 2 else {}
+    async with connect(f"amqp://127.0.0.1:{opts.port}/", protocol="1.0", **extra) as s:
         for _ in range(opts.repeat):
             with Meter(opts.qpidd_pid) as m:
                 queues = await s.get_objects(_class="queue", _timeout=300)
@@ -112,12 +116,13 @@ def main() -> int:
     p.add_argument("--qpidd-pid", type=int, required=True)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--expect", type=int, default=0)
-    p.add_argument("--path", choices=["auto", "session", "core"], default="auto")
+    p.add_argument("--path", choices=["auto", "session", "core", "v1"], default="auto")
     opts = p.parse_args()
     path = opts.path
     if path == "auto":
         path = "session" if session_has_v2() else "core"
-    runs = asyncio.run(by_session(opts) if path == "session" else by_core(opts))
+    runs = asyncio.run(by_core(opts) if path == "core" else
+                       by_session(opts, 1 if path == "v1" else 2))
     got = min(r["objects"] for r in runs)
     if got < opts.expect:
         print(f"ours_v2: {got} queues, expected >= {opts.expect}", file=sys.stderr)
