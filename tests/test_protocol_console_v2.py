@@ -578,3 +578,17 @@ def test_texts_from_schema_for_methods_and_events() -> None:
     assert isinstance(out["qName"], str) and out["qName"].encode() == ev.event.values["qName"]
     assert isinstance(out["user"], str)
 
+
+
+def test_an_agent_owing_an_answer_gets_the_busy_grace() -> None:
+    core = ConsoleProtocolV2(missed=2, busy_grace=5.0)
+    (hb,) = topic("_agent_heartbeat_indication")
+    core.receive(hb.props, hb.body, subject=hb.subject, now=0.0)  # interval 1 s
+    cid = core.send_query(QPIDD, schema_id=V2SchemaId("", "queue")).correlation_id
+    assert core.age(6.9) == []  # 2 x 1 s + 5 s
+    left, failed = core.age(7.1)
+    assert isinstance(left, AgentLeftV2) and isinstance(failed, RequestFailedV2)
+    assert failed.cid == cid
+    # without a request outstanding the grace does not apply
+    core.receive(hb.props, hb.body, subject=hb.subject, now=10.0)
+    assert [type(e) for e in core.age(12.1)] == [AgentLeftV2]

@@ -41,9 +41,30 @@ def _name(what: str) -> str:
     return f"qmfa-{what}-{uuid.uuid4().hex[:8]}"
 
 
+#: the brokers and QMF versions the session suite runs on: a stock qpidd (v2 only)
+#: spoken to automatically (v2), a qpidd with v1 and v2 on spoken to automatically, and
+#: the same forced to v1
+FLAVOURS = [("stock", None), ("v1and2", None), ("v1and2", 1)]
+
+
+@pytest.fixture(params=FLAVOURS, ids=["stock-auto", "both-auto", "both-v1"])
+def flavour(request: Any) -> tuple[Any, int | None]:
+    """(qpidd, qmf_version) of one run of the session suite."""
+    which, version = request.param
+    broker = request.getfixturevalue("qpidd_stock" if which == "stock" else "qpidd_v1")
+    return broker, version
+
+
 @pytest.fixture
-async def session(qpidd_v1: Any) -> AsyncIterator[Session]:
-    async with Session.connect(qpidd_v1.url, timeout=10.0) as s:
+def qpidd(flavour: tuple[Any, int | None]) -> Any:
+    return flavour[0]
+
+
+@pytest.fixture
+async def session(flavour: tuple[Any, int | None]) -> AsyncIterator[Session]:
+    broker, version = flavour
+    async with Session.connect(broker.url, timeout=10.0, qmf_version=version) as s:
+        assert s.brokers[0].qmf_version == (version or 2)
         yield s
 
 
@@ -68,18 +89,18 @@ def send_messages(address: str, queue: str, count: int) -> None:
 
 # ---------------------------------------------------------------------------- connecting
 
-async def test_the_url_alone_reaches_qpidd_over_amqp_1_0(qpidd_v1: Any) -> None:
-    async with Session.connect(qpidd_v1.url) as session:
+async def test_the_url_alone_reaches_qpidd_over_amqp_1_0(qpidd: Any) -> None:
+    async with Session.connect(qpidd.url) as session:
         broker = session.brokers[0]
         assert broker.protocol == "1.0"
         obj = await _broker_object(session)
-        assert obj.port == qpidd_v1.port
+        assert obj.port == qpidd.port
         assert obj.name == "amqp-broker"
 
 
-async def test_forcing_the_wrong_protocol_is_a_clear_error(qpidd_v1: Any, amqp_url: str) -> None:
+async def test_forcing_the_wrong_protocol_is_a_clear_error(qpidd: Any, amqp_url: str) -> None:
     with pytest.raises(ProtocolMismatchError, match="does not speak AMQP 0-9-1"):
-        async with Session.connect(qpidd_v1.url, protocol="0-9-1"):
+        async with Session.connect(qpidd.url, protocol="0-9-1"):
             pass
     with pytest.raises(ProtocolMismatchError, match=r"does not speak AMQP 1\.0"):
         async with Session.connect(amqp_url, protocol="1.0"):
@@ -90,16 +111,16 @@ async def test_forcing_the_wrong_protocol_is_a_clear_error(qpidd_v1: Any, amqp_u
 
 # ---------------------------------------------------------------------------- objects
 
-async def test_get_objects_agrees_with_classic_qpid_config(qpidd_v1: Any, session: Session,
+async def test_get_objects_agrees_with_classic_qpid_config(qpidd: Any, session: Session,
                                                            classic_tools: Any) -> None:
     names = [_name("q") for _ in range(3)]
     for name in names:
-        rc, _, err = classic_tools("qpid-config", "-b", qpidd_v1.address, "add", "queue", name)
+        rc, _, err = classic_tools("qpid-config", "-b", qpidd.address, "add", "queue", name)
         assert rc == 0, err
     queues = await session.get_objects(_class="queue", _package=BROKER_PKG)
     ours = {q.name for q in queues}
     assert set(names) <= ours
-    rc, out, err = classic_tools("qpid-config", "-b", qpidd_v1.address, "queues")
+    rc, out, err = classic_tools("qpid-config", "-b", qpidd.address, "queues")
     assert rc == 0, err
     theirs = {line.split()[0] for line in out.splitlines()[2:] if line.strip()}
     assert set(names) <= theirs
@@ -109,12 +130,12 @@ async def test_get_objects_agrees_with_classic_qpid_config(qpidd_v1: Any, sessio
         assert q.msgDepth == 0 and q.durable is False
 
 
-async def test_statistics_follow_real_traffic(qpidd_v1: Any, session: Session) -> None:
+async def test_statistics_follow_real_traffic(qpidd: Any, session: Session) -> None:
     name = _name("traffic")
     broker = await _broker_object(session)
     result = await broker.create("queue", name, {}, False)
     assert result.status == 0
-    await asyncio.to_thread(send_messages, qpidd_v1.address, name, 25)
+    await asyncio.to_thread(send_messages, qpidd.address, name, 25)
     (q,) = await session.get_objects(_class="queue", name=name)
     assert q.msgDepth == 25 and q.msgTotalEnqueues == 25
     purged = await q.purge(10)
@@ -125,7 +146,7 @@ async def test_statistics_follow_real_traffic(qpidd_v1: Any, session: Session) -
 
 # ---------------------------------------------------------------------------- methods
 
-async def test_methods_and_their_errors(session: Session, qpidd_v1: Any,
+async def test_methods_and_their_errors(session: Session, qpidd: Any,
                                         classic_tools: Any) -> None:
     broker = await _broker_object(session)
     echo = await broker.echo(7, "over 1.0")
@@ -134,13 +155,13 @@ async def test_methods_and_their_errors(session: Session, qpidd_v1: Any,
     assert level.status == 0 and isinstance(level.out_args["level"], str)
     name = _name("made")
     assert (await broker.create("queue", name, {"qpid.max_count": 10}, False)).status == 0
-    rc, out, _ = classic_tools("qpid-config", "-b", qpidd_v1.address, "queues")
+    rc, out, _ = classic_tools("qpid-config", "-b", qpidd.address, "queues")
     assert rc == 0 and name in out
     with pytest.raises(MethodError) as bad:
         await broker.create("no-such-type", _name("x"), {}, False)
     assert bad.value.status != 0 and bad.value.text
     assert (await broker.delete("queue", name, {})).status == 0
-    rc, out, _ = classic_tools("qpid-config", "-b", qpidd_v1.address, "queues")
+    rc, out, _ = classic_tools("qpid-config", "-b", qpidd.address, "queues")
     assert rc == 0 and name not in out
 
 
@@ -198,9 +219,10 @@ async def test_schema_cache_and_the_broker_agent(session: Session) -> None:
 
 # ---------------------------------------------------------------------------- restart
 
+@pytest.mark.parametrize("qmf1", [True, False], ids=["both", "stock"])
 async def test_a_qpidd_restart_mid_call_fails_the_call_at_once_and_the_session_recovers(
-        qpidd_fresh: Any) -> None:
-    qpidd = qpidd_fresh(qmf1=True)
+        qpidd_fresh: Any, qmf1: bool) -> None:
+    qpidd = qpidd_fresh(qmf1=qmf1)
     async with Session.connect(qpidd.url, manage_connections=True, timeout=10.0,
                                reconnect_min_delay=0.1, reconnect_max_delay=0.5) as session:
         broker = await _broker_object(session)
@@ -209,7 +231,7 @@ async def test_a_qpidd_restart_mid_call_fails_the_call_at_once_and_the_session_r
         try:
             call = asyncio.create_task(broker.echo(2, "pending", _timeout=30.0))
             await asyncio.sleep(0)  # let it be sent
-            await wait_until(lambda: not call.done() and len(session.brokers[0]._core) > 0,
+            await wait_until(lambda: not call.done() and _pending(session.brokers[0]) > 0,
                              timeout=5.0, message="call pending")
         finally:
             os.kill(qpidd.pid, signal.SIGKILL)
@@ -225,6 +247,11 @@ async def test_a_qpidd_restart_mid_call_fails_the_call_at_once_and_the_session_r
         # get_objects right away: it waits for the reconnection's handshake (B, agents)
         broker = await _broker_object(session)
         assert (await broker.echo(3, "after")).out_args["body"] == "after"
+
+
+def _pending(broker: Any) -> int:
+    """Requests outstanding on a broker connection, whichever QMF version it speaks."""
+    return len(broker._core) + (len(broker._v2.core) if broker._v2 is not None else 0)
 
 
 # ---------------------------------------------------------------------------- the docs

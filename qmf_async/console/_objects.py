@@ -57,18 +57,29 @@ _OPCODE_CHANGES = {"c": Change.PROPERTIES, "i": Change.STATISTICS,
 
 @attrs.frozen(slots=True)
 class RemoteAgent:
-    """A remote agent as a console sees it: its broker and banks, and its label."""
+    """A remote agent as a console sees it: its broker and banks, and its label.
+
+    An agent reached over QMF v2 has its v2 ``name`` (``vendor:product:instance``;
+    qpidd's is ``apache.org:qpidd:<uuid>``) and banks its connection gives it:
+    ``1.0`` for qpidd's own agent, ``0.N`` for the others.
+    """
 
     broker: BrokerLink = attrs.field(repr=False, eq=False)
     broker_bank: int
     agent_bank: int
     label: str = attrs.field(default="", eq=False)
     broker_url: str = attrs.field(default="", eq=False)
+    name: str = attrs.field(default="", eq=False)
 
     @property
     def key(self) -> str:
         """Routing key of requests to this agent: ``agent.<brokerBank>.<agentBank>``."""
         return f"agent.{self.broker_bank}.{self.agent_bank}"
+
+    @property
+    def qmf_version(self) -> int:
+        """The QMF version the console speaks with this agent (1 or 2)."""
+        return 2 if self.name else 1
 
     def __str__(self) -> str:
         return f"RemoteAgent({self.broker_bank}.{self.agent_bank} {self.label or '?'})"

@@ -60,6 +60,7 @@ from ..protocol import (
     Selector,
     compile_selector,
 )
+from ..protocol import DIRECT_EXCHANGE as V2_DIRECT
 from ..runtime import PeerRuntime
 from ..transport import (
     Delivery,
@@ -91,6 +92,7 @@ from ..wire import (
 )
 from ._objects import Change, Event, MethodResult, QmfObject, RemoteAgent
 from ._subscriptions import Subscription
+from ._v2 import Interest, V2Link, V2Wait, v2_bindings
 from ._waits import Wait, Waits
 
 __all__ = ["Broker", "Session"]
@@ -199,6 +201,12 @@ class Broker:
         self._waits = Waits()
         self._reply_queue: str | None = None
         self._topic_queue: str | None = None
+        #: the QMF version spoken on the current connection (1 or 2; None before one)
+        self.qmf_version: int | None = None
+        #: the v2 side of the current connection (None when it speaks v1)
+        self._v2: V2Link | None = None
+        #: the v1 binding keys of the current connection's topic endpoint
+        self._v1_keys: list[str] = []
         self._loss_queue: str | None = None
         #: the known agents, as the core's directory has them (same order)
         self._agents: dict[tuple[int, int], RemoteAgent] = {}
@@ -266,16 +274,27 @@ class Broker:
         # requests can flow from here on (schema fetches for early topic messages)
         self.connected = True
         self._handshake_done.clear()
+        version = session.qmf_version
+        if version is None:  # v2 where qpidd is reached (AMQP 1.0), v1 on a 0-9-1 bus
+            version = 2 if getattr(transport, "protocol", None) == "1.0" else 1
+        self.qmf_version = version
         try:
+            # over v2, the v1 topic serves the agents that speak v1 only: their
+            # heartbeats and, per agent, their objects and events (_v1_agent_keys)
+            self._v2 = V2Link(self) if version == 2 else None
+            self._v1_keys = (session._binding_keys() if version == 1
+                             else ["console.heartbeat.#", *_V1_AGENT_LIST])
             loss = f"qmf-loss-{uuid.uuid4().hex[:16]}"
             self._loss_queue = await transport.open_endpoint(loss, bindings=[(DIRECT, loss)])
             topic = f"qmf-topic-{uuid.uuid4().hex[:16]}"
             self._topic_queue = await transport.open_endpoint(
-                topic, bindings=[(MANAGEMENT, k) for k in session._binding_keys()],
+                topic, bindings=[(MANAGEMENT, k) for k in self._v1_keys],
                 max_length=session.topic_max_length, dead_letter_exchange=DIRECT,
                 dead_letter_routing_key=loss, no_ack=False)
             self.error = None
             await self._handshake()
+            if self._v2 is not None:
+                await self._v2.setup(transport, session._v2_bindings_for(self))
         except BaseException:
             self.connected = False
             raise
@@ -304,8 +323,13 @@ class Broker:
             self._discard(wait)
 
     async def _load_broker_agents(self) -> None:
-        """Ask the broker's own agent (1.0) for its ``agent`` objects."""
-        agent = self._see_agent(1, 0, label="broker")
+        """Ask the broker's own agent (1.0) for its ``agent`` objects (the v1
+        agents attached to it)."""
+        if self._v2 is not None:  # 1.0 is the v2 agent here: asked over v1 all the same
+            self._handle(self._core.see_agent(1, 0, time.monotonic(), label="broker"))
+            agent = RemoteAgent(self, 1, 0, "broker", self.where)
+        else:
+            agent = self._see_agent(1, 0, label="broker")
         try:
             records = await self._query(agent,
                                         {"_class": "agent", "_package": BROKER_AGENT_CLASS[0]},
@@ -325,6 +349,8 @@ class Broker:
         lost = ConnectionLostError(f"connection to {self.where} lost: {exc}")
         lost.__cause__ = exc
         self._handle(self._core.connection_lost(lost))
+        if self._v2 is not None:
+            self._v2.connection_lost(lost)
         self._waits.fail_all(lost)  # waits the core no longer knew (already answered)
         self.session._notify("broker_disconnected", self)
 
@@ -346,6 +372,8 @@ class Broker:
             task.cancel()
         removed = NotConnectedError(f"broker {self.where} was removed")
         self._handle(self._core.close(removed))
+        if self._v2 is not None:
+            self._v2.close(removed)
         self._waits.fail_all(removed)
         self.connected = False
         await self._runtime.stop(self.session.close_timeout, flush=0.0)
@@ -376,7 +404,8 @@ class Broker:
     def _banks(agent: RemoteAgent | None) -> tuple[int, int] | None:
         return None if agent is None else (agent.broker_bank, agent.agent_bank)
 
-    async def _send(self, transport: TransportProtocol, out: Outgoing) -> Wait:
+    async def _send(self, transport: TransportProtocol, out: Outgoing,
+                    exchange: str = MANAGEMENT) -> Wait:
         """Publish what the core built and open the wait for its answer.
 
         Raises:
@@ -384,25 +413,33 @@ class Broker:
         """
         wait = self._waits.open(out.seq)
         try:
-            await transport.publish(out.body, exchange=MANAGEMENT, routing_key=out.routing_key,
+            await transport.publish(out.body, exchange=exchange, routing_key=out.routing_key,
                                     reply_to=self._reply_queue)
         except BaseException:
             self._discard(wait)
             raise
         return wait
 
-    def _discard(self, wait: Wait) -> None:
+    def _discard(self, wait: Wait | V2Wait) -> None:
         """Forget a wait (done, timed out, cancelled) and its request in the core."""
+        if isinstance(wait, V2Wait):
+            if self._v2 is not None:
+                self._v2.discard(wait)
+            return
         if self._waits.discard(wait):
             self._core.cancel(wait.seq)
 
     async def _request(self, agent: RemoteAgent | None, msg_factory: Callable[[int], Message],
-                       routing_key: str, *, query: bool, expect: str, timeout: float) -> Any:
-        """Send one request and wait for its reply (or its indications and ``z``)."""
+                       routing_key: str, *, query: bool, expect: str, timeout: float,
+                       exchange: str = MANAGEMENT) -> Any:
+        """Send one request and wait for its reply (or its indications and ``z``).
+        ``exchange``: ``qmf.default.direct`` for a v1 ``S`` to a v2 agent, which v2
+        agents answer on their v2 address (``routing_key`` their name)."""
         transport = self._check()
+        banks = None if agent is not None and agent.name else self._banks(agent)
         out = self._core.send_request(msg_factory, routing_key, query=query,
-                                      agent=self._banks(agent), expect=expect)
-        wait = await self._send(transport, out)
+                                      agent=banks, expect=expect)
+        wait = await self._send(transport, out, exchange)
         try:
             self._waits.expire_after(wait, timeout)
             return await wait.future
@@ -414,23 +451,66 @@ class Broker:
 
     async def _query(self, agent: RemoteAgent, query: Mapping[str, Any],
                      timeout: float) -> list[Message]:
+        if agent.name and self._v2 is not None:  # a v2 agent: its records, as over v1
+            records: list[Any] = []
+            wait = await self._v2.send_query(agent, query, records.append)
+            try:
+                await asyncio.wait_for(asyncio.shield(wait.future), timeout)
+            except TimeoutError:
+                raise QmfTimeout(f"no complete answer from {agent} on {self.where} "
+                                 f"within {timeout}s") from None
+            finally:
+                self._v2.discard(wait)
+            return records
         found: list[Message] = await self._request(
             agent, lambda seq: GetQuery(seq, dict(query)), agent.key, query=True, expect="",
             timeout=timeout)
         return found
 
     async def _send_query(self, agent: RemoteAgent, query: Mapping[str, Any],
-                          sink: Callable[[Message | RawObjectRecord], None]) -> Wait:
+                          sink: Callable[[Message | RawObjectRecord], None],
+                          where: list[Any] | None = None) -> Wait:
         """Send a ``G`` whose records go to ``sink``; the wait completes at its ``z``.
+        ``where``: a v2 ``_where`` predicate for a v2 agent that applies it.
 
         The caller must :meth:`_discard` the wait.
 
         Raises:
             NotConnectedError, TransportError: not sent.
         """
+        if agent.name and self._v2 is not None:
+            return await self._v2.send_query(agent, query, sink,  # type: ignore[return-value]
+                                             where=where)
         transport = self._check()
         out = self._core.send_query((agent.broker_bank, agent.agent_bank), query, sink=sink)
         return await self._send(transport, out)
+
+    async def _fetch_v1_schema(self, key: ClassKey, timeout: float,
+                               agent: RemoteAgent | None = None) -> SchemaClass | None:
+        """The schema of ``key`` with a v1 ``S``: asked of the v2 ``agent`` on its v2
+        address (as the classic console does; v2 agents answer it there) unless it is
+        qpidd's, then of the management broker (qpidd answers it whichever QMF
+        version it publishes); None when neither can be asked.
+
+        Raises:
+            QmfTimeout, CommandError, TransportError: the last request failed.
+        """
+        if agent is not None and agent.name and not agent.name.startswith(_QPIDD_AGENT):
+            try:
+                reply = await self._request(agent, lambda seq: SchemaRequest(seq, key),
+                                            agent.name, query=False, expect="s",
+                                            timeout=timeout, exchange=V2_DIRECT)
+            except (QmfError, CommandError):
+                if not self.has_management:
+                    raise
+            else:
+                if isinstance(reply, SchemaResponse):
+                    return reply.schema
+        if not self.has_management:
+            return None
+        reply = await self._request(None, lambda seq: SchemaRequest(seq, key), "broker",
+                                    query=False, expect="s", timeout=timeout)
+        return reply.schema if isinstance(reply, SchemaResponse) else None
 
     # ------------------------------------------------------------------ agents
 
@@ -450,9 +530,15 @@ class Broker:
         core.missed_heartbeats = session.missed_heartbeats
         core.max_held = session.max_held
         self._handle(core.age(now))
+        if self._v2 is not None:
+            self._v2.age(now)
 
     def _forget_agents(self) -> None:
         self._handle(self._core.forget_agents("broker removed"))
+        for banks, agent in list(self._agents.items()):
+            if agent.name:  # v2 agents: not in the v1 core's directory
+                del self._agents[banks]
+                self.session._agent_left(agent)
 
     def agents(self) -> list[RemoteAgent]:
         """The agents currently known on this broker."""
@@ -461,6 +547,9 @@ class Broker:
     # ------------------------------------------------------------------ dispatch
 
     def _dispatch(self, delivery: Delivery) -> None:
+        if delivery.value is not None and self._v2 is not None:
+            self._v2.dispatch(delivery)
+            return
         if delivery.endpoint == self._loss_queue:
             self.topic_dropped += 1
             if self.topic_dropped in (1, 100) or self.topic_dropped % 10_000 == 0:
@@ -504,32 +593,73 @@ class Broker:
         if wait is not None and not wait.future.done():
             wait.future.set_exception(ev.error)
 
+    def _v2_owns(self, banks: tuple[int, int] | None) -> bool:
+        """Over v2, what v1 says of the broker's own agent (1.0) is left to v2."""
+        return self._v2 is not None and (banks is None or banks == (1, 0))
+
     def _on_agent_arrived(self, ev: AgentArrived) -> None:
+        banks = (ev.broker_bank, ev.agent_bank)
+        if self._v2_owns(banks):
+            return
         agent = RemoteAgent(self, ev.broker_bank, ev.agent_bank, ev.label, self.where)
-        self._agents[(ev.broker_bank, ev.agent_bank)] = agent
+        self._agents[banks] = agent
+        if self._v2 is not None:
+            self._follow_v1_agent(agent, True)
         self.session._agent_arrived(agent)
 
+    def _follow_v1_agent(self, agent: RemoteAgent, add: bool) -> None:
+        """Over v2: bind (or unbind) the v1 objects and events of a v1-only agent."""
+        transport, topic = self._transport, self._topic_queue
+        if transport is None or topic is None or not self.connected:
+            return
+        keys = [f"console.obj.{agent.broker_bank}.{agent.agent_bank}.#",
+                f"console.event.{agent.broker_bank}.{agent.agent_bank}.#"]
+        call = transport.bind if add else transport.unbind
+
+        async def run() -> None:
+            for key in keys:
+                try:
+                    await call(topic, MANAGEMENT, key)
+                except QmfError as exc:
+                    log.info("v1 binding %s of %s on %s failed: %s", key, agent, self.where,
+                             exc)
+        task = asyncio.get_running_loop().create_task(run())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
     def _on_agent_relabeled(self, ev: AgentRelabeled) -> None:
-        self._agents[(ev.broker_bank, ev.agent_bank)] = RemoteAgent(
-            self, ev.broker_bank, ev.agent_bank, ev.label, self.where)
+        banks = (ev.broker_bank, ev.agent_bank)
+        if self._v2_owns(banks):
+            return
+        self._agents[banks] = RemoteAgent(self, ev.broker_bank, ev.agent_bank, ev.label,
+                                          self.where)
 
     def _on_agent_left(self, ev: AgentLeft) -> None:
-        agent = self._agents.pop((ev.broker_bank, ev.agent_bank), None)
+        banks = (ev.broker_bank, ev.agent_bank)
+        if self._v2_owns(banks):
+            return
+        agent = self._agents.pop(banks, None)
         if agent is not None:
+            if self._v2 is not None:
+                self._follow_v1_agent(agent, False)
             self.session._agent_left(agent)
 
     def _on_heartbeat(self, ev: HeartbeatReceived) -> None:
         agent = self._agents.get((ev.broker_bank, ev.agent_bank))
-        if agent is not None:
+        if agent is not None and not agent.name:
             self.session._notify("heartbeat", agent, ev.timestamp)
 
     def _on_object_update(self, ev: ObjectUpdate) -> None:
         banks = ev.agent
+        if self._v2_owns(banks):
+            return
         agent = self._agents.get(banks) if banks is not None else None
         self.session._object_update(self, agent, ev.record)
 
     def _on_event(self, ev: EventReceived) -> None:
         banks = ev.agent
+        if self._v2_owns(banks):
+            return
         agent = self._agents.get(banks) if banks is not None else None
         msg = ev.message
         event = Event(msg.schema.class_key, msg.timestamp, msg.severity, dict(msg.arguments),
@@ -586,6 +716,12 @@ class Broker:
             self._handle(self._core.schema_known(key, time.monotonic()))
 
 
+#: qpidd's v2 agent names start with this
+_QPIDD_AGENT = "apache.org:qpidd:"
+
+#: the v1 binding that keeps the list of v1 agents current (the broker's agent objects)
+_V1_AGENT_LIST = ("console.obj.*.*.org.apache.qpid.broker.agent",)
+
 #: how many deleted objects' last views a session remembers
 _MAX_GONE = 4096
 
@@ -602,6 +738,21 @@ _MAX_DEPARTED = 4096
 #: first half of an object id -> ((broker bank, agent bank), routing key of its agent);
 #: cleared when full (a few entries per agent boot)
 _METHOD_ROUTES: dict[bytes, tuple[tuple[int, int], str]] = {}
+
+
+def _where_predicate(selector: Selector | None,
+                     equals: Mapping[str, Any]) -> list[Any] | None:
+    """The v2 ``_where`` implied by a query's selector and ``name=value`` filters
+    (strings and booleans only; None when nothing translates)."""
+    parts: list[Any] = [["eq", name, ["quote", value]] for name, value in equals.items()
+                        if isinstance(value, (str, bool))]
+    if selector is not None:
+        found = selector.qmf_where()
+        if found is not None:
+            parts.append(found)
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else ["and", *parts]
 
 
 def _method_result(msg: MethodResponse) -> MethodResult:
@@ -626,6 +777,13 @@ class Session:
     ``protocol`` picks the AMQP version: ``"auto"`` (default) speaks 0-9-1 and switches
     to 1.0 when the broker answers with another version's header (qpidd), ``"0-9-1"``
     or ``"1.0"`` force one (1.0 needs the ``amqp10`` extra).
+
+    ``qmf_version`` picks the QMF version: None (default) speaks v2 (map messages) on
+    a connection to qpidd over AMQP 1.0, where a stock qpidd publishes v2 only, and v1
+    on a 0-9-1 bus (RabbitMQ with the management-broker role); ``1`` or ``2`` force
+    one.  The API is the same either way (``Broker.qmf_version`` says which is spoken);
+    over v2, schemas still come from the v1 ``S``, which qpidd answers (it has no v2
+    schema query).
     """
 
     def __init__(
@@ -652,9 +810,14 @@ class Session:
         reconnect_max_delay: float = 30.0,
         close_timeout: float = 5.0,
         protocol: str = "auto",
+        qmf_version: int | None = None,
         _transport_factory: TransportFactory | None = None,
     ) -> None:
-        """Raises: UsageError for non-positive timeouts or limits, or an unknown protocol."""
+        """Raises: UsageError for non-positive timeouts or limits, an unknown protocol or
+        QMF version."""
+        if qmf_version not in (None, 1, 2):
+            raise UsageError(f"qmf_version must be 1, 2 or None (automatic), not {qmf_version!r}")
+        self.qmf_version = qmf_version
         for name, value in (("timeout", timeout), ("broker_timeout", broker_timeout),
                             ("schema_timeout", schema_timeout), ("agent_interval", agent_interval),
                             ("completion_timeout", completion_timeout),
@@ -693,6 +856,8 @@ class Session:
         self._event_subs: list[Subscription[Event]] = []
         self._update_subs: list[Subscription[QmfObject]] = []
         self._agent_subs: list[Subscription[tuple[str, RemoteAgent]]] = []
+        # what each event or update subscription follows (QMF v2 binds only that)
+        self._interests: dict[Subscription[Any], Interest] = {}
         # The object view: (id(broker), object id bytes) -> the latest properties and
         # statistics bytes received, merged into the proxies of c/i updates; least
         # recently updated first, at most ``max_objects`` entries, deleted objects and
@@ -850,6 +1015,52 @@ class Session:
             keys.append("console.obj.*.*.org.apache.qpid.broker.agent")
         return list(dict.fromkeys(keys))
 
+    def _v2_bindings_for(self, broker: Broker) -> list[tuple[str, str | None]]:
+        """The v2 indication bindings of ``broker``: what the subscriptions follow,
+        everything for a :class:`Console` (as ``rcv_objects``/``rcv_events`` say),
+        or the user's bindings."""
+        interests = list(self._interests.values())
+        if not self.user_bindings and self.console is not None:
+            if self.rcv_objects:
+                interests.append(Interest("data"))
+            if self.rcv_events:
+                interests.append(Interest("event"))
+        assert broker._v2 is not None
+        return v2_bindings(interests, self._user_keys if self.user_bindings else (),
+                           broker._v2.name_of)
+
+    def _sync_v2(self) -> None:
+        """Bring the v2 bindings of every connected broker in line with the
+        subscriptions (in the background; a failure is logged)."""
+        for broker in self.brokers:
+            v2, transport = broker._v2, broker._transport
+            if v2 is None or transport is None or not broker.connected:
+                continue
+            task = asyncio.get_running_loop().create_task(
+                self._sync_broker(broker, v2, transport))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _sync_broker(self, broker: Broker, v2: V2Link,
+                           transport: TransportProtocol) -> None:
+        try:
+            await v2.sync(transport, self._v2_bindings_for(broker))
+        except QmfError as exc:
+            log.warning("could not update the QMF v2 bindings on %s: %s", broker.where, exc)
+
+    def _follow(self, sub: Subscription[Any], interest: Interest,
+                subs: list[Any]) -> None:
+        """Register ``sub`` in ``subs`` with what it follows over v2."""
+        def closed(s: Subscription[Any]) -> None:
+            subs.remove(s)
+            if self._interests.pop(s, None) is not None and not self._closed:
+                self._sync_v2()
+        sub._on_close = closed
+        subs.append(sub)
+        self._interests[sub] = interest
+        if any(b._v2 is not None for b in self.brokers):
+            self._sync_v2()
+
     async def _add_binding(self, *keys: str) -> None:
         if not self.user_bindings:
             raise UsageError("bind_* needs Session(user_bindings=True)")
@@ -857,7 +1068,11 @@ class Session:
         self._user_keys.extend(new)
         for broker in self.brokers:
             transport = broker._transport
-            if broker.connected and broker._topic_queue and transport is not None:
+            if not broker.connected or transport is None:
+                continue
+            if broker._v2 is not None:
+                await broker._v2.sync(transport, self._v2_bindings_for(broker))
+            elif broker._topic_queue:
                 for k in new:
                     await transport.bind(broker._topic_queue, MANAGEMENT, k)
 
@@ -1130,9 +1345,14 @@ class Session:
 
     def events(self, *, where: str | Selector | None = None, _class: str | None = None,
                _package: str | None = None, severity: int | None = None,
+               _agent: RemoteAgent | None = None,
                maxsize: int = 10_000) -> Subscription[Event]:
-        """An async iterator over events (filtered by class, package, the most
+        """An async iterator over events (filtered by class, package, agent, the most
         severe ``severity`` level accepted, and a ``where`` selector over arguments).
+
+        Over QMF v2 the broker is asked to pass only the events followed: the class
+        and package by subject, the agent by a selector on ``qmf.agent`` (qpidd
+        filters at the source).
 
         Raises:
             SelectorError (a UsageError): ``where`` does not parse.
@@ -1147,20 +1367,23 @@ class Session:
                 return False
             if severity is not None and ev.severity > severity:
                 return False
+            if _agent is not None and ev.agent != _agent:
+                return False
             return selector is None or selector(ev.arguments)
 
-        sub: Subscription[Event] = Subscription(maxsize, accept, self._event_subs.remove)
-        self._event_subs.append(sub)
+        sub: Subscription[Event] = Subscription(maxsize, accept)
+        self._follow(sub, Interest("event", _package, _class, _agent), self._event_subs)
         return sub
 
     def object_updates(self, *, _class: str | None = None, _package: str | None = None,
-                       where: str | Selector | None = None,
+                       where: str | Selector | None = None, _agent: RemoteAgent | None = None,
                        maxsize: int = 10_000) -> Subscription[QmfObject]:
         """An async iterator over object updates (``c``/``i``), merged with the last
         known properties/statistics of the same object: every proxy answers both
         (an object first seen through one part is completed by a query first, see
         ``completion_timeout``), ``get_changes()`` tells what the update carried,
-        and ``where`` is evaluated over the merged values.
+        and ``where`` is evaluated over the merged values.  ``_agent`` follows one
+        agent; over QMF v2 the broker passes only the classes and agent followed.
 
         Raises:
             SelectorError (a UsageError): ``where`` does not parse.
@@ -1173,10 +1396,12 @@ class Session:
                 return False
             if _package is not None and k.package != _package:
                 return False
+            if _agent is not None and obj.get_agent() != _agent:
+                return False
             return selector is None or selector(obj.values())
 
-        sub: Subscription[QmfObject] = Subscription(maxsize, accept, self._update_subs.remove)
-        self._update_subs.append(sub)
+        sub: Subscription[QmfObject] = Subscription(maxsize, accept)
+        self._follow(sub, Interest("data", _package, _class, _agent), self._update_subs)
         return sub
 
     def agent_changes(self, *, maxsize: int = 1000) -> Subscription[tuple[str, RemoteAgent]]:
@@ -1465,9 +1690,12 @@ class Session:
             return take
 
         entries: list[tuple[Broker, RemoteAgent, Wait]] = []
+        # what v2 agents that honour _where may drop themselves (checked here anyway)
+        predicate = _where_predicate(selector, property_equals)
         try:
             for broker, agent in targets:
-                entry = await broker._send_query(agent, query, on_item(broker, agent))
+                entry = await broker._send_query(agent, query, on_item(broker, agent),
+                                                 predicate)
                 entries.append((broker, agent, entry))
             if not entries:
                 where = ", ".join(b.where for b in brokers)
@@ -1557,6 +1785,10 @@ class Session:
         broker = cast(Broker, obj.get_broker())  # a proxy's broker is a Broker of ours
         transport = broker._check()
         raw_oid = RecordLayout.object_id_bytes(obj._raw)  # obj.get_object_id() as bytes
+        v2 = broker._v2
+        if v2 is not None and raw_oid in v2.oids:  # an object received over QMF v2
+            return await v2.call(raw_oid, obj._agent, obj.get_schema(), method, in_args,
+                                 timeout if timeout is not None else self.timeout)
         head = raw_oid[:8]  # flags, boot sequence, broker and agent bank
         route = _METHOD_ROUTES.get(head)
         if route is None:

@@ -75,6 +75,7 @@ from ._events_v2 import (
     MethodFailed,
     QueryAnswered,
     QueryFailed,
+    QueryPart,
     RequestExpired,
     RequestFailedV2,
 )
@@ -144,6 +145,7 @@ __all__ = [
     "MethodFailed",
     "OutgoingV2",
     "QueryAnswered",
+    "QueryPart",
     "QueryFailed",
     "RequestExpired",
     "RequestFailedV2",

@@ -58,6 +58,7 @@ from ._events_v2 import (
     MethodFailed,
     QueryAnswered,
     QueryFailed,
+    QueryPart,
     RequestExpired,
     RequestFailedV2,
 )
@@ -129,15 +130,20 @@ class _Pending:
     ``draining``: it was already failed, and its remaining parts are read and
     dropped until the last one."""
 
-    __slots__ = ("agent", "cid", "deadline", "draining", "items", "kind")
+    __slots__ = ("agent", "cid", "count", "deadline", "draining", "items", "kind", "stream")
 
-    def __init__(self, cid: str, kind: str, agent: str | None, deadline: float | None) -> None:
+    def __init__(self, cid: str, kind: str, agent: str | None, deadline: float | None,
+                 stream: bool = False) -> None:
         self.cid = cid
         self.kind = kind
         self.agent = agent
         self.deadline = deadline
         self.items: list[Any] = []
         self.draining = False
+        #: a streamed query hands each part out as it comes (items stays empty)
+        self.stream = stream
+        #: items received so far (streamed or gathered)
+        self.count = 0
 
 
 def texts_from_schema(values: Mapping[str, Any],
@@ -184,7 +190,8 @@ class ConsoleProtocolV2:
     query fails and the rest of its answer is dropped); ``max_agents`` agents in
     the directory (heartbeats of further agents are dropped and counted).
     ``agent_interval`` is the heartbeat interval assumed for an agent that does
-    not say; an agent is gone after ``missed`` intervals of silence.
+    not say; an agent is gone after ``missed`` intervals of silence, plus
+    ``busy_grace`` seconds while a request to it is outstanding.
 
     Counters: ``dropped`` answers nobody waits for (unknown, cancelled, expired
     requests, or failed ones after their last part), ``drained`` parts of failed
@@ -194,7 +201,7 @@ class ConsoleProtocolV2:
 
     def __init__(self, *, start_cid: int = 1, max_query_items: int = 1_000_000,
                  agent_interval: float = 10.0, min_agent_interval: float = 0.1,
-                 missed: int = 3, max_agents: int = 10_000) -> None:
+                 missed: int = 3, max_agents: int = 10_000, busy_grace: float = 0.0) -> None:
         if max_query_items < 1:
             raise UsageError("max_query_items must be at least 1")
         if missed < 1:
@@ -204,6 +211,7 @@ class ConsoleProtocolV2:
         self.min_agent_interval = min_agent_interval
         self.missed = missed
         self.max_agents = max_agents
+        self.busy_grace = busy_grace
         self._next_cid = start_cid
         self._pending: dict[str, _Pending] = {}
         #: agents known on this connection, by name, in the order they arrived
@@ -231,9 +239,10 @@ class ConsoleProtocolV2:
             if cid not in self._pending:
                 return cid
 
-    def _register(self, kind: str, agent: str | None, deadline: float | None) -> str:
+    def _register(self, kind: str, agent: str | None, deadline: float | None,
+                  stream: bool = False) -> str:
         cid = self._new_cid()
-        self._pending[cid] = _Pending(cid, kind, agent, deadline)
+        self._pending[cid] = _Pending(cid, kind, agent, deadline, stream)
         return cid
 
     @staticmethod
@@ -259,10 +268,14 @@ class ConsoleProtocolV2:
 
     def send_query(self, agent: str | None, *, what: str = "OBJECT",
                    schema_id: V2SchemaId | None = None, object_id: V2ObjectId | None = None,
-                   where: Any = None, deadline: float | None = None) -> OutgoingV2:
+                   where: Any = None, deadline: float | None = None,
+                   stream: bool = False) -> OutgoingV2:
         """A ``_query_request`` to ``agent`` (its name; None or ``broker``: qpidd's
         own agent).  The answer comes as one :class:`QueryAnswered` (or
         :class:`QueryFailed`, :class:`RequestFailedV2`, :class:`RequestExpired`).
+        With ``stream`` every part but the last comes as a :class:`QueryPart` when it
+        arrives and the :class:`QueryAnswered` holds the last part's items only, so a
+        large answer is not held whole (the failure events then carry no items).
 
         Raises:
             UsageError: an empty agent name.
@@ -270,7 +283,7 @@ class ConsoleProtocolV2:
                 registered).
         """
         subject = self._address(agent)
-        cid = self._register(_QUERY, subject, deadline)
+        cid = self._register(_QUERY, subject, deadline, stream)
         try:
             return self._outgoing(V2QueryRequest(what, where, schema_id, object_id, cid),
                                   DIRECT_EXCHANGE, subject)
@@ -349,12 +362,19 @@ class ConsoleProtocolV2:
 
     def age(self, now: float) -> list[EventV2]:
         """Agents silent for more than ``missed`` times their interval leave
-        (:class:`AgentLeftV2`); requests addressed to them fail
+        (:class:`AgentLeftV2`), ``busy_grace`` seconds later when a request to
+        them is outstanding; requests addressed to them fail
         (:class:`RequestFailedV2` with :class:`~qmf_async.errors.AgentGoneError`)."""
         events: list[EventV2] = []
+        # an agent still owing an answer gets ``busy_grace`` more: a busy agent (qpidd
+        # building a large answer) may skip heartbeats
+        waited_on = {entry.agent for entry in self._pending.values() if not entry.draining}
         for name, info in list(self.agents.items()):
             silent = now - info.last_seen
-            if silent > self.missed * info.interval:
+            allowed = self.missed * info.interval
+            if name in waited_on:
+                allowed += self.busy_grace
+            if silent > allowed:
                 del self.agents[name]
                 events.append(AgentLeftV2(name, f"no heartbeat for {silent:.3g} s"))
                 error = AgentGoneError(f"QMF v2 agent {name!r} left (no heartbeat)")
@@ -477,7 +497,7 @@ class ConsoleProtocolV2:
             if not msg.partial:
                 del self._pending[entry.cid]
             return
-        if len(entry.items) + len(msg.items) > self.max_query_items:
+        if entry.count + len(msg.items) > self.max_query_items:
             gathered = entry.items
             entry.items = []
             entry.draining = True
@@ -487,6 +507,14 @@ class ConsoleProtocolV2:
                 f"QMF v2 query {entry.cid} answer exceeds max_query_items="
                 f"{self.max_query_items} (the rest of it is dropped)")
             events.append(RequestFailedV2(entry.cid, error, gathered))
+            return
+        entry.count += len(msg.items)
+        if entry.stream:
+            if msg.partial:
+                events.append(QueryPart(entry.cid, list(msg.items), msg.agent))
+            else:
+                del self._pending[entry.cid]
+                events.append(QueryAnswered(entry.cid, list(msg.items), msg.agent))
             return
         entry.items.extend(msg.items)
         if not msg.partial:

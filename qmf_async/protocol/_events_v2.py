@@ -27,6 +27,7 @@ __all__ = [
     "MethodAnswered",
     "MethodFailed",
     "QueryAnswered",
+    "QueryPart",
     "QueryFailed",
     "RequestExpired",
     "RequestFailedV2",
@@ -38,6 +39,17 @@ class QueryAnswered:
     """Query ``cid`` is answered: ``items`` gathered from every part in the order
     received (:class:`~qmf_async.wire.V2Data` for ``_data`` answers, else the raw
     maps); ``agent`` is the ``qmf.agent`` of the last part."""
+
+    cid: str
+    items: list[Any]
+    agent: str | None
+
+
+@attrs.frozen(slots=True)
+class QueryPart:
+    """A part of the answer to a streamed query (``send_query(stream=True)``) that is
+    not the last: its ``items`` only (the last part comes as :class:`QueryAnswered`
+    holding the items of that part alone)."""
 
     cid: str
     items: list[Any]
@@ -162,6 +174,6 @@ class MessageUnhandled:
 
 
 #: any event of the v2 console core
-EventV2 = (QueryAnswered | QueryFailed | MethodAnswered | MethodFailed | RequestFailedV2
+EventV2 = (QueryAnswered | QueryPart | QueryFailed | MethodAnswered | MethodFailed | RequestFailedV2
            | RequestExpired | AgentArrivedV2 | AgentRestarted | AgentLeftV2 | DataIndicated
            | EventIndicated | MessageMalformed | MessageUnhandled)

@@ -1071,7 +1071,7 @@ class Selector:
     three-valued result (True, False or None for UNKNOWN).
     """
 
-    __slots__ = ("_fn", "_names", "_text")
+    __slots__ = ("_fn", "_names", "_text", "_tree")
 
     def __init__(self, text: str) -> None:
         if not isinstance(text, str):
@@ -1089,6 +1089,7 @@ class Selector:
         self._text = text
         self._names = frozenset(parser.names)
         self._fn = fn
+        self._tree = tree
 
     @classmethod
     def parse(cls, text: str) -> Selector:
@@ -1109,6 +1110,21 @@ class Selector:
     def names(self) -> frozenset[str]:
         """The names the selector refers to (to check against a schema)."""
         return self._names
+
+    def qmf_where(self) -> list[Any] | None:
+        """A QMF v2 ``_where`` predicate that every match of this selector satisfies
+        (None when no part of it translates safely).
+
+        An agent that applies it drops only what the selector would drop too; the
+        console still evaluates the selector on what arrives.  Translated: ``=`` and
+        ``<>`` of a name with a string or boolean, string ``IN`` lists, ``IS [NOT]
+        NULL``, and AND/OR of those (an AND keeps the conjuncts that translate, an
+        OR needs all of its terms).  Left out, because v2 agents evaluate them
+        differently from JMS (the C++ agents compare an integer with a float as
+        unequal, never match ``re_match``): number comparisons, LIKE, BETWEEN, NOT
+        and arithmetic.
+        """
+        return _where_of(self._tree)
 
     def __call__(self, values: Mapping[str, Any]) -> bool:
         """True only when the selector is TRUE for ``values`` (UNKNOWN is False)."""
@@ -1131,6 +1147,42 @@ class Selector:
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self._text,))
+
+
+_WHERE_OPS: Final = {"=": "eq", "<>": "ne"}
+
+
+def _where_of(node: _Node) -> list[Any] | None:
+    """The v2 predicate implied by ``node`` (see :meth:`Selector.qmf_where`)."""
+    op = node.op
+    if op == "and":
+        parts = [p for p in (_where_of(a) for a in node.args) if p is not None]
+        if not parts:
+            return None
+        return parts[0] if len(parts) == 1 else ["and", *parts]
+    if op == "or":
+        terms = [_where_of(a) for a in node.args]
+        if any(t is None for t in terms):
+            return None
+        return ["or", *terms]
+    if op == "cmp" and node.value in _WHERE_OPS:
+        left, right = node.args
+        if left.op == "lit" and right.op == "id":
+            left, right = right, left
+        if left.op == "id" and right.op == "lit" and isinstance(right.value, (str, bool)):
+            # an unquoted string operand is a name: every literal is quoted
+            return [_WHERE_OPS[node.value], left.value, ["quote", right.value]]
+        return None
+    if op == "isnull" and node.args[0].op == "id":
+        exists = ["exists", node.args[0].value]
+        return exists if node.value else ["not", exists]
+    if op == "in" and node.args[0].op == "id":
+        negated, strs, nums = node.value
+        if negated or nums or not strs:
+            return None
+        name = node.args[0].value
+        return ["or", *(["eq", name, ["quote", s]] for s in sorted(strs))]
+    return None
 
 
 @functools.lru_cache(maxsize=256)

@@ -82,12 +82,16 @@ def _opt_int(value: Any, where: str) -> int | None:
     return None if value is None else _int(value, where)
 
 
+#: the key types of a map whose keys are all text
+_STR_KEYS: Final = {str}
+
+
 def _map(value: Any, where: str) -> dict[str, Any]:
     """A map with text keys (bytes keys decoded): a decoded ``dict`` whose keys are all
     ``str`` is taken as it is (decoded bodies are fresh), anything else is copied."""
     if not isinstance(value, Mapping):
         raise DecodeError(f"QMF v2 {where} must be a map, not {type(value).__name__}")
-    if isinstance(value, dict) and all(type(key) is str for key in value):
+    if isinstance(value, dict) and (not value or set(map(type, value)) == _STR_KEYS):
         return value
     out: dict[str, Any] = {}
     for key, item in value.items():

@@ -1,0 +1,953 @@
+"""The console's QMF v2 side of one broker connection (asyncio driver of
+:class:`~qmf_async.protocol.ConsoleProtocolV2`).
+
+A :class:`Broker` whose connection speaks v2 (``Session(qmf_version=...)``) hands its
+v2 messages here.  What v2 delivers is turned into what the v1 side delivers, so the
+session's one object view, its proxies and its subscriptions serve both versions:
+
+- a v2 object (``V2Data``) becomes a :class:`~qmf_async.wire.RawObjectRecord` of its v1
+  schema (qpidd has no v2 schema query: the schema comes from the v1 ``S``, as the
+  classic console does), with texts decoded (qpidd sends them as binary);
+- its object id is a v1 id made from the agent's banks on this connection and a 64-bit
+  digest of the v2 object name (stable across agent restarts, as qpidd's names are);
+  the v2 id is kept to address methods and ``_objectId`` queries;
+- a v2 agent is a :class:`~qmf_async.console.RemoteAgent` whose ``name`` is its v2
+  name; qpidd's own agent takes the banks ``1.0`` that its v1 view has.
+
+Nothing here does I/O but through the broker's transport.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import hashlib
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Final, Protocol
+
+import attrs
+
+from ..errors import (
+    AgentGoneError,
+    DecodeError,
+    EncodeError,
+    MethodError,
+    ObjectGoneError,
+    QmfError,
+    QmfTimeout,
+)
+from ..protocol import (
+    TOPIC_EXCHANGE,
+    AgentArrivedV2,
+    AgentLeftV2,
+    AgentRestarted,
+    ConsoleProtocolV2,
+    DataIndicated,
+    EventIndicated,
+    MessageMalformed,
+    MessageUnhandled,
+    MethodAnswered,
+    MethodFailed,
+    OutgoingV2,
+    QueryAnswered,
+    QueryFailed,
+    QueryPart,
+    RequestExpired,
+    RequestFailedV2,
+    texts_from_schema,
+)
+from ..transport import Delivery, TransportProtocol
+from ..wire import (
+    ClassKey,
+    ObjectId,
+    QmfType,
+    RawObjectRecord,
+    RecordLayout,
+    SchemaClass,
+    SchemaMethod,
+    SchemaRegistry,
+    V2Data,
+    V2Event,
+    V2ObjectId,
+    V2SchemaId,
+)
+from ._objects import Event, MethodResult, RemoteAgent
+
+__all__ = ["Interest", "V2Link", "V2Wait", "keyify", "v2_bindings"]
+
+log = logging.getLogger("qmf_async.console")
+
+#: how many v2 object ids a connection remembers (for methods and ``_objectId``)
+_MAX_OIDS: Final = 2_000_000
+#: qpidd's agent names start with this; its agent takes the banks 1.0
+_QPIDD_PREFIX: Final = "apache.org:qpidd:"
+#: objects converted between yields to the loop in a large answer
+_CHUNK: Final = 500
+
+_INTS = frozenset({QmfType.UINT8, QmfType.UINT16, QmfType.UINT32, QmfType.UINT64,
+                   QmfType.INT8, QmfType.INT16, QmfType.INT32, QmfType.INT64,
+                   QmfType.ABSTIME, QmfType.DELTATIME})
+_TEXTS = frozenset({QmfType.SSTR, QmfType.LSTR})
+
+
+def keyify(name: str) -> str:
+    """A name as v2 subjects carry it (dots become ``_``)."""
+    return name.replace(".", "_")
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+@attrs.frozen(slots=True)
+class Interest:
+    """What one subscription follows over v2: ``kind`` ``data`` or ``event``, narrowed
+    to a package, a class (object or event class) or one agent."""
+
+    kind: str
+    package: str | None = None
+    class_name: str | None = None
+    agent: RemoteAgent | None = None
+
+
+def v2_bindings(interests: Iterable[Interest], user_keys: Iterable[str],
+                agent_name: Callable[[RemoteAgent | tuple[int, int]], str | None]
+                ) -> list[tuple[str, str | None]]:
+    """The ``qmf.default.topic`` bindings (key, selector) of one connection that
+    receive what ``interests`` follow and what the v1 user binding keys
+    ``user_keys`` (``Session(user_bindings=True)``) ask for.
+
+    Classes and packages map onto subject patterns (qpidd's subjects are
+    ``agent.ind.<data|event>.<package>.<class>.<vendor>.<product>.<instance>``,
+    dots in names as ``_``); one agent maps onto a selector on ``qmf.agent``, which
+    qpidd applies at the source.  ``agent_name`` gives the v2 name of an agent (a
+    RemoteAgent, or the banks of a v1 key) on this connection, None when it is not
+    known here over v2: such an interest binds nothing.  Heartbeats are always
+    bound: the agent directory lives on them.
+    """
+    out: dict[tuple[str, str | None], None] = {("agent.ind.heartbeat.#", None): None}
+    for it in interests:
+        selector = None
+        if it.agent is not None:
+            name = agent_name(it.agent)
+            if name is None:
+                continue
+            selector = f"qmf.agent = {_quote(name)}"
+        package = keyify(it.package) if it.package else "*"
+        if it.class_name:
+            key = f"agent.ind.{it.kind}.{package}.{it.class_name}.#"
+        elif it.package:
+            key = f"agent.ind.{it.kind}.{package}.#"
+        else:
+            key = f"agent.ind.{it.kind}.#"
+        out[(key, selector)] = None
+    for key in user_keys:
+        parts = key.split(".")
+        if parts[:1] != ["console"] or len(parts) < 3 or parts[1] not in ("obj", "event"):
+            continue
+        kind = "data" if parts[1] == "obj" else "event"
+        if len(parts) == 3:  # console.obj.# / console.event.#
+            out[(f"agent.ind.{kind}.#", None)] = None
+            continue
+        banks, rest = parts[2:4], parts[4:]
+        if banks != ["*", "*"]:
+            try:
+                agent = agent_name((int(banks[0]), int(banks[1])))
+            except ValueError:
+                agent = None
+            if agent is not None:
+                out[(f"agent.ind.{kind}.#", f"qmf.agent = {_quote(agent)}")] = None
+            continue
+        if not rest or rest == ["#"]:
+            out[(f"agent.ind.{kind}.#", None)] = None
+        elif rest[-1] in ("#", "*"):
+            out[(f"agent.ind.{kind}.{keyify('.'.join(rest[:-1]))}.#", None)] = None
+        else:
+            package, cls = ".".join(rest[:-1]), rest[-1]
+            out[(f"agent.ind.{kind}.{keyify(package)}.{cls}.#", None)] = None
+    return list(out)
+
+
+class V2Host(Protocol):
+    """What :class:`V2Link` needs of its broker connection."""
+
+    where: str
+    _reply_queue: str | None
+    _agents: dict[tuple[int, int], RemoteAgent]
+    _closing: bool
+
+    @property
+    def session(self) -> Any: ...
+
+    @property
+    def has_management(self) -> bool: ...
+
+    def _check(self) -> TransportProtocol: ...
+
+    async def _fetch_v1_schema(self, key: ClassKey, timeout: float,
+                               agent: RemoteAgent | None = None) -> SchemaClass | None: ...
+
+
+class V2Wait:
+    """A v2 query in flight: ``future`` completes once every object of its answer
+    was handed to the sink (or fails with the query's error)."""
+
+    __slots__ = ("cid", "future", "task")
+
+    def __init__(self, cid: str | None, future: asyncio.Future[Any]) -> None:
+        self.cid = cid
+        self.future = future
+        self.task: asyncio.Task[Any] | None = None
+
+    def __repr__(self) -> str:
+        return f"<V2Wait cid={self.cid} done={self.future.done()}>"
+
+
+class _Converter:
+    """Turns ``_values`` maps of one class into the value lists of its v1 record
+    sections (a function compiled per section: texts decoded from the binary qpidd
+    sends, references and uuids made v1 values, absent elements given their type's
+    zero, or None when optional)."""
+
+    __slots__ = ("codec", "has_stats", "pnames", "props", "snames", "stats")
+
+    def __init__(self, schema: SchemaClass, registry: SchemaRegistry,
+                 link: V2Link) -> None:
+        self.codec = registry.codec(schema)
+        self.props = _compile_section(
+            [(p.name, QmfType(p.type), p.optional) for p in schema.properties], link,
+            f"{schema.class_key} properties")
+        self.stats = _compile_section(
+            [(st.name, QmfType(st.type), False) for st in schema.statistics], link,
+            f"{schema.class_key} statistics")
+        self.pnames = frozenset(p.name for p in schema.properties)
+        self.snames = frozenset(st.name for st in schema.statistics)
+        self.has_stats = bool(schema.statistics)
+
+
+def _default(t: QmfType) -> Any:
+    """The value of an absent, non-optional element of type ``t``."""
+    if t in _TEXTS:
+        return ""
+    if t in (QmfType.FLOAT, QmfType.DOUBLE):
+        return 0.0
+    if t == QmfType.BOOL:
+        return False
+    if t == QmfType.REF:
+        return ObjectId(bytes(16))
+    if t == QmfType.UUID:
+        return uuid.UUID(int=0)
+    if t == QmfType.MAP:
+        return {}
+    if t in (QmfType.LIST, QmfType.ARRAY):
+        return []
+    return 0
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).decode("utf-8", "replace")
+    return value if isinstance(value, str) else str(value)
+
+
+def _compile_section(fields: list[tuple[str, QmfType, bool]], link: V2Link,
+                     what: str) -> Callable[[Mapping[str, Any], tuple[int, int]], list[Any]]:
+    """``convert(values, banks) -> list`` for one section's ``fields`` (name, type,
+    optional), generated once per class (the conversion is the hot path of a large
+    v2 answer)."""
+    env: dict[str, Any] = {"_text": _text, "_other": link._value, "_bytes": bytes}
+    lines = ["def convert(values, banks):", "    g = values.get", "    out = []",
+             "    add = out.append"]
+    for i, (name, t, optional) in enumerate(fields):
+        env[f"d{i}"] = None if optional else _default(t)
+        lines.append(f"    v = g({name!r})")
+        if t in _TEXTS:
+            expr = "v.decode('utf-8', 'replace') if type(v) is _bytes else _text(v)"
+        elif t in _INTS:
+            expr = "v"
+        else:
+            env[f"t{i}"] = t
+            expr = f"_other({name!r}, t{i}, v, banks)"
+        lines.append(f"    add(d{i} if v is None else {expr})")
+    lines.append("    return out")
+    code = compile("\n".join(lines), f"<qmf v2 converter {what}>", "exec")
+    exec(code, env)
+    fn: Callable[[Mapping[str, Any], tuple[int, int]], list[Any]] = env["convert"]
+    return fn
+
+
+class _Answer:
+    """The answer to one streamed query: each part is converted as it arrives (in the
+    delivery callback: its decoded maps are dropped at once) unless a schema it
+    needs is being fetched; then the parts wait, in order, for a task that fetches
+    and converts them.  ``done`` completes after the last part was handed out."""
+
+    __slots__ = ("agent", "backlog", "done", "ended", "link", "sink", "task", "wait")
+
+    def __init__(self, link: V2Link, agent: RemoteAgent, sink: Callable[[RawObjectRecord], None],
+                 done: asyncio.Future[Any], wait: V2Wait) -> None:
+        self.link = link
+        self.agent = agent
+        self.sink = sink
+        self.done = done
+        self.wait = wait
+        self.backlog: collections.deque[list[Any]] = collections.deque()
+        self.ended = False
+        self.task: asyncio.Task[None] | None = None
+
+    @property
+    def banks(self) -> tuple[int, int]:
+        return self.agent.broker_bank, self.agent.agent_bank
+
+    def _keys(self, items: list[Any]) -> set[ClassKey]:
+        link = self.link
+        out = set()
+        for item in items:
+            if type(item) is V2Data:
+                key = link.class_key(item.schema_id)
+                if key is not None and key not in out and link._schema(key) is None:
+                    out.add(key)
+        return out
+
+    def push(self, items: list[Any]) -> None:
+        if self.done.done():
+            return
+        if self.backlog or not self._ready(items):
+            self.backlog.append(items)
+            if self.task is None:
+                self.task = asyncio.get_running_loop().create_task(self._drain())
+                self.wait.task = self.task
+            return
+        try:
+            self.link.convert_into(items, self.banks, self.sink)
+        except Exception as exc:  # a sink that raised: the query fails with it
+            self.fail(exc)
+
+    def _ready(self, items: list[Any]) -> bool:
+        return not self._keys(items)
+
+    def end(self) -> None:
+        self.ended = True
+        if self.task is None and not self.done.done():
+            self.done.set_result(None)
+
+    def fail(self, error: BaseException) -> None:
+        self.cancel()
+        if not self.done.done():
+            self.done.set_exception(error)
+
+    def cancel(self) -> None:
+        self.backlog.clear()
+        if self.task is not None and not self.task.done() \
+                and self.task is not asyncio.current_task():
+            self.task.cancel()
+
+    async def _drain(self) -> None:
+        try:
+            while self.backlog:
+                items = self.backlog[0]
+                await self.link.fetch_schemas(self._keys(items), self.agent)
+                if not self.backlog or self.backlog[0] is not items:
+                    return  # cancelled or failed meanwhile
+                self.backlog.popleft()
+                self.link.convert_into(items, self.banks, self.sink)
+                await asyncio.sleep(0)
+        except asyncio.CancelledError:
+            if not self.done.done():
+                self.done.cancel()
+            raise
+        except Exception as exc:
+            if not self.done.done():
+                self.done.set_exception(exc)
+            return
+        finally:
+            self.task = None
+        if self.ended and not self.done.done():
+            self.done.set_result(None)
+
+
+class V2Link:
+    """The v2 state and requests of one broker connection (see the module doc)."""
+
+    def __init__(self, host: V2Host) -> None:
+        session = host.session
+        self.host = host
+        self.core = ConsoleProtocolV2(agent_interval=session.agent_interval,
+                                      min_agent_interval=session.min_agent_interval,
+                                      missed=session.missed_heartbeats,
+                                      busy_grace=session.timeout)
+        self._futures: dict[str, asyncio.Future[Any]] = {}
+        #: streamed queries in flight, by correlation id
+        self._streams: dict[str, _Answer] = {}
+        self._banks: dict[str, tuple[int, int]] = {}
+        self._next_bank = 1
+        #: v1 object id bytes -> the v2 object id (for methods and _objectId queries)
+        self.oids: dict[bytes, V2ObjectId] = {}
+        self._converters: dict[ClassKey, _Converter] = {}
+        #: indication messages (agent, items) waiting in order for schemas
+        self._held: collections.deque[tuple[str | None, list[Any]]] = collections.deque()
+        self._fetching: asyncio.Task[Any] | None = None
+        self._failed: dict[ClassKey, float] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.topic_queue: str | None = None
+        self._bound: list[tuple[str, str | None]] = []
+        self._located = asyncio.Event()
+
+    # ------------------------------------------------------------------ connection
+
+    async def setup(self, transport: TransportProtocol,
+                    bindings: Sequence[tuple[str, str | None]]) -> None:
+        """Per connection: an agent locate (its answers are waited for at most
+        ``broker_timeout``: the agents are known before their indications come),
+        then the indication endpoint on ``qmf.default.topic`` with ``bindings`` (see
+        :func:`v2_bindings`).
+
+        Raises:
+            TransportError: the broker refused the endpoint or the request.
+        """
+        self._located.clear()
+        out = self.core.send_locate(time.monotonic())
+        await self._publish(transport, out)
+        timeout = self.host.session.broker_timeout
+        try:
+            await asyncio.wait_for(self._located.wait(), timeout)
+        except TimeoutError:
+            log.info("no QMF v2 agent answered the locate on %s within %ss", self.host.where,
+                     timeout)
+        plain = [(TOPIC_EXCHANGE, k) for k, sel in bindings if sel is None]
+        name = f"qmf-topic2-{uuid.uuid4().hex[:16]}"
+        self._bound = []
+        self.topic_queue = await transport.open_endpoint(name, bindings=plain, no_ack=True)
+        self._bound = [(k, None) for k, sel in bindings if sel is None]
+        await self.sync(transport, bindings)
+
+    async def sync(self, transport: TransportProtocol,
+                   bindings: Sequence[tuple[str, str | None]]) -> None:
+        """Make the indication endpoint's bindings ``bindings``: bind what is missing,
+        unbind what is no longer wanted.
+
+        Raises:
+            TransportError: the broker refused.
+        """
+        if self.topic_queue is None:
+            return
+        for key, selector in bindings:
+            if (key, selector) not in self._bound:
+                self._bound.append((key, selector))
+                await transport.bind(self.topic_queue, TOPIC_EXCHANGE, key, selector=selector)
+        for key, selector in [b for b in self._bound if b not in bindings]:
+            self._bound.remove((key, selector))
+            await transport.unbind(self.topic_queue, TOPIC_EXCHANGE, key, selector=selector)
+
+    @property
+    def bindings(self) -> list[tuple[str, str | None]]:
+        """The bindings (key, selector) of the indication endpoint now."""
+        return list(self._bound)
+
+    def connection_lost(self, error: QmfError) -> None:
+        """Fail what is outstanding; every v2 agent leaves."""
+        self._handle(self.core.connection_lost(error))
+        for fut in self._futures.values():
+            if not fut.done():
+                fut.set_exception(error)
+        self._futures.clear()
+        for stream in list(self._streams.values()):
+            stream.fail(error)
+        self._streams.clear()
+        self._held.clear()
+
+    def close(self, error: QmfError) -> None:
+        """The broker is removed: as :meth:`connection_lost`, and the tasks end."""
+        self.connection_lost(error)
+        for task in list(self._tasks):
+            task.cancel()
+        if self._fetching is not None:
+            self._fetching.cancel()
+
+    def age(self, now: float) -> None:
+        """Age the agent directory (agents that stopped beating leave)."""
+        session = self.host.session
+        self.core.agent_interval = session.agent_interval
+        self.core.min_agent_interval = session.min_agent_interval
+        self.core.busy_grace = session.timeout
+        self.core.missed = session.missed_heartbeats
+        self._handle(self.core.age(now))
+
+    # ------------------------------------------------------------------ agents
+
+    def name_of(self, who: RemoteAgent | tuple[int, int]) -> str | None:
+        """The v2 name of an agent of this connection (given as an agent or its
+        banks); None when it is not a v2 agent known here."""
+        if isinstance(who, RemoteAgent):
+            if id(who.broker) != id(self.host) or not who.name:
+                return None
+            return who.name
+        agent = self.host._agents.get(who)
+        return agent.name if agent is not None and agent.name else None
+
+    def _banks_of(self, name: str) -> tuple[int, int]:
+        banks = self._banks.get(name)
+        if banks is None:
+            if name.startswith(_QPIDD_PREFIX) and (1, 0) not in self._banks.values():
+                banks = (1, 0)
+            else:
+                banks = (0, self._next_bank)
+                self._next_bank += 1
+            self._banks[name] = banks
+        return banks
+
+    def agent(self, name: str | None) -> RemoteAgent | None:
+        """The known agent of this v2 name (``broker``: qpidd's own)."""
+        if name is None:
+            return None
+        if name == "broker":
+            return self.host._agents.get((1, 0))
+        banks = self._banks.get(name)
+        return self.host._agents.get(banks) if banks is not None else None
+
+    # ------------------------------------------------------------------ dispatch
+
+    def dispatch(self, delivery: Delivery) -> None:
+        """Feed one v2 message to the core and act on what it says."""
+        events = self.core.receive(delivery.headers, delivery.value,
+                                   subject=delivery.routing_key,
+                                   correlation_id=delivery.correlation_id,
+                                   now=time.monotonic())
+        if events:
+            self._handle(events)
+
+    def _handle(self, events: Iterable[Any]) -> None:
+        for ev in events:
+            try:
+                self._on(ev)
+            except Exception:
+                log.exception("failed to handle %r from %s", ev, self.host.where)
+
+    def _finish(self, cid: str, result: Any = None, error: BaseException | None = None) -> None:
+        stream = self._streams.pop(cid, None)
+        if stream is not None:
+            if error is not None:
+                stream.fail(error)
+            else:
+                stream.push(result.items)
+                stream.end()
+            return
+        fut = self._futures.pop(cid, None)
+        if fut is None or fut.done():
+            return
+        if error is not None:
+            fut.set_exception(error)
+        else:
+            fut.set_result(result)
+
+    def _on(self, ev: Any) -> None:
+        session = self.host.session
+        kind = type(ev)
+        if kind is QueryPart:
+            stream = self._streams.get(ev.cid)
+            if stream is not None:
+                stream.push(ev.items)
+        elif kind is QueryAnswered or kind is MethodAnswered:
+            self._finish(ev.cid, ev)
+        elif kind is QueryFailed or kind is MethodFailed:
+            self._finish(ev.cid, error=MethodError(ev.code if ev.code is not None else 7,
+                                                   ev.text or "QMF v2 exception"))
+        elif kind is RequestFailedV2:
+            self._finish(ev.cid, error=ev.error)
+        elif kind is RequestExpired:
+            self._finish(ev.cid, error=QmfTimeout(f"QMF v2 request {ev.cid} expired"))
+        elif kind is AgentArrivedV2:
+            banks = self._banks_of(ev.name)
+            agent = RemoteAgent(self.host, banks[0], banks[1], ev.name,  # type: ignore[arg-type]
+                                self.host.where, name=ev.name)
+            self.host._agents[banks] = agent
+            self._located.set()
+            session._agent_arrived(agent)
+        elif kind is AgentLeftV2:
+            known = self._banks.get(ev.name)
+            gone = self.host._agents.pop(known, None) if known is not None else None
+            if gone is not None:
+                session._agent_left(gone)
+        elif kind is AgentRestarted:
+            log.info("QMF v2 agent %s on %s restarted (epoch %s -> %s)", ev.name,
+                     self.host.where, ev.old_epoch, ev.new_epoch)
+        elif kind is DataIndicated:
+            if session.console is not None or session._update_subs:
+                self._hold(ev.agent, list(ev.items))
+        elif kind is EventIndicated:
+            if session.console is not None or session._event_subs:
+                self._hold(ev.agent, [ev.event])
+        elif kind is MessageMalformed:
+            session.malformed += 1
+            log.warning("malformed QMF v2 message from %s (%s) dropped: %s", self.host.where,
+                        ev.subject, ev.error)
+        elif kind is MessageUnhandled:
+            log.debug("QMF v2 message not acted on from %s: %r", self.host.where, ev.message)
+
+    # ------------------------------------------------------------------ schemas
+
+    @staticmethod
+    def class_key(sid: V2SchemaId | None) -> ClassKey | None:
+        """The v1 class key of a v2 schema id (None without a usable hash)."""
+        if sid is None or sid.hash is None:
+            return None
+        digest = sid.hash.bytes if isinstance(sid.hash, uuid.UUID) else bytes(sid.hash)
+        if len(digest) != 16:
+            return None
+        return ClassKey(sid.package, sid.class_name, digest)
+
+    def _schema(self, key: ClassKey) -> SchemaClass | None:
+        found: SchemaClass | None = self.host.session.schemas.get(key)
+        return found
+
+    async def fetch_schemas(self, keys: Iterable[ClassKey],
+                            agent: RemoteAgent | None = None) -> None:
+        """Fetch (v1 ``S``, to ``agent`` and to the management broker) the schemas of
+        ``keys`` not in the cache; one that cannot be fetched is remembered for
+        ``completion_timeout`` and not asked again meanwhile."""
+        session = self.host.session
+        now = time.monotonic()
+        missing = [k for k in dict.fromkeys(keys) if self._schema(k) is None
+                   and now - self._failed.get(k, -1e18) >= session.completion_timeout]
+        if not missing:
+            return
+        found = await asyncio.gather(*(self.host._fetch_v1_schema(k, session.schema_timeout,
+                                                                  agent)
+                                       for k in missing), return_exceptions=True)
+        for key, schema in zip(missing, found, strict=True):
+            if isinstance(schema, SchemaClass):
+                session._schema_seen(schema)
+                self._failed.pop(key, None)
+            else:
+                self._failed[key] = time.monotonic()
+                level = logging.DEBUG if self.host._closing else logging.WARNING
+                log.log(level, "schema %s of QMF v2 data from %s could not be fetched: %s",
+                        key, self.host.where, schema)
+
+    def _converter(self, key: ClassKey) -> _Converter | None:
+        conv = self._converters.get(key)
+        if conv is None:
+            schema = self._schema(key)
+            if schema is None:
+                return None
+            conv = self._converters[key] = _Converter(schema, self.host.session.schemas, self)
+        return conv
+
+    # ------------------------------------------------------------------ conversion
+
+    def object_id(self, banks: tuple[int, int], oid: V2ObjectId) -> bytes:
+        """The v1 id bytes standing for ``oid`` on this connection (remembered)."""
+        digest = hashlib.blake2b(oid.object_name.encode("utf-8", "surrogatepass"),
+                                 digest_size=8).digest()
+        raw = ObjectId.make(broker_bank=banks[0], agent_bank=banks[1],
+                            object=int.from_bytes(digest, "big")).raw
+        if raw not in self.oids:
+            if len(self.oids) >= _MAX_OIDS:
+                del self.oids[next(iter(self.oids))]
+            self.oids[raw] = oid
+        return raw
+
+    def _value(self, name: str, t: QmfType, value: Any, banks: tuple[int, int]) -> Any:
+        if t in _TEXTS:
+            if isinstance(value, (bytes, bytearray, memoryview)):
+                return bytes(value).decode("utf-8", "replace")
+            return value if isinstance(value, str) else str(value)
+        if t in _INTS:
+            if isinstance(value, bool):
+                return int(value)
+            return value
+        if t == QmfType.REF:
+            if isinstance(value, Mapping):
+                ref = V2ObjectId.from_map(value, name)
+                return ObjectId(self.object_id(banks, ref))
+            if isinstance(value, ObjectId):
+                return value
+            raise DecodeError(f"QMF v2 reference {name!r} is not an object id map")
+        if t == QmfType.UUID:
+            if isinstance(value, (bytes, bytearray)) and len(value) == 16:
+                return uuid.UUID(bytes=bytes(value))
+            return value
+        if t == QmfType.BOOL:
+            return bool(value)
+        if t in (QmfType.FLOAT, QmfType.DOUBLE):
+            return float(value)
+        return value
+
+    def record(self, data: V2Data, banks: tuple[int, int]) -> RawObjectRecord | None:
+        """``data`` as a v1 record of its class (None: its schema is not known).
+
+        Raises:
+            DecodeError: no object or schema id, or values that do not fit the schema.
+        """
+        key = self.class_key(data.schema_id)
+        if key is None or data.object_id is None:
+            raise DecodeError("QMF v2 object without an object id or schema hash")
+        conv = self._converter(key)
+        if conv is None:
+            return None
+        values = data.values
+        has_p = not conv.pnames.isdisjoint(values)
+        has_s = conv.has_stats and not conv.snames.isdisjoint(values)
+        opcode = "g" if has_p and has_s else ("i" if has_s else "c")
+        props = conv.props(values, banks) if opcode != "i" else None
+        stats = conv.stats(values, banks) if opcode != "c" else None
+        if opcode == "c" and not conv.has_stats:
+            stats = None
+        oid = self.object_id(banks, data.object_id)
+        enc_props = conv.codec.properties[1]
+        enc_stats = conv.codec.statistics[1]
+        out = bytearray(RecordLayout.header(data.update_ts or 0, data.create_ts or 0,
+                                            data.delete_ts or 0, oid))
+        try:
+            if props is not None:
+                enc_props(out, props)
+            sofs = len(out)
+            if stats is not None:
+                enc_stats(out, stats)
+        except (EncodeError, TypeError, ValueError, OverflowError, AttributeError,
+                UnicodeError) as exc:
+            raise DecodeError(f"QMF v2 object {data.object_id.object_name!r} does not fit "
+                              f"its schema {key}: {exc}") from exc
+        return RawObjectRecord(opcode, 0, conv.codec, bytes(out), sofs)
+
+    def event(self, ev: V2Event, agent: RemoteAgent | None) -> Event:
+        """A v2 event as the session's :class:`Event` (texts decoded by its schema when
+        the schema is known)."""
+        key = self.class_key(ev.schema_id) or ClassKey(ev.schema_id.package,
+                                                        ev.schema_id.class_name, bytes(16))
+        schema = self._schema(key)
+        if schema is not None:
+            args = texts_from_schema(ev.values, schema)
+        else:
+            args = {k: (bytes(v).decode("utf-8", "replace")
+                        if isinstance(v, (bytes, bytearray)) else v)
+                    for k, v in ev.values.items()}
+        ts = ev.timestamp if ev.timestamp is not None else time.time_ns()
+        severity = ev.severity if ev.severity is not None else 6
+        return Event(key, ts, severity, args, agent, schema)
+
+    # ------------------------------------------------------------------ indications
+
+    def _hold(self, agent: str | None, items: list[Any]) -> None:
+        """Deliver the objects or events of one indication message, in order, after
+        those held before it; held while a schema they need is fetched (at most
+        ``max_held`` messages: past that, a message is dropped and its items
+        counted in ``held_dropped``)."""
+        session = self.host.session
+        if len(self._held) >= session.max_held:
+            session.held_dropped += len(items)
+            log.warning("dropped a QMF v2 indication of %d item(s) from %s: %d messages "
+                        "wait for schemas", len(items), self.host.where, len(self._held))
+            return
+        self._held.append((agent, items))
+        self._pump()
+
+    def _missing(self, items: list[Any]) -> set[ClassKey]:
+        """Classes of ``items`` whose schema is neither known nor lately failed."""
+        window = self.host.session.completion_timeout
+        now = time.monotonic()
+        out: set[ClassKey] = set()
+        for item in items:
+            key = self.class_key(item.schema_id)
+            if key is not None and key not in out and self._schema(key) is None \
+                    and now - self._failed.get(key, -1e18) >= window:
+                out.add(key)
+        return out
+
+    def _pump(self) -> None:
+        """Deliver the held messages in order, up to the first that needs a schema
+        being fetched (every schema the held messages lack is fetched at once; the
+        fetch resumes the pump)."""
+        session = self.host.session
+        held = self._held
+        while held:
+            name, items = held[0]
+            if self._missing(items):
+                if self._fetching is None or self._fetching.done():
+                    wanted: set[ClassKey] = set()
+                    for _name, more in held:
+                        wanted |= self._missing(more)
+                    self._fetching = asyncio.get_running_loop().create_task(
+                        self._fetch_then_pump(wanted, self.agent(name)))
+                return
+            held.popleft()
+            agent = self.agent(name)
+            for item in items:
+                if isinstance(item, V2Event):
+                    session._event(self.host, self.event(item, agent))
+                    continue
+                if agent is None:
+                    continue  # an agent not (or no longer) in the directory
+                try:
+                    rec = self.record(item, (agent.broker_bank, agent.agent_bank))
+                except DecodeError as exc:
+                    session.malformed += 1
+                    log.warning("QMF v2 object from %s dropped: %s", self.host.where, exc)
+                    continue
+                if rec is None:  # its schema could not be fetched
+                    session.held_dropped += 1
+                    continue
+                session._object_update(self.host, agent, rec)
+
+    async def _fetch_then_pump(self, keys: set[ClassKey], agent: RemoteAgent | None) -> None:
+        try:
+            await self.fetch_schemas(keys, agent)
+        finally:
+            self._pump()
+
+    # ------------------------------------------------------------------ requests
+
+    async def _publish(self, transport: TransportProtocol, out: OutgoingV2) -> None:
+        await transport.publish(out.body, exchange=out.exchange, routing_key=out.subject,
+                                reply_to=self.host._reply_queue, headers=out.headers,
+                                correlation_id=out.correlation_id)
+
+    async def _send(self, out: OutgoingV2) -> asyncio.Future[Any]:
+        transport = self.host._check()
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._futures[out.correlation_id] = fut
+        try:
+            await self._publish(transport, out)
+        except BaseException:
+            self._futures.pop(out.correlation_id, None)
+            self.core.cancel(out.correlation_id)
+            raise
+        return fut
+
+    def _forget(self, cid: str) -> None:
+        self._futures.pop(cid, None)
+        self._streams.pop(cid, None)
+        self.core.cancel(cid)
+
+    async def send_query(self, agent: RemoteAgent, query: Mapping[str, Any],
+                         sink: Callable[[RawObjectRecord], None],
+                         where: list[Any] | None = None) -> V2Wait:
+        """Send a ``_query_request`` for what ``query`` (a v1 ``G`` map) asks; the
+        wait completes once every object of the answer went to ``sink``.  ``where``
+        (a ``_where`` predicate) goes to agents other than qpidd's, which ignores it.
+
+        Raises:
+            NotConnectedError, TransportError: not sent.
+        """
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[Any] = loop.create_future()
+        object_id: V2ObjectId | None = None
+        schema_id: V2SchemaId | None = None
+        if "_objectid" in query:
+            object_id = self.oids.get(ObjectId.parse(str(query["_objectid"])).raw)
+            if object_id is None:  # never seen over v2 here: nobody holds it
+                done.set_result(None)
+                return V2Wait(None, done)
+        else:
+            schema_id = V2SchemaId(str(query.get("_package") or ""), str(query["_class"]))
+            await self._prefetch(schema_id, agent)
+        if agent.name.startswith(_QPIDD_PREFIX):
+            where = None
+        out = self.core.send_query(agent.name or None, schema_id=schema_id,
+                                   object_id=object_id, where=where, stream=True)
+        wait = V2Wait(out.correlation_id, done)
+        answer = _Answer(self, agent, sink, done, wait)
+        self._streams[out.correlation_id] = answer
+        try:
+            await self._publish(self.host._check(), out)
+        except BaseException:
+            self._forget(out.correlation_id)
+            raise
+        return wait
+
+    async def _prefetch(self, sid: V2SchemaId, agent: RemoteAgent) -> None:
+        """Before the first query of a class, fetch its schemas (the class list of its
+        package, ``Q``, then ``S``): the answer's parts can then be converted as
+        they arrive instead of waiting, decoded, for a schema request that the agent
+        answers only after the whole query (qpidd serves one request at a time).
+        Failing here costs nothing: the parts then wait for their schemas."""
+        session = self.host.session
+        name, package = sid.class_name, sid.package
+        if any(s.class_key.name == name and (not package or s.class_key.package == package)
+               for s in session.schemas):
+            return
+        timeout = session.schema_timeout
+        try:
+            packages = [package] if package else await session.get_packages(_timeout=timeout)
+            keys: list[ClassKey] = []
+            for p in packages:
+                keys.extend(k for k in await session.get_classes(p, _timeout=timeout)
+                            if k.name == name)
+            await self.fetch_schemas(keys, agent)
+        except QmfError as exc:
+            log.debug("schemas of %s not fetched ahead of the query: %s", name, exc)
+
+    def convert_into(self, items: Iterable[Any], banks: tuple[int, int],
+                     sink: Callable[[RawObjectRecord], None]) -> None:
+        """Convert the objects among ``items`` and hand them to ``sink`` (those that
+        do not fit their schema, or whose schema is unknown, counted and dropped)."""
+        session = self.host.session
+        record = self.record
+        for item in items:
+            if type(item) is not V2Data:
+                continue
+            try:
+                rec = record(item, banks)
+            except DecodeError as exc:
+                session.malformed += 1
+                log.warning("QMF v2 object from %s dropped: %s", self.host.where, exc)
+                continue
+            if rec is None:
+                session.held_dropped += 1
+                continue
+            sink(rec)
+
+    def discard(self, wait: V2Wait) -> None:
+        """Forget a query (answered, timed out or cancelled)."""
+        if wait.cid is not None:
+            self._forget(wait.cid)
+        if wait.cid is not None:
+            answer = self._streams.pop(wait.cid, None)
+            if answer is not None:
+                answer.cancel()
+        if wait.task is not None and not wait.task.done():
+            wait.task.cancel()
+        if not wait.future.done():
+            wait.future.cancel()
+        elif not wait.future.cancelled():
+            wait.future.exception()  # retrieved: no "never retrieved" warning
+
+    async def call(self, raw_oid: bytes, agent: RemoteAgent | None, schema: SchemaClass,
+                   method: SchemaMethod, args: Mapping[str, Any], timeout: float) -> MethodResult:
+        """Call ``method`` on the object of v1 id bytes ``raw_oid`` over v2.
+
+        Raises:
+            ObjectGoneError: the object's v2 id is not known here.
+            AgentGoneError: its agent left.
+            MethodError: the agent answered with an exception.
+            QmfTimeout: no answer within ``timeout``.
+            NotConnectedError, TransportError: not sent, or the connection was lost.
+        """
+        oid = self.oids.get(raw_oid)
+        if oid is None:
+            raise ObjectGoneError(1, f"{schema.class_key.name} object {ObjectId(raw_oid)} is not "
+                                  f"known over QMF v2 on {self.host.where} (query it again)")
+        banks = ObjectId(raw_oid).agent_key()
+        target = self.host._agents.get(banks)
+        if target is None:
+            raise AgentGoneError(f"the agent of {oid.object_name!r} on {self.host.where} "
+                                 f"is gone")
+        wire_oid = oid if oid.agent_name else V2ObjectId(oid.object_name, target.name or None,
+                                                        oid.agent_epoch)
+        out = self.core.send_method(target.name or None, wire_oid, method.name, args)
+        fut = await self._send(out)
+        try:
+            ev = await asyncio.wait_for(fut, timeout)
+        except TimeoutError:
+            raise QmfTimeout(f"{schema.class_key.name}.{method.name} on {oid.object_name}: "
+                             f"no response within {timeout}s") from None
+        finally:
+            self._forget(out.correlation_id)
+        got = texts_from_schema(ev.arguments, method)
+        # in the schema's order, as over v1 (qpidd sends the map sorted by name)
+        ordered = {a.name: got.pop(a.name) for a in method.out_args if a.name in got}
+        ordered.update(got)
+        return MethodResult(0, "OK", ordered)

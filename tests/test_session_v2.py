@@ -1,0 +1,386 @@
+"""The console Session over QMF v2: the pieces without a broker (bindings, the
+conversion of v2 objects into the session's object view) and the whole API against a
+genuine qpidd, stock (v1 off: v2 is all it publishes) and with both versions on.
+
+What is checked against qpidd is what a user sees: the same objects, methods, events
+and updates as over v1, the v2 agent, and the broker asked to pass only what the
+subscriptions follow.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import pytest
+
+from qmf_async import (
+    Change,
+    ClassKey,
+    MethodError,
+    QmfObject,
+    Session,
+    UsageError,
+)
+from qmf_async.console._v2 import Interest, V2Link, keyify, v2_bindings
+from qmf_async.errors import DecodeError
+from qmf_async.wire import (
+    ObjectId,
+    SchemaClass,
+    SchemaProperty,
+    SchemaRegistry,
+    SchemaStatistic,
+    V2Data,
+    V2ObjectId,
+    V2SchemaId,
+)
+
+from ._util import wait_until
+
+BROKER_PKG = "org.apache.qpid.broker"
+
+
+# ---------------------------------------------------------------------------- bindings
+
+class _Agent:
+    """What v2_bindings reads of an agent."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def test_interests_become_subject_patterns_and_agent_selectors() -> None:
+    names = {("agent-x",): "acme.com:app:one"}
+
+    def name_of(who: Any) -> str | None:
+        return names.get((who.name,)) if isinstance(who, _Agent) else None
+
+    got = v2_bindings([Interest("data", BROKER_PKG, "queue"), Interest("event"),
+                       Interest("data", package="com.acme"),
+                       Interest("data", agent=_Agent("agent-x")),  # type: ignore[arg-type]
+                       Interest("event", agent=_Agent("unknown"))],  # type: ignore[arg-type]
+                      [], name_of)
+    assert got == [
+        ("agent.ind.heartbeat.#", None),
+        ("agent.ind.data.org_apache_qpid_broker.queue.#", None),
+        ("agent.ind.event.#", None),
+        ("agent.ind.data.com_acme.#", None),
+        ("agent.ind.data.#", "qmf.agent = 'acme.com:app:one'"),
+    ]
+
+
+def test_a_class_without_a_package_matches_every_package_and_quotes_are_doubled() -> None:
+    got = v2_bindings([Interest("event", class_name="queueDeclare"),
+                       Interest("data", agent=_Agent("o'brien"))],  # type: ignore[arg-type]
+                      [], lambda who: "v:p:o'brien" if isinstance(who, _Agent) else None)
+    assert ("agent.ind.event.*.queueDeclare.#", None) in got
+    assert ("agent.ind.data.#", "qmf.agent = 'v:p:o''brien'") in got
+
+
+def test_v1_user_binding_keys_translate_to_v2_bindings() -> None:
+    keys = ["console.obj.#", "console.event.*.*.org.apache.qpid.broker.queueDeclare",
+            "console.obj.*.*.com.acme.#", "console.obj.1.7.#", "console.obj.1.9.#",
+            "schema.#", "console.heartbeat.#"]
+    got = v2_bindings([], keys, lambda banks: "a:b:c" if banks == (1, 7) else None)
+    assert got == [
+        ("agent.ind.heartbeat.#", None),
+        ("agent.ind.data.#", None),
+        ("agent.ind.event.org_apache_qpid_broker.queueDeclare.#", None),
+        ("agent.ind.data.com_acme.#", None),
+        ("agent.ind.data.#", "qmf.agent = 'a:b:c'"),
+    ]
+    assert keyify("org.apache.qpid.broker") == "org_apache_qpid_broker"
+
+
+def test_an_unknown_qmf_version_is_a_usage_error() -> None:
+    with pytest.raises(UsageError, match="qmf_version"):
+        Session(qmf_version=3)
+
+
+# ---------------------------------------------------------------------------- conversion
+
+KEY = ClassKey("com.acme", "widget", bytes(range(16)))
+SCHEMA = SchemaClass(
+    1, KEY,
+    properties=(SchemaProperty("name", "sstr", index=True),
+                SchemaProperty("owner", "ref"),
+                SchemaProperty("note", "lstr", optional=True),
+                SchemaProperty("size", "uint32"),
+                SchemaProperty("tags", "map")),
+    statistics=(SchemaStatistic("hits", "uint64"), SchemaStatistic("ratio", "double")),
+)
+
+
+class _Host:
+    """The broker connection a V2Link drives, reduced to what conversion reads."""
+
+    where = "test"
+    _reply_queue = None
+    _closing = False
+
+    def __init__(self) -> None:
+        self._agents: dict[tuple[int, int], Any] = {}
+        self.session = type("S", (), {"schemas": SchemaRegistry([SCHEMA]),
+                                      "agent_interval": 10.0, "min_agent_interval": 0.1,
+                                      "missed_heartbeats": 3})()
+
+
+def _data(values: dict[str, Any], **kw: Any) -> V2Data:
+    return V2Data(values, V2ObjectId("com.acme:widget:w1", "acme.com:app:one", 3),
+                  V2SchemaId("com.acme", "widget", "_data", uuid.UUID(bytes=KEY.hash)), **kw)
+
+
+def test_a_v2_object_becomes_a_record_of_its_v1_schema() -> None:
+    link = V2Link(_Host())  # type: ignore[arg-type]
+    owner = {"_object_name": "com.acme:owner:o1"}
+    rec = link.record(_data({"name": b"w1", "owner": owner, "size": 7, "tags": {"k": 1},
+                             "hits": 12, "ratio": 0.5},
+                            update_ts=30, create_ts=20, delete_ts=0), (0, 4))
+    assert rec is not None and rec.opcode == "g"
+    assert rec.timestamps == (30, 20, 0)
+    assert rec.get("name") == "w1"  # qpidd's binary texts are text again
+    assert rec.get("note") is None  # an absent optional property
+    assert rec.get("size") == 7 and rec.get("tags") == {"k": 1}
+    assert rec.get("hits") == 12 and rec.get("ratio") == 0.5
+    # ids: the agent's banks and a digest of the v2 name, the same name the same id
+    oid = rec.object_id
+    assert oid.agent_key() == (0, 4)
+    assert link.oids[oid.raw] == V2ObjectId("com.acme:widget:w1", "acme.com:app:one", 3)
+    ref = rec.get("owner")
+    assert isinstance(ref, ObjectId) and ref.agent_key() == (0, 4)
+    assert link.oids[ref.raw].object_name == "com.acme:owner:o1"
+    again = link.record(_data({"name": b"w1", "hits": 13}), (0, 4))
+    assert again is not None and again.object_id == oid
+
+
+def test_statistics_alone_make_an_i_record_and_properties_alone_a_c() -> None:
+    link = V2Link(_Host())  # type: ignore[arg-type]
+    stats = link.record(_data({"hits": 5}), (0, 1))
+    assert stats is not None and stats.opcode == "i"
+    assert stats.get("hits") == 5 and not stats.has_properties
+    props = link.record(_data({"name": "w1", "size": 2}), (0, 1))
+    assert props is not None and props.opcode == "c"
+    assert props.get("size") == 2 and props.get("owner") == ObjectId(bytes(16))
+    assert not props.has_statistics
+
+
+def test_values_that_do_not_fit_the_schema_raise_a_decode_error() -> None:
+    link = V2Link(_Host())  # type: ignore[arg-type]
+    with pytest.raises(DecodeError, match="does not fit"):
+        link.record(_data({"name": "w1", "size": "seven"}), (0, 1))
+    with pytest.raises(DecodeError, match="reference"):
+        link.record(_data({"name": "w1", "owner": 12}), (0, 1))
+    with pytest.raises(DecodeError, match="object id or schema hash"):
+        link.record(V2Data({"name": "w1"}), (0, 1))
+
+
+def test_an_unknown_schema_gives_no_record() -> None:
+    link = V2Link(_Host())  # type: ignore[arg-type]
+    other = V2Data({"x": 1}, V2ObjectId("a:b:c"), V2SchemaId("a", "b", "_data", bytes(16)))
+    assert link.record(other, (0, 1)) is None
+
+
+# ---------------------------------------------------------------------------- qpidd
+
+def _name(what: str) -> str:
+    return f"v2-{what}-{uuid.uuid4().hex[:8]}"
+
+
+async def _broker(session: Session) -> QmfObject:
+    (broker,) = await session.get_objects(_class="broker")
+    return broker
+
+
+@pytest.mark.qpidd
+@pytest.mark.parametrize("which", ["stock", "v1"])
+async def test_the_session_speaks_v2_to_qpidd_by_default(which: str, request: Any) -> None:
+    qpidd = request.getfixturevalue("qpidd_stock" if which == "stock" else "qpidd_v1")
+    async with Session.connect(qpidd.address) as session:
+        b = session.brokers[0]
+        assert (b.protocol, b.qmf_version) == ("1.0", 2)
+        (agent,) = [a for a in session.get_agents() if a.name.startswith("apache.org:qpidd:")]
+        assert (agent.broker_bank, agent.agent_bank, agent.qmf_version) == (1, 0, 2)
+        broker = await _broker(session)
+        assert broker.get_agent() == agent
+        echoed = await broker.echo(5, "over v2")
+        assert list(echoed.out_args.items()) == [("sequence", 5), ("body", "over v2")]
+        name = _name("q")
+        made = await broker.create("queue", name, {"qpid.max_count": 10}, False)
+        assert made.status == 0
+        try:
+            (queue,) = await session.get_objects(_class="queue", name=name)
+            assert (queue.name, queue.msgDepth, queue.durable) == (name, 0, False)
+            assert queue.arguments == {"qpid.max_count": 10}
+            # by object id, and a method on the queue object itself
+            (same,) = await session.get_objects(_objectId=queue.get_object_id())
+            assert same.name == name
+            purged = await queue.purge(0)
+            assert purged.status == 0
+            with pytest.raises(MethodError, match="already exists") as err:
+                await broker.create("queue", name, {}, True)
+            assert err.value.status == 7
+        finally:
+            await broker.delete("queue", name, {})
+        assert await session.get_objects(_class="queue", name=name) == []
+
+
+@pytest.mark.qpidd
+async def test_v1_and_v2_list_the_same_queues_with_the_same_values(qpidd_v1: Any) -> None:
+    names = sorted(_name("same") for _ in range(3))
+    async with Session.connect(qpidd_v1.url, qmf_version=1) as v1, \
+            Session.connect(qpidd_v1.url, qmf_version=2) as v2:
+        assert (v1.brokers[0].qmf_version, v2.brokers[0].qmf_version) == (1, 2)
+        broker = await _broker(v1)
+        for n in names:
+            await broker.create("queue", n, {"qpid.max_size": 1000 + len(n)}, False)
+        try:
+            def view(objs: list[QmfObject]) -> dict[str, tuple[Any, ...]]:
+                return {o.name: (o.durable, o.autoDelete, o.exclusive, o.arguments,
+                                 o.msgDepth, o.msgTotalEnqueues, o.consumerCount)
+                        for o in objs if o.name in names}
+            over1 = view(await v1.get_objects(_class="queue"))
+            over2 = view(await v2.get_objects(_class="queue"))
+            assert sorted(over1) == names and over1 == over2
+            s1 = await v1.get_schema(ClassKey.parse(
+                str((await v1.get_objects(_class="queue", name=names[0]))[0]
+                    .get_class_key())))
+            q2 = (await v2.get_objects(_class="queue", name=names[0]))[0]
+            assert q2.get_schema() == s1  # v2 objects carry the v1 schema (S fallback)
+        finally:
+            for n in names:
+                await broker.delete("queue", n, {})
+
+
+@pytest.mark.qpidd
+async def test_events_and_object_updates_arrive_over_v2_from_a_stock_qpidd(
+        qpidd_stock: Any) -> None:
+    name = _name("ev")
+    async with Session.connect(qpidd_stock.url) as session:
+        b = session.brokers[0]
+        declares = session.events(_class="queueDeclare")
+        updates = session.object_updates(_class="queue")
+        # the broker is asked to pass only what is followed
+        await wait_until(lambda: set(b._v2.bindings) >= {
+            ("agent.ind.event.*.queueDeclare.#", None),
+            ("agent.ind.data.*.queue.#", None)}, timeout=5.0, message="v2 bindings")
+        assert not any(k.startswith("agent.ind.data.#") for k, _ in b._v2.bindings)
+        broker = await _broker(session)
+        await broker.create("queue", name, {}, False)
+        deleted = False
+        try:
+            async def declared() -> Any:
+                ev = await declares.get(timeout=10.0)
+                return ev if ev.arguments.get("qName") == name else None
+            ev = await wait_until(declared, timeout=15.0, message="queueDeclare event")
+            assert ev.class_key.package == BROKER_PKG and ev.severity_name == "info"
+            assert ev.agent is not None and ev.agent.name.startswith("apache.org:qpidd:")
+            assert ev.schema is not None  # texts decoded by the v1 schema
+            seen: list[Change] = []
+
+            async def updated() -> bool:
+                obj = await updates.get(timeout=10.0)
+                assert obj.get_class_key().name == "queue"
+                if obj.name == name:
+                    seen.append(obj.get_changes())
+                return bool(seen)
+            await wait_until(updated, timeout=15.0, message="an update of the new queue")
+            assert Change.PROPERTIES in seen[0] or Change.STATISTICS in seen[0]
+            await broker.delete("queue", name, {})
+            deleted = True
+
+            async def gone() -> bool:
+                obj = await updates.get(timeout=10.0)
+                if obj.name == name:
+                    seen.append(obj.get_changes())
+                return Change.DELETED in seen[-1]
+            await wait_until(gone, timeout=15.0, message="the deletion of the queue")
+        finally:
+            if not deleted:
+                await broker.delete("queue", name, {})
+        declares.close()
+        updates.close()
+        await wait_until(lambda: b._v2.bindings == [("agent.ind.heartbeat.#", None)],
+                         timeout=5.0, message="bindings removed with the subscriptions")
+
+
+@pytest.mark.qpidd
+async def test_following_one_agent_asks_qpidd_for_a_selector(qpidd_stock: Any) -> None:
+    async with Session.connect(qpidd_stock.url) as session:
+        b = session.brokers[0]
+        (agent,) = session.get_agents()
+        updates = session.object_updates(_agent=agent, _class="broker")
+        want = ("agent.ind.data.*.broker.#", f"qmf.agent = '{agent.name}'")
+        await wait_until(lambda: want in b._v2.bindings, timeout=5.0, message="selector")
+        obj = await updates.get(timeout=15.0)  # qpidd filtered at the source: it passes
+        assert obj.get_class_key().name == "broker" and obj.get_agent() == agent
+        updates.close()
+
+
+@pytest.mark.qpidd
+async def test_qmf_version_1_still_queries_a_stock_qpidd(qpidd_stock: Any) -> None:
+    async with Session.connect(qpidd_stock.url, qmf_version=1) as session:
+        assert session.brokers[0].qmf_version == 1
+        broker = await _broker(session)
+        assert broker.get_agent() is not None and broker.get_agent().name == ""
+        assert (await broker.echo(1, "v1")).out_args["body"] == "v1"
+
+
+@pytest.mark.qpidd
+async def test_a_restart_of_qpidd_is_survived_over_v2(qpidd_fresh: Any) -> None:
+    qpidd = qpidd_fresh(False)
+    async with Session.connect(qpidd.url, manage_connections=True, reconnect_min_delay=0.1,
+                               reconnect_max_delay=0.5) as session:
+        first = (await _broker(session)).get_agent()
+        left = session.agent_changes()
+        await asyncio.to_thread(qpidd.restart)
+        await wait_until(lambda: session.brokers[0].reconnects >= 1, timeout=20.0,
+                         message="reconnected")
+        broker = await _broker(session)
+        assert (await broker.echo(2, "again")).out_args["body"] == "again"
+        # the agent left with the connection and came back at the same banks
+        assert broker.get_agent() == first
+        changes = []
+        while len(left):
+            changes.append(await left.get(timeout=1.0))
+        assert ("removed", first) in [(k, a) for k, a in changes]
+
+
+# ---------------------------------------------------------------------------- _where
+
+@pytest.mark.parametrize(("text", "where"), [
+    ("name = 'a'", ["eq", "name", ["quote", "a"]]),
+    ("'q' <> name", ["ne", "name", ["quote", "q"]]),
+    ("durable = TRUE", ["eq", "durable", ["quote", True]]),
+    # an AND keeps what translates: every match still satisfies it
+    ("name = 'a' AND msgDepth > 5", ["eq", "name", ["quote", "a"]]),
+    ("name = 'a' OR durable = FALSE",
+     ["or", ["eq", "name", ["quote", "a"]], ["eq", "durable", ["quote", False]]]),
+    ("name IN ('y', 'x')",
+     ["or", ["eq", "name", ["quote", "x"]], ["eq", "name", ["quote", "y"]]]),
+    ("x IS NULL", ["not", ["exists", "x"]]),
+    ("x IS NOT NULL AND NOT y = 'a'", ["exists", "x"]),
+    # what v2 agents evaluate unlike JMS is never sent
+    ("msgDepth > 1", None),
+    ("msgDepth > 1 OR name = 'z'", None),
+    ("name LIKE 'q%'", None),
+    ("name NOT IN ('a')", None),
+    ("NOT name = 'a'", None),
+])
+def test_selectors_translate_to_where_predicates_only_where_safe(
+        text: str, where: list[Any] | None) -> None:
+    from qmf_async.protocol import compile_selector
+
+    selector = compile_selector(text)
+    assert selector is not None
+    assert selector.qmf_where() == where
+
+
+def test_a_query_predicate_joins_the_selector_and_the_equality_filters() -> None:
+    from qmf_async.console._session import _where_predicate
+    from qmf_async.protocol import compile_selector
+
+    assert _where_predicate(None, {}) is None
+    assert _where_predicate(None, {"msgDepth": 3}) is None  # numbers: left to the console
+    assert _where_predicate(compile_selector("durable = TRUE"), {"name": "q1"}) == [
+        "and", ["eq", "name", ["quote", "q1"]], ["eq", "durable", ["quote", True]]]

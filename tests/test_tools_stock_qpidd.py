@@ -1,0 +1,171 @@
+"""The user-facing programs against a stock qpidd (QMF v2 only, as shipped), given
+nothing but its address: ``qmf stat``, ``qmf shell``, ``qmf collect`` and the web
+dashboard, each run as a user runs it (a subprocess)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from qmf_async import Session
+
+from ._util import wait_until
+
+pytestmark = [pytest.mark.qpidd]
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _qmf(*args: str, stdin: str | None = None,
+         timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "qmf_async", *args], input=stdin,
+                          capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "QMF_URL": ""})
+
+
+def _send(address: str, queue: str, count: int) -> None:
+    """Put ``count`` messages on ``queue`` with a plain AMQP 1.0 client (not ours)."""
+    from proton import Message
+    from proton.utils import BlockingConnection
+
+    conn = BlockingConnection(address, timeout=10)
+    try:
+        sender = conn.create_sender(queue)
+        for i in range(count):
+            sender.send(Message(body=f"m{i}"))
+    finally:
+        conn.close()
+
+
+async def _make_queue(url: str, name: str) -> None:
+    async with Session.connect(url) as session:
+        (broker,) = await session.get_objects(_class="broker")
+        assert (await broker.create("queue", name, {}, False)).status == 0
+
+
+async def _drop_queue(url: str, name: str) -> None:
+    async with Session.connect(url) as session:
+        (broker,) = await session.get_objects(_class="broker")
+        await broker.delete("queue", name, {})
+
+
+@pytest.fixture
+async def queue(qpidd_stock: Any) -> Any:
+    name = f"tools-{uuid.uuid4().hex[:8]}"
+    await _make_queue(qpidd_stock.url, name)
+    await asyncio.to_thread(_send, qpidd_stock.address, name, 7)
+    yield name
+    await _drop_queue(qpidd_stock.url, name)
+
+
+async def test_qmf_stat_lists_the_queue_with_its_depth(qpidd_stock: Any, queue: str) -> None:
+    proc = await asyncio.to_thread(_qmf, "stat", "-b", qpidd_stock.address, "-q", "--json",
+                                   "-L", "0")
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout)
+    (row,) = [r for r in rows if r["queue"] == queue]
+    assert (row["msg"], row["msgIn"], row["msgOut"], row["dur"]) == (7, 7, 0, False), row
+
+
+async def test_qmf_shell_lists_and_calls(qpidd_stock: Any, queue: str) -> None:
+    proc = await asyncio.to_thread(_qmf, "shell", qpidd_stock.address,
+                                   stdin="list\nlist queue\nquit\n")
+    assert proc.returncode == 0, proc.stderr
+    assert "org.apache.qpid.broker:queue" in proc.stdout
+    assert queue in proc.stdout
+
+
+async def test_qmf_collect_writes_samples_and_events(qpidd_stock: Any, tmp_path: Path) -> None:
+    name = f"coll-{uuid.uuid4().hex[:8]}"
+    out = tmp_path / "dataset"
+    proc = await asyncio.to_thread(
+        subprocess.Popen, [sys.executable, "-m", "qmf_async", "collect", "-b",
+                           qpidd_stock.address, "--out", str(out), "--duration", "8",
+                           "--batch-seconds", "1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        started = await asyncio.to_thread(proc.stderr.readline)
+        assert "collecting from" in started, started
+        await _make_queue(qpidd_stock.url, name)
+        await asyncio.to_thread(_send, qpidd_stock.address, name, 3)
+        _out, stderr = await asyncio.to_thread(proc.communicate, timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        await _drop_queue(qpidd_stock.url, name)
+    assert proc.returncode == 0, stderr
+    import pyarrow.dataset as ds
+
+    events = ds.dataset(out / "events", format="parquet", partitioning="hive").to_table()
+    declared = [r for r in events.to_pylist() if r["event_name"] == "queueDeclare"]
+    (mine,) = [r for r in declared if dict(r["args"])["qName"] == name]
+    assert mine["agent"] == "1.0" and mine["broker"] == qpidd_stock.url.rstrip("/") + "/%2F"
+    samples = ds.dataset(out / "samples", format="parquet", partitioning="hive").to_table(
+        columns=["class_name", "agent"])
+    classes = set(samples.column("class_name").to_pylist())
+    assert "queue" in classes
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _get(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        return json.loads(resp.read())
+
+
+def _post(url: str, body: Any) -> Any:
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                 headers={"content-type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        return json.loads(resp.read())
+
+
+async def test_the_dashboard_shows_and_calls(qpidd_stock: Any, queue: str) -> None:
+    port = _free_port()
+    proc = await asyncio.to_thread(
+        subprocess.Popen, [sys.executable, str(ROOT / "examples" / "web_dashboard" / "app.py"),
+                           "--url", qpidd_stock.address, "--port", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        def connected() -> bool:
+            try:
+                return bool(_get(f"{base}/api/agents")["connected"])
+            except OSError:
+                return False
+        await wait_until(lambda: asyncio.to_thread(connected), timeout=30.0,
+                         message="the dashboard connected to qpidd")
+        agents = await asyncio.to_thread(_get, f"{base}/api/agents")
+        assert [a["label"].startswith("apache.org:qpidd:") for a in agents["agents"]] == [True]
+        queues = await asyncio.to_thread(_get, f"{base}/api/objects/queue")
+        (mine,) = [q for q in queues if q["properties"]["name"] == queue]
+        assert mine["statistics"]["msgDepth"] == 7
+        (broker,) = await asyncio.to_thread(_get, f"{base}/api/objects/broker")
+        answer = await asyncio.to_thread(
+            _post, f"{base}/api/object/{broker['object_id']}/methods/echo",
+            {"sequence": 3, "body": "from the dashboard"})
+        assert answer["out_args"] == {"sequence": 3, "body": "from the dashboard"}
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
