@@ -13,6 +13,8 @@ round, the clients interleaved:
   every partial answer decoded by proton), best of ``--repeat`` in the process;
 - ``ours``: ``benchmarks/qpidd/ours_v2.py`` (``Session(qmf_version=2).get_objects``
   when the Session has it, else ``ConsoleProtocolV2`` + ``ProtonTransport``);
+- ``ours_core`` (only when named in ``--clients``): the same script with ``--path
+  core``, the v2 console core without the Session;
 - ``ours_v1``: the same script with ``--path v1``: the Session's QMF v1 query over
   AMQP 1.0, which a stock qpidd answers too (``--mgmt-qmf1 no`` stops only v1
   publications);
@@ -57,8 +59,11 @@ from benchmarks.qpidd.broker import (  # noqa: E402
 from benchmarks.qpidd.v2 import V2Qpidd, last_json, run_measured  # noqa: E402
 
 CLIENTS = ("raw_v2", "ours", "ours_v1", "classic_console", "qpid_stat")
+#: clients that run only when named in ``--clients``
+EXTRA_CLIENTS = ("ours_core",)
 LABELS = {"raw_v2": "raw proton v2", "ours": "ours v2", "ours_v1": "ours v1 (1.0)",
-          "classic_console": "classic console", "qpid_stat": "qpid-stat -q"}
+          "ours_core": "ours v2 core", "classic_console": "classic console",
+          "qpid_stat": "qpid-stat -q"}
 PREFIX = "bench-q-"
 GOALS = {"vs_qpid_stat": 2.5, "vs_raw": 1.5, "memory_vs_qpid_stat": 1 / 3}
 
@@ -93,7 +98,7 @@ def run_client(name: str, port: int, pid: int, opts: argparse.Namespace) -> dict
     elif name == "raw_v2":
         cmd, env = [sys.executable, str(HERE / "raw_v2_query.py"), *common], env3
     else:
-        path = "v1" if name == "ours_v1" else opts.ours_path
+        path = {"ours_v1": "v1", "ours_core": "core"}.get(name, opts.ours_path)
         cmd, env = [sys.executable, str(HERE / "ours_v2.py"), *common, "--path", path], env3
     out = run_measured(cmd, env=env, timeout=300 + 60 * opts.repeat)
     result = last_json(out, name)
@@ -138,7 +143,7 @@ def ratio(a: float | None, b: float | None) -> float | None:
 
 def report(summary: dict[str, Any]) -> str:
     b = summary["best"]
-    cols = [c for c in CLIENTS if c in b]
+    cols = [c for c in (*CLIENTS, *EXTRA_CLIENTS) if c in b]
 
     def row(label: str, key: str, spec: str, scale: float = 1.0) -> list[str]:
         def cell(v: Any) -> str:
@@ -165,7 +170,8 @@ def main() -> int:
     p.add_argument("--queues", type=int, default=10000)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--repeat", type=int, default=2, help="get_objects per client process")
-    p.add_argument("--clients", default=",".join(CLIENTS))
+    p.add_argument("--clients", default=",".join(CLIENTS),
+                   help="comma-separated subset of " + ",".join((*CLIENTS, *EXTRA_CLIENTS)))
     p.add_argument("--ours-path", choices=["auto", "session", "core"], default="auto")
     p.add_argument("--decode-rounds", type=int, default=3)
     p.add_argument("--decode-seconds", type=float, default=1.0)

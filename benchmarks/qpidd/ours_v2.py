@@ -2,10 +2,10 @@
 
 Through ``Session.connect(url, protocol="1.0", qmf_version=2).get_objects(_class=
 "queue")`` when the Session has ``qmf_version`` (``--path session``, the default when
-available); else (``--path core``) the v2 console core driven directly:
-``ProtonTransport`` + ``ConsoleProtocolV2.send_query``, the answer's parts gathered
+available); with ``--path core``, or when the Session has no v2, the v2 console core
+driven directly: ``ProtonTransport`` + ``ConsoleProtocolV2.send_query``, the answer's parts gathered
 into one ``QueryAnswered`` (objects decoded into ``V2Data``).  ``--path v1``: the
-Session's QMF v1 query over AMQP 1.0 (``Session.connect(url, protocol="1.0")``), which
+Session's QMF v1 query over AMQP 1.0 (``qmf_version=1`` when the Session has it), which
 qpidd answers even with ``--mgmt-qmf1 no`` (that option stops only v1 publications).
 Prints one JSON line.
 
@@ -41,8 +41,8 @@ def self_cpu() -> float:
 
 
 def session_has_v2() -> bool:
-    """True when ``Session.connect`` takes ``qmf_version``."""
-    return "qmf_version" in inspect.signature(Session.connect).parameters
+    """True when the Session takes ``qmf_version`` (``Session.connect`` passes it on)."""
+    return "qmf_version" in inspect.signature(Session.__init__).parameters
 
 
 class Meter:
@@ -62,7 +62,7 @@ class Meter:
 async def by_session(opts: argparse.Namespace, version: int) -> list[dict[str, Any]]:
     runs = []
     connect: Any = Session.connect
-    extra = {"qmf_version": 2} if version == 2 else {}
+    extra = {"qmf_version": version} if session_has_v2() else {}
     async with connect(f"amqp://127.0.0.1:{opts.port}/", protocol="1.0", **extra) as s:
         for _ in range(opts.repeat):
             with Meter(opts.qpidd_pid) as m:
