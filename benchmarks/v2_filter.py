@@ -15,12 +15,18 @@ A binding key filters on the subject (qpidd's topic exchange); a selector
 (``apache.org:selector-filter:string``) on the application properties ``qmf.agent``,
 ``qmf.content``, ``qmf.opcode``, ``method``.  ``subject_selector`` shows that qpidd
 1.40's selectors do not see the subject of its own management messages.
+
+Then (unless ``--no-session``, and when the Session speaks v2) the same window through
+the Session: ``object_updates()`` and ``events()`` subscriptions, unfiltered and for
+one class, which ask qpidd for what they follow (``SESSION_VARIANTS``); counted:
+objects and events yielded, bytes, CPU.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import inspect
 import json
 import os
 import platform
@@ -44,7 +50,6 @@ VARIANTS: list[tuple[str, str, str]] = [
     ("all", "agent.ind.#", ""),
     ("data_selector", "agent.ind.#", "qmf.content = '_data'"),
     ("class_key", CLASS_KEY, ""),
-    ("class_key+data_selector", CLASS_KEY, "qmf.content = '_data'"),
     ("subject_selector", "agent.ind.#",
      "amqp.subject LIKE 'agent.ind.data.org_apache_qpid_broker.exchange.%'"),
     ("qpidd_agent_selector", "agent.ind.#", "qmf.agent = '{agent}'"),
@@ -53,6 +58,21 @@ VARIANTS: list[tuple[str, str, str]] = [
     ("events_selector", "agent.ind.#", "qmf.content = '_event'"),
     ("event_class_key", "agent.ind.event.org_apache_qpid_broker.queueDeclare.#", ""),
 ]
+
+#: (name, --follow of the subscriber): the same broker through Session subscriptions
+SESSION_VARIANTS: list[tuple[str, str]] = [
+    ("session: everything", "all"),
+    ("session: object_updates(_class='exchange')", "class"),
+    ("session: events()", "events"),
+    ("session: events(_class='queueDeclare')", "event_class"),
+]
+
+
+def session_has_v2() -> bool:
+    """True when the Session takes ``qmf_version`` (it then speaks v2 to qpidd)."""
+    from qmf_async.console import Session
+
+    return "qmf_version" in inspect.signature(Session.__init__).parameters
 
 
 async def qpidd_agent_name(port: int) -> str:
@@ -90,8 +110,9 @@ async def qpidd_agent_name(port: int) -> str:
     return names[0]
 
 
-def subscribe(port: int, pid: int, key: str, selector: str, seconds: float) -> dict[str, Any]:
-    """One subscription in its own process.
+def subscribe(port: int, pid: int, key: str, selector: str, seconds: float,
+              follow: str | None = None) -> dict[str, Any]:
+    """One subscription in its own process (through the Session when ``follow``).
 
     Raises:
         RuntimeError: the subscriber failed.
@@ -99,6 +120,8 @@ def subscribe(port: int, pid: int, key: str, selector: str, seconds: float) -> d
     cmd = [sys.executable, str(HERE / "v2_subscriber.py"), "--port", str(port),
            "--qpidd-pid", str(pid), "--key", key, "--selector", selector,
            "--seconds", str(seconds)]
+    if follow is not None:
+        cmd += ["--via", "session", "--follow", follow]
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     return last_json(run_measured(cmd, env=env, timeout=seconds + 60), f"subscriber {key}")
 
@@ -110,8 +133,11 @@ def report(results: list[dict[str, Any]]) -> str:
     rows = [header]
     for r in results:
         ratio = (f"{r['bytes'] / base['bytes']:.3f}" if base and base["bytes"] else "--")
-        rows.append([r["name"], r["key"], r["selector"] or "-", str(r["messages"]),
-                     f"{r['messages'] / r['seconds']:.1f}", str(r["objects"]), str(r["events"]),
+        msgs = r.get("messages")
+        rows.append([r["name"], r.get("key", "(Session)"), r.get("selector") or "-",
+                     "--" if msgs is None else str(msgs),
+                     "--" if msgs is None else f"{msgs / r['seconds']:.1f}",
+                     str(r["objects"]), str(r["events"]),
                      f"{r['bytes'] / 1000:.0f}", f"{r['bytes'] / 1000 / r['seconds']:.1f}",
                      ratio, f"{r['cpu']:.3f}", f"{r['qpidd_cpu']:.2f}"])
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
@@ -127,6 +153,8 @@ def main() -> int:
     p.add_argument("--rate", type=float, default=500.0, help="traffic messages per second")
     p.add_argument("--churn", type=float, default=2.0, help="dynamic receivers per second")
     p.add_argument("--only", default="", help="comma-separated subset of the variants")
+    p.add_argument("--no-session", dest="session", action="store_false",
+                   help="skip the runs through the Session")
     p.add_argument("--quick", action="store_true", help="a smoke run: 200 queues, 2 s each")
     p.add_argument("--json", type=Path)
     opts = p.parse_args()
@@ -160,6 +188,13 @@ def main() -> int:
                 r["name"] = name
                 results.append(r)
                 print(f"{name}: {r['messages']} messages, {r['bytes']} bytes", flush=True)
+            if opts.session and session_has_v2():
+                for name, follow in SESSION_VARIANTS:
+                    r = subscribe(q.port, q.pid, "", "", opts.seconds, follow)
+                    r["name"] = name
+                    results.append(r)
+                    print(f"{name}: {r['objects']} objects, {r['events']} events, "
+                          f"{r['bytes']} bytes", flush=True)
             traffic.terminate()
             out, err = traffic.communicate(timeout=30)
             if traffic.returncode != 0:
@@ -177,8 +212,9 @@ def main() -> int:
     print(report(results))
     if opts.json:
         opts.json.write_text(json.dumps(summary, indent=1) + "\n")
-    print(json.dumps({"results": [{k: r[k] for k in ("name", "messages", "bytes", "objects",
-                                                      "events", "cpu")} for r in results],
+    print(json.dumps({"results": [{k: r.get(k) for k in ("name", "messages", "bytes",
+                                                          "objects", "events", "cpu")}
+                                  for r in results],
                       "traffic": summary.get("traffic")}))
     return 0
 
