@@ -80,4 +80,11 @@ def test_filter_quick_run(needs_qpidd: None, tmp_path: Path) -> None:
                for k in r["event_class_key"]["by_subject"])
     for name in ("class_key", "fake_agent_selector", "events_key", "event_class_key"):
         assert r[name]["bytes"] < r["all"]["bytes"], name
-    assert all(x["malformed"] == 0 for x in s["results"])
+    assert all(x.get("malformed", 0) == 0 for x in s["results"])
+    # the same through the Session's subscriptions (it speaks v2 to qpidd)
+    sessions = {k: v for k, v in r.items() if k.startswith("session:")}
+    assert len(sessions) == 4
+    assert all(v["qmf_version"] == [2] for v in sessions.values())
+    events = r["session: events()"]
+    assert events["events"] > 0 and events["objects"] == 0
+    assert r["session: object_updates(_class='exchange')"]["bytes"] < r["all"]["bytes"]
