@@ -32,6 +32,7 @@ import asyncio
 import collections
 import contextlib
 import logging
+import os
 import random
 import signal
 import sys
@@ -549,7 +550,9 @@ def build_demo_agent(url: str, *, interval: float = 2.0, queues: int = 0,
 
 def _parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--url", required=True, help="AMQP 0-9-1 broker URL")
+    parser.add_argument("-b", "--broker", "--url", dest="url", default=None, metavar="ADDRESS",
+                        help="the broker: a URL or a qpid-tools address (host:port, "
+                             "user/password@host:port); default $QMF_URL")
     parser.add_argument("--interval", type=float, default=2.0,
                         help="publish and traffic interval in seconds (default 2)")
     parser.add_argument("--queues", type=int, default=0,
@@ -560,6 +563,9 @@ def _parse_args(argv: list[str]) -> argparse.Namespace:
                         help="do not ask a management broker for banks (use 1.<random>)")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
     args = parser.parse_args(argv)
+    args.url = args.url or os.environ.get("QMF_URL")
+    if not args.url:
+        parser.error("no broker: give -b ADDRESS, or set QMF_URL")
     if args.interval <= 0:
         parser.error("--interval must be positive")
     if args.queues < 0:

@@ -62,11 +62,12 @@ def qpidd_url(qpidd_v1: Qpidd, classic_tools: object) -> str:
 
 
 @contextlib.asynccontextmanager
-async def counter_agent(url: str, interval: float = 0.5) -> AsyncIterator[Agent]:
+async def counter_agent(url: str, interval: float = 0.5,
+                        qmf_versions: tuple[int, ...] = (1, 2)) -> AsyncIterator[Agent]:
     """An agent serving two counters over AMQP 1.0, attached to qpidd."""
     label = f"qpiddtest-{uuid.uuid4().hex[:8]}"
     agent = Agent(url, label=label, schemas=[COUNTER, RESET], interval=interval,
-                  transport_factory=ProtonTransport)
+                  transport_factory=ProtonTransport, qmf_versions=qmf_versions)
     agent.create_object("counter", name="ticks", count=0)
     agent.create_object("counter", name="tocks", count=100)
 
@@ -238,10 +239,14 @@ async def test_qpid_tool_lists_the_agents_objects_and_calls_a_method(qpidd_url: 
         assert _by_name(agent, "tocks")["count"] == 100
 
 
+@pytest.mark.parametrize(("version", "agent_versions"),
+                         [(None, (1, 2)), (1, (1, 2)), (None, (1,))],
+                         ids=["auto-v2", "v1", "v1-only-agent-under-v2"])
 async def test_console_over_amqp10_gets_objects_calls_and_receives_events(
-        qpidd_url: str) -> None:
-    async with counter_agent(qpidd_url) as agent, \
-            Session.connect(qpidd_url, _transport_factory=ProtonTransport) as session:
+        qpidd_url: str, version: int | None, agent_versions: tuple[int, ...]) -> None:
+    async with counter_agent(qpidd_url, qmf_versions=agent_versions) as agent, \
+            Session.connect(qpidd_url, _transport_factory=ProtonTransport,
+                            qmf_version=version) as session:
         events = session.events(_class="counterReset")
 
         async def ours() -> list[QmfObject]:
@@ -250,7 +255,14 @@ async def test_console_over_amqp10_gets_objects_calls_and_receives_events(
         objs = await wait_until(ours, timeout=15.0, interval=0.2)
         assert sorted(o.name for o in objs) == ["ticks", "tocks"]
         ticks = next(o for o in objs if o.name == "ticks")
-        assert ticks.get_object_id().agent_bank == agent.agent_bank
+        if version == 1 or agent_versions == (1,):
+            # over v1 (forced, or the only version the agent speaks)
+            assert ticks.get_object_id().agent_bank == agent.agent_bank
+            assert ticks.get_agent() is not None and ticks.get_agent().name == ""
+        else:  # the agent speaks both versions: seen once, over v2
+            assert ticks.get_agent() is not None and ticks.get_agent().name == agent.v2_name
+            assert [a.label for a in session.get_agents()].count(agent.v2_name) == 1
+            assert agent.label not in [a.label for a in session.get_agents()]
         result = await ticks.invoke("add", 5, _timeout=10.0)
         assert (result.status, result.total) == (0, 5)
         result = await ticks.invoke("reset", _timeout=10.0)

@@ -176,3 +176,47 @@ def test_bad_address_exits_with_the_usage_code() -> None:
     assert done.returncode == _common.EXIT_USAGE
     err = done.stderr.strip().splitlines()
     assert len(err) == 1 and "1-65535" in err[0], done.stderr
+
+
+# ------------------------------------------- the role, the demo agent and the dashboard
+
+ROOT = Path(__file__).resolve().parents[1]
+PROGRAMS = {
+    "role": [sys.executable, "-m", "qmf_async.agent.broker"],
+    "demo": [sys.executable, str(ROOT / "examples" / "demo_agent.py")],
+    "dashboard": [sys.executable, str(ROOT / "examples" / "web_dashboard" / "app.py")],
+}
+
+
+@pytest.mark.parametrize("program", sorted(PROGRAMS))
+def test_without_a_broker_the_programs_say_how_to_give_one(program: str) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "QMF_URL"}
+    proc = subprocess.run(PROGRAMS[program], capture_output=True, text=True, timeout=60,
+                          env=env)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1].endswith(
+        "error: no broker: give -b ADDRESS, or set QMF_URL")
+
+
+@pytest.mark.parametrize("program", sorted(PROGRAMS))
+def test_the_programs_take_b_url_and_qmf_url(program: str) -> None:
+    proc = subprocess.run([*PROGRAMS[program], "--help"], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0
+    assert "-b ADDRESS, --broker ADDRESS, --url ADDRESS" in proc.stdout
+    assert "$QMF_URL" in proc.stdout
+
+
+@pytest.mark.integration
+def test_the_role_starts_from_a_qpid_style_address_in_qmf_url() -> None:
+    env = {**os.environ, "QMF_URL": "guest/guest@localhost:5672"}
+    proc = subprocess.Popen(PROGRAMS["role"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("qmf-async management broker ready:"), proc.stderr.read()
+        assert line.rstrip().endswith("on amqp://localhost:5672/%2F")
+    finally:
+        proc.terminate()
+        proc.wait(10)

@@ -123,7 +123,7 @@ class _Host:
         self._agents: dict[tuple[int, int], Any] = {}
         self.session = type("S", (), {"schemas": SchemaRegistry([SCHEMA]),
                                       "agent_interval": 10.0, "min_agent_interval": 0.1,
-                                      "missed_heartbeats": 3})()
+                                      "missed_heartbeats": 3, "timeout": 10.0})()
 
 
 def _data(values: dict[str, Any], **kw: Any) -> V2Data:
@@ -384,3 +384,32 @@ def test_a_query_predicate_joins_the_selector_and_the_equality_filters() -> None
     assert _where_predicate(None, {"msgDepth": 3}) is None  # numbers: left to the console
     assert _where_predicate(compile_selector("durable = TRUE"), {"name": "q1"}) == [
         "and", ["eq", "name", ["quote", "q1"]], ["eq", "durable", ["quote", True]]]
+
+
+@pytest.mark.qpidd
+async def test_malformed_v2_messages_are_counted_and_dropped(qpidd_stock: Any) -> None:
+    from qmf_async.transport import ProtonTransport
+
+    async with Session.connect(qpidd_stock.url) as session:
+        updates = session.object_updates()
+        b = session.brokers[0]
+        await wait_until(lambda: ("agent.ind.data.#", None) in b._v2.bindings, timeout=5.0,
+                         message="the data binding")
+        rogue = ProtonTransport(qpidd_stock.url)
+        await rogue.connect()
+        try:
+            headers = {"qmf.opcode": "_data_indication", "qmf.content": "_data",
+                       "qmf.agent": "rogue:agent:1", "method": "indication"}
+            # a body that is not a list of maps, and an object whose values are no map
+            await rogue.publish({"not": "a list"}, exchange="qmf.default.topic",
+                                routing_key="agent.ind.data.x.y.rogue", headers=headers)
+            await rogue.publish([{"_values": 7}], exchange="qmf.default.topic",
+                                routing_key="agent.ind.data.x.y.rogue", headers=headers)
+        finally:
+            await rogue.close()
+        await wait_until(lambda: session.malformed >= 2, timeout=10.0,
+                         message="both messages counted as malformed")
+        # the session goes on: a query still answers
+        (broker,) = await session.get_objects(_class="broker")
+        assert (await broker.echo(9, "still here")).out_args["body"] == "still here"
+        updates.close()

@@ -68,9 +68,12 @@ async def queue(qpidd_stock: Any) -> Any:
     await _drop_queue(qpidd_stock.url, name)
 
 
-async def test_qmf_stat_lists_the_queue_with_its_depth(qpidd_stock: Any, queue: str) -> None:
+@pytest.mark.parametrize("version", [[], ["--qmf-version", "2"], ["--qmf-version", "1"]],
+                         ids=["default", "v2", "v1"])
+async def test_qmf_stat_lists_the_queue_with_its_depth(qpidd_stock: Any, queue: str,
+                                                       version: list[str]) -> None:
     proc = await asyncio.to_thread(_qmf, "stat", "-b", qpidd_stock.address, "-q", "--json",
-                                   "-L", "0")
+                                   "-L", "0", *version)
     assert proc.returncode == 0, proc.stderr
     rows = json.loads(proc.stdout)
     (row,) = [r for r in rows if r["queue"] == queue]

@@ -36,6 +36,7 @@ import contextlib
 import json
 import logging
 import math
+import os
 import sys
 import time
 import uuid
@@ -568,13 +569,18 @@ def create_app(url: str, *, request_timeout: float = 5.0,
 
 def _parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="QMF web dashboard (aiohttp)")
-    parser.add_argument("--url", required=True, help="AMQP 0-9-1 broker URL of the QMF bus")
+    parser.add_argument("-b", "--broker", "--url", dest="url", default=None, metavar="ADDRESS",
+                        help="the broker of the QMF bus: a URL or a qpid-tools address "
+                             "(host:port, user/password@host:port); default $QMF_URL")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8080, help="port (default 8080)")
     parser.add_argument("--timeout", type=float, default=5.0,
                         help="timeout of the bus requests of one HTTP request (default 5 s)")
     parser.add_argument("-v", "--verbose", action="store_true", help="log more")
     args = parser.parse_args(argv)
+    args.url = args.url or os.environ.get("QMF_URL")
+    if not args.url:
+        parser.error("no broker: give -b ADDRESS, or set QMF_URL")
     if args.timeout <= 0:
         parser.error("--timeout must be positive")
     return args

@@ -1,4 +1,4 @@
-"""The asyncio QMF v1 agent: serves schemas, objects, methods and events.
+"""The asyncio QMF agent (v1 and v2): serves schemas, objects, methods and events.
 
 One :class:`Agent` owns one peer runtime (:class:`~qmf_async.runtime.PeerRuntime`:
 the broker connection through an injected transport factory, a private endpoint bound
@@ -11,6 +11,12 @@ The protocol decisions are the sans-I/O :class:`~qmf_async.protocol.AgentProtoco
 it decodes each delivered body into request events and builds every body sent.  This
 module is its asyncio adapter: the object table, method handlers in concurrency slots
 within ``method_timeout``, the attach wait, the publication timer and the runtime.
+
+QMF v2 (on by default, ``qmf_versions``) goes through
+:class:`~qmf_async.protocol.AgentProtocolV2` the same way: the agent also binds
+``qmf.default.direct`` under its v2 name and ``qmf.default.topic`` under agent
+locate, and its v2 messages (which carry application properties and correlation
+ids) go through a second bounded queue and sender of their own.
 """
 
 from __future__ import annotations
@@ -34,17 +40,26 @@ import attrs
 from .. import wire as codec
 from ..errors import (
     ArgumentError,
+    ConnectionLostError,
+    DecodeError,
     EncodeError,
     MethodError,
+    NotConnectedError,
     QmfError,
     QmfTimeout,
+    TransportError,
     UnknownClassError,
     UsageError,
 )
 from ..protocol import (
+    LOCATE_SUBJECT,
     STATUS_TEXT,
+    V2_DIRECT_EXCHANGE,
+    V2_TOPIC_EXCHANGE,
     AgentEvent,
+    AgentEventV2,
     AgentProtocol,
+    AgentProtocolV2,
     AttachAnswered,
     BodyMalformed,
     ClassesRequested,
@@ -56,13 +71,25 @@ from ..protocol import (
     RequestDropped,
     SchemaRequested,
     Send,
+    V2LocateRequested,
+    V2MethodRequested,
+    V2ObjectQueryRequested,
+    V2RequestDropped,
+    V2RequestRejected,
+    V2SchemaQueryRequested,
+    V2SchemaRequestedV1,
+    V2Send,
+    check_arguments,
+    object_name,
     reply_target,
+    texts_from_schema,
     validate_arguments,
 )
 from ..runtime import Correlator, PeerRuntime
 from ..transport import (
     DIRECT_EXCHANGE,
     MANAGEMENT_EXCHANGE,
+    QMF_CONTENT_TYPE,
     Delivery,
     TlsOptions,
     TransportFactory,
@@ -74,8 +101,11 @@ from ..wire import (
     ClassKind,
     Message,
     ObjectId,
+    QmfType,
     SchemaClass,
     SchemaMethod,
+    V2Data,
+    V2ObjectId,
 )
 from ._objects import ManagedObject, RecordSnapshot, encode_records, now_ns, snapshots
 
@@ -88,6 +118,7 @@ _BODIES_PER_YIELD = 8
 
 MANAGEMENT = MANAGEMENT_EXCHANGE
 DIRECT = DIRECT_EXCHANGE
+_V2_EXCHANGES = frozenset({V2_DIRECT_EXCHANGE, V2_TOPIC_EXCHANGE})
 
 #: ``async def handler(obj, **in_args) -> Mapping[str, Any] | None`` (or a plain function)
 MethodHandler = Callable[..., "Awaitable[Mapping[str, Any] | None] | Mapping[str, Any] | None"]
@@ -108,7 +139,7 @@ current_request: contextvars.ContextVar[RequestContext] = contextvars.ContextVar
 
 
 class Agent:
-    """A QMF v1 agent on an AMQP 0-9-1 broker.
+    """A QMF agent (v1 and v2) on an AMQP 0-9-1 or 1.0 broker.
 
     Use as ``async with Agent(url, schemas=[...]) as agent:``; add objects with
     :meth:`add_object` / :meth:`create_object`, register method handlers with
@@ -138,6 +169,9 @@ class Agent:
         connect_timeout: float = 10.0,
         transport_factory: TransportFactory | None = None,
         protocol: str = "auto",
+        qmf_versions: Iterable[int] = (1, 2),
+        v2_name: str | None = None,
+        v2_aliases: Iterable[str] = (),
     ) -> None:
         """Prepare an agent; nothing is sent before :meth:`start`.
 
@@ -148,9 +182,17 @@ class Agent:
         (default: the AMQP version from the broker's answer, or ``protocol``:
         ``"0-9-1"``, ``"1.0"``).
 
+        ``qmf_versions`` says which QMF versions the agent speaks: 1 (banks,
+        ``qpid.management``), 2 (map messages on ``qmf.default.direct`` and
+        ``qmf.default.topic``), or both.  ``v2_name`` is its v2 name,
+        ``vendor:product:instance`` (default ``qmf-async:<label>:<system id>``);
+        ``v2_aliases`` are further names it answers requests to, naming itself by the
+        alias in those answers (the management-broker role answers ``broker``, as
+        qpidd's own agent does).
+
         Raises:
-            UsageError: a bad interval, bank or limit, a malformed broker address, or an
-                unknown protocol.
+            UsageError: a bad interval, bank or limit, a malformed broker address, an
+                unknown protocol, QMF version or v2 name.
         """
         if interval <= 0 or method_timeout <= 0 or max_concurrency < 1 or max_outgoing < 1:
             raise UsageError("interval, method_timeout, max_concurrency and max_outgoing "
@@ -159,16 +201,34 @@ class Agent:
             raise UsageError(f"agent bank {agent_bank} does not fit 28 bits")
         if not 0 <= broker_bank < (1 << 20):
             raise UsageError(f"broker bank {broker_bank} does not fit 20 bits")
+        versions = frozenset(qmf_versions)
+        if not versions or not versions <= {1, 2}:
+            raise UsageError(f"qmf_versions must be 1, 2 or both, not {sorted(versions)}")
         self.url = url
         self.label = label
         self.interval = interval
         self.registry = codec.SchemaRegistry()
+        #: the QMF versions the agent speaks
+        self.qmf_versions = versions
+        self._v1 = 1 in versions
         self._protocol = AgentProtocol(
             self.registry, broker_bank=broker_bank,
             agent_bank=agent_bank if agent_bank is not None else random.randrange(100, 1 << 20),
             max_per_body=max_per_body, max_get_per_body=max_get_per_body, label=label)
         self.boot_sequence = boot_sequence
         self.system_id = system_id or uuid.uuid4()
+        self._v2: AgentProtocolV2 | None = None
+        if 2 in versions:
+            name = v2_name or f"qmf-async:{label.replace(':', '_')}:{self.system_id}"
+            self._v2 = AgentProtocolV2(name, self.registry, interval=interval,
+                                       epoch=boot_sequence)
+        self._v2_out: asyncio.Queue[V2Send] = asyncio.Queue(max_outgoing)
+        self._v2_sender: asyncio.Task[None] | None = None
+        self._v2_live = False  # the current connection has the v2 bindings
+        self._v2_names: dict[str, ManagedObject] = {}
+        self._v2_aliases = frozenset(v2_aliases)
+        if "" in self._v2_aliases:
+            raise UsageError("a QMF v2 alias must not be empty")
         self.attach = attach
         self.attach_timeout = attach_timeout
         self.method_timeout = method_timeout
@@ -204,6 +264,22 @@ class Agent:
     def protocol(self) -> AgentProtocol:
         """The agent's protocol core (banks, routing keys, the bodies it sends)."""
         return self._protocol
+
+    @property
+    def protocol_v2(self) -> AgentProtocolV2 | None:
+        """The agent's QMF v2 protocol core (None when v2 is off)."""
+        return self._v2
+
+    @property
+    def v2_name(self) -> str | None:
+        """The agent's QMF v2 name, ``vendor:product:instance`` (None when v2 is off)."""
+        return self._v2.name if self._v2 is not None else None
+
+    @property
+    def v2_live(self) -> bool:
+        """Whether the current connection carries QMF v2 (the broker has, or let the
+        agent declare, ``qmf.default.direct`` and ``qmf.default.topic``)."""
+        return self._v2_live
 
     @property
     def broker_bank(self) -> int:
@@ -248,6 +324,8 @@ class Agent:
         """Serve ``schema`` (``severity`` is the default for an event class)."""
         self.registry.add(schema)
         self._plans.clear()
+        if self._v2 is not None:
+            self._v2.schema_updated = now_ns()
         if schema.kind == ClassKind.EVENT:
             self._event_severity[schema.class_key] = severity
         if self._running:
@@ -378,13 +456,48 @@ class Agent:
         self._running = True
         self._runtime.run()
         self._publisher = asyncio.create_task(self._publish_loop(), name="qmf-agent-publisher")
+        if self._v2 is not None:
+            self._v2_sender = asyncio.create_task(self._v2_send_loop(),
+                                                  name="qmf-agent-v2-sender")
+            self._send_v2(self._v2.heartbeat(now_ns()))
         self._broadcast_all()
 
     async def _setup(self, transport: TransportProtocol, endpoint: str) -> None:
-        """Per connection, once the endpoint is open: attach, then bind the agent key."""
-        if self.attach:
-            await self._attach()
-        await transport.bind(endpoint, MANAGEMENT, self.agent_key)
+        """Per connection, once the endpoint is open: attach, then bind the agent key
+        (QMF v1); bind the agent's name and agent locate (QMF v2)."""
+        if self._v1:
+            if self.attach:
+                await self._attach()
+            await transport.bind(endpoint, MANAGEMENT, self.agent_key)
+        if self._v2 is not None:
+            await self._setup_v2(transport, endpoint, self._v2.name)
+
+    async def _setup_v2(self, transport: TransportProtocol, endpoint: str, name: str) -> None:
+        """Bind ``qmf.default.direct`` under the agent's name and ``qmf.default.topic``
+        under agent locate, declaring the two exchanges first where the transport can
+        (RabbitMQ; qpidd has them).  A broker that refuses leaves v2 off on this
+        connection (:attr:`v2_live` False).
+
+        Raises:
+            NotConnectedError: the connection was lost meanwhile.
+        """
+        self._v2_live = False
+        declare = getattr(transport, "declare_exchange", None)
+        try:
+            if declare is not None:
+                await declare(V2_DIRECT_EXCHANGE, "direct")
+                await declare(V2_TOPIC_EXCHANGE, "topic")
+            await transport.bind(endpoint, V2_DIRECT_EXCHANGE, name)
+            for alias in sorted(self._v2_aliases):
+                await transport.bind(endpoint, V2_DIRECT_EXCHANGE, alias)
+            await transport.bind(endpoint, V2_TOPIC_EXCHANGE, LOCATE_SUBJECT)
+        except (NotConnectedError, ConnectionLostError):
+            raise
+        except (TransportError, QmfTimeout) as exc:
+            # DEBUG: a bus without the v2 exchanges is a v1-only bus (see ``v2_live``)
+            log.debug("agent %s: no QMF v2 on %s: %s", self.label, transport.where, exc)
+            return
+        self._v2_live = True
 
     async def _attach(self) -> None:
         endpoint = self._runtime.endpoint
@@ -430,8 +543,9 @@ class Agent:
         if not self._running:
             return
         self._running = False
+        await self._flush_v2(timeout)
         await self._runtime.flush(timeout)
-        tasks = [t for t in (self._publisher, *self._tasks) if t is not None]
+        tasks = [t for t in (self._publisher, self._v2_sender, *self._tasks) if t is not None]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -454,6 +568,50 @@ class Agent:
         enqueue = self._enqueue
         for out in sends:
             enqueue(out.exchange, out.routing_key, out.body, out.reply_to)
+
+    def _send_v2(self, out: V2Send) -> None:
+        """Queue a QMF v2 message for the v2 sender (a full queue drops it, counted)."""
+        try:
+            self._v2_out.put_nowait(out)
+        except asyncio.QueueFull:
+            self.stats["dropped"] += 1
+
+    def _send_v2_all(self, sends: Iterable[V2Send]) -> None:
+        for out in sends:
+            self._send_v2(out)
+
+    async def _v2_send_loop(self) -> None:
+        """Publish the queued v2 messages (with their application properties and
+        correlation ids) on the current connection, in order."""
+        queue = self._v2_out
+        stats = self.stats
+        while True:
+            out = await queue.get()
+            try:
+                transport = self._runtime.transport
+                if transport is None or not transport.is_open or not self._v2_live:
+                    stats["dropped"] += 1
+                    continue
+                is_v1 = isinstance(out.body, bytes)
+                await transport.publish(out.body, exchange=out.exchange,
+                                        routing_key=out.subject, headers=out.headers,
+                                        correlation_id=out.correlation_id,
+                                        content_type=QMF_CONTENT_TYPE if is_v1 else None)
+                stats["published"] += 1
+            except QmfError as exc:
+                stats["dropped"] += 1
+                log.warning("agent %s: QMF v2 publish to %s/%s failed: %s", self.label,
+                            out.exchange, out.subject, exc)
+            finally:
+                queue.task_done()
+
+    async def _flush_v2(self, timeout: float) -> None:
+        """Wait (at most ``timeout`` s) until the v2 sender took every queued message."""
+        sender = self._v2_sender
+        if sender is None or sender.done() or self._v2_out.empty():
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._v2_out.join(), timeout)
 
     def _encode_records(self, records: Sequence[RecordSnapshot], seq: int,
                         timestamp: int) -> bytes | None:
@@ -488,10 +646,14 @@ class Agent:
         await asyncio.sleep(0)
 
     def _broadcast_schema(self, schema: SchemaClass, announce_package: bool = True) -> None:
+        if not self._v1:
+            return
         self._put(self._protocol.schema_broadcast(schema, announce_package,
                                                   self._announce_reply_to()))
 
     def _broadcast_all(self) -> None:
+        if not self._v1:
+            return
         self._put(self._protocol.broadcast_all(self._announce_reply_to()))
 
     def _announce_reply_to(self) -> str | None:
@@ -527,10 +689,21 @@ class Agent:
         self._wake.set()
 
     def publish_now(self) -> None:
-        """Publish changed objects (``c``/``i``) and a heartbeat now."""
+        """Publish changed objects and a heartbeat now: ``c``/``i`` records and ``h``
+        (QMF v1), data indications and a heartbeat (QMF v2)."""
         ts = now_ns()
+        v1 = self._v1
+        v2 = self._v2
         by_class: dict[ClassKey, list[RecordSnapshot]] = {}
+        changed: dict[ClassKey, list[V2Data]] = {}
         for oid, obj in list(self._objects.items()):
+            if v2 is not None and (obj.deleted or obj.props_changed or obj.stats_changed):
+                changed.setdefault(obj.schema.class_key, []).append(self._v2_data(obj, ts))
+            if not v1:
+                if obj.deleted:
+                    del self._objects[oid]
+                obj.props_changed = obj.stats_changed = False
+                continue
             records = by_class.setdefault(obj.schema.class_key, [])
             has_stats = bool(obj.schema.statistics)  # as qpidd: no empty ``i`` records
             if obj.deleted:
@@ -542,7 +715,12 @@ class Agent:
             if ops:
                 records += snapshots(ops, (obj,), self.registry)
             obj.props_changed = obj.stats_changed = False
-        self._put(self._protocol.publication(by_class, ts, self._encode_records))
+        if v1:
+            self._put(self._protocol.publication(by_class, ts, self._encode_records))
+        if v2 is not None:
+            for key, items in changed.items():
+                self._send_v2_all(v2.data_indication(key, items))
+            self._send_v2(v2.heartbeat(ts))
 
     def raise_event(self, event: str | ClassKey | SchemaClass, severity: int | None = None, *,
                     package: str | None = None, **arguments: Any) -> None:
@@ -556,17 +734,38 @@ class Agent:
         sev = self._event_severity.get(schema.class_key, 6) if severity is None else severity
         if not 0 <= sev <= 7:
             raise ArgumentError(f"severity {sev} is not 0 (emerg) .. 7 (debug)")
-        try:
-            out = self._protocol.event(schema, now_ns(), sev, arguments)
-        except EncodeError as exc:
-            raise ArgumentError(f"event {schema.class_key.name}: {exc}") from exc
-        self._enqueue(out.exchange, out.routing_key, out.body)
+        ts = now_ns()
+        out: Send | None = None
+        if self._v1:
+            try:
+                out = self._protocol.event(schema, ts, sev, arguments)
+            except EncodeError as exc:
+                raise ArgumentError(f"event {schema.class_key.name}: {exc}") from exc
+        v2 = self._v2
+        if v2 is not None:
+            known = {a.name for a in schema.arguments}
+            unknown = sorted(set(arguments) - known)
+            if unknown:
+                raise ArgumentError(f"event {schema.class_key.name} has no argument(s) "
+                                    f"{', '.join(unknown)}")
+            values = {k: self._v2_value(v) for k, v in arguments.items()}
+            self._send_v2(v2.event(schema, ts, sev, values))
+        if out is not None:
+            self._enqueue(out.exchange, out.routing_key, out.body)
 
     # ------------------------------------------------------------------ requests
 
     def _dispatch(self, delivery: Delivery) -> None:
         """A delivered body: the core decodes it (leaving the served schemas as they
         are: a peer's ``s`` is not served) into events, handled here."""
+        if self._v2 is not None and delivery.exchange in _V2_EXCHANGES:
+            self._dispatch_v2(delivery)
+            return
+        if not self._v1:
+            self.stats["bad_requests"] += 1
+            log.debug("agent %s: QMF v1 message on %s/%s ignored (v1 is off)", self.label,
+                      delivery.exchange, delivery.routing_key)
+            return
         core = self._protocol
         before = core.messages_in
         events = core.receive(delivery.body, delivery.routing_key, delivery.reply_to)
@@ -622,6 +821,175 @@ class Agent:
                 log.warning("agent %s: unexpected %r message ignored", self.label, event.opcode)
             else:
                 log.warning("agent %s: %r %s dropped", self.label, event.opcode, event.why)
+
+    # ------------------------------------------------------------------ QMF v2
+
+    def _dispatch_v2(self, delivery: Delivery) -> None:
+        """A message on a v2 exchange: the v2 core makes request events of it."""
+        core = self._v2
+        assert core is not None
+        events = core.receive(delivery.headers, delivery.value, body=delivery.body,
+                              reply_to=delivery.reply_to,
+                              correlation_id=delivery.correlation_id,
+                              user_id=delivery.user_id)
+        self.stats["requests"] += 1
+        for event in events:
+            try:
+                self._on_v2_event(core, event, delivery)
+            except Exception:
+                self.stats["bad_requests"] += 1
+                log.exception("agent %s: failed to handle %s", self.label, type(event).__name__)
+
+    def _on_v2_event(self, core: AgentProtocolV2, event: AgentEventV2,
+                     delivery: Delivery) -> None:
+        alias = (delivery.routing_key if delivery.routing_key in self._v2_aliases
+                 and delivery.exchange == V2_DIRECT_EXCHANGE else None)
+        if isinstance(event, V2MethodRequested):
+            self._spawn(self._method_v2(core, event, delivery.routing_key, alias))
+        elif isinstance(event, V2ObjectQueryRequested):
+            ts = now_ns()
+            items = [self._v2_data(obj, ts) for obj in self._select_v2(core, event)]
+            self._send_v2_all(core.answer_query(event.reply_to, event.correlation_id, items,
+                                                agent=alias))
+        elif isinstance(event, V2LocateRequested):
+            self._send_v2(core.answer_locate(event.reply_to, event.correlation_id, now_ns()))
+        elif isinstance(event, V2SchemaQueryRequested):
+            self._send_v2_all(core.answer_schema_query(event, agent=alias))
+        elif isinstance(event, V2SchemaRequestedV1):
+            answer = core.answer_schema_v1(event)
+            if answer is None:
+                log.info("agent %s: schema of unknown class %s asked", self.label,
+                         event.class_key)
+            else:
+                self._send_v2(answer)
+        elif isinstance(event, V2RequestRejected):
+            self.stats["bad_requests"] += 1
+            log.warning("agent %s: bad QMF v2 %s: %s", self.label, event.opcode, event.error)
+            if event.answer is not None:
+                self._send_v2(event.answer)
+        elif isinstance(event, V2RequestDropped):
+            self.stats["bad_requests"] += 1
+            log.debug("agent %s: QMF v2 %s dropped: %s", self.label, event.opcode, event.why)
+
+    def _v2_is_mine(self, core: AgentProtocolV2, agent_name: str | None) -> bool:
+        """Whether an object id's ``_agent_name`` names this agent (absent: yes)."""
+        return agent_name is None or agent_name == core.name or agent_name in self._v2_aliases
+
+    def _v2_name(self, obj: ManagedObject) -> str:
+        """The v2 object name of ``obj``: ``package:class:key``, the key being its index
+        properties' values joined by ``,`` (its number when the class has none)."""
+        schema = obj.schema
+        index = [obj[p.name] for p in schema.properties if p.index]
+        return object_name(schema.class_key, index, str(obj.number))
+
+    def _v2_find(self, name: str) -> ManagedObject | None:
+        """The live object named ``name`` over v2 (None when there is none)."""
+        obj = self._v2_names.get(name)
+        if obj is None or obj.deleted or obj.object_id not in self._objects \
+                or self._v2_name(obj) != name:
+            self._v2_names = {self._v2_name(o): o for o in self._objects.values()
+                              if not o.deleted}
+            obj = self._v2_names.get(name)
+        return obj
+
+    def _select_v2(self, core: AgentProtocolV2,
+                   event: V2ObjectQueryRequested) -> list[ManagedObject]:
+        """The live objects an object query selects (``_where`` is not evaluated)."""
+        if event.object_id is not None:
+            oid = event.object_id
+            if not self._v2_is_mine(core, oid.agent_name):
+                return []
+            found = self._v2_find(oid.object_name)
+            return [found] if found is not None else []
+        objects = [o for o in self._objects.values() if not o.deleted]
+        if event.schema_id is None:
+            return objects
+        keys = {s.class_key for s in core.select_schemas(event.schema_id)}
+        return [o for o in objects if o.schema.class_key in keys]
+
+    def _v2_ref(self, core: AgentProtocolV2, value: Mapping[str, Any]) -> ObjectId | None:
+        """The object id of this agent's object a received v2 object id names."""
+        try:
+            oid = V2ObjectId.from_map(value)
+        except DecodeError:
+            return None
+        if not self._v2_is_mine(core, oid.agent_name):
+            return None
+        found = self._v2_find(oid.object_name)
+        return found.object_id if found is not None else None
+
+    def _v2_value(self, value: Any) -> Any:
+        """A value as v2 sends it: a reference (ObjectId) becomes the v2 object id of
+        the object it names (``_object_name`` its v1 text form when it is not one of
+        this agent's); maps and lists are converted item by item."""
+        if isinstance(value, ObjectId):
+            core = self._v2
+            target = self._objects.get(value)
+            if core is not None and target is not None:
+                return core.object_id(self._v2_name(target)).to_map()
+            return {"_object_name": str(value)}
+        if isinstance(value, dict):
+            return {k: self._v2_value(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [self._v2_value(v) for v in value]
+        return value
+
+    def _v2_data(self, obj: ManagedObject, timestamp: int) -> V2Data:
+        """``obj`` as v2 sends it (properties and statistics together in ``_values``)."""
+        core = self._v2
+        assert core is not None
+        values = {name: self._v2_value(v) for name, v in obj.properties.items()}
+        values.update((name, self._v2_value(v)) for name, v in obj.statistics.items())
+        return core.data(obj.schema, self._v2_name(obj), values, update_ts=timestamp,
+                         create_ts=obj.created, delete_ts=obj.deleted)
+
+    async def _method_v2(self, core: AgentProtocolV2, event: V2MethodRequested,
+                         routing_key: str, alias: str | None = None) -> None:
+        """Serve a v2 ``_method_request``: the object by its v2 name, arguments checked
+        against the method's schema, the handler run as for v1 (a concurrency slot,
+        ``method_timeout``, :data:`current_request` set); the answer is a
+        ``_method_response`` or an ``_exception`` with the v1 status and text."""
+        current_request.set(RequestContext(0, event.reply_to, event.user_id, routing_key))
+        status, text, out = await self._run_method_v2(core, event)
+        if status == 0 and out is not None:
+            answer = core.answer_method(event.reply_to, event.correlation_id,
+                                        {k: self._v2_value(v) for k, v in out.items()},
+                                        agent=alias)
+        else:
+            answer = core.exception(event.reply_to, event.correlation_id, status, text,
+                                    agent=alias)
+        self._send_v2(answer)
+
+    async def _run_method_v2(self, core: AgentProtocolV2, event: V2MethodRequested
+                             ) -> tuple[int, str, Mapping[str, Any] | None]:
+        oid = event.object_id
+        obj = None
+        if self._v2_is_mine(core, oid.agent_name):
+            obj = self._v2_find(oid.object_name)
+        if obj is None or obj.object_id is None:
+            return 1, f"UnknownObject: {oid.object_name}", None
+        schema = obj.schema
+        method = schema.find_method(event.method)
+        if method is None:
+            return 2, f"UnknownMethod: {event.method}", None
+        args = texts_from_schema(event.arguments, method)
+        error = check_arguments(method, args)
+        if error is not None:
+            return 4, f"InvalidParameter: {error}", None
+        for arg in method.in_args:  # a reference to one of ours: its object id
+            value = args.get(arg.name)
+            if arg.type == QmfType.REF and isinstance(value, Mapping):
+                target = self._v2_ref(core, value)
+                if target is not None:
+                    args[arg.name] = target
+        request = MethodRequested(0, event.reply_to, obj.object_id, schema.class_key,
+                                  event.method, args)
+        await self._slots.take()
+        try:
+            status, text, _plan, out = await self._run_method(request)
+        finally:
+            self._slots.give()
+        return status, text, out
 
     def _serve_get(self, event: GetRequested) -> None:
         """Answer a ``G``: the matching objects' ``g`` records (taken now, as a

@@ -1,5 +1,11 @@
 """The management-broker role (implementation; the public module is
-:mod:`qmf_async.agent.broker`, whose docstring describes what the role does)."""
+:mod:`qmf_async.agent.broker`, whose docstring describes what the role does).
+
+QMF v2: the role's own agent also speaks v2 (named
+``qmf-async:management-broker:<broker id>``), and answers requests sent to
+``broker`` on ``qmf.default.direct``, naming itself ``broker`` in those answers, as
+qpidd's own agent does: a v2 console finds the role by locate or heartbeat and asks
+it for the ``org.apache.qpid.broker:agent`` objects of the attached agents."""
 
 from __future__ import annotations
 
@@ -60,6 +66,11 @@ DIRECT: Final = DIRECT_EXCHANGE
 _M28: Final = (1 << 28) - 1
 _ZERO_OID: Final = ObjectId(bytes(16))
 _ZERO_UUID: Final = uuid.UUID(int=0)
+#: the QMF v2 name of the role's own agent: ``qmf-async:management-broker:<broker id>``
+V2_VENDOR: Final = "qmf-async"
+V2_PRODUCT: Final = "management-broker"
+#: the v2 address the role's agent also answers (qpidd's own agent answers it)
+BROKER_ALIAS: Final = "broker"
 
 #: qpidd's class hash of ``org.apache.qpid.broker:agent`` (qpidd 1.40 captures).  Our own
 #: hash of the same declaration differs (qpidd hashes its schema XML, we hash the wire
@@ -218,7 +229,9 @@ class ManagementBroker:
                            broker_bank=broker_bank, agent_bank=0, attach=False,
                            boot_sequence=boot_sequence, tls=tls,
                            connect_timeout=connect_timeout,
-                           transport_factory=transport_factory, protocol=protocol)
+                           transport_factory=transport_factory, protocol=protocol,
+                           v2_name=f"{V2_VENDOR}:{V2_PRODUCT}:{self.broker_id}",
+                           v2_aliases=(BROKER_ALIAS,))
         #: every schema the role serves: its own class and those learned from agents
         self.registry = codec.SchemaRegistry([AGENT_CLASS])
         #: counters

@@ -10,13 +10,14 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import sys
 import uuid
 from collections.abc import Sequence
 
 from ..errors import QmfError, UsageError
-from ..transport import parse_url
+from ..transport import broker_url, parse_url
 from ._role import ManagementBroker
 
 __all__ = ["main"]
@@ -27,7 +28,9 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         prog="python -m qmf_async.agent.broker",
         description="Run the QMF v1 management-broker role on an AMQP 0-9-1 broker: "
                     "broker id, agent banks, schema directory, agent discovery.")
-    p.add_argument("--url", required=True, help="broker URL, e.g. amqp://guest:guest@host:5672/")
+    p.add_argument("-b", "--broker", "--url", dest="url", default=None, metavar="ADDRESS",
+                   help="the broker: a URL (amqp://guest:guest@host:5672/) or a qpid-tools "
+                        "address (host:port, user/password@host:port); default $QMF_URL")
     p.add_argument("--interval", type=float, default=10.0,
                    help="publish interval in seconds (default 10)")
     p.add_argument("--agent-timeout", type=float, default=None,
@@ -39,7 +42,15 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="first agent bank assigned (default 10)")
     p.add_argument("-v", "--verbose", action="count", default=0,
                    help="log more (-v info, -vv debug)")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    args.url = args.url or os.environ.get("QMF_URL")
+    if not args.url:
+        p.error("no broker: give -b ADDRESS, or set QMF_URL")
+    try:
+        args.url = broker_url(args.url)
+    except UsageError as exc:
+        p.error(str(exc))
+    return args
 
 
 async def _run(args: argparse.Namespace) -> int:
@@ -58,7 +69,7 @@ async def _run(args: argparse.Namespace) -> int:
         return 1
     try:
         print(f"qmf-async management broker ready: id {mb.broker_id}, broker bank "
-              f"{mb.broker_bank}, on {parse_url(args.url).where}", flush=True)
+              f"{mb.broker_bank}, on {parse_url(broker_url(args.url)).where}", flush=True)
         await stop.wait()
     finally:
         await mb.stop()

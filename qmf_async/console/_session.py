@@ -207,6 +207,8 @@ class Broker:
         self._v2: V2Link | None = None
         #: the v1 binding keys of the current connection's topic endpoint
         self._v1_keys: list[str] = []
+        #: over v2: banks of v1 agents that are also known over v2 (hidden)
+        self._twins: set[tuple[int, int]] = set()
         self._loss_queue: str | None = None
         #: the known agents, as the core's directory has them (same order)
         self._agents: dict[tuple[int, int], RemoteAgent] = {}
@@ -282,6 +284,7 @@ class Broker:
             # over v2, the v1 topic serves the agents that speak v1 only: their
             # heartbeats and, per agent, their objects and events (_v1_agent_keys)
             self._v2 = V2Link(self) if version == 2 else None
+            self._twins = set()
             self._v1_keys = (session._binding_keys() if version == 1
                              else ["console.heartbeat.#", *_V1_AGENT_LIST])
             loss = f"qmf-loss-{uuid.uuid4().hex[:16]}"
@@ -594,12 +597,54 @@ class Broker:
             wait.future.set_exception(ev.error)
 
     def _v2_owns(self, banks: tuple[int, int] | None) -> bool:
-        """Over v2, what v1 says of the broker's own agent (1.0) is left to v2."""
-        return self._v2 is not None and (banks is None or banks == (1, 0))
+        """Over v2, what v1 says of the broker's own agent (1.0), and of agents also
+        reached over v2 (their v1 twins), is left to v2."""
+        return self._v2 is not None and (banks is None or banks == (1, 0)
+                                         or banks in self._twins)
+
+    def _v2_twin(self, label: str) -> RemoteAgent | None:
+        """Over v2: the v2 agent that is the v1 agent labelled ``label`` (an agent of
+        this project speaking both versions names itself
+        ``qmf-async:<label>:<system id>`` over v2), if one is known."""
+        if self._v2 is None or not label:
+            return None
+        product = label.replace(":", "_")
+        for agent in self._agents.values():
+            parts = agent.name.split(":", 2) if agent.name else ()
+            if len(parts) == 3 and parts[0] == "qmf-async" and parts[1] == product:
+                return agent
+        return None
+
+    def _hide_v1_twin(self, banks: tuple[int, int]) -> None:
+        """A v1 agent is also known over v2: it leaves the agent list (v2 serves it)."""
+        self._twins.add(banks)
+        agent = self._agents.pop(banks, None)
+        if agent is not None:
+            self._follow_v1_agent(agent, False)
+            self.session._agent_left(agent)
+
+    def _v2_agent_arrived(self, agent: RemoteAgent) -> None:
+        """A v2 agent arrived: its v1 twin, if known, is hidden."""
+        for banks, known in list(self._agents.items()):
+            if not known.name and banks != (1, 0) and self._v2_twin(known.label) is agent:
+                self._hide_v1_twin(banks)
+
+    def _v2_agent_left(self, agent: RemoteAgent) -> None:
+        """A v2 agent left: its v1 twin, if still alive over v1, is shown again."""
+        for banks in list(self._twins):
+            info = self._core.agents.get(banks)
+            if info is None:
+                self._twins.discard(banks)
+            elif info.label.replace(":", "_") == [*agent.name.split(":", 2), "", ""][1]:
+                self._twins.discard(banks)
+                self._on_agent_arrived(AgentArrived(banks[0], banks[1], info.label))
 
     def _on_agent_arrived(self, ev: AgentArrived) -> None:
         banks = (ev.broker_bank, ev.agent_bank)
         if self._v2_owns(banks):
+            return
+        if self._v2_twin(ev.label) is not None:
+            self._twins.add(banks)
             return
         agent = RemoteAgent(self, ev.broker_bank, ev.agent_bank, ev.label, self.where)
         self._agents[banks] = agent
@@ -631,12 +676,16 @@ class Broker:
         banks = (ev.broker_bank, ev.agent_bank)
         if self._v2_owns(banks):
             return
+        if self._v2_twin(ev.label) is not None:
+            self._hide_v1_twin(banks)
+            return
         self._agents[banks] = RemoteAgent(self, ev.broker_bank, ev.agent_bank, ev.label,
                                           self.where)
 
     def _on_agent_left(self, ev: AgentLeft) -> None:
         banks = (ev.broker_bank, ev.agent_bank)
         if self._v2_owns(banks):
+            self._twins.discard(banks)
             return
         agent = self._agents.pop(banks, None)
         if agent is not None:

@@ -190,6 +190,10 @@ class V2Host(Protocol):
     async def _fetch_v1_schema(self, key: ClassKey, timeout: float,
                                agent: RemoteAgent | None = None) -> SchemaClass | None: ...
 
+    def _v2_agent_arrived(self, agent: RemoteAgent) -> None: ...
+
+    def _v2_agent_left(self, agent: RemoteAgent) -> None: ...
+
 
 class V2Wait:
     """A v2 query in flight: ``future`` completes once every object of its answer
@@ -391,7 +395,6 @@ class V2Link:
         self._held: collections.deque[tuple[str | None, list[Any]]] = collections.deque()
         self._fetching: asyncio.Task[Any] | None = None
         self._failed: dict[ClassKey, float] = {}
-        self._tasks: set[asyncio.Task[Any]] = set()
         self.topic_queue: str | None = None
         self._bound: list[tuple[str, str | None]] = []
         self._located = asyncio.Event()
@@ -460,10 +463,9 @@ class V2Link:
         self._held.clear()
 
     def close(self, error: QmfError) -> None:
-        """The broker is removed: as :meth:`connection_lost`, and the tasks end."""
+        """The broker is removed: as :meth:`connection_lost` (which ends the answers'
+        tasks), and the schema fetch of held indications ends."""
         self.connection_lost(error)
-        for task in list(self._tasks):
-            task.cancel()
         if self._fetching is not None:
             self._fetching.cancel()
 
@@ -566,11 +568,13 @@ class V2Link:
             self.host._agents[banks] = agent
             self._located.set()
             session._agent_arrived(agent)
+            self.host._v2_agent_arrived(agent)
         elif kind is AgentLeftV2:
             known = self._banks.get(ev.name)
             gone = self.host._agents.pop(known, None) if known is not None else None
             if gone is not None:
                 session._agent_left(gone)
+                self.host._v2_agent_left(gone)
         elif kind is AgentRestarted:
             log.info("QMF v2 agent %s on %s restarted (epoch %s -> %s)", ev.name,
                      self.host.where, ev.old_epoch, ev.new_epoch)
@@ -915,6 +919,25 @@ class V2Link:
         elif not wait.future.cancelled():
             wait.future.exception()  # retrieved: no "never retrieved" warning
 
+    def _wire_args(self, method: SchemaMethod, args: Mapping[str, Any]) -> dict[str, Any]:
+        """Input arguments as v2 carries them: a reference (an ObjectId) as the v2 id
+        map of the object it stands for.
+
+        Raises:
+            ObjectGoneError: a reference to an object not known over v2 here.
+        """
+        refs = {a.name for a in method.in_args if a.type == QmfType.REF}
+        out = dict(args)
+        for name in refs:
+            value = out.get(name)
+            if isinstance(value, ObjectId):
+                oid = self.oids.get(value.raw)
+                if oid is None:
+                    raise ObjectGoneError(1, f"argument {name!r}: object {value} is not known "
+                                             f"over QMF v2 on {self.host.where}")
+                out[name] = oid.to_map()
+        return out
+
     async def call(self, raw_oid: bytes, agent: RemoteAgent | None, schema: SchemaClass,
                    method: SchemaMethod, args: Mapping[str, Any], timeout: float) -> MethodResult:
         """Call ``method`` on the object of v1 id bytes ``raw_oid`` over v2.
@@ -937,7 +960,8 @@ class V2Link:
                                  f"is gone")
         wire_oid = oid if oid.agent_name else V2ObjectId(oid.object_name, target.name or None,
                                                         oid.agent_epoch)
-        out = self.core.send_method(target.name or None, wire_oid, method.name, args)
+        out = self.core.send_method(target.name or None, wire_oid, method.name,
+                                    self._wire_args(method, args))
         fut = await self._send(out)
         try:
             ev = await asyncio.wait_for(fut, timeout)

@@ -6,6 +6,9 @@ bodies in (``receive(body, routing_key, now)``), events out, requests built by
 :class:`AgentProtocol` is the agent's: bodies in (``receive(body, routing_key,
 reply_to)``), request events out; every body the agent sends is built by it and
 returned as a :class:`Send`.
+:class:`AgentProtocolV2` is the agent's QMF v2 core: messages in (``receive(headers,
+value, body=, reply_to=, correlation_id=)``), request events out, every message it
+sends built as a :class:`V2Send`.
 :class:`ConsoleProtocolV2` is the console's QMF v2 (map message) state: messages in
 (``receive(headers, value, subject=, correlation_id=, now=)``), events out, requests
 built by ``send_*`` and returned as :class:`OutgoingV2`.
@@ -31,6 +34,26 @@ from ._agent import (
     Send,
     reply_target,
     validate_arguments,
+)
+from ._agent_v2 import (
+    SEVERITY_NAMES,
+    V2_DIRECT_EXCHANGE,
+    V2_TOPIC_EXCHANGE,
+    AgentEventV2,
+    AgentProtocolV2,
+    V2LocateRequested,
+    V2MethodRequested,
+    V2ObjectQueryRequested,
+    V2RequestDropped,
+    V2RequestRejected,
+    V2SchemaQueryRequested,
+    V2SchemaRequestedV1,
+    V2Send,
+    check_arguments,
+    keyify,
+    object_name,
+    v2_schema_id,
+    v2_schema_map,
 )
 from ._console import BROKER_AGENT_CLASS, AgentInfo, ConsoleProtocol, Outgoing, agent_banks
 from ._console_v2 import (
@@ -150,4 +173,22 @@ __all__ = [
     "RequestExpired",
     "RequestFailedV2",
     "texts_from_schema",
+    "AgentEventV2",
+    "AgentProtocolV2",
+    "SEVERITY_NAMES",
+    "V2_DIRECT_EXCHANGE",
+    "V2_TOPIC_EXCHANGE",
+    "V2LocateRequested",
+    "V2MethodRequested",
+    "V2ObjectQueryRequested",
+    "V2RequestDropped",
+    "V2RequestRejected",
+    "V2SchemaQueryRequested",
+    "V2SchemaRequestedV1",
+    "V2Send",
+    "keyify",
+    "object_name",
+    "v2_schema_id",
+    "v2_schema_map",
+    "check_arguments",
 ]

@@ -375,6 +375,21 @@ class AiormqTransport:
             ),
         )
 
+    async def declare_exchange(self, name: str, kind: str = "topic") -> None:
+        """Declare the durable exchange ``name`` of type ``kind`` (``topic``,
+        ``direct``); the QMF v2 exchanges on RabbitMQ, as qpidd has them.
+
+        Raises:
+            NotConnectedError: the transport is not open.
+            TransportError: the broker refused (e.g. it exists with another type).
+        """
+        await self._control(
+            f"exchange.declare {name}",
+            lambda ch: ch.exchange_declare(
+                exchange=name, exchange_type=kind, durable=True, auto_delete=False,
+                internal=False),
+        )
+
     async def open_endpoint(
         self,
         name: str | None = None,

@@ -420,6 +420,9 @@ def add_query_options(parser: argparse.ArgumentParser, *, url: bool = True,
     parser.add_argument("--discover", type=_positive, default=10.0, metavar="S",
                         help="without a management broker, wait this long for an agent's "
                              "heartbeat (default 10)")
+    parser.add_argument("--qmf-version", type=int, choices=(1, 2), default=None,
+                        help="QMF version of the queries (default: v1 where the broker "
+                             "answers it, qpidd included, which is the fast path; else v2)")
     parser.add_argument("-v", "--verbose", action="store_true", help="log what happens")
 
 
@@ -562,11 +565,21 @@ async def open_target(args: argparse.Namespace, **session_options: Any
     # queries need neither the published objects nor the events
     session_options.setdefault("rcv_objects", False)
     session_options.setdefault("rcv_events", False)
+    # v1 queries are the fast path, and qpidd answers them whatever its --mgmt-qmf1
+    # (its v2 answers cost it 20-40 times more: docs/qmf-versions.md); without a v1
+    # management broker over AMQP 1.0, v2
+    chosen = getattr(args, "qmf_version", None)
+    session_options.setdefault("qmf_version", chosen or 1)
     session = Session(**session_options)
     try:
         try:
             async with progress(f"connecting to {url.split('@')[-1]} ..."):
                 broker = await session.add_broker(url, timeout=args.timeout)
+                if chosen is None and broker.protocol == "1.0" and not broker.has_management:
+                    await close_quietly(session)
+                    session_options["qmf_version"] = 2
+                    session = Session(**session_options)
+                    broker = await session.add_broker(url, timeout=args.timeout)
         except QmfTimeout as exc:
             raise ToolError(f"cannot reach the broker: {exc}", EXIT_UNREACHABLE) from exc
         await _discover(session, broker.where, label=args.agent, wait=args.discover)
