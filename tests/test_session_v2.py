@@ -413,3 +413,60 @@ async def test_malformed_v2_messages_are_counted_and_dropped(qpidd_stock: Any) -
         (broker,) = await session.get_objects(_class="broker")
         assert (await broker.echo(9, "still here")).out_args["body"] == "still here"
         updates.close()
+
+
+@pytest.mark.qpidd
+async def test_an_agent_whose_schemas_cannot_be_fetched_delays_only_itself(
+        qpidd_stock: Any) -> None:
+    """Indications wait for schemas per agent: a v2 agent that never answers ``S``
+    holds back its own objects, not qpidd's events."""
+    import time as _time
+
+    from qmf_async.transport import ProtonTransport
+    from qmf_async.wire import V2AgentHeartbeat, V2DataIndication, encode_v2
+
+    rogue_name = "rogue.org:silent:1"
+    async with Session.connect(qpidd_stock.url, schema_timeout=8.0) as session:
+        events = session.events(_class="queueDeclare")
+        updates = session.object_updates()
+        rogue = ProtonTransport(qpidd_stock.url)
+        await rogue.connect()
+        try:
+            async def send(msg: Any, subject: str) -> None:
+                headers, body, _cid = encode_v2(msg)
+                await rogue.publish(body, exchange="qmf.default.topic", routing_key=subject,
+                                    headers=headers)
+            await send(V2AgentHeartbeat(rogue_name, {"_timestamp": _time.time_ns(),
+                                                     "_heartbeat_interval": 10, "_epoch": 1}),
+                       "agent.ind.heartbeat.rogue_org.silent.1")
+            await wait_until(lambda: rogue_name in [a.name for a in session.get_agents()],
+                             timeout=10.0, message="the rogue agent")
+            await wait_until(lambda: ("agent.ind.data.#", None) in session.brokers[0]
+                             ._v2.bindings, timeout=5.0, message="the data binding")
+            unknown = V2Data({"x": 1}, V2ObjectId("rogue:thing:1"),
+                             V2SchemaId("rogue", "thing", "_data", uuid.uuid4()))
+            await send(V2DataIndication([unknown], rogue_name),
+                       "agent.ind.data.rogue.thing.rogue_org.silent.1")
+            # the rogue's schema is being asked for (8 s); qpidd's events still flow
+            qpidd = next(a for a in session.get_agents()
+                         if a.name.startswith("apache.org:qpidd:"))
+            (broker,) = await session.get_objects(_class="broker", _agent=qpidd)
+            name = _name("hol")
+            started = _time.monotonic()
+            await broker.create("queue", name, {}, False)
+            try:
+                async def declared() -> bool:
+                    ev = await events.get(timeout=10.0)
+                    return ev.arguments.get("qName") == name
+                await wait_until(declared, timeout=10.0, message="qpidd's event")
+                assert _time.monotonic() - started < 5.0
+                assert session.held_dropped == 0  # the rogue's object still waits
+                # the fetch fails in the end: the rogue's object is dropped and counted
+                await wait_until(lambda: session.held_dropped >= 1, timeout=20.0,
+                                 message="the rogue's object dropped")
+            finally:
+                await broker.delete("queue", name, {})
+        finally:
+            await rogue.close()
+        events.close()
+        updates.close()

@@ -84,8 +84,8 @@ log = logging.getLogger("qmf_async.console")
 _MAX_OIDS: Final = 2_000_000
 #: qpidd's agent names start with this; its agent takes the banks 1.0
 _QPIDD_PREFIX: Final = "apache.org:qpidd:"
-#: objects converted between yields to the loop in a large answer
-_CHUNK: Final = 500
+#: longest wait (s) before a schema that could not be fetched is asked for again
+_MAX_RETRY: Final = 60.0
 
 _INTS = frozenset({QmfType.UINT8, QmfType.UINT16, QmfType.UINT32, QmfType.UINT64,
                    QmfType.INT8, QmfType.INT16, QmfType.INT32, QmfType.INT64,
@@ -392,9 +392,12 @@ class V2Link:
         self.oids: dict[bytes, V2ObjectId] = {}
         self._converters: dict[ClassKey, _Converter] = {}
         #: indication messages (agent, items) waiting in order for schemas
-        self._held: collections.deque[tuple[str | None, list[Any]]] = collections.deque()
-        self._fetching: asyncio.Task[Any] | None = None
-        self._failed: dict[ClassKey, float] = {}
+        self._held: dict[str | None, collections.deque[list[Any]]] = {}
+        self._held_count = 0
+        #: the schema fetch of each agent whose indications are held
+        self._fetching: dict[str | None, asyncio.Task[Any]] = {}
+        #: classes whose schema could not be fetched: (when, seconds before asking again)
+        self._failed: dict[ClassKey, tuple[float, float]] = {}
         self.topic_queue: str | None = None
         self._bound: list[tuple[str, str | None]] = []
         self._located = asyncio.Event()
@@ -461,13 +464,15 @@ class V2Link:
             stream.fail(error)
         self._streams.clear()
         self._held.clear()
+        self._held_count = 0
 
     def close(self, error: QmfError) -> None:
         """The broker is removed: as :meth:`connection_lost` (which ends the answers'
         tasks), and the schema fetch of held indications ends."""
         self.connection_lost(error)
-        if self._fetching is not None:
-            self._fetching.cancel()
+        for task in self._fetching.values():
+            task.cancel()
+        self._fetching.clear()
 
     def age(self, now: float) -> None:
         """Age the agent directory (agents that stopped beating leave)."""
@@ -610,12 +615,13 @@ class V2Link:
     async def fetch_schemas(self, keys: Iterable[ClassKey],
                             agent: RemoteAgent | None = None) -> None:
         """Fetch (v1 ``S``, to ``agent`` and to the management broker) the schemas of
-        ``keys`` not in the cache; one that cannot be fetched is remembered for
-        ``completion_timeout`` and not asked again meanwhile."""
+        ``keys`` not in the cache; one that cannot be fetched is not asked for again
+        before ``completion_timeout``, then twice as long each time (up to a
+        minute); meanwhile its objects are dropped and counted."""
         session = self.host.session
         now = time.monotonic()
         missing = [k for k in dict.fromkeys(keys) if self._schema(k) is None
-                   and now - self._failed.get(k, -1e18) >= session.completion_timeout]
+                   and now >= self._retry_at(k)]
         if not missing:
             return
         found = await asyncio.gather(*(self.host._fetch_v1_schema(k, session.schema_timeout,
@@ -626,7 +632,11 @@ class V2Link:
                 session._schema_seen(schema)
                 self._failed.pop(key, None)
             else:
-                self._failed[key] = time.monotonic()
+                # asked again after completion_timeout, doubling up to a minute
+                previous = self._failed.get(key)
+                window = (min(previous[1] * 2, _MAX_RETRY) if previous is not None
+                          else session.completion_timeout)
+                self._failed[key] = (time.monotonic(), window)
                 level = logging.DEBUG if self.host._closing else logging.WARNING
                 log.log(level, "schema %s of QMF v2 data from %s could not be fetched: %s",
                         key, self.host.where, schema)
@@ -737,47 +747,59 @@ class V2Link:
 
     def _hold(self, agent: str | None, items: list[Any]) -> None:
         """Deliver the objects or events of one indication message, in order, after
-        those held before it; held while a schema they need is fetched (at most
-        ``max_held`` messages: past that, a message is dropped and its items
-        counted in ``held_dropped``)."""
+        those of the same agent held before it; held while a schema they need is
+        fetched.  Each agent has its own queue: an agent whose schemas cannot be
+        fetched delays only its own indications.  At most ``max_held`` messages
+        wait in all: past that, a message is dropped and its items counted in
+        ``held_dropped``."""
         session = self.host.session
-        if len(self._held) >= session.max_held:
+        if self._held_count >= session.max_held:
             session.held_dropped += len(items)
             log.warning("dropped a QMF v2 indication of %d item(s) from %s: %d messages "
-                        "wait for schemas", len(items), self.host.where, len(self._held))
+                        "wait for schemas", len(items), self.host.where, self._held_count)
             return
-        self._held.append((agent, items))
-        self._pump()
+        queue = self._held.get(agent)
+        if queue is None:
+            queue = self._held[agent] = collections.deque()
+        queue.append(items)
+        self._held_count += 1
+        self._pump(agent)
 
     def _missing(self, items: list[Any]) -> set[ClassKey]:
         """Classes of ``items`` whose schema is neither known nor lately failed."""
-        window = self.host.session.completion_timeout
         now = time.monotonic()
         out: set[ClassKey] = set()
         for item in items:
             key = self.class_key(item.schema_id)
             if key is not None and key not in out and self._schema(key) is None \
-                    and now - self._failed.get(key, -1e18) >= window:
+                    and now >= self._retry_at(key):
                 out.add(key)
         return out
 
-    def _pump(self) -> None:
-        """Deliver the held messages in order, up to the first that needs a schema
-        being fetched (every schema the held messages lack is fetched at once; the
-        fetch resumes the pump)."""
+    def _retry_at(self, key: ClassKey) -> float:
+        """When the schema of ``key`` may be asked for again (after a failure)."""
+        failed = self._failed.get(key)
+        return -1e18 if failed is None else failed[0] + failed[1]
+
+    def _pump(self, name: str | None) -> None:
+        """Deliver agent ``name``'s held messages in order, up to the first that needs
+        a schema being fetched (every schema its held messages lack is fetched at
+        once; the fetch resumes the pump)."""
         session = self.host.session
-        held = self._held
+        held = self._held.get(name)
         while held:
-            name, items = held[0]
+            items = held[0]
             if self._missing(items):
-                if self._fetching is None or self._fetching.done():
+                task = self._fetching.get(name)
+                if task is None or task.done():
                     wanted: set[ClassKey] = set()
-                    for _name, more in held:
+                    for more in held:
                         wanted |= self._missing(more)
-                    self._fetching = asyncio.get_running_loop().create_task(
-                        self._fetch_then_pump(wanted, self.agent(name)))
+                    self._fetching[name] = asyncio.get_running_loop().create_task(
+                        self._fetch_then_pump(wanted, name))
                 return
             held.popleft()
+            self._held_count -= 1
             agent = self.agent(name)
             for item in items:
                 if isinstance(item, V2Event):
@@ -795,12 +817,15 @@ class V2Link:
                     session.held_dropped += 1
                     continue
                 session._object_update(self.host, agent, rec)
+        if held is not None and not held:
+            del self._held[name]
 
-    async def _fetch_then_pump(self, keys: set[ClassKey], agent: RemoteAgent | None) -> None:
+    async def _fetch_then_pump(self, keys: set[ClassKey], name: str | None) -> None:
         try:
-            await self.fetch_schemas(keys, agent)
+            await self.fetch_schemas(keys, self.agent(name))
         finally:
-            self._pump()
+            self._fetching.pop(name, None)
+            self._pump(name)
 
     # ------------------------------------------------------------------ requests
 
