@@ -266,24 +266,42 @@ async def test_deleted_objects_leave_the_view(make_session: Any) -> None:
     q0, q1 = queues(agent)
     publish_body(agent, [q0], "i")
     (first,) = await take(updates, 1)
-    assert first.name == "a5-q0" and len(session._latest) == 1
+    # the completion query's answer also brought q1: the view keeps it
+    assert first.name == "a5-q0" and len(session._latest) == 2
     q0.deleted = now_ns()
     publish_body(agent, [q0], "i")
     (gone,) = await take(updates, 1)
     assert gone.is_deleted() and gone.name == "a5-q0"
     assert gone.get_changes() == Change.STATISTICS | Change.DELETED
-    assert session._latest == {}
-    # an object first seen deleted is not queried (the agent no longer has it); its
-    # c and i in one body (as agents publish a deletion) complete each other
+    assert len(session._latest) == 1  # q0 left it
+    # q1's deletion, seen first through statistics: its properties are known already
     q1.deleted = now_ns()
     publish_body(agent, [q1], "i")
     (dead,) = await take(updates, 1)
-    assert dead.is_deleted() and dead.get_properties() == {}
+    assert dead.is_deleted() and dead.name == "a5-q1"
     agent.publish(q1, "ci")
     both = await take(updates, 2)
     assert [(o.name, o.depth, o.is_deleted()) for o in both] == [("a5-q1", 1, True)] * 2
     assert session.completion_queries == 1 and session._latest == {}
     assert session.completion_failures == 0
+
+
+async def test_an_object_first_seen_deleted_is_not_queried(make_session: Any) -> None:
+    bus = FakeBus()
+    agent = queue_agent(bus, 5, count=1)
+    session, _broker = await with_heartbeats(make_session, bus)
+    await session.get_schema(QUEUE.class_key)
+    updates = session.object_updates()
+    (q0,) = queues(agent)
+    q0.deleted = now_ns()
+    publish_body(agent, [q0], "i")  # the agent no longer has it: nothing to ask
+    (dead,) = await take(updates, 1)
+    assert dead.is_deleted() and dead.get_properties() == {}
+    # its c and i in one body (as agents publish a deletion) complete each other
+    agent.publish(q0, "ci")
+    both = await take(updates, 2)
+    assert [(o.name, o.is_deleted()) for o in both] == [("a5-q0", True)] * 2
+    assert session.completion_queries == 0 and session._latest == {}
 
 
 async def test_view_is_bounded_and_departed_agents_leave_it(make_session: Any) -> None:

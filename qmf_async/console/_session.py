@@ -1352,9 +1352,26 @@ class Session:
                 for k in keys:
                     if k in self._waiting:  # else a c completed it meanwhile
                         self._release(k, found.get(k[1]))
+                self._seed_view(broker, found)
         finally:
             if self._completions.get(ckey) is batch:
                 del self._completions[ckey]
+
+    def _seed_view(self, broker: Broker, found: Mapping[bytes, tuple[bytes, bytes]]) -> None:
+        """Keep in the view the other objects a completion query brought: their first
+        statistics-only update then needs no query of its own (qpidd over v2 sends an
+        object's properties only when they change, so without this every object of a
+        large class would cost its class a query round)."""
+        bid = id(broker)
+        latest, waiting = self._latest, self._waiting
+        room = self.max_objects - len(latest)
+        for oid, parts in found.items():
+            if room <= 0:
+                break
+            key = (bid, oid)
+            if key not in latest and key not in waiting:
+                latest[key] = parts
+                room -= 1
 
     def _release(self, key: _ViewKey, answer: tuple[bytes, bytes] | None, *,
                  count: bool = True) -> None:

@@ -9,6 +9,8 @@ agent and the role use; :class:`AiormqTransport` is the AMQP 0-9-1 implementatio
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ._aiormq import AiormqTransport, quiet_aiormq_loggers
 from ._base import (
     DIRECT_EXCHANGE,
@@ -27,6 +29,9 @@ from ._base import (
 )
 from ._base import Transport as TransportProtocol
 from ._select import PROTOCOLS, AutoTransport, check_protocol, transport_factory
+
+if TYPE_CHECKING:  # for type checkers; at run time imported on first use (__getattr__)
+    from ._proton import ProtonTransport
 
 #: The AMQP 0-9-1 transport under its former name (the console's default factory).
 Transport = AiormqTransport
@@ -57,7 +62,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
+def __getattr__(name: str) -> Any:
     # the AMQP 1.0 transport needs the amqp10 extra: import it on first use only
     if name == "ProtonTransport":
         from ._proton import ProtonTransport
