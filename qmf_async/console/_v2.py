@@ -283,6 +283,10 @@ def _compile_section(fields: list[tuple[str, QmfType, bool]], link: V2Link,
     return fn
 
 
+#: where held indications queue: (agent name, events rather than objects)
+_Lane = tuple[str | None, bool]
+
+
 class _Answer:
     """The answer to one streamed query: each part is converted as it arrives (in the
     delivery callback: its decoded maps are dropped at once) unless a schema it
@@ -392,10 +396,11 @@ class V2Link:
         self.oids: dict[bytes, V2ObjectId] = {}
         self._converters: dict[ClassKey, _Converter] = {}
         #: indication messages (agent, items) waiting in order for schemas
-        self._held: dict[str | None, collections.deque[list[Any]]] = {}
+        #: per (agent, events or objects): indication messages waiting for schemas
+        self._held: dict[_Lane, collections.deque[list[Any]]] = {}
         self._held_count = 0
-        #: the schema fetch of each agent whose indications are held
-        self._fetching: dict[str | None, asyncio.Task[Any]] = {}
+        #: the schema fetch of each lane whose indications are held
+        self._fetching: dict[_Lane, asyncio.Task[Any]] = {}
         #: classes whose schema could not be fetched: (when, seconds before asking again)
         self._failed: dict[ClassKey, tuple[float, float]] = {}
         self.topic_queue: str | None = None
@@ -585,10 +590,10 @@ class V2Link:
                      self.host.where, ev.old_epoch, ev.new_epoch)
         elif kind is DataIndicated:
             if session.console is not None or session._update_subs:
-                self._hold(ev.agent, list(ev.items))
+                self._hold((ev.agent, False), list(ev.items))
         elif kind is EventIndicated:
             if session.console is not None or session._event_subs:
-                self._hold(ev.agent, [ev.event])
+                self._hold((ev.agent, True), [ev.event])
         elif kind is MessageMalformed:
             session.malformed += 1
             log.warning("malformed QMF v2 message from %s (%s) dropped: %s", self.host.where,
@@ -745,25 +750,26 @@ class V2Link:
 
     # ------------------------------------------------------------------ indications
 
-    def _hold(self, agent: str | None, items: list[Any]) -> None:
+    def _hold(self, lane: _Lane, items: list[Any]) -> None:
         """Deliver the objects or events of one indication message, in order, after
-        those of the same agent held before it; held while a schema they need is
-        fetched.  Each agent has its own queue: an agent whose schemas cannot be
-        fetched delays only its own indications.  At most ``max_held`` messages
-        wait in all: past that, a message is dropped and its items counted in
-        ``held_dropped``."""
+        those of the same ``lane`` (agent name, events or not) held before it; held
+        while a schema they need is fetched.  Each agent's objects and events have
+        their own queue: an agent whose schemas cannot be fetched delays only its
+        own indications, and objects waiting for a schema do not delay events.  At
+        most ``max_held`` messages wait in all: past that, a message is dropped and
+        its items counted in ``held_dropped``."""
         session = self.host.session
         if self._held_count >= session.max_held:
             session.held_dropped += len(items)
             log.warning("dropped a QMF v2 indication of %d item(s) from %s: %d messages "
                         "wait for schemas", len(items), self.host.where, self._held_count)
             return
-        queue = self._held.get(agent)
+        queue = self._held.get(lane)
         if queue is None:
-            queue = self._held[agent] = collections.deque()
+            queue = self._held[lane] = collections.deque()
         queue.append(items)
         self._held_count += 1
-        self._pump(agent)
+        self._pump(lane)
 
     def _missing(self, items: list[Any]) -> set[ClassKey]:
         """Classes of ``items`` whose schema is neither known nor lately failed."""
@@ -781,22 +787,23 @@ class V2Link:
         failed = self._failed.get(key)
         return -1e18 if failed is None else failed[0] + failed[1]
 
-    def _pump(self, name: str | None) -> None:
-        """Deliver agent ``name``'s held messages in order, up to the first that needs
-        a schema being fetched (every schema its held messages lack is fetched at
+    def _pump(self, lane: _Lane) -> None:
+        """Deliver a lane's held messages in order, up to the first that needs a
+        schema being fetched (every schema its held messages lack is fetched at
         once; the fetch resumes the pump)."""
         session = self.host.session
-        held = self._held.get(name)
+        name = lane[0]
+        held = self._held.get(lane)
         while held:
             items = held[0]
             if self._missing(items):
-                task = self._fetching.get(name)
+                task = self._fetching.get(lane)
                 if task is None or task.done():
                     wanted: set[ClassKey] = set()
                     for more in held:
                         wanted |= self._missing(more)
-                    self._fetching[name] = asyncio.get_running_loop().create_task(
-                        self._fetch_then_pump(wanted, name))
+                    self._fetching[lane] = asyncio.get_running_loop().create_task(
+                        self._fetch_then_pump(wanted, lane))
                 return
             held.popleft()
             self._held_count -= 1
@@ -818,14 +825,14 @@ class V2Link:
                     continue
                 session._object_update(self.host, agent, rec)
         if held is not None and not held:
-            del self._held[name]
+            del self._held[lane]
 
-    async def _fetch_then_pump(self, keys: set[ClassKey], name: str | None) -> None:
+    async def _fetch_then_pump(self, keys: set[ClassKey], lane: _Lane) -> None:
         try:
-            await self.fetch_schemas(keys, self.agent(name))
+            await self.fetch_schemas(keys, self.agent(lane[0]))
         finally:
-            self._fetching.pop(name, None)
-            self._pump(name)
+            self._fetching.pop(lane, None)
+            self._pump(lane)
 
     # ------------------------------------------------------------------ requests
 
