@@ -789,3 +789,58 @@ async def test_completion_says_what_each_id_is(env: Env) -> None:
         Document(f"show {orders}"), None))
     assert [(c.text, c.display_meta_text) for c in completions] \
         == [(str(orders), "queue orders")]
+
+
+async def test_repl_on_qpidd_survives_a_restart(
+        qpidd_fresh: Callable[[bool], Qpidd], tmp_path: Path) -> None:
+    qpidd = qpidd_fresh(False)
+    count = 'print("queues", len(await session.get_objects(_class="queue")))'
+    repl = await Piped.start("repl", _env(qpidd.url, tmp_path))
+    try:
+        await repl.send(count)
+        await repl.wait_for(r"^queues \d+$")
+        await asyncio.to_thread(qpidd.stop)
+        await repl.wait_for(r"^connection to \S+ lost; reconnecting \.\.\.$", "stderr")
+        mark = len(repl.stderr)
+        await repl.send(count)
+        error = await repl.wait_for(r"^error: NotConnectedError: not connected .*$", "stderr",
+                                    start=mark)
+        await repl.send("print('after the error')")  # the statement ended; the repl goes on
+        await repl.wait_for(r"^after the error$")
+        assert "Traceback" not in repl.stderr[mark:], repl.stderr
+        assert repl.stderr[mark:].strip() == error[0], repl.stderr  # that one line only
+        await asyncio.to_thread(start_again, qpidd)
+        await repl.wait_for(r"^reconnected to \S+$", "stderr", 30)
+        mark = len(repl.stdout)
+        await repl.send(count)
+        await repl.send("print(broker.connected, broker.reconnects)")
+        await repl.wait_for(r"^queues \d+\nTrue 1$", start=mark)
+        assert await repl.finish() == EXIT_OK, repl.stderr
+    finally:
+        await repl.kill()
+
+
+async def test_repl_errors_of_the_library_are_one_line(bus: Bus, tmp_path: Path) -> None:
+    async with running_bus(bus):  # a management broker answers at once
+        await _check_repl_errors(bus.url, tmp_path)
+
+
+async def _check_repl_errors(amqp_url: str, tmp_path: Path) -> None:
+    script = "\n".join([
+        "raise NotConnectedError('not connected to x\\nmore')",
+        "1/0",  # the statement's own exception: as Python shows it
+        "print('done')",
+    ]) + "\n"
+    code, out, err = await _run_piped("repl", script, _env(amqp_url, tmp_path))
+    assert code == EXIT_OK and out == "done\n", (out, err)
+    assert "error: NotConnectedError: not connected to x\n" in err, err
+    assert err.count("Traceback") == 1 and "ZeroDivisionError: division by zero" in err, err
+    # --debug: the library's exceptions with their tracebacks too
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "qmf_async", "repl", "--debug", stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=ROOT,
+        env=_env(amqp_url, tmp_path))
+    out_b, err_b = await asyncio.wait_for(proc.communicate(script.encode()), 20)
+    err = err_b.decode()
+    assert proc.returncode == EXIT_OK and out_b == b"done\n", err
+    assert err.count("Traceback") == 2 and "NotConnectedError: not connected to x" in err, err

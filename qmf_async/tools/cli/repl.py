@@ -204,6 +204,7 @@ def banner(session: Session) -> str:
         public,
         'Use await directly: queues = await session.get_objects(_class="queue")',
         "exit() or ^D closes the session and leaves; ^C cancels the running statement.",
+        "A lost connection is re-established in the background (a note says so).",
     ]
     return "\n".join(lines)
 

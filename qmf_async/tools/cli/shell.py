@@ -18,6 +18,11 @@ the output text), separate from the terminal: with a terminal the prompt is
 prompt_toolkit's; without one (stdin or stdout not a TTY) commands are read line by
 line from stdin and nothing else is printed.  In that mode errors go to stderr and the
 exit code is that of the first failed command (0 when every command succeeded).
+
+The session reconnects by itself after a lost connection (a broker restart): one line
+says the connection is lost, one that it is back; commands in between fail with one
+line, and after the reconnection the shell asks for its objects again.  Errors are one
+line; ``--debug`` adds the tracebacks behind them.
 """
 
 from __future__ import annotations
