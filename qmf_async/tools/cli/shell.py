@@ -518,7 +518,10 @@ class Shell:
         if not self._down:
             self._mark = self._next_short
         self._down.add(id(broker))
-        self.note(f"connection to {broker.where} lost; reconnecting ...")
+        if self.session.manage_connections:
+            self.note(f"connection to {broker.where} lost; reconnecting ...")
+        else:
+            self.note(f"connection to {broker.where} lost")
 
     def _connection_up(self, broker: Broker) -> None:
         if id(broker) not in self._down:
@@ -547,14 +550,17 @@ class Shell:
         failed = 0
         for key, result in zip(keys, results, strict=True):
             if isinstance(result, BaseException):
-                if not isinstance(result, QmfError):
-                    raise result
                 failed += 1
             else:
                 fetched[key] = (result[0], result[1])
-        self._adopt({k: found for k, (found, complete) in fetched.items() if complete})
-        for key, (found, complete) in fetched.items():
-            self._apply(key, found, complete, started)
+        try:
+            self._adopt({k: found for k, (found, complete) in fetched.items() if complete})
+            for key, (found, complete) in fetched.items():
+                self._apply(key, found, complete, started)
+        except Exception as exc:  # a bug must not go unseen, nor end the shell
+            self.note(f"warning: the objects were not merged again: internal error: "
+                      f"{type(exc).__name__}: {_one_line(exc)}")
+            return
         if failed:
             self.note(f"warning: the objects of {failed} of {len(keys)} classes were not "
                       "asked again (list asks again)")
@@ -794,8 +800,7 @@ class Shell:
         resync = self._resync_task
         if resync is not None and not resync.done() and command not in _LOCAL_COMMANDS:
             # just reconnected: let the objects be asked again first (bounded)
-            with contextlib.suppress(TimeoutError, QmfError):
-                await asyncio.wait_for(asyncio.shield(resync), self.session.timeout)
+            await asyncio.wait({resync}, timeout=self.session.timeout)
         try:
             return await handler(args)
         except (ShellError, ShellExit):
