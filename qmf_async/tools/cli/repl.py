@@ -57,7 +57,7 @@ from .shell import (
     wait_for_agents,
 )
 
-__all__ = ["AsyncConsole", "ConnectionNotes", "add_parser", "error_line", "namespace", "run"]
+__all__ = ["AsyncConsole", "ReconnectNotes", "add_parser", "error_line", "namespace", "run"]
 
 
 def error_line(exc: BaseException) -> str:
@@ -67,7 +67,7 @@ def error_line(exc: BaseException) -> str:
     return f"error: {type(exc).__name__}" + (f": {first}" if first else "")
 
 
-class ConnectionNotes(Console):
+class ReconnectNotes(Console):
     """Notes on stderr when a broker connection is lost and when it is back."""
 
     def __init__(self) -> None:
@@ -255,7 +255,7 @@ async def run(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     interactive = sys.stdin.isatty()
     async with managed_session(args.url, broker=args.broker, timeout=args.timeout,
-                               console=ConnectionNotes()) as session:
+                               console=ReconnectNotes()) as session:
         await wait_for_agents(session, args.wait)
         ns = namespace(session)
         console = AsyncConsole(ns, loop, prompts=interactive, debug=debug)
