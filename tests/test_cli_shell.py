@@ -16,13 +16,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import io
+import logging
 import os
 import re
 import struct
 import sys
 import termios
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,9 +41,19 @@ from qmf_async.tools.cli._common import (
     EXIT_UNREACHABLE,
     EXIT_USAGE,
 )
-from qmf_async.tools.cli.shell import COMMANDS, FIRST_ID, Shell, ShellError, ShellExit, history_file
+from qmf_async.tools.cli.shell import (
+    COMMANDS,
+    FIRST_ID,
+    Shell,
+    ShellError,
+    ShellExit,
+    _OneLineFormatter,
+    _report,
+    history_file,
+)
 
-from ._util import import_example, private_vhost, wait_until
+from ._util import cut_connection, import_example, private_vhost, wait_until
+from .qpidd import Qpidd
 
 pytestmark = pytest.mark.integration
 
@@ -515,3 +527,320 @@ async def test_repl_awaits_at_top_level(bus: Bus, tmp_path: Path) -> None:
         assert "ZeroDivisionError: division by zero" in err
         assert "NameError" in err  # x was never bound
         assert 'File "<qmf repl>", line 1' in err
+
+
+# --------------------------------------------------------------------------- reconnection
+
+
+class Piped:
+    """A tool run as a subprocess with stdin kept open: lines are sent one at a time
+    and stdout and stderr collected as they come, to be polled with deadlines."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+        self.out = bytearray()
+        self.err = bytearray()
+        assert proc.stdout is not None and proc.stderr is not None
+        self._readers = [asyncio.ensure_future(self._read(proc.stdout, self.out)),
+                         asyncio.ensure_future(self._read(proc.stderr, self.err))]
+
+    @classmethod
+    async def start(cls, tool: str, env: dict[str, str], *args: str) -> Piped:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "qmf_async", tool, *args, stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=ROOT, env=env)
+        return cls(proc)
+
+    @staticmethod
+    async def _read(stream: asyncio.StreamReader, into: bytearray) -> None:
+        while chunk := await stream.read(65536):
+            into.extend(chunk)
+
+    @property
+    def stdout(self) -> str:
+        return self.out.decode(errors="replace")
+
+    @property
+    def stderr(self) -> str:
+        return self.err.decode(errors="replace")
+
+    async def send(self, line: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line.encode() + b"\n")
+        await self.proc.stdin.drain()
+
+    async def wait_for(self, pattern: str, stream: str = "stdout", timeout: float = 15.0,
+                       start: int = 0) -> re.Match[str]:
+        def found() -> re.Match[str] | None:
+            text = self.stdout if stream == "stdout" else self.stderr
+            return re.compile(pattern, re.M).search(text, start)
+
+        return await wait_until(found, timeout, 0.02,
+                                message=f"{pattern!r} on {stream} (stdout {self.stdout!r}, "
+                                        f"stderr {self.stderr!r})")
+
+    async def finish(self, timeout: float = 15.0) -> int:
+        """Close stdin and wait for the exit code."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:
+            code = await asyncio.wait_for(self.proc.wait(), timeout)
+            await asyncio.wait_for(asyncio.gather(*self._readers), timeout)
+        finally:
+            await self.kill()
+        return code
+
+    async def kill(self) -> None:
+        if self.proc.returncode is None:
+            self.proc.kill()
+            await self.proc.wait()
+        for reader in self._readers:
+            reader.cancel()
+
+
+def start_again(broker: Qpidd) -> None:
+    """Start a stopped qpidd again on its port and data directory (the second half of
+    ``Qpidd.restart``, to act while it is down)."""
+    again = Qpidd.start(qmf1=broker.qmf1, port=broker.port, directory=broker.directory,
+                        pub_interval=broker.pub_interval, extra=broker.extra)
+    broker.pid = again.pid
+
+
+def _queue_ids(shell: Shell) -> dict[str, int]:
+    return {str(shell.values(sid).get("name")): sid for sid in shell.cached("queue")}
+
+
+async def test_shell_reconnects_after_a_cut_connection(bus: Bus) -> None:
+    async with running_bus(bus) as (agent, _):
+        session = Session(manage_connections=True, timeout=5.0, broker_timeout=1.0,
+                          agent_interval=0.3, reconnect_max_delay=0.5)
+        try:
+            (broker,) = [await session.add_broker(bus.url, timeout=5.0)]
+            await session.wait_for_agents(label=agent.label, timeout=5.0)
+            notes: list[str] = []
+            shell = Shell(session, emit=notes.append)
+            assert await shell.start() == []
+            try:
+                await shell.execute("list queue")
+                before = _queue_ids(shell)
+                assert set(DEMO_QUEUES) <= set(before)
+                await cut_connection(broker._transport)
+                lost = f"connection to {broker.where} lost; reconnecting ..."
+                back = f"reconnected to {broker.where}"
+                await wait_until(lambda: back in notes, 15, message="the reconnection noted")
+                assert notes.index(lost) < notes.index(back) and notes.count(lost) == 1, notes
+                # commands work again, the objects keep their ids
+                assert (await shell.execute("list")).startswith("Management Object Types:")
+                rows = {row[3].split(":")[-1]: int(row[0])
+                        for row in _rows(await shell.execute("list queue"))}
+                assert {name: rows[name] for name in DEMO_QUEUES} \
+                    == {name: before[name] for name in DEMO_QUEUES}
+                assert await shell.execute(f"call {before['orders']} purge 0") == "OK (0)"
+                assert "(deleted)" not in await shell.execute(f"show {before['orders']}")
+            finally:
+                await shell.close()
+            assert session.console is None  # the shell's watch is gone with it
+        finally:
+            await session.close()
+
+
+@pytest.mark.parametrize("qmf_version", [None, 1], ids=["default-v2", "v1"])
+async def test_shell_on_qpidd_survives_a_restart(
+        qpidd_fresh: Callable[[bool], Qpidd], qmf_version: int | None) -> None:
+    # the default: a stock qpidd, QMF v2 only; over v1 a restarted qpidd gives its
+    # objects new object ids (its boot sequence is part of them): the short ids follow
+    qpidd = qpidd_fresh(qmf_version == 1)
+    session = Session(manage_connections=True, timeout=5.0, reconnect_max_delay=1.0,
+                      qmf_version=qmf_version)
+    try:
+        broker = await session.add_broker(qpidd.url, timeout=10.0)
+        assert broker.qmf_version == (qmf_version or 2)
+        notes: list[str] = []
+        shell = Shell(session, emit=notes.append)
+        await shell.start()
+        try:
+            await shell.execute("list broker")
+            (bid,) = shell.cached("broker")
+            assert await shell.execute(f"call {bid} create queue gone-q {{}} false") \
+                == "OK (0)"
+            await shell.execute("list queue")
+            qid = _queue_ids(shell)["gone-q"]
+            await shell.execute("list exchange")
+            (xid,) = [sid for sid in shell.cached("exchange")
+                      if shell.values(sid).get("name") == "qpid.management"]
+            xoid = shell.object_id(xid)
+
+            await asyncio.to_thread(qpidd.stop)
+            await wait_until(lambda: f"connection to {broker.where} lost; reconnecting ..."
+                             in notes, 15, message="the loss noted")
+            # meanwhile: one line, at once, no hanging
+            with pytest.raises(ShellError) as info:
+                await asyncio.wait_for(shell.execute("list queue"), 3.0)
+            assert info.value.code == EXIT_UNREACHABLE
+            assert str(info.value) == (f"not connected to {broker.where}; reconnecting in "
+                                       "the background, try again shortly")
+            # the cache still answers
+            assert f"Object of type {PACKAGE}:broker" in await shell.execute(f"show {bid}")
+
+            await asyncio.to_thread(start_again, qpidd)
+            await wait_until(lambda: f"reconnected to {broker.where}" in notes, 30,
+                             message="the reconnection noted")
+            listing = await shell.execute("list broker")
+            assert [int(row[0]) for row in _rows(listing) if row[2] == "-"] == [bid]
+            rows = {int(row[0]): row for row in _rows(await shell.execute("list exchange"))}
+            assert rows[xid][2] == "-" and rows[xid][3].endswith(":qpid.management")
+            assert shell.describe(xid) == "exchange qpid.management"
+            if qmf_version == 1:
+                assert shell.object_id(xid) != xoid  # another object id, the same short id
+            assert "OK (0)" in await shell.execute(f"call {bid} echo 5 back")
+            # the non-durable queue did not survive the restart: its id says so
+            assert f"{qid} (deleted)" in await shell.execute(f"show {qid}")
+            with pytest.raises(ShellError) as info:
+                await shell.execute(f"call {qid} purge 0")
+            assert str(info.value) == f"object {qid} (queue gone-q) no longer exists"
+            assert info.value.code == EXIT_NOT_FOUND
+            assert shell.describe(qid) == "queue gone-q (deleted)"
+        finally:
+            await shell.close()
+    finally:
+        await session.close()
+
+
+async def test_piped_shell_on_qpidd_notes_the_restart_and_goes_on(
+        qpidd_fresh: Callable[[bool], Qpidd], tmp_path: Path) -> None:
+    qpidd = qpidd_fresh(False)
+    shell = await Piped.start("shell", _env(qpidd.url, tmp_path))
+    try:
+        await shell.send("list broker")
+        await shell.wait_for(rf"^Objects of type {PACKAGE}:broker$")
+        await asyncio.to_thread(qpidd.stop)
+        await shell.wait_for(r"^connection to \S+ lost; reconnecting \.\.\.$", "stderr")
+        await shell.send("list queue")
+        await shell.wait_for(r"^error: not connected to \S+; reconnecting in the background",
+                             "stderr")
+        await asyncio.to_thread(start_again, qpidd)
+        await shell.wait_for(r"^reconnected to \S+$", "stderr", 30)
+        mark = len(shell.stdout)
+        await shell.send("list broker")
+        await shell.wait_for(rf"^Objects of type {PACKAGE}:broker$", start=mark)
+        code = await shell.finish()
+    finally:
+        await shell.kill()
+    assert code == EXIT_UNREACHABLE, shell.stderr  # the first failed command's
+    assert "Traceback" not in shell.stderr, shell.stderr
+    # stdout carries the commands' output only
+    assert "reconnect" not in shell.stdout and "error" not in shell.stdout
+
+
+# --------------------------------------------------------------------------- one-line errors
+
+
+async def test_internal_errors_are_one_line(env: Env, monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    async def broken(args: list[str]) -> str:
+        raise RuntimeError("boom\nsecond line")
+
+    monkeypatch.setitem(env.shell._commands, "agents", broken)
+    with pytest.raises(ShellError) as info:
+        await env.run("agents")
+    assert str(info.value) == "internal error: RuntimeError: boom"
+    _report(info.value, debug=False)
+    assert capsys.readouterr().out == "error: internal error: RuntimeError: boom\n"
+    _report(info.value, debug=True)
+    out = capsys.readouterr().out
+    assert out.startswith("error: internal error: RuntimeError: boom\nTraceback")
+    assert "in broken" in out
+
+
+def test_log_lines_are_one_line() -> None:
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(_OneLineFormatter("qmf: %(levelname)s: %(message)s"))
+    log = logging.getLogger("qmf_async.test-one-line")
+    log.addHandler(handler)
+    log.propagate = False
+    try:
+        try:
+            raise ValueError("bad\nvalue")
+        except ValueError:
+            log.exception("something failed")
+    finally:
+        log.removeHandler(handler)
+    assert stream.getvalue() == "qmf: ERROR: something failed (ValueError: bad)\n"
+
+
+async def test_completion_says_what_each_id_is(env: Env) -> None:
+    from prompt_toolkit.document import Document
+
+    from qmf_async.tools.cli.shell import _completer
+
+    (bid,) = env.ids("broker").values()
+    orders = env.ids("queue")["orders"]
+    meta = dict(env.shell.complete_meta("show "))
+    assert meta[str(orders)] == "queue orders"
+    assert meta[str(bid)] == "broker amqp-broker"
+    assert [c for c, _ in env.shell.complete_meta("show ")] == env.shell.complete("show ")
+    assert dict(env.shell.complete_meta("call "))[str(orders)] == "queue orders"
+    purge = dict(env.shell.complete_meta(f"call {orders} pu"))
+    assert purge == {"purge": "Discard all or some messages on a queue"}
+    assert env.shell.complete_meta("sh") == [("show", "")]
+    # prompt_toolkit's menu shows it
+    completions = list(_completer(env.shell).get_completions(
+        Document(f"show {orders}"), None))
+    assert [(c.text, c.display_meta_text) for c in completions] \
+        == [(str(orders), "queue orders")]
+
+
+async def test_repl_on_qpidd_survives_a_restart(
+        qpidd_fresh: Callable[[bool], Qpidd], tmp_path: Path) -> None:
+    qpidd = qpidd_fresh(False)
+    count = 'print("queues", len(await session.get_objects(_class="queue")))'
+    repl = await Piped.start("repl", _env(qpidd.url, tmp_path))
+    try:
+        await repl.send(count)
+        await repl.wait_for(r"^queues \d+$")
+        await asyncio.to_thread(qpidd.stop)
+        await repl.wait_for(r"^connection to \S+ lost; reconnecting \.\.\.$", "stderr")
+        mark = len(repl.stderr)
+        await repl.send(count)
+        error = await repl.wait_for(r"^error: NotConnectedError: not connected .*$", "stderr",
+                                    start=mark)
+        await repl.send("print('after the error')")  # the statement ended; the repl goes on
+        await repl.wait_for(r"^after the error$")
+        assert "Traceback" not in repl.stderr[mark:], repl.stderr
+        assert repl.stderr[mark:].strip() == error[0], repl.stderr  # that one line only
+        await asyncio.to_thread(start_again, qpidd)
+        await repl.wait_for(r"^reconnected to \S+$", "stderr", 30)
+        mark = len(repl.stdout)
+        await repl.send(count)
+        await repl.send("print(broker.connected, broker.reconnects)")
+        await repl.wait_for(r"^queues \d+\nTrue 1$", start=mark)
+        assert await repl.finish() == EXIT_OK, repl.stderr
+    finally:
+        await repl.kill()
+
+
+async def test_repl_errors_of_the_library_are_one_line(bus: Bus, tmp_path: Path) -> None:
+    async with running_bus(bus):  # a management broker answers at once
+        await _check_repl_errors(bus.url, tmp_path)
+
+
+async def _check_repl_errors(amqp_url: str, tmp_path: Path) -> None:
+    script = "\n".join([
+        "raise NotConnectedError('not connected to x\\nmore')",
+        "1/0",  # the statement's own exception: as Python shows it
+        "print('done')",
+    ]) + "\n"
+    code, out, err = await _run_piped("repl", script, _env(amqp_url, tmp_path))
+    assert code == EXIT_OK and out == "done\n", (out, err)
+    assert "error: NotConnectedError: not connected to x\n" in err, err
+    assert err.count("Traceback") == 1 and "ZeroDivisionError: division by zero" in err, err
+    # --debug: the library's exceptions with their tracebacks too
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "qmf_async", "repl", "--debug", stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=ROOT,
+        env=_env(amqp_url, tmp_path))
+    out_b, err_b = await asyncio.wait_for(proc.communicate(script.encode()), 20)
+    err = err_b.decode()
+    assert proc.returncode == EXIT_OK and out_b == b"done\n", err
+    assert err.count("Traceback") == 2 and "NotConnectedError: not connected to x" in err, err

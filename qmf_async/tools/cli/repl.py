@@ -11,8 +11,14 @@ run in the loop's thread, where the session lives, and background work (updates,
 heartbeats, subscriptions) goes on while the console waits for input.  ^C cancels the
 running statement; ^D or ``exit()`` closes the session and leaves.
 
-Without a terminal on stdin, lines are read from stdin without prompts; the banner
-and tracebacks go to stderr, so stdout carries only what the statements print.
+Without a terminal on stdin, lines are read from stdin without prompts; the banner,
+errors and notes go to stderr, so stdout carries only what the statements print.
+
+The session reconnects by itself after a lost connection (a broker restart): a note
+says when the connection is lost and when it is back; statements run meanwhile fail
+with ``NotConnectedError``.  An exception of the library (a ``QmfError``) raised by a
+statement is shown as one line, ``error: NotConnectedError: ...``; other exceptions
+(the statement's own) as Python shows them.  ``--debug`` shows every traceback.
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ import warnings
 from typing import Any
 
 import qmf_async
-from qmf_async import Session
+from qmf_async import Broker, Console, QmfError, Session
 
 from ._common import (
     EXIT_ERROR,
@@ -42,11 +48,48 @@ from ._common import (
     EXIT_USAGE,
     add_session_options,
     add_url_argument,
-    connect,
 )
-from .shell import history_file, wait_for_agents
+from .shell import (
+    add_debug_option,
+    history_file,
+    managed_session,
+    one_line_logging,
+    wait_for_agents,
+)
 
-__all__ = ["AsyncConsole", "add_parser", "namespace", "run"]
+__all__ = ["AsyncConsole", "ReconnectNotes", "add_parser", "error_line", "namespace", "run"]
+
+
+def error_line(exc: BaseException) -> str:
+    """A library exception as one line: ``error: Type: first line of the message``."""
+    text = str(exc).strip()
+    first = text.splitlines()[0] if text else ""
+    return f"error: {type(exc).__name__}" + (f": {first}" if first else "")
+
+
+class ReconnectNotes(Console):
+    """Notes on stderr when a broker connection is lost and when it is back."""
+
+    def __init__(self) -> None:
+        self.down: set[int] = set()
+
+    def _lost(self, broker: Broker) -> None:
+        if id(broker) not in self.down:
+            self.down.add(id(broker))
+            print(f"connection to {broker.where} lost; reconnecting ...", file=sys.stderr,
+                  flush=True)
+
+    def broker_disconnected(self, broker: Broker) -> None:
+        self._lost(broker)
+
+    def broker_connection_failed(self, broker: Broker, error: BaseException) -> None:
+        if broker.reconnects or id(broker) in self.down:
+            self._lost(broker)
+
+    def broker_connected(self, broker: Broker) -> None:
+        if id(broker) in self.down:
+            self.down.discard(id(broker))
+            print(f"reconnected to {broker.where}", file=sys.stderr, flush=True)
 
 
 class _Exit(Exception):
@@ -62,11 +105,12 @@ class AsyncConsole(code.InteractiveConsole):
     (a loop running in another thread) while :meth:`interact` runs in this one."""
 
     def __init__(self, namespace: dict[str, Any], loop: asyncio.AbstractEventLoop, *,
-                 prompts: bool = True) -> None:
+                 prompts: bool = True, debug: bool = False) -> None:
         super().__init__(namespace, filename="<qmf repl>")
         self.compile.compiler.flags |= ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
         self.loop = loop
         self.prompts = prompts
+        self.debug = debug
         self._task: asyncio.Task[Any] | None = None  # the running statement (loop thread)
         self._interrupted = False
 
@@ -92,6 +136,11 @@ class AsyncConsole(code.InteractiveConsole):
         if isinstance(exc, _Exit):
             raise SystemExit(exc.code)
         sys.last_type, sys.last_value, sys.last_traceback = type(exc), exc, tb
+        if isinstance(exc, QmfError) and not self.debug:
+            # the library's failure (not connected, timeout, ...): its inner frames
+            # are not the user's business
+            self.write(error_line(exc) + "\n")
+            return
         self.write("".join(traceback.format_exception(type(exc), exc, tb)))
 
     # -- loop thread
@@ -155,6 +204,7 @@ def banner(session: Session) -> str:
         public,
         'Use await directly: queues = await session.get_objects(_class="queue")',
         "exit() or ^D closes the session and leaves; ^C cancels the running statement.",
+        "A lost connection is re-established in the background (a note says so).",
     ]
     return "\n".join(lines)
 
@@ -192,6 +242,7 @@ def add_parser(subparsers: Any) -> None:
                     "qmf_async.Session.")
     add_url_argument(parser)
     add_session_options(parser)
+    add_debug_option(parser)
     parser.set_defaults(run=run)
 
 
@@ -199,13 +250,15 @@ async def run(args: argparse.Namespace) -> int:
     if args.timeout <= 0:
         print("qmf repl: error: --timeout must be positive", file=sys.stderr)
         return EXIT_USAGE
+    debug = bool(getattr(args, "debug", False))
+    one_line_logging(debug)
     loop = asyncio.get_running_loop()
     interactive = sys.stdin.isatty()
-    async with connect(args.url, broker=args.broker, timeout=args.timeout) as session:
-        session.timeout = args.timeout
+    async with managed_session(args.url, broker=args.broker, timeout=args.timeout,
+                               console=ReconnectNotes()) as session:
         await wait_for_agents(session, args.wait)
         ns = namespace(session)
-        console = AsyncConsole(ns, loop, prompts=interactive)
+        console = AsyncConsole(ns, loop, prompts=interactive, debug=debug)
         done: asyncio.Future[int] = loop.create_future()
 
         def finish(status: int) -> None:
@@ -225,8 +278,11 @@ async def run(args: argparse.Namespace) -> int:
                 else:
                     print(exc.code, file=sys.stderr)
                     status = EXIT_ERROR
-            except BaseException:
-                traceback.print_exc()
+            except BaseException as exc:
+                if debug:
+                    traceback.print_exc()
+                else:
+                    print(f"qmf repl: {error_line(exc)}", file=sys.stderr)
                 status = EXIT_ERROR
             finally:
                 _save_history(state)

@@ -18,6 +18,11 @@ the output text), separate from the terminal: with a terminal the prompt is
 prompt_toolkit's; without one (stdin or stdout not a TTY) commands are read line by
 line from stdin and nothing else is printed.  In that mode errors go to stderr and the
 exit code is that of the first failed command (0 when every command succeeded).
+
+The session reconnects by itself after a lost connection (a broker restart): one line
+says the connection is lost, one that it is back; commands in between fail with one
+line, and after the reconnection the shell asks for its objects again.  Errors are one
+line; ``--debug`` adds the tracebacks behind them.
 """
 
 from __future__ import annotations
@@ -26,20 +31,24 @@ import argparse
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import re
 import shlex
 import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+import traceback
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
 from qmf_async import (
     Access,
+    Broker,
     ClassKey,
     ClassKind,
+    Console,
     Event,
     MethodError,
     ObjectId,
@@ -52,20 +61,24 @@ from qmf_async import (
     SchemaArgument,
     SchemaClass,
     Session,
+    TransportError,
 )
 
 from ._common import (
     EXIT_ERROR,
     EXIT_NOT_FOUND,
     EXIT_OK,
+    EXIT_UNREACHABLE,
     EXIT_USAGE,
+    ToolError,
     add_session_options,
     add_url_argument,
-    connect,
     exit_code,
+    resolve_url,
 )
 
-__all__ = ["FIRST_ID", "Shell", "ShellError", "ShellExit", "add_parser", "history_file", "run"]
+__all__ = ["FIRST_ID", "Shell", "ShellError", "ShellExit", "add_parser", "history_file",
+           "managed_session", "one_line_logging", "run"]
 
 #: the short id of the first object the shell sees (as qpid-tool numbers them)
 FIRST_ID = 101
@@ -107,6 +120,8 @@ _TRUE = frozenset({"true", "yes", "y", "on", "1"})
 _FALSE = frozenset({"false", "no", "n", "off", "0"})
 _ACCESS_NAMES = {Access.RC: "ReadCreate", Access.RW: "ReadWrite", Access.RO: "ReadOnly"}
 _NULL_OID = ObjectId(bytes(16))
+#: commands that never ask the bus (they do not wait for a resync)
+_LOCAL_COMMANDS = frozenset({"help", "quit", "exit", "set", "wait", "events"})
 _RANGE = re.compile(r"(\d+)-(\d+)")
 _OBJECT_ID = re.compile(r"\d+-\d+-\d+-\d+-\d+")
 
@@ -148,6 +163,44 @@ def _class_name(key: ClassKey) -> str:
     return f"{key.package}:{key.name}"
 
 
+class _ConnectionWatch(Console):
+    """The shell's view of connection changes, installed as the session's console; every
+    callback is also passed on to the console it replaced (``prior``)."""
+
+    def __init__(self, shell: Shell, prior: Console | None) -> None:
+        self.shell = shell
+        self.prior = prior
+
+    def _pass_on(self, name: str, *args: Any) -> Any:
+        fn = getattr(self.prior, name, None) if self.prior is not None else None
+        return fn(*args) if fn is not None else None
+
+    def broker_connected(self, broker: Broker) -> Any:
+        self.shell._connection_up(broker)
+        return self._pass_on("broker_connected", broker)
+
+    def broker_disconnected(self, broker: Broker) -> Any:
+        self.shell._connection_down(broker)
+        return self._pass_on("broker_disconnected", broker)
+
+    def broker_connection_failed(self, broker: Broker, error: BaseException) -> Any:
+        self.shell._connection_down(broker)
+        return self._pass_on("broker_connection_failed", broker, error)
+
+
+def _forwarder(name: str) -> Callable[..., Any]:
+    def forward(self: _ConnectionWatch, *args: Any) -> Any:
+        return self._pass_on(name, *args)
+
+    forward.__name__ = name
+    return forward
+
+
+for _name in [n for n in vars(Console) if not n.startswith("_")]:
+    if _name not in vars(_ConnectionWatch):
+        setattr(_ConnectionWatch, _name, _forwarder(_name))
+
+
 class _Entry:
     """What the shell knows of one object: the latest proxy and merged values."""
 
@@ -182,19 +235,35 @@ class Shell:
     """The shell's commands over a connected :class:`~qmf_async.Session`, without I/O.
 
     ``async with Shell(session, emit=print) as shell: print(await shell.execute("list"))``.
-    ``emit`` receives text produced in the background (events).  :meth:`execute` returns
-    a command's output; it raises :class:`ShellError` (one line) when the command fails
-    and :class:`ShellExit` for ``quit``.
+    ``emit`` receives text produced in the background (events), ``note`` the connection
+    notes (``emit`` when not given).  :meth:`execute` returns a command's output; it
+    raises :class:`ShellError` (one line) when the command fails and :class:`ShellExit`
+    for ``quit``.
+
+    With a session that reconnects (``Session(manage_connections=True)``) the shell
+    notes the loss and the return of each broker connection; after a reconnection it
+    asks for the classes and objects again, and short ids follow their objects (an
+    object that came back under a new object id keeps its short id; one that did not
+    come back is marked deleted).
     """
 
     def __init__(self, session: Session, *, emit: Callable[[str], None] | None = None,
+                 note: Callable[[str], None] | None = None,
                  time_format: str = "short") -> None:
         self.session = session
         self.emit: Callable[[str], None] = emit or (lambda text: print(text, flush=True))
+        self.note: Callable[[str], None] = note or self.emit
         self.time_format = time_format
         self._objects: dict[ObjectId, _Entry] = {}
         self._short: dict[ObjectId, int] = {}
         self._by_short: dict[int, ObjectId] = {}
+        self._next_short = FIRST_ID
+        #: brokers (by id()) whose connection is down, and the first short id given
+        #: since the first of them went down
+        self._down: set[int] = set()
+        self._mark = FIRST_ID
+        self._watch: _ConnectionWatch | None = None
+        self._resync_task: asyncio.Task[None] | None = None
         self._classes: dict[ClassKey, SchemaClass] = {}
         self._filling: set[tuple[str, str]] = set()
         self._filled: dict[tuple[str, str], float] = {}
@@ -222,6 +291,9 @@ class Shell:
         updates = self.session.object_updates()
         agents = self.session.agent_changes()
         self._subscriptions += [updates, agents]
+        if self._watch is None:
+            self._watch = _ConnectionWatch(self, self.session.console)
+            self.session.console = self._watch
         warnings: list[str] = []
         try:
             await self.load_classes()
@@ -240,6 +312,10 @@ class Shell:
 
     async def close(self) -> None:
         """Stop the background tasks (idempotent)."""
+        if self._watch is not None:
+            if self.session.console is self._watch:
+                self.session.console = self._watch.prior
+            self._watch = None
         self._stop_events()
         for sub in self._subscriptions:
             sub.close()
@@ -263,7 +339,8 @@ class Shell:
         """The object's short id, assigned on first sight (101, 102, ...)."""
         sid = self._short.get(oid)
         if sid is None:
-            sid = self._short[oid] = FIRST_ID + len(self._short)
+            sid = self._short[oid] = self._next_short
+            self._next_short += 1
             self._by_short[sid] = oid
         return sid
 
@@ -300,6 +377,18 @@ class Shell:
         if entry is None:
             raise ShellError(f"no object {short}", EXIT_NOT_FOUND)
         return entry
+
+    def describe(self, short: int) -> str:
+        """What a short id is: ``queue orders`` (class and name, else index), with
+        ``(deleted)`` for an object that no longer exists; "" for an unknown id."""
+        oid = self._by_short.get(short)
+        entry = self._objects.get(oid) if oid is not None else None
+        if entry is None:
+            return ""
+        name = entry.props.get("name")
+        label = self.format_value(name) if name is not None else self._index(entry)
+        text = f"{entry.key[1]} {label}".rstrip()
+        return f"{text} (deleted)" if entry.deleted else text
 
     def _merge(self, obj: QmfObject) -> None:
         """Merge a proxy (from a query or an update) into the cache, newest sample wins;
@@ -376,8 +465,8 @@ class Shell:
 
     async def _follow_agents(self, changes: Any) -> None:
         async for change, agent in changes:
-            if change != "removed":
-                continue
+            if change != "removed" or not agent.broker.connected:
+                continue  # agents "leave" with a lost connection: the resync decides
             banks = (agent.broker_bank, agent.agent_bank)
             for oid, entry in self._objects.items():
                 if oid.agent_key() == banks:
@@ -393,14 +482,25 @@ class Shell:
             QmfError: the query failed altogether.
         """
         started = time.monotonic()
-        warnings = []
+        found, complete, warnings = await self._fetch(key)
+        self._apply(key, found, complete, started)
+        return warnings
+
+    async def _fetch(self, key: tuple[str, str]) -> tuple[list[QmfObject], bool, list[str]]:
+        """The objects of a class: (objects, whether every agent answered, warnings).
+
+        Raises:
+            QmfError: the query failed altogether.
+        """
         try:
             found = await self.session.get_objects(_class=key[1], _package=key[0])
-            complete = True
         except PartialResultError as exc:
-            found = [o for o in exc.partial if isinstance(o, QmfObject)]
-            complete = False
-            warnings.append(f"warning: {key[0]}:{key[1]}: {_one_line(exc)}")
+            return ([o for o in exc.partial if isinstance(o, QmfObject)], False,
+                    [f"warning: {key[0]}:{key[1]}: {_one_line(exc)}"])
+        return found, True, []
+
+    def _apply(self, key: tuple[str, str], found: list[QmfObject], complete: bool,
+               started: float) -> None:
         for obj in found:
             self._merge(obj)
         if complete:
@@ -409,7 +509,125 @@ class Shell:
                 if (entry.key == key and not entry.deleted and oid not in present
                         and entry.seen < started):
                     self._mark_deleted(entry)
-        return warnings
+
+    # ------------------------------------------------------------------ connections
+
+    def _connection_down(self, broker: Broker) -> None:
+        if id(broker) in self._down:
+            return  # a failed reconnection attempt: already said
+        if not self._down:
+            self._mark = self._next_short
+        self._down.add(id(broker))
+        if self.session.manage_connections:
+            self.note(f"connection to {broker.where} lost; reconnecting ...")
+        else:
+            self.note(f"connection to {broker.where} lost")
+
+    def _connection_up(self, broker: Broker) -> None:
+        if id(broker) not in self._down:
+            return
+        self._down.discard(id(broker))
+        self.note(f"reconnected to {broker.where}")
+        previous = self._resync_task
+        if previous is not None and not previous.done():
+            previous.cancel()
+        task = self._resync_task = asyncio.create_task(self._resync(), name="qmf-shell-resync")
+        self._tasks.append(task)
+        task.add_done_callback(self._forget)
+
+    async def _resync(self) -> None:
+        """After a reconnection: the classes and every class's objects again.  Objects
+        that came back under another object id (a restarted broker numbers them anew)
+        keep their short ids; those that did not come back are marked deleted."""
+        started = time.monotonic()
+        try:
+            await self.load_classes()
+        except QmfError as exc:
+            self.note(f"warning: the classes were not learned again: {_one_line(exc)}")
+        keys = sorted(set(self._object_classes()) | {e.key for e in self._objects.values()})
+        results = await asyncio.gather(*(self._fetch(k) for k in keys), return_exceptions=True)
+        fetched: dict[tuple[str, str], tuple[list[QmfObject], bool]] = {}
+        failed = 0
+        for key, result in zip(keys, results, strict=True):
+            if isinstance(result, BaseException):
+                failed += 1
+            else:
+                fetched[key] = (result[0], result[1])
+        try:
+            self._adopt({k: found for k, (found, complete) in fetched.items() if complete})
+            for key, (found, complete) in fetched.items():
+                self._apply(key, found, complete, started)
+        except Exception as exc:  # a bug must not go unseen, nor end the shell
+            self.note(f"warning: the objects were not merged again: internal error: "
+                      f"{type(exc).__name__}: {_one_line(exc)}")
+            return
+        if failed:
+            self.note(f"warning: the objects of {failed} of {len(keys)} classes were not "
+                      "asked again (list asks again)")
+
+    def _identity(self, oid: ObjectId, lookup: Callable[[ObjectId], tuple[
+            tuple[str, str], Mapping[str, Any], SchemaClass] | None], depth: int = 3
+                  ) -> Any:
+        """What names an object across object ids: its class and index values, a
+        reference by the referenced object's identity."""
+        found = lookup(oid)
+        if found is None or depth <= 0:
+            return ("id", oid.raw)
+        key, props, schema = found
+        values: list[Any] = []
+        for name in schema.index_names:
+            value = props.get(name)
+            if isinstance(value, ObjectId):
+                value = None if value == _NULL_OID else self._identity(value, lookup, depth - 1)
+            elif not isinstance(value, (str, int, float, bytes, tuple, type(None))):
+                value = repr(value)
+            values.append(value)
+        return key, tuple(values)
+
+    def _adopt(self, fetched: Mapping[tuple[str, str], list[QmfObject]]) -> None:
+        """Give objects that came back under new object ids the short ids of the
+        vanished objects with the same class and index (unambiguous matches only)."""
+        fresh = {o.get_object_id(): o for objs in fetched.values() for o in objs}
+
+        def new_view(oid: ObjectId) -> tuple[tuple[str, str], Mapping[str, Any],
+                                             SchemaClass] | None:
+            obj = fresh.get(oid)
+            if obj is not None:
+                k = obj.get_class_key()
+                return (k.package, k.name), obj.get_properties(), obj.get_schema()
+            return old_view(oid)
+
+        def old_view(oid: ObjectId) -> tuple[tuple[str, str], Mapping[str, Any],
+                                             SchemaClass] | None:
+            entry = self._objects.get(oid)
+            return None if entry is None else (entry.key, entry.props, entry.schema)
+
+        vanished: dict[Any, ObjectId | None] = {}
+        for oid, entry in self._objects.items():
+            if entry.key in fetched and oid not in fresh and not entry.deleted:
+                ident = self._identity(oid, old_view)
+                vanished[ident] = None if ident in vanished else oid  # None: ambiguous
+        if not vanished:
+            return
+        moves: list[tuple[ObjectId, ObjectId]] = []
+        claimed: set[Any] = set()
+        for oid in fresh:
+            sid = self._short.get(oid)
+            if sid is not None and sid < self._mark:
+                continue  # known before the connection went down
+            ident = self._identity(oid, new_view)
+            old = vanished.get(ident)
+            if old is not None and ident not in claimed:
+                claimed.add(ident)
+                moves.append((old, oid))
+        for old, new in moves:
+            sid = self._short.pop(old)
+            stale = self._short.get(new)
+            if stale is not None:
+                self._by_short.pop(stale, None)
+            self._short[new] = sid
+            self._by_short[sid] = new
+            self._objects.pop(old, None)
 
     # ------------------------------------------------------------------ classes
 
@@ -579,10 +797,20 @@ class Shell:
         if handler is None:
             raise ShellError(f"unknown command {words[0]!r} (help lists the commands)",
                              EXIT_USAGE)
+        resync = self._resync_task
+        if resync is not None and not resync.done() and command not in _LOCAL_COMMANDS:
+            # just reconnected: let the objects be asked again first (bounded)
+            await asyncio.wait({resync}, timeout=self.session.timeout)
         try:
             return await handler(args)
         except (ShellError, ShellExit):
             raise
+        except TransportError as exc:
+            down = [b.where for b in self.session.brokers if not b.connected]
+            if down and self.session.manage_connections:
+                raise ShellError(f"not connected to {', '.join(down)}; reconnecting in "
+                                 "the background, try again shortly", EXIT_UNREACHABLE) from exc
+            raise ShellError(_one_line(exc), exit_code(exc)) from exc
         except QmfError as exc:
             raise ShellError(_one_line(exc), exit_code(exc)) from exc
         except asyncio.CancelledError:
@@ -838,7 +1066,8 @@ class Shell:
             raise ShellError(f"not an object id: {args[0]!r}", EXIT_USAGE)
         entry = self._entry(int(args[0]))
         if entry.deleted:
-            raise ShellError(f"object {args[0]} is deleted", EXIT_NOT_FOUND)
+            what = self.describe(int(args[0])).removesuffix(" (deleted)")
+            raise ShellError(f"object {args[0]} ({what}) no longer exists", EXIT_NOT_FOUND)
         method = entry.schema.method(args[1])  # UnknownClassError: no such method
         params = {a.name: a for a in method.in_args}
         positional: list[Any] = []
@@ -908,16 +1137,32 @@ class Shell:
     def complete(self, text: str) -> list[str]:
         """Candidates for the word being typed at the end of ``text`` (a line up to the
         cursor): commands, class names, short ids, method and argument names."""
+        return [c for c, _ in self.complete_meta(text)]
+
+    def complete_meta(self, text: str) -> list[tuple[str, str]]:
+        """:meth:`complete`'s candidates with what each is: an object id's class and
+        name (``queue orders``), a method's description; "" for the others."""
         words = text.split()
         if text and not text[-1].isspace():
             current, before = words[-1], words[:-1]
         else:
             current, before = "", words
         if not before:
-            candidates: list[str] = list(COMMANDS)
-        else:
-            candidates = self._arguments(before[0].lower(), before[1:])
-        return [c for c in candidates if c.startswith(current)]
+            return [(c, "") for c in COMMANDS if c.startswith(current)]
+        command, done = before[0].lower(), before[1:]
+        out = []
+        for c in self._arguments(command, done):
+            if not c.startswith(current):
+                continue
+            meta = ""
+            if c.isdigit() and (command == "show" or (command == "call" and not done)):
+                meta = self.describe(int(c))
+            elif command == "call" and len(done) == 1:
+                entry = self._objects.get(self._by_short.get(int(done[0]), _NULL_OID))
+                method = entry.schema.find_method(c) if entry is not None else None
+                meta = (method.desc or "") if method is not None else ""
+            out.append((c, meta))
+        return out
 
     def _ids(self) -> list[str]:
         return [str(sid) for sid in sorted(self.short_id(oid) for oid, e in self._objects.items()
@@ -990,8 +1235,9 @@ def _completer(shell: Shell) -> Any:
     class ShellCompleter(Completer):
         def get_completions(self, document: Any, complete_event: Any) -> Any:
             word = document.get_word_before_cursor(WORD=True)
-            for candidate in shell.complete(document.text_before_cursor):
-                yield Completion(candidate, start_position=-len(word))
+            for candidate, meta in shell.complete_meta(document.text_before_cursor):
+                yield Completion(candidate, start_position=-len(word),
+                                 display_meta=meta or None)
 
     return ShellCompleter()
 
@@ -1006,7 +1252,17 @@ def _banner(session: Session) -> str:
     return "\n".join(lines)
 
 
-async def _interactive(shell: Shell, warnings: list[str]) -> int:
+def _report(exc: ShellError, debug: bool, file: TextIO | None = None) -> None:
+    """A failed command: ``error: ...`` (one line); with ``debug`` the traceback of
+    what caused it too."""
+    out = file or sys.stdout
+    print(f"error: {exc}", file=out, flush=True)
+    if debug and exc.__cause__ is not None:
+        traceback.print_exception(exc.__cause__, file=out)
+        out.flush()
+
+
+async def _interactive(shell: Shell, warnings: list[str], debug: bool = False) -> int:
     from prompt_toolkit import PromptSession
     from prompt_toolkit.auto_suggest import AutoSuggestFromHistory
     from prompt_toolkit.patch_stdout import patch_stdout
@@ -1041,7 +1297,7 @@ async def _interactive(shell: Shell, warnings: list[str]) -> int:
                 except ShellExit:
                     break
                 except ShellError as exc:
-                    print(f"error: {exc}")
+                    _report(exc, debug)
                     continue
                 except asyncio.CancelledError:
                     task = asyncio.current_task()
@@ -1059,7 +1315,8 @@ async def _interactive(shell: Shell, warnings: list[str]) -> int:
     return EXIT_OK
 
 
-async def _batch(shell: Shell, stream: TextIO, warnings: list[str]) -> int:
+async def _batch(shell: Shell, stream: TextIO, warnings: list[str], debug: bool = False
+                 ) -> int:
     """Commands from ``stream``, one a line; errors on stderr, the first one's code."""
     loop = asyncio.get_running_loop()
     status = EXIT_OK
@@ -1075,7 +1332,7 @@ async def _batch(shell: Shell, stream: TextIO, warnings: list[str]) -> int:
             break
         except ShellError as exc:
             sys.stdout.flush()
-            print(f"error: {exc}", file=sys.stderr, flush=True)
+            _report(exc, debug, sys.stderr)
             status = status or exc.code
             continue
         if text:
@@ -1092,7 +1349,77 @@ def add_parser(subparsers: Any) -> None:
     add_session_options(parser)
     parser.add_argument("--time-format", choices=("short", "long"), default="short",
                         help="time stamps as 12:00:01 (short, default) or with the date")
+    add_debug_option(parser)
     parser.set_defaults(run=run)
+
+
+def add_debug_option(parser: argparse.ArgumentParser) -> None:
+    """``--debug``: tracebacks behind the one-line errors, and the library's log."""
+    parser.add_argument("--debug", action="store_true",
+                        help="show the tracebacks behind errors and the library's log")
+
+
+#: the longest pause between reconnection attempts of the interactive tools (seconds)
+RECONNECT_MAX_DELAY = 5.0
+
+
+@contextlib.asynccontextmanager
+async def managed_session(url: str | None, *, broker: str | None = None,
+                          timeout: float = 10.0, console: Console | None = None
+                          ) -> AsyncIterator[Session]:
+    """A session with one broker that reconnects by itself after a lost connection
+    (``manage_connections``); closed on exit.  The first connection must succeed.
+
+    Raises:
+        ToolError: the broker cannot be reached (exit code EXIT_UNREACHABLE).
+        TransportError: the broker refused the connection or the login.
+        UsageError: a malformed address, or both ``url`` and ``broker``.
+    """
+    target = resolve_url(url, broker)
+    session = Session(console=console, manage_connections=True, timeout=timeout,
+                      reconnect_max_delay=RECONNECT_MAX_DELAY)
+    try:
+        added = await session.add_broker(target, timeout=timeout)
+        if not added.connected:
+            error = added.error
+            if error is None or isinstance(error, QmfTimeout):
+                raise ToolError(f"cannot reach the broker: {error or 'no answer'}",
+                                EXIT_UNREACHABLE)
+            raise error
+        yield session
+    finally:
+        await session.close()
+
+
+class _OneLineFormatter(logging.Formatter):
+    """Log records as one line: an exception as ``(Type: message)``, no traceback."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        exc_info, exc_text, stack = record.exc_info, record.exc_text, record.stack_info
+        record.exc_info = record.exc_text = record.stack_info = None
+        try:
+            text = super().format(record)
+        finally:
+            record.exc_info, record.exc_text, record.stack_info = exc_info, exc_text, stack
+        lines = text.splitlines()
+        text = lines[0] if lines else ""
+        if exc_info and exc_info[1] is not None:
+            text += f" ({type(exc_info[1]).__name__}: {_one_line(exc_info[1])})"
+        return text
+
+
+def one_line_logging(debug: bool) -> None:
+    """Log lines of the interactive tools: one line each (no tracebacks); with
+    ``debug`` the library's informational log and full tracebacks."""
+    root = logging.getLogger()
+    if not root.handlers:
+        logging.basicConfig(level=logging.WARNING, format="qmf: %(levelname)s: %(message)s")
+    if debug:
+        logging.getLogger("qmf_async").setLevel(logging.INFO)
+        return
+    for handler in root.handlers:
+        fmt = handler.formatter._fmt if handler.formatter is not None else None
+        handler.setFormatter(_OneLineFormatter(fmt or "qmf: %(levelname)s: %(message)s"))
 
 
 async def wait_for_agents(session: Session, seconds: float) -> None:
@@ -1107,15 +1434,20 @@ async def run(args: argparse.Namespace) -> int:
     if args.timeout <= 0:
         print("qmf shell: error: --timeout must be positive", file=sys.stderr)
         return EXIT_USAGE
+    debug = bool(getattr(args, "debug", False))
+    one_line_logging(debug)
     interactive = sys.stdin.isatty() and sys.stdout.isatty()
-    async with connect(args.url, broker=args.broker, timeout=args.timeout) as session:
-        session.timeout = args.timeout
+    async with managed_session(args.url, broker=args.broker, timeout=args.timeout) as session:
         await wait_for_agents(session, args.wait)
-        shell = Shell(session, time_format=args.time_format)
+        if interactive:
+            shell = Shell(session, time_format=args.time_format)
+        else:  # stdout carries the commands' output only
+            shell = Shell(session, time_format=args.time_format,
+                          note=lambda text: print(text, file=sys.stderr, flush=True))
         try:
             warnings = await shell.start()
             if interactive:
-                return await _interactive(shell, warnings)
-            return await _batch(shell, sys.stdin, warnings)
+                return await _interactive(shell, warnings, debug)
+            return await _batch(shell, sys.stdin, warnings, debug)
         finally:
             await shell.close()
