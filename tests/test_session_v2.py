@@ -470,3 +470,18 @@ async def test_an_agent_whose_schemas_cannot_be_fetched_delays_only_itself(
             await rogue.close()
         events.close()
         updates.close()
+
+
+@pytest.mark.qpidd
+async def test_proxies_from_before_a_reconnection_still_call_over_v2(qpidd_fresh: Any) -> None:
+    qpidd = qpidd_fresh(False)
+    async with Session.connect(qpidd.url, manage_connections=True, reconnect_min_delay=0.1,
+                               reconnect_max_delay=0.5) as session:
+        broker = await _broker(session)
+        await asyncio.to_thread(qpidd.restart)
+        await wait_until(lambda: session.brokers[0].reconnects >= 1
+                         and session.brokers[0].connected, timeout=20.0, message="reconnected")
+        await wait_until(lambda: any(a.agent_bank == 0 for a in session.get_agents()),
+                         timeout=10.0, message="qpidd's agent again")
+        # the proxy fetched before the restart: its v2 id is still known
+        assert (await broker.echo(4, "after")).out_args["body"] == "after"

@@ -283,7 +283,7 @@ class Broker:
         try:
             # over v2, the v1 topic serves the agents that speak v1 only: their
             # heartbeats and, per agent, their objects and events (_v1_agent_keys)
-            self._v2 = V2Link(self) if version == 2 else None
+            self._v2 = V2Link(self, self._v2) if version == 2 else None
             self._twins = set()
             self._v1_keys = (session._binding_keys() if version == 1
                              else ["console.heartbeat.#", *_V1_AGENT_LIST])

@@ -380,7 +380,9 @@ class _Answer:
 class V2Link:
     """The v2 state and requests of one broker connection (see the module doc)."""
 
-    def __init__(self, host: V2Host) -> None:
+    def __init__(self, host: V2Host, previous: V2Link | None = None) -> None:
+        """``previous``: the link of the broker's former connection, whose object ids
+        and agent banks carry over (proxies from before a reconnection still work)."""
         session = host.session
         self.host = host
         self.core = ConsoleProtocolV2(agent_interval=session.agent_interval,
@@ -394,6 +396,10 @@ class V2Link:
         self._next_bank = 1
         #: v1 object id bytes -> the v2 object id (for methods and _objectId queries)
         self.oids: dict[bytes, V2ObjectId] = {}
+        if previous is not None:
+            self._banks = previous._banks
+            self._next_bank = previous._next_bank
+            self.oids = previous.oids
         self._converters: dict[ClassKey, _Converter] = {}
         #: indication messages (agent, items) waiting in order for schemas
         #: per (agent, events or objects): indication messages waiting for schemas
@@ -503,8 +509,12 @@ class V2Link:
     def _banks_of(self, name: str) -> tuple[int, int]:
         banks = self._banks.get(name)
         if banks is None:
-            if name.startswith(_QPIDD_PREFIX) and (1, 0) not in self._banks.values():
+            if name.startswith(_QPIDD_PREFIX):
+                # the broker's own agent (a connection reaches one qpidd; a restarted
+                # one with a new name takes over its banks)
                 banks = (1, 0)
+                for other in [n for n, b in self._banks.items() if b == banks]:
+                    del self._banks[other]
             else:
                 banks = (0, self._next_bank)
                 self._next_bank += 1
