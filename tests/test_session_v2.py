@@ -485,3 +485,22 @@ async def test_proxies_from_before_a_reconnection_still_call_over_v2(qpidd_fresh
                          timeout=10.0, message="qpidd's agent again")
         # the proxy fetched before the restart: its v2 id is still known
         assert (await broker.echo(4, "after")).out_args["body"] == "after"
+
+
+@pytest.mark.qpidd
+async def test_bindings_follow_quick_subscription_changes(qpidd_stock: Any) -> None:
+    async with Session.connect(qpidd_stock.url) as session:
+        v2 = session.brokers[0]._v2
+        assert v2 is not None
+        queues = session.object_updates(_class="queue")
+        subs = [session.events(_class=f"ev{i}") for i in range(5)]
+        exchanges = session.object_updates(_class="exchange")
+        for sub in subs:
+            sub.close()
+        queues.close()  # changes made and undone in one go: the last state wins
+        want = [("agent.ind.heartbeat.#", None), ("agent.ind.data.*.exchange.#", None)]
+        await wait_until(lambda: v2.bindings == want, timeout=10.0,
+                         message=f"bindings {want}")
+        exchanges.close()
+        await wait_until(lambda: v2.bindings == want[:1], timeout=10.0,
+                         message="only the heartbeats")

@@ -1093,7 +1093,8 @@ class Session:
     async def _sync_broker(self, broker: Broker, v2: V2Link,
                            transport: TransportProtocol) -> None:
         try:
-            await v2.sync(transport, self._v2_bindings_for(broker))
+            # the bindings are computed when this change's turn comes: never stale
+            await v2.sync(transport, lambda: self._v2_bindings_for(broker))
         except QmfError as exc:
             log.warning("could not update the QMF v2 bindings on %s: %s", broker.where, exc)
 

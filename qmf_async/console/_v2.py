@@ -401,7 +401,6 @@ class V2Link:
             self._next_bank = previous._next_bank
             self.oids = previous.oids
         self._converters: dict[ClassKey, _Converter] = {}
-        #: indication messages (agent, items) waiting in order for schemas
         #: per (agent, events or objects): indication messages waiting for schemas
         self._held: dict[_Lane, collections.deque[list[Any]]] = {}
         self._held_count = 0
@@ -411,6 +410,7 @@ class V2Link:
         self._failed: dict[ClassKey, tuple[float, float]] = {}
         self.topic_queue: str | None = None
         self._bound: list[tuple[str, str | None]] = []
+        self._sync_lock = asyncio.Lock()  # one change of the bindings at a time
         self._located = asyncio.Event()
 
     # ------------------------------------------------------------------ connection
@@ -442,22 +442,28 @@ class V2Link:
         await self.sync(transport, bindings)
 
     async def sync(self, transport: TransportProtocol,
-                   bindings: Sequence[tuple[str, str | None]]) -> None:
-        """Make the indication endpoint's bindings ``bindings``: bind what is missing,
-        unbind what is no longer wanted.
+                   bindings: Sequence[tuple[str, str | None]]
+                   | Callable[[], Sequence[tuple[str, str | None]]]) -> None:
+        """Make the indication endpoint's bindings ``bindings`` (or what the callable
+        returns when this change's turn comes): bind what is missing, unbind what is
+        no longer wanted.
 
         Raises:
             TransportError: the broker refused.
         """
-        if self.topic_queue is None:
-            return
-        for key, selector in bindings:
-            if (key, selector) not in self._bound:
-                self._bound.append((key, selector))
-                await transport.bind(self.topic_queue, TOPIC_EXCHANGE, key, selector=selector)
-        for key, selector in [b for b in self._bound if b not in bindings]:
-            self._bound.remove((key, selector))
-            await transport.unbind(self.topic_queue, TOPIC_EXCHANGE, key, selector=selector)
+        async with self._sync_lock:
+            topic = self.topic_queue
+            if topic is None:
+                return
+            if callable(bindings):
+                bindings = bindings()
+            for key, selector in bindings:
+                if (key, selector) not in self._bound:
+                    self._bound.append((key, selector))
+                    await transport.bind(topic, TOPIC_EXCHANGE, key, selector=selector)
+            for key, selector in [b for b in self._bound if b not in bindings]:
+                self._bound.remove((key, selector))
+                await transport.unbind(topic, TOPIC_EXCHANGE, key, selector=selector)
 
     @property
     def bindings(self) -> list[tuple[str, str | None]]:
