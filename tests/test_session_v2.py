@@ -504,3 +504,33 @@ async def test_bindings_follow_quick_subscription_changes(qpidd_stock: Any) -> N
         exchanges.close()
         await wait_until(lambda: v2.bindings == want[:1], timeout=10.0,
                          message="only the heartbeats")
+
+
+@pytest.mark.qpidd
+async def test_a_console_set_after_connecting_receives_everything_over_v2(
+        qpidd_stock: Any) -> None:
+    from qmf_async import Console
+
+    seen: list[Any] = []
+
+    class Recorder(Console):
+        def event(self, broker: Any, event: Any) -> None:
+            seen.append(event)
+
+    async with Session.connect(qpidd_stock.url) as session:
+        v2 = session.brokers[0]._v2
+        assert v2 is not None and v2.bindings == [("agent.ind.heartbeat.#", None)]
+        session.console = Recorder()
+        await wait_until(lambda: {("agent.ind.data.#", None), ("agent.ind.event.#", None)}
+                         <= set(v2.bindings), timeout=10.0, message="the console's bindings")
+        (broker,) = await session.get_objects(_class="broker")
+        name = _name("console")
+        await broker.create("queue", name, {}, False)
+        try:
+            await wait_until(lambda: any(e.arguments.get("qName") == name for e in seen),
+                             timeout=15.0, message="the event through the console")
+        finally:
+            await broker.delete("queue", name, {})
+        session.console = None
+        await wait_until(lambda: v2.bindings == [("agent.ind.heartbeat.#", None)],
+                         timeout=10.0, message="bindings back to heartbeats")

@@ -873,7 +873,7 @@ class Session:
                             ("max_objects", max_objects)):
             if value <= 0:
                 raise UsageError(f"{name} must be positive")
-        self.console = console
+        self._console = console
         self.rcv_objects = rcv_objects
         self.rcv_events = rcv_events
         self.rcv_heartbeats = rcv_heartbeats
@@ -937,6 +937,18 @@ class Session:
         self.completion_queries = 0
         self.completion_failures = 0
         self.objects_evicted = 0
+
+    @property
+    def console(self) -> Console | None:
+        """The callbacks object (the classic console API), or None."""
+        return self._console
+
+    @console.setter
+    def console(self, value: Console | None) -> None:
+        self._console = value
+        # over v2 a console receives every object and event: the bindings follow
+        if not self._closed and any(b._v2 is not None for b in self.brokers):
+            self._sync_v2()
 
     # ------------------------------------------------------------------ lifecycle
 
