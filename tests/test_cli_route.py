@@ -263,6 +263,32 @@ def test_queue_route_federates_a_queue(pair: tuple[Qpidd, Qpidd]) -> None:
     assert json.loads(ok("route", "link", "list", dest.address, "--json")) == []
 
 
+def test_durable_push_route_with_src_local(pair: tuple[Qpidd, Qpidd],
+                                           classic_tools: ClassicTools) -> None:
+    """``-s``: the tool connects to the source, whose link reaches the destination."""
+    dest, src = pair
+    ok("route", "-s", "-d", "route", "add", dest.address, src.address, "amq.direct", "push")
+    queue = add_bound_queue(dest, "amq.direct", "push")
+    deliver(src, "amq.direct", dest, queue, subject="push")
+    assert json.loads(ok("route", "link", "list", dest.address, "--json")) == []
+    ours = ok("route", "route", "list", src.address)
+    rc, theirs, err = classic_tools("qpid-route", "route", "list", src.address)
+    assert rc == 0, err
+    assert route_lines(ours) == route_lines(theirs) == {
+        (src.address, dest.address, "amq.direct", "push", "True")}
+    links = json.loads(ok("route", "link", "list", src.address, "--json"))
+    rc, theirs, err = classic_tools("qpid-route", "link", "list", src.address)
+    assert rc == 0, err
+    assert [{k: r[k] for k in ("host", "port", "transport", "durable", "state")}
+            for r in links] == classic_links(theirs)
+    assert [(r["port"], r["durable"]) for r in links] == [(dest.port, True)]
+    # without -s the route is not found: it is pushed, not pulled
+    rc, _, err = qmf("route", "route", "del", src.address, dest.address, "amq.direct", "push")
+    assert rc == 5, err
+    ok("route", "-s", "route", "del", dest.address, src.address, "amq.direct", "push")
+    assert ok("route", "route", "list", src.address) == ""
+
+
 def test_duplicate_route_and_links(pair: tuple[Qpidd, Qpidd],
                                    classic_tools: ClassicTools) -> None:
     dest, src = pair

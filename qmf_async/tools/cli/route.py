@@ -116,8 +116,9 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-t", "--transport", default="tcp", metavar="TRANSPORT",
                         help="transport of the links (default tcp)")
     parser.add_argument("--client-sasl-mechanism", metavar="MECH", default=None,
-                        help="SASL mechanism of this tool's own connection (only PLAIN "
-                             "and ANONYMOUS are known to qmf-async's transport)")
+                        help="SASL mechanism of this tool's own connection: accepted "
+                             "are PLAIN and ANONYMOUS, which qmf-async picks by itself "
+                             "(PLAIN when the address has a password); others are refused")
     parser.add_argument("--sasl-service-name", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--ssl-certificate", metavar="CERT", default=None,
                         help="client TLS certificate (PEM), for amqps:// brokers")
