@@ -31,6 +31,7 @@ SUBCOMMANDS = {
     "queue-stats": "queue_stats",
     "pipeline": "pipeline",
     "collect": "collect",
+    "route": "route",
 }
 
 
