@@ -172,3 +172,31 @@ async def test_the_dashboard_shows_and_calls(qpidd_stock: Any, queue: str) -> No
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+async def test_qmf_config_log_and_reload_acl_as_qpid_config(qpidd_stock: Any,
+                                                            classic_tools: Any) -> None:
+    addr = qpidd_stock.address
+    before = await asyncio.to_thread(_qmf, "config", addr, "log")
+    assert before.returncode == 0 and before.stdout.startswith("Log level: ")
+    rc, classic_out, _err = await asyncio.to_thread(classic_tools, "qpid-config", "-b", addr,
+                                                    "log")
+    assert rc == 0 and classic_out == before.stdout  # the same line
+    level = before.stdout.split(": ", 1)[1].strip()
+    try:
+        changed = await asyncio.to_thread(_qmf, "config", addr, "log", "info+")
+        assert (changed.returncode, changed.stdout) == (0, "")
+        rc, classic_out, _err = await asyncio.to_thread(classic_tools, "qpid-config", "-b",
+                                                        addr, "log")
+        assert classic_out.strip() == "Log level: info+"
+    finally:
+        await asyncio.to_thread(_qmf, "config", addr, "log", level)
+    # no ACL file configured: the broker's reason, one line, the method-failed code
+    acl = await asyncio.to_thread(_qmf, "config", addr, "reload-acl")
+    assert acl.returncode == 6
+    assert acl.stderr.strip().splitlines() == [
+        'qmf config: error: reloadACLFile failed: Unable to open ACL file "": eof=F; '
+        'fail=T; bad=F (status 65536)']
+    rc, classic_out, _err = await asyncio.to_thread(classic_tools, "qpid-config", "-b", addr,
+                                                    "reload-acl")
+    assert rc == 1 and 'Unable to open ACL file ""' in classic_out

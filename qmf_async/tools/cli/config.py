@@ -9,6 +9,8 @@
     qmf config [URL] del exchange NAME
     qmf config [URL] bind   EXCHANGE QUEUE [KEY]
     qmf config [URL] unbind EXCHANGE QUEUE [KEY]
+    qmf config [URL] log [LEVEL]                      show or set qpidd's log level
+    qmf config [URL] reload-acl                       reload qpidd's ACL file
 
 URL may also be written as the qpid tools take it (``[user[/password]@]host[:port]``),
 or given with ``--broker ADDRESS``; ``-b`` means ``--bindings`` here, as in qpid-config.
@@ -111,7 +113,7 @@ def _parse_words(args: argparse.Namespace) -> None:
 
 
 #: the first word of every command
-COMMANDS = ("queues", "exchanges", "add", "del", "bind", "unbind")
+COMMANDS = ("queues", "exchanges", "add", "del", "bind", "unbind", "log", "reload-acl")
 
 
 def _is_address(word: str, following: list[str]) -> bool:
@@ -188,6 +190,10 @@ async def run(args: argparse.Namespace) -> int:
             return await _add(target, args, rest)
         if command == "del":
             return await _delete(target, args, rest)
+        if command == "log":
+            return await _log(target, rest)
+        if command == "reload-acl":
+            return await _reload_acl(target)
         return await _bind(target, args, command, rest)
 
 
@@ -216,6 +222,12 @@ def _check_usage(command: str, rest: list[str]) -> None:
     elif command == "del":
         if n != 2 or rest[0] not in ("queue", "exchange"):
             raise usage("del queue NAME | del exchange NAME")
+    elif command == "log":
+        if n > 1:
+            raise usage("log takes at most one LEVEL (for example 'info+')")
+    elif command == "reload-acl":
+        if n:
+            raise usage("reload-acl takes no arguments")
     elif command in ("bind", "unbind"):
         if n not in (2, 3):
             raise usage(f"{command} takes EXCHANGE QUEUE [KEY]")
@@ -370,6 +382,42 @@ async def _call(target: Target, method: str, **arguments: Any) -> None:
     except MethodError as exc:
         code = EXIT_NOT_FOUND if exc.text.startswith("not-found") else EXIT_METHOD
         raise ToolError(f"{method} failed: {exc.text} (status {exc.status})", code) from exc
+
+
+async def _log(target: Target, rest: list[str]) -> int:
+    """``log``: print the broker's log level (as qpid-config: ``Log level: ...``), or
+    set it (silently, as qpid-config)."""
+    if rest:
+        await _call(target, "setLogLevel", level=rest[0])
+        return 0
+    broker = await target.broker_object()
+    try:
+        result = await broker.invoke("getLogLevel", _timeout=target.timeout)
+    except MethodError as exc:
+        raise ToolError(f"getLogLevel failed: {exc.text} (status {exc.status})",
+                        EXIT_METHOD) from exc
+    print(f"Log level: {result.out_args.get('level', '')}")
+    return 0
+
+
+async def _reload_acl(target: Target) -> int:
+    """``reload-acl``: the ACL module's ``reloadACLFile``.
+
+    Raises:
+        ToolError: no ACL module in the broker (not-found code), or the reload failed
+            (method code, with the broker's reason).
+    """
+    acls = await target.objects("acl", package="org.apache.qpid.acl", what="ACL")
+    if not acls:
+        raise ToolError(f"no ACL module is loaded in the broker on {target.where}",
+                        EXIT_NOT_FOUND)
+    try:
+        await acls[0].invoke("reloadACLFile", _timeout=target.timeout)
+    except MethodError as exc:
+        raise ToolError(f"reloadACLFile failed: {exc.text} (status {exc.status})",
+                        EXIT_METHOD) from exc
+    print("ACL file reloaded")
+    return 0
 
 
 async def _names(target: Target, cls: str) -> set[str]:
