@@ -200,3 +200,12 @@ async def test_qmf_config_log_and_reload_acl_as_qpid_config(qpidd_stock: Any,
     rc, classic_out, _err = await asyncio.to_thread(classic_tools, "qpid-config", "-b", addr,
                                                     "reload-acl")
     assert rc == 1 and 'Unable to open ACL file ""' in classic_out
+
+
+async def test_qmf_queue_stats_takes_the_broker_as_qpid_queue_stats_does(
+        qpidd_stock: Any, queue: str) -> None:
+    proc = await asyncio.to_thread(_qmf, "queue-stats", "-a", qpidd_stock.address,
+                                   "--count", "1", "-i", "0.2", "--json", "-f", queue)
+    assert proc.returncode == 0, proc.stderr
+    (report,) = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [(q["queue"], q["depth"]) for q in report["queues"]] == [(queue, 7)]

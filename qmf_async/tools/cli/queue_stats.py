@@ -60,6 +60,8 @@ def add_parser(subparsers: Any) -> None:
         "queue-stats", help="enqueue/dequeue rates per queue (like qpid-queue-stats)",
         description=help_text(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
     add_query_options(parser, json_help="one JSON document per report")
+    parser.add_argument("-a", "--broker-address", dest="broker", metavar="ADDRESS",
+                        help="the broker, as qpid-queue-stats takes it (same as -b)")
     parser.add_argument("-i", "--interval", type=float, default=10.0, metavar="S",
                         help="seconds between reports (default 10)")
     parser.add_argument("--count", type=int, default=0, metavar="N",
