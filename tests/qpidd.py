@@ -224,3 +224,17 @@ class Qpidd:
 
     def __repr__(self) -> str:
         return f"Qpidd(port={self.port}, pid={self.pid}, qmf1={self.qmf1}, dir={self.directory})"
+
+
+def send_messages(address: str, queue: str, count: int) -> None:
+    """Put ``count`` messages on ``queue`` with a plain AMQP 1.0 client (not ours)."""
+    from proton import Message
+    from proton.utils import BlockingConnection
+
+    conn = BlockingConnection(address, timeout=10)
+    try:
+        sender = conn.create_sender(queue)
+        for i in range(count):
+            sender.send(Message(body=f"m{i}"))
+    finally:
+        conn.close()

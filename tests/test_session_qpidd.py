@@ -31,6 +31,7 @@ from qmf_async import (
 )
 
 from ._util import wait_until
+from .qpidd import send_messages
 
 pytestmark = [pytest.mark.qpidd]
 
@@ -71,20 +72,6 @@ async def session(flavour: tuple[Any, int | None]) -> AsyncIterator[Session]:
 async def _broker_object(session: Session) -> QmfObject:
     (broker,) = await session.get_objects(_class="broker", _package=BROKER_PKG)
     return broker
-
-
-def send_messages(address: str, queue: str, count: int) -> None:
-    """Put ``count`` messages on ``queue`` with a plain AMQP 1.0 client (not ours)."""
-    from proton import Message
-    from proton.utils import BlockingConnection
-
-    conn = BlockingConnection(address, timeout=10)
-    try:
-        sender = conn.create_sender(queue)
-        for i in range(count):
-            sender.send(Message(body=f"m{i}"))
-    finally:
-        conn.close()
 
 
 # ---------------------------------------------------------------------------- connecting

@@ -20,6 +20,7 @@ import pytest
 from qmf_async import Session
 
 from ._util import wait_until
+from .qpidd import send_messages
 
 pytestmark = [pytest.mark.qpidd]
 
@@ -31,20 +32,6 @@ def _qmf(*args: str, stdin: str | None = None,
     return subprocess.run([sys.executable, "-m", "qmf_async", *args], input=stdin,
                           capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, "QMF_URL": ""})
-
-
-def _send(address: str, queue: str, count: int) -> None:
-    """Put ``count`` messages on ``queue`` with a plain AMQP 1.0 client (not ours)."""
-    from proton import Message
-    from proton.utils import BlockingConnection
-
-    conn = BlockingConnection(address, timeout=10)
-    try:
-        sender = conn.create_sender(queue)
-        for i in range(count):
-            sender.send(Message(body=f"m{i}"))
-    finally:
-        conn.close()
 
 
 async def _make_queue(url: str, name: str) -> None:
@@ -63,7 +50,7 @@ async def _drop_queue(url: str, name: str) -> None:
 async def queue(qpidd_stock: Any) -> Any:
     name = f"tools-{uuid.uuid4().hex[:8]}"
     await _make_queue(qpidd_stock.url, name)
-    await asyncio.to_thread(_send, qpidd_stock.address, name, 7)
+    await asyncio.to_thread(send_messages, qpidd_stock.address, name, 7)
     yield name
     await _drop_queue(qpidd_stock.url, name)
 
@@ -101,7 +88,7 @@ async def test_qmf_collect_writes_samples_and_events(qpidd_stock: Any, tmp_path:
         started = await asyncio.to_thread(proc.stderr.readline)
         assert "collecting from" in started, started
         await _make_queue(qpidd_stock.url, name)
-        await asyncio.to_thread(_send, qpidd_stock.address, name, 3)
+        await asyncio.to_thread(send_messages, qpidd_stock.address, name, 3)
         _out, stderr = await asyncio.to_thread(proc.communicate, timeout=60)
     finally:
         if proc.poll() is None:

@@ -310,16 +310,6 @@ class _Answer:
     def banks(self) -> tuple[int, int]:
         return self.agent.broker_bank, self.agent.agent_bank
 
-    def _keys(self, items: list[Any]) -> set[ClassKey]:
-        link = self.link
-        out = set()
-        for item in items:
-            if type(item) is V2Data:
-                key = link.class_key(item.schema_id)
-                if key is not None and key not in out and link._schema(key) is None:
-                    out.add(key)
-        return out
-
     def push(self, items: list[Any]) -> None:
         if self.done.done():
             return
@@ -335,7 +325,7 @@ class _Answer:
             self.fail(exc)
 
     def _ready(self, items: list[Any]) -> bool:
-        return not self._keys(items)
+        return not self.link._missing(items)
 
     def end(self) -> None:
         self.ended = True
@@ -357,7 +347,7 @@ class _Answer:
         try:
             while self.backlog:
                 items = self.backlog[0]
-                await self.link.fetch_schemas(self._keys(items), self.agent)
+                await self.link.fetch_schemas(self.link._missing(items), self.agent)
                 if not self.backlog or self.backlog[0] is not items:
                     return  # cancelled or failed meanwhile
                 self.backlog.popleft()
@@ -792,7 +782,7 @@ class V2Link:
         now = time.monotonic()
         out: set[ClassKey] = set()
         for item in items:
-            key = self.class_key(item.schema_id)
+            key = self.class_key(getattr(item, "schema_id", None))
             if key is not None and key not in out and self._schema(key) is None \
                     and now >= self._retry_at(key):
                 out.add(key)

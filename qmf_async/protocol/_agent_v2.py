@@ -71,6 +71,7 @@ from ..wire import (
     encode_v2,
 )
 from ._agent import reply_target, validate_arguments
+from ._console_v2 import _text_or_none as _text
 
 __all__ = [
     "LOCATE_SUBJECT",
@@ -266,17 +267,6 @@ class V2RequestDropped:
 AgentEventV2 = (V2LocateRequested | V2ObjectQueryRequested | V2SchemaQueryRequested
                 | V2MethodRequested | V2SchemaRequestedV1 | V2RequestRejected
                 | V2RequestDropped)
-
-
-def _text(value: Any) -> str | None:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, (bytes, bytearray)):
-        try:
-            return bytes(value).decode("utf-8")
-        except UnicodeDecodeError:
-            return None
-    return None
 
 
 def _cid(value: Any) -> str | None:

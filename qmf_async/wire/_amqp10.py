@@ -282,6 +282,31 @@ def _value(buf: bytes | memoryview, pos: int, depth: int) -> tuple[Any, int]:
     return _body(buf, pos, code, depth)
 
 
+def _size_count(buf: bytes | memoryview, pos: int, wide: int,
+                what: str) -> tuple[int, int, int]:
+    """The size and count of a compound or array at ``pos`` (32-bit when ``wide``,
+    else 8-bit), the size counted after the count; returns (size, count, position
+    after them), the ``size`` bytes checked present.
+
+    Raises:
+        DecodeError: truncated, or a size smaller than its count field.
+    """
+    if wide:
+        _need(buf, pos, 8)
+        size, count = _u32x2(buf, pos)
+        pos += 8
+        size -= 4
+    else:
+        _need(buf, pos, 2)
+        size, count = buf[pos], buf[pos + 1]
+        pos += 2
+        size -= 1
+    if size < 0:
+        raise DecodeError(f"AMQP 1.0 {what} with a negative size at offset {pos}")
+    _need(buf, pos, size)
+    return size, count, pos
+
+
 def _body(buf: bytes | memoryview, pos: int, code: int, depth: int) -> tuple[Any, int]:
     if depth > MAX_DEPTH:  # arrays of arrays recurse here without passing _value
         raise DecodeError(f"AMQP 1.0 value nested deeper than {MAX_DEPTH}")
@@ -312,20 +337,8 @@ def _body(buf: bytes | memoryview, pos: int, code: int, depth: int) -> tuple[Any
         _need(buf, pos, width)
         return convert(buf[pos:pos + width]), pos + width
     if code in (0xC0, 0xC1, 0xD0, 0xD1):
-        if code & 0x10:
-            _need(buf, pos, 8)
-            size, count = struct.unpack_from(">II", buf, pos)
-            pos += 8
-            size -= 4
-        else:
-            _need(buf, pos, 2)
-            size, count = buf[pos], buf[pos + 1]
-            pos += 2
-            size -= 1
-        if size < 0:
-            raise DecodeError(f"AMQP 1.0 compound with a negative size at offset {pos}")
+        size, count, pos = _size_count(buf, pos, code & 0x10, "compound")
         end = pos + size
-        _need(buf, pos, size)
         if count > size:  # every item takes at least one byte
             raise DecodeError(f"AMQP 1.0 compound claims {count} items in {size} bytes")
         items = []
@@ -344,20 +357,8 @@ def _body(buf: bytes | memoryview, pos: int, code: int, depth: int) -> tuple[Any
         except TypeError as exc:
             raise DecodeError(f"AMQP 1.0 map key is not hashable: {exc}") from exc
     if code in (0xE0, 0xF0):
-        if code & 0x10:
-            _need(buf, pos, 8)
-            size, count = struct.unpack_from(">II", buf, pos)
-            pos += 8
-            size -= 4
-        else:
-            _need(buf, pos, 2)
-            size, count = buf[pos], buf[pos + 1]
-            pos += 2
-            size -= 1
-        if size < 0:
-            raise DecodeError(f"AMQP 1.0 array with a negative size at offset {pos}")
+        size, count, pos = _size_count(buf, pos, code & 0x10, "array")
         end = pos + size
-        _need(buf, pos, size)
         element, descriptor, pos = _constructor(buf, pos, depth)
         if element == -1:
             _need(buf, pos, 1)

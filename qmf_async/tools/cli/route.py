@@ -58,6 +58,7 @@ from ._common import (
 from ._render import (
     Column,
     Target,
+    _positive,
     close_quietly,
     help_text,
     jsonable,
@@ -129,16 +130,6 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
                         help="machine output (link list, route list, route map)")
     parser.add_argument("--qmf-version", type=int, choices=(1, 2), default=1,
                         help="QMF version spoken to the broker (default 1, qpidd's fast path)")
-
-
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
-    return value
 
 
 class _WordsParser(argparse.ArgumentParser):
