@@ -149,6 +149,12 @@ def _files(root: Path) -> list[Path]:
     return sorted(p for p in root.rglob("*") if p.is_file())
 
 
+def _finished(root: Path) -> list[Path]:
+    """The dataset's finished files: not the ``.<name>.tmp`` of a write in progress,
+    which ``_files`` sees too."""
+    return [p for p in _files(root) if not p.name.startswith(".")]
+
+
 def _read(root: Path, table: str) -> list[dict[str, Any]]:
     path = root / table
     if not path.exists():
@@ -511,7 +517,7 @@ async def test_batches_by_size(tmp_path: Path) -> None:
     async with running(c):
         for n in range(7):
             session.publish(_widget(n, count=n), "i")
-        await wait_until(lambda: len(_files(tmp_path)) == 2, message="two full batches")
+        await wait_until(lambda: len(_finished(tmp_path)) == 2, message="two full batches")
         await wait_until(lambda: c.written == 6)
         assert c.pending == 1  # the seventh waits for more rows or for the time limit
     sizes = sorted(pq.read_metadata(f).num_rows for f in _files(tmp_path))
@@ -526,11 +532,11 @@ async def test_batches_by_time(tmp_path: Path) -> None:
         session.publish(_widget(0, count=1), "i")
         session.publish(_widget(1, count=2), "i")
         session.publish_event(_event())
-        await wait_until(lambda: len(_files(tmp_path)) == 2, message="files after 0.3 s")
+        await wait_until(lambda: len(_finished(tmp_path)) == 2, message="files after 0.3 s")
         assert time.monotonic() - start >= 0.3
-        assert [pq.read_metadata(f).num_rows for f in _files(tmp_path)] == [1, 2]
+        assert [pq.read_metadata(f).num_rows for f in _finished(tmp_path)] == [1, 2]
         session.publish(_widget(2, count=3), "i")
-        await wait_until(lambda: len(_files(tmp_path)) == 3, message="the next batch")
+        await wait_until(lambda: len(_finished(tmp_path)) == 3, message="the next batch")
     assert c.written == 4 and c.pending == 0
 
 
