@@ -43,6 +43,7 @@ from typing import Any
 
 from qmf_async import MethodError, ObjectId, QmfError
 from qmf_async.agent import Agent, ManagedObject, XmlSchemas, load_schema_xml
+from qmf_async.transport import add_connection_arguments, connection_arguments
 
 __all__ = ["PACKAGE", "SCHEMA_PATH", "DemoBroker", "build_demo_agent", "main"]
 
@@ -562,10 +563,15 @@ def _parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--no-attach", dest="attach", action="store_false",
                         help="do not ask a management broker for banks (use 1.<random>)")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+    add_connection_arguments(parser)
     args = parser.parse_args(argv)
     args.url = args.url or os.environ.get("QMF_URL")
     if not args.url:
         parser.error("no broker: give -b ADDRESS, or set QMF_URL")
+    try:
+        args.connection = connection_arguments(args)
+    except QmfError as exc:
+        parser.error(str(exc))
     if args.interval <= 0:
         parser.error("--interval must be positive")
     if args.queues < 0:
@@ -581,7 +587,7 @@ async def main(argv: list[str]) -> int:
     try:
         agent, broker = build_demo_agent(args.url, interval=args.interval, queues=args.queues,
                                          label=args.label, seed=args.seed,
-                                         attach=args.attach)
+                                         attach=args.attach, **args.connection)
     except QmfError as exc:
         print(f"demo_agent: {exc}", file=sys.stderr)
         return 1

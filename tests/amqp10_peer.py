@@ -241,7 +241,9 @@ class PeerConnection:
         when the client is refused."""
         header = await self.reader.readexactly(8)
         if header != SASL_HEADER:
-            if self.peer.mechanisms:  # SASL required
+            if self.peer.mechanisms:  # SASL required: answer with the header spoken here
+                self.writer.write(SASL_HEADER)  # and close, as an AMQP 1.0 broker does
+                await self.writer.drain()
                 return None
             return header
         self.writer.write(SASL_HEADER + _frame(SASL_MECHANISMS, [

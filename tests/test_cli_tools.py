@@ -439,11 +439,11 @@ async def _drop(bus: Bus, name: str) -> None:
 async def test_events_lines_and_filters(bus: Bus) -> None:
     name = _unique("evq")
     lines = await _start(bus.url, "events", "--where", f"qName = '{name}'", "--count", "3",
-                         "--timeout", "20")
+                         "--duration", "20")
     js = await _start(bus.url, "events", "--json", "--class", "queueDeclare", "--where",
-                      f"qName = '{name}'", "--count", "1", "--timeout", "20")
+                      f"qName = '{name}'", "--count", "1", "--duration", "20")
     quiet = await _start(bus.url, "events", "--severity", "warn", "--where",
-                         f"qName = '{name}'", "--timeout", "3")
+                         f"qName = '{name}'", "--duration", "3")
     heads = await asyncio.gather(*(_wait_listening(p) for p in (lines, js, quiet)))
     await _declare(bus, name)
     await bus.model.create(bus.model.broker, type="binding", name=f"amq.direct/{name}/k",
@@ -480,7 +480,7 @@ async def test_events_several_brokers_and_reconnect(bus: Bus) -> None:
     first, second = _unique("evq"), _unique("evq")
     proc = await _start(None, "events", bus.url, bus.url, "--class", "queueDeclare",
                         "--where", f"qName IN ('{first}', '{second}')", "--count", "3",
-                        "--timeout", "30")
+                        "--duration", "30")
     head = await _wait_listening(proc)
     assert head.count(bus.vhost) == 2  # "listening on <url>, <url>"
     await _declare(bus, first)
@@ -514,8 +514,8 @@ async def test_events_several_brokers_and_reconnect(bus: Bus) -> None:
 @aio
 async def test_events_stops_and_errors(bus: Bus) -> None:
     short, bad_sev, bad_where, unreachable, refused = await asyncio.gather(
-        qmf(bus.url, "events", "--count", "1", "--timeout", "0.5", "--where", "qName = 'x'",
-            "-q"),
+        qmf(bus.url, "events", "--count", "1", "--duration", "0.5", "--where", "qName = 'x'",
+            "--quiet"),
         qmf(bus.url, "events", "--severity", "loud"),
         qmf(bus.url, "events", "--where", "a = = b"),
         qmf(None, "events", "amqp://guest:guest@127.0.0.1:1/"),

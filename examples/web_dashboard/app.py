@@ -68,6 +68,7 @@ from qmf_async import (
     UnknownClassError,
     UsageError,
 )
+from qmf_async.transport import add_connection_arguments, connection_arguments
 
 __all__ = ["STATIC", "Dashboard", "create_app", "encode_object", "jsonable", "main"]
 
@@ -221,13 +222,15 @@ class Dashboard:
 
     def __init__(self, url: str, *, request_timeout: float = 5.0, history: int = 120,
                  client_buffer: int = 1000, updates_buffer: int = 10_000,
-                 session_options: Mapping[str, Any] | None = None) -> None:
+                 session_options: Mapping[str, Any] | None = None,
+                 connection: Mapping[str, Any] | None = None) -> None:
         self.url = url
         self.request_timeout = request_timeout
         self.history = history
         self.client_buffer = client_buffer
         self.updates_buffer = updates_buffer
         self.session_options = dict(session_options or {})
+        self.connection = dict(connection or {})
         self.session: Session | None = None
         self.clients: set[_Client] = set()
         self.series: dict[str, _Series] = {}
@@ -245,7 +248,7 @@ class Dashboard:
         self._reader = asyncio.create_task(self._read_updates(self._updates),
                                            name="dashboard-updates")
         # with manage_connections a broker that is down now is retried in the background
-        await self.session.add_broker(self.url)
+        await self.session.add_broker(self.url, **self.connection)
 
     async def shutdown(self, app: web.Application) -> None:
         for client in list(self.clients):  # ends the SSE handlers, so shutdown is quick
@@ -542,16 +545,19 @@ async def index(request: web.Request) -> web.FileResponse:
 
 def create_app(url: str, *, request_timeout: float = 5.0,
                session_options: Mapping[str, Any] | None = None,
+               connection: Mapping[str, Any] | None = None,
                history: int = 120, client_buffer: int = 1000) -> web.Application:
     """The dashboard application for the QMF bus at ``url``.
 
     ``request_timeout`` bounds every bus request of an HTTP request;
     ``session_options`` go to :class:`~qmf_async.Session` (e.g. ``agent_interval``,
-    ``reconnect_max_delay``); ``history`` is the number of samples kept per queue and
+    ``reconnect_max_delay``), ``connection`` to ``add_broker`` (``tls``,
+    ``sasl_mechanisms``); ``history`` is the number of samples kept per queue and
     ``client_buffer`` the events buffered per SSE client before the oldest is dropped.
     """
     dash = Dashboard(url, request_timeout=request_timeout, history=history,
-                     client_buffer=client_buffer, session_options=session_options)
+                     client_buffer=client_buffer, session_options=session_options,
+                     connection=connection)
     app = web.Application(middlewares=[_errors])
     app[DASHBOARD] = dash
     app.on_startup.append(dash.startup)
@@ -577,12 +583,17 @@ def _parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--timeout", type=float, default=5.0,
                         help="timeout of the bus requests of one HTTP request (default 5 s)")
     parser.add_argument("-v", "--verbose", action="store_true", help="log more")
+    add_connection_arguments(parser)
     args = parser.parse_args(argv)
     args.url = args.url or os.environ.get("QMF_URL")
     if not args.url:
         parser.error("no broker: give -b ADDRESS, or set QMF_URL")
     if args.timeout <= 0:
         parser.error("--timeout must be positive")
+    try:
+        args.connection = connection_arguments(args)
+    except QmfError as exc:
+        parser.error(str(exc))
     return args
 
 
@@ -591,7 +602,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        app = create_app(args.url, request_timeout=args.timeout)
+        app = create_app(args.url, request_timeout=args.timeout, connection=args.connection)
     except QmfError as exc:
         print(f"web_dashboard: {exc}", file=sys.stderr)
         return 1

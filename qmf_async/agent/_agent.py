@@ -169,6 +169,7 @@ class Agent:
         connect_timeout: float = 10.0,
         transport_factory: TransportFactory | None = None,
         protocol: str = "auto",
+        sasl_mechanisms: str | Sequence[str] | None = None,
         qmf_versions: Iterable[int] = (1, 2),
         v2_name: str | None = None,
         v2_aliases: Iterable[str] = (),
@@ -180,7 +181,8 @@ class Agent:
         ``attach_timeout``) the agent uses ``broker_bank``/``agent_bank`` (a random
         agent bank when None).  ``transport_factory`` builds the connection
         (default: the AMQP version from the broker's answer, or ``protocol``:
-        ``"0-9-1"``, ``"1.0"``).
+        ``"0-9-1"``, ``"1.0"``); ``tls`` and ``sasl_mechanisms`` as
+        :meth:`Session.add_broker <qmf_async.Session.add_broker>` takes them.
 
         ``qmf_versions`` says which QMF versions the agent speaks: 1 (banks,
         ``qpid.management``), 2 (map messages on ``qmf.default.direct`` and
@@ -250,6 +252,7 @@ class Agent:
         self._runtime = PeerRuntime(
             url, dispatch=self._dispatch, setup=self._setup,
             transport_factory=transport_factory or make_transport_factory(protocol), tls=tls,
+            sasl_mechanisms=sasl_mechanisms,
             name=f"qmf-agent {label}",
             connect_timeout=connect_timeout, max_outgoing=max_outgoing, reconnect=reconnect,
             on_reconnected=self._reconnected, stats=self.stats, what=f"agent {label}",

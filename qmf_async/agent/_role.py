@@ -191,11 +191,13 @@ class ManagementBroker:
         connect_timeout: float = 10.0,
         transport_factory: TransportFactory | None = None,
         protocol: str = "auto",
+        sasl_mechanisms: str | Sequence[str] | None = None,
     ) -> None:
         """Prepare the role; nothing is sent before :meth:`start`.
 
         ``transport_factory`` builds the connections of the role and of its own agent
-        (default: the AMQP version from the broker's answer, or ``protocol``).
+        (default: the AMQP version from the broker's answer, or ``protocol``); ``tls``
+        and ``sasl_mechanisms`` apply to both.
 
         Raises:
             UsageError: a malformed URL, a bank out of range or a non-positive time.
@@ -228,6 +230,7 @@ class ManagementBroker:
         self.agent = Agent(url, label=label, schemas=[AGENT_CLASS], interval=interval,
                            broker_bank=broker_bank, agent_bank=0, attach=False,
                            boot_sequence=boot_sequence, tls=tls,
+                           sasl_mechanisms=sasl_mechanisms,
                            connect_timeout=connect_timeout,
                            transport_factory=transport_factory, protocol=protocol,
                            v2_name=f"{V2_VENDOR}:{V2_PRODUCT}:{self.broker_id}",
@@ -248,6 +251,7 @@ class ManagementBroker:
         self._runtime = PeerRuntime(
             url, dispatch=self._dispatch, setup=self._setup,
             transport_factory=transport_factory or make_transport_factory(protocol), tls=tls,
+            sasl_mechanisms=sasl_mechanisms,
             name=f"qmf-broker {label}",
             connect_timeout=connect_timeout, max_outgoing=max_outgoing,
             endpoint_max_length=10_000, endpoint_no_ack=False,

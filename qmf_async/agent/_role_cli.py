@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Sequence
 
 from ..errors import QmfError, UsageError
-from ..transport import broker_url, parse_url
+from ..transport import add_connection_arguments, broker_url, connection_arguments, parse_url
 from ._role import ManagementBroker
 
 __all__ = ["main"]
@@ -42,12 +42,14 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="first agent bank assigned (default 10)")
     p.add_argument("-v", "--verbose", action="count", default=0,
                    help="log more (-v info, -vv debug)")
+    add_connection_arguments(p)
     args = p.parse_args(argv)
     args.url = args.url or os.environ.get("QMF_URL")
     if not args.url:
         p.error("no broker: give -b ADDRESS, or set QMF_URL")
     try:
         args.url = broker_url(args.url)
+        args.connection = connection_arguments(args)
     except UsageError as exc:
         p.error(str(exc))
     return args
@@ -56,7 +58,7 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 async def _run(args: argparse.Namespace) -> int:
     mb = ManagementBroker(args.url, broker_id=args.broker_id, broker_bank=args.broker_bank,
                           interval=args.interval, agent_timeout=args.agent_timeout,
-                          first_agent_bank=args.first_agent_bank)
+                          first_agent_bank=args.first_agent_bank, **args.connection)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

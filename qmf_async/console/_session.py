@@ -19,7 +19,7 @@ import inspect
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, cast
 
 from .. import wire as codec
@@ -69,6 +69,7 @@ from ..transport import (
     TransportProtocol,
     broker_url,
     parse_url,
+    sasl_mechanism_list,
     transport_factory,
 )
 from ..wire import (
@@ -170,7 +171,7 @@ class Broker:
     """
 
     def __init__(self, session: Session, url: str, *, tls: TlsOptions | None,
-                 timeout: float) -> None:
+                 timeout: float, sasl_mechanisms: tuple[str, ...] | None = None) -> None:
         self.session = session
         self.url = url
         self.where = parse_url(url).where
@@ -187,7 +188,8 @@ class Broker:
         self._runtime = PeerRuntime(
             url, dispatch=self._dispatch, setup=self._setup,
             transport_factory=session._transport_factory, tls=tls,
-            name="qmf-async console", prefetch=session.prefetch, connect_timeout=timeout,
+            sasl_mechanisms=sasl_mechanisms, name="qmf-async console",
+            prefetch=session.prefetch, connect_timeout=timeout,
             endpoint_prefix="qmf-reply-", reconnect=session.manage_connections,
             min_delay=session.reconnect_min_delay, max_delay=session.reconnect_max_delay,
             on_lost=self._on_lost, on_reconnected=self._reconnected,
@@ -955,15 +957,19 @@ class Session:
     @classmethod
     @contextlib.asynccontextmanager
     async def connect(cls, url: str, *, timeout: float | None = None, tls: TlsOptions | None = None,
+                      sasl_mechanisms: str | Sequence[str] | None = None,
                       **kwargs: Any) -> AsyncIterator[Session]:
-        """``async with Session.connect(url) as session:`` -- one broker, closed on exit.
+        """``async with Session.connect(url) as session:`` -- one broker, closed on exit
+        (``tls`` and ``sasl_mechanisms`` as :meth:`add_broker`; the rest goes to the
+        Session).
 
         Raises:
             TransportError, QmfTimeout, UsageError: as :meth:`add_broker`.
         """
         session = cls(**kwargs)
         try:
-            await session.add_broker(url, timeout=timeout, tls=tls)
+            await session.add_broker(url, timeout=timeout, tls=tls,
+                                     sasl_mechanisms=sasl_mechanisms)
             yield session
         finally:
             await session.close()
@@ -977,14 +983,20 @@ class Session:
     async def add_broker(self, url: str = "amqp://guest:guest@localhost:5672/", *,
                          timeout: float | None = None, tls: TlsOptions | None = None,
                          cafile: str | None = None, certfile: str | None = None,
-                         keyfile: str | None = None, verify_hostname: bool = True) -> Broker:
+                         keyfile: str | None = None, verify_hostname: bool = True,
+                         sasl_mechanisms: str | Sequence[str] | None = None) -> Broker:
         """Connect to a broker: queues, bindings, ``B``/``b`` and the agent list.
 
         ``url`` may also be a qpid-tools address (``host:port``,
         ``user/password@host:port``).  ``amqps://`` URLs use TLS (``tls=`` or the
         ``cafile``/``certfile``/``keyfile``/
-        ``verify_hostname`` shortcuts).  With ``manage_connections=True`` a failed
-        connect is retried in the background and the Broker is returned at once.
+        ``verify_hostname`` shortcuts).  ``sasl_mechanisms`` (names, or one string
+        ``"EXTERNAL PLAIN"``) restricts the login mechanisms: EXTERNAL logs in with the
+        client certificate, PLAIN with the URL's user and password; by default the
+        transport picks (PLAIN on AMQP 0-9-1; EXTERNAL with a client certificate, else
+        PLAIN with a password, else ANONYMOUS on AMQP 1.0).  With
+        ``manage_connections=True`` a failed connect is retried in the background and
+        the Broker is returned at once.
 
         Raises:
             UsageError: bad URL or a closed session.
@@ -996,7 +1008,8 @@ class Session:
         url = broker_url(url)  # qpid-style addresses (host:port, user/pass@host) too
         if tls is None and (cafile or certfile or keyfile or not verify_hostname):
             tls = TlsOptions(cafile, certfile, keyfile, verify_hostname)
-        broker = Broker(self, url, tls=tls, timeout=timeout or self.timeout)
+        broker = Broker(self, url, tls=tls, timeout=timeout or self.timeout,
+                        sasl_mechanisms=sasl_mechanism_list(sasl_mechanisms))
         self.brokers.append(broker)
         self._start_ager()
         try:

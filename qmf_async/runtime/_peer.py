@@ -15,8 +15,8 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
-from typing import Final
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Final
 
 from ..errors import NotConnectedError, QmfError, UsageError
 from ..transport import (
@@ -27,6 +27,7 @@ from ..transport import (
     TransportFactory,
     TransportProtocol,
     broker_url,
+    sasl_mechanism_list,
 )
 from ..transport import transport_factory as default_transport_factory
 from ._backoff import retry_with_backoff
@@ -61,6 +62,7 @@ class PeerRuntime:
         setup: Callable[[TransportProtocol, str], Awaitable[None]],
         transport_factory: TransportFactory | None = None,
         tls: TlsOptions | None = None,
+        sasl_mechanisms: str | Sequence[str] | None = None,
         name: str = "qmf-async",
         prefetch: int | None = None,
         connect_timeout: float = 10.0,
@@ -82,7 +84,8 @@ class PeerRuntime:
 
         ``what`` names the peer in log lines (e.g. ``"agent foo"``); ``stats`` is
         updated in place (``published``, ``dropped``); ``prefetch`` is handed to the
-        factory when given (the transport's own default otherwise);
+        factory when given (the transport's own default otherwise), and so is
+        ``sasl_mechanisms``;
         ``endpoint_prefix`` names the endpoint ``<prefix><random hex>`` (server-named
         without it); ``on_connect_failed(exc, delay)`` is called after each failed
         reconnection attempt, before waiting ``delay``; ``reconnect`` (an attribute, read
@@ -100,6 +103,9 @@ class PeerRuntime:
         self._setup = setup
         self._factory: TransportFactory = transport_factory or default_transport_factory()
         self._tls = tls
+        self._factory_options: dict[str, Any] = {}
+        if sasl_mechanisms is not None:
+            self._factory_options["sasl_mechanisms"] = sasl_mechanism_list(sasl_mechanisms)
         self._name = name
         self._prefetch = prefetch
         self._connect_timeout = connect_timeout
@@ -171,11 +177,10 @@ class PeerRuntime:
             TransportError: the broker cannot be reached or refused a declaration.
             QmfTimeout: connecting timed out.
         """
-        if self._prefetch is None:
-            transport = self._factory(self.url, tls=self._tls, name=self._name)
-        else:
-            transport = self._factory(self.url, tls=self._tls, prefetch=self._prefetch,
-                                      name=self._name)
+        options = dict(self._factory_options)
+        if self._prefetch is not None:
+            options["prefetch"] = self._prefetch
+        transport = self._factory(self.url, tls=self._tls, name=self._name, **options)
         await transport.connect(self._connect_timeout)
         try:
             if self._dispatching:

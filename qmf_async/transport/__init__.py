@@ -26,8 +26,12 @@ from ._base import (
     open_broadcast_endpoint,
     open_reply_endpoint,
     parse_url,
+    sasl_mechanism_list,
+    url_heartbeat,
+    with_heartbeat,
 )
 from ._base import Transport as TransportProtocol
+from ._options import add_connection_arguments, connection_arguments
 from ._select import PROTOCOLS, AutoTransport, check_protocol, transport_factory
 
 if TYPE_CHECKING:  # for type checkers; at run time imported on first use (__getattr__)
@@ -51,14 +55,19 @@ __all__ = [
     "Transport",
     "TransportFactory",
     "TransportProtocol",
+    "add_connection_arguments",
     "broker_url",
     "censor_url",
     "check_protocol",
+    "connection_arguments",
     "open_broadcast_endpoint",
     "open_reply_endpoint",
     "parse_url",
     "quiet_aiormq_loggers",
+    "sasl_mechanism_list",
     "transport_factory",
+    "url_heartbeat",
+    "with_heartbeat",
 ]
 
 

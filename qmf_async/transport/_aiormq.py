@@ -38,6 +38,7 @@ from typing import Any, Final, TypeVar
 
 import aiormq
 import attrs
+import yarl
 from pamqp import commands as spec
 
 from ..errors import (
@@ -63,8 +64,12 @@ from ._base import (
     TransportFactory,
     censor_url,
     parse_url,
+    sasl_mechanism_list,
 )
 from ._base import Transport as TransportProtocol
+
+#: the SASL mechanisms aiormq implements, in its spelling
+_SASL_MECHANISMS: Final = ("PLAIN", "EXTERNAL")
 
 __all__ = ["AiormqTransport", "Delivery", "TlsOptions", "Transport", "parse_url"]
 
@@ -193,18 +198,28 @@ class AiormqTransport:
         tls: TlsOptions | None = None,
         prefetch: int = 1000,
         name: str = "qmf-async",
+        sasl_mechanisms: str | Sequence[str] | None = None,
     ) -> None:
         """Prepare a transport; nothing is sent before :meth:`connect`.
 
         ``prefetch`` is the ``basic_qos`` prefetch count of acknowledging endpoints
-        (0 = unlimited); ``name`` is shown by the broker as the connection name.
+        (0 = unlimited); ``name`` is shown by the broker as the connection name;
+        ``sasl_mechanisms``: the first of these that AMQP 0-9-1 here supports (PLAIN,
+        EXTERNAL) is used (default PLAIN, with the URL's user and password).
 
         Raises:
-            UsageError: ``prefetch`` is negative or not an int.
+            UsageError: ``prefetch`` is negative or not an int, or a malformed
+                mechanism name.
         """
         if not isinstance(prefetch, int) or isinstance(prefetch, bool) or prefetch < 0:
             raise UsageError(f"prefetch must be an int >= 0, not {prefetch!r}")
         quiet_aiormq_loggers()
+        wanted = sasl_mechanism_list(sasl_mechanisms)
+        self._mechanism: str | None = None
+        if wanted is not None:
+            usable = [m for m in wanted if m in _SASL_MECHANISMS]
+            # none usable: ask for the first anyway, so the broker's refusal names it
+            self._mechanism = usable[0] if usable else wanted[0]
         self._url = url
         self._tls = tls
         self._prefetch = prefetch
@@ -304,7 +319,10 @@ class AiormqTransport:
         )
 
     async def _open(self, target: BrokerAddress, context: ssl.SSLContext | None) -> None:
-        conn = aiormq.Connection(self._url, context=context)
+        url = yarl.URL(self._url)
+        if self._mechanism is not None:
+            url = url.update_query(auth=self._mechanism.lower())
+        conn = aiormq.Connection(url, context=context)
         conn.vhost = target.vhost  # our parsing of the URL path is authoritative
         self._conn = conn
         await conn.connect(client_properties={"connection_name": self._name})
@@ -335,6 +353,13 @@ class AiormqTransport:
     def _connect_error(self, exc: BaseException) -> TransportError:
         where = self.where
         user = self._target.user if self._target else "?"
+        if isinstance(exc, aiormq.AuthenticationError) and len(exc.args) == 2:
+            offered = exc.args[0] if isinstance(exc.args[0], str) else str(exc.args[0])
+            asked = self._mechanism or "PLAIN"
+            return AuthenticationError(
+                f"SASL mechanism {asked} is not available at {where} over AMQP 0-9-1 "
+                f"(the broker offers {offered or 'none'}; this client speaks "
+                f"{', '.join(_SASL_MECHANISMS)})")
         if isinstance(exc, (aiormq.ProbableAuthenticationError, aiormq.AuthenticationError)):
             return AuthenticationError(f"authentication failed for user {user!r} at {where}: {exc}")
         if isinstance(exc, aiormq.ProtocolSyntaxError) and "protocol header" in str(exc):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, Protocol
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import parse_qs, parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
 
 import attrs
 
@@ -100,6 +100,63 @@ class BrokerAddress:
     def where(self) -> str:
         """``scheme://host:port/vhost`` without credentials (for messages and logs)."""
         return f"{self.scheme}://{self.host}:{self.port}/{quote(self.vhost, safe='')}"
+
+
+def sasl_mechanism_list(mechanisms: str | Sequence[str] | None) -> tuple[str, ...] | None:
+    """SASL mechanism names as a tuple of upper-case names, in the order given (``None``
+    stays ``None``: the transport picks).  A string holds names separated by spaces or
+    commas, as ``--sasl-mechanism`` takes them.
+
+    Raises:
+        UsageError: an empty list, or a name that is not a SASL mechanism name.
+    """
+    if mechanisms is None:
+        return None
+    items = mechanisms.replace(",", " ").split() if isinstance(mechanisms, str) else mechanisms
+    names = []
+    for item in items:
+        if not isinstance(item, str) or not re.fullmatch(r"[A-Za-z0-9_-]{1,20}", item):
+            raise UsageError(f"{item!r} is not a SASL mechanism name (e.g. PLAIN, EXTERNAL)")
+        names.append(item.upper())
+    if not names:
+        raise UsageError("no SASL mechanism given")
+    return tuple(names)
+
+
+def url_heartbeat(url: str) -> float | None:
+    """The ``heartbeat`` query parameter of a broker URL, in seconds (None when absent):
+    how often each side sends something on an idle connection, so a peer silent for
+    about twice that is declared lost.  AMQP 0-9-1 negotiates it with the broker;
+    over AMQP 1.0 it sets the idle timeout to twice the value.
+
+    Raises:
+        UsageError: the value is not a number >= 0.
+    """
+    values = parse_qs(urlsplit(url).query).get("heartbeat") if isinstance(url, str) else None
+    if not values:
+        return None
+    try:
+        seconds = float(values[-1])
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0:
+        raise UsageError(f"heartbeat={values[-1]!r} in the broker URL: give seconds >= 0")
+    return seconds
+
+
+def with_heartbeat(url: str, seconds: int) -> str:
+    """``url`` (a URL or a qpid-tools address) with ``heartbeat=seconds`` in its query,
+    replacing any there.
+
+    Raises:
+        UsageError: a malformed address, or a negative ``seconds``.
+    """
+    if seconds < 0:
+        raise UsageError("heartbeat seconds must be >= 0")
+    parts = urlsplit(broker_url(url))
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True)
+             if k != "heartbeat"] + [("heartbeat", str(int(seconds)))]
+    return urlunsplit(parts._replace(query=urlencode(query)))
 
 
 def parse_url(url: str) -> BrokerAddress:
@@ -416,7 +473,9 @@ class Transport(Protocol):
 
 class TransportFactory(Protocol):
     """Builds one :class:`Transport` per connection: ``factory(url, tls=..., prefetch=...,
-    name=...)``.  :class:`~qmf_async.transport.AiormqTransport` itself is one."""
+    name=...)``, plus ``sasl_mechanisms=...`` when the user chose SASL mechanisms (a
+    factory that takes no such keyword still works for everyone else).
+    :class:`~qmf_async.transport.AiormqTransport` itself is one."""
 
     def __call__(
         self,

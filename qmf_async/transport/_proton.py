@@ -73,6 +73,8 @@ from ._base import (
     TransportFactory,
     censor_url,
     parse_url,
+    sasl_mechanism_list,
+    url_heartbeat,
 )
 from ._base import Transport as TransportProtocol
 
@@ -158,13 +160,15 @@ class ProtonTransport:
 
         ``prefetch`` is the link credit of each receiving link (0: a large default);
         ``idle_timeout`` (seconds, 0 = none): a broker silent that long is declared
-        lost (proton announces half of it, so the broker sends well within it);
+        lost (proton announces half of it, so the broker sends well within it); a
+        ``heartbeat=S`` in the URL's query sets it to ``2 * S``;
         ``sasl_mechanisms`` restricts the SASL mechanisms (default: EXTERNAL with a
         client certificate, PLAIN when the URL has a password, and ANONYMOUS);
         ``operation_timeout`` bounds each link attach.
 
         Raises:
-            UsageError: a bad ``prefetch``, ``idle_timeout`` or ``operation_timeout``.
+            UsageError: a bad ``prefetch``, ``idle_timeout``, ``operation_timeout`` or
+                mechanism name.
         """
         if not isinstance(prefetch, int) or isinstance(prefetch, bool) or prefetch < 0:
             raise UsageError(f"prefetch must be an int >= 0, not {prefetch!r}")
@@ -175,11 +179,11 @@ class ProtonTransport:
         self._credit = prefetch or _UNLIMITED_CREDIT
         self._low = max(1, self._credit // 2)
         self._name = name
-        self._idle = float(idle_timeout)
+        heartbeat = url_heartbeat(url)
+        self._idle = float(idle_timeout) if heartbeat is None else 2.0 * heartbeat
         self._op_timeout = operation_timeout
-        if isinstance(sasl_mechanisms, str):
-            sasl_mechanisms = sasl_mechanisms.split()
-        self._mechanisms = list(sasl_mechanisms) if sasl_mechanisms is not None else None
+        wanted = sasl_mechanism_list(sasl_mechanisms)
+        self._mechanisms = list(wanted) if wanted is not None else None
 
         self._state = "new"  # new, connecting, open, lost, closing, closed
         self._target: BrokerAddress | None = None

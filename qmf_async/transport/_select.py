@@ -30,6 +30,7 @@ from ._base import (
     TransportFactory,
     censor_url,
     parse_url,
+    sasl_mechanism_list,
 )
 from ._base import Transport as TransportProtocol
 
@@ -76,13 +77,16 @@ class AutoTransport:
     """
 
     def __init__(self, url: str, *, tls: TlsOptions | None = None, prefetch: int = 1000,
-                 name: str = "qmf-async", protocol: str = "auto") -> None:
-        """Prepare; nothing is sent before :meth:`connect`.
+                 name: str = "qmf-async", protocol: str = "auto",
+                 sasl_mechanisms: str | Sequence[str] | None = None) -> None:
+        """Prepare; nothing is sent before :meth:`connect`.  ``sasl_mechanisms`` goes to
+        the transport that connects (see each for what it supports).
 
         Raises:
-            UsageError: an unknown ``protocol``, or a bad ``prefetch``.
+            UsageError: an unknown ``protocol``, a bad ``prefetch`` or mechanism name.
         """
         self._protocol = check_protocol(protocol)
+        self._mechanisms = sasl_mechanism_list(sasl_mechanisms)
         if not isinstance(prefetch, int) or isinstance(prefetch, bool) or prefetch < 0:
             raise UsageError(f"prefetch must be an int >= 0, not {prefetch!r}")
         self._url = url
@@ -125,10 +129,10 @@ class AutoTransport:
         if protocol == "1.0":
             cls = _proton_class()
             made: TransportProtocol = cls(self._url, tls=self._tls, prefetch=self._prefetch,
-                                          name=self._name)
+                                          name=self._name, sasl_mechanisms=self._mechanisms)
             return made
         return AiormqTransport(self._url, tls=self._tls, prefetch=self._prefetch,
-                               name=self._name)
+                               name=self._name, sasl_mechanisms=self._mechanisms)
 
     async def connect(self, timeout: float = 10.0) -> None:
         """Connect over the forced version, or detect it (see the module docstring).
@@ -296,8 +300,10 @@ class _Factory:
         self.protocol = check_protocol(protocol)
 
     def __call__(self, url: str, *, tls: TlsOptions | None = None, prefetch: int = 1000,
-                 name: str = "qmf-async") -> AutoTransport:
-        return AutoTransport(url, tls=tls, prefetch=prefetch, name=name, protocol=self.protocol)
+                 name: str = "qmf-async",
+                 sasl_mechanisms: str | Sequence[str] | None = None) -> AutoTransport:
+        return AutoTransport(url, tls=tls, prefetch=prefetch, name=name, protocol=self.protocol,
+                             sasl_mechanisms=sasl_mechanisms)
 
     def __repr__(self) -> str:
         return f"transport_factory({self.protocol!r})"

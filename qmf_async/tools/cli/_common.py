@@ -26,7 +26,7 @@ from qmf_async import (
     UnknownClassError,
     UsageError,
 )
-from qmf_async.transport import broker_url
+from qmf_async.transport import add_connection_arguments, broker_url, connection_arguments
 
 __all__ = [
     "DEFAULT_URL",
@@ -41,6 +41,7 @@ __all__ = [
     "ToolError",
     "add_url_argument",
     "add_broker_option",
+    "connection_arguments",
     "resolve_url",
     "resolve_urls",
     "connect",
@@ -87,7 +88,9 @@ def add_url_argument(parser: argparse.ArgumentParser, *, nargs: str = "?",
 
 def add_broker_option(parser: argparse.ArgumentParser, *, short: bool = True,
                       multiple: bool = False) -> None:
-    """``-b/--broker ADDRESS`` (dest ``broker``; a list when ``multiple``)."""
+    """``-b/--broker ADDRESS`` (dest ``broker``; a list when ``multiple``) and the TLS and
+    SASL flags (:func:`~qmf_async.transport.add_connection_arguments`)."""
+    add_connection_arguments(parser)
     flags = ("-b", "--broker") if short else ("--broker",)
     if multiple:
         parser.add_argument(*flags, dest="broker", action="append", default=[],
@@ -135,10 +138,12 @@ def resolve_urls(urls: Sequence[str], brokers: Sequence[str] = ()) -> list[str]:
 
 @contextlib.asynccontextmanager
 async def connect(url: str | None, *, timeout: float = 10.0, query_timeout: float | None = None,
-                  broker: str | None = None, **session_options: Any) -> AsyncIterator[Session]:
+                  broker: str | None = None, connection: dict[str, Any] | None = None,
+                  **session_options: Any) -> AsyncIterator[Session]:
     """A session with one broker added (connect ``timeout``; ``query_timeout`` is the
     session's default wait for answers); closed on exit.  ``broker`` is ``-b``'s
-    address (see :func:`resolve_url`).
+    address (see :func:`resolve_url`); ``connection`` holds the ``tls`` and
+    ``sasl_mechanisms`` of :func:`~qmf_async.transport.connection_arguments`.
 
     Raises:
         ToolError: the broker cannot be reached or refused the login (with the exit code).
@@ -150,7 +155,7 @@ async def connect(url: str | None, *, timeout: float = 10.0, query_timeout: floa
     session = Session(**session_options)
     try:
         try:
-            await session.add_broker(target, timeout=timeout)
+            await session.add_broker(target, timeout=timeout, **(connection or {}))
         except QmfTimeout as exc:
             raise ToolError(f"cannot reach the broker: {exc}", EXIT_UNREACHABLE) from exc
         yield session

@@ -42,6 +42,7 @@ from ._common import (
     EXIT_USAGE,
     ToolError,
     add_url_argument,
+    connection_arguments,
     resolve_url,
 )
 
@@ -560,6 +561,7 @@ async def open_target(args: argparse.Namespace, **session_options: Any
         UsageError, TransportError, AuthenticationError: from ``add_broker``.
     """
     url = resolve_url(getattr(args, "url", None), getattr(args, "broker", None))
+    connection = connection_arguments(args)
     session_options.setdefault("timeout", args.timeout)
     session_options.setdefault("broker_timeout", min(2.0, args.timeout))
     # queries need neither the published objects nor the events
@@ -574,12 +576,13 @@ async def open_target(args: argparse.Namespace, **session_options: Any
     try:
         try:
             async with progress(f"connecting to {url.split('@')[-1]} ..."):
-                broker = await session.add_broker(url, timeout=args.timeout)
+                broker = await session.add_broker(url, timeout=args.timeout, **connection)
                 if chosen is None and broker.protocol == "1.0" and not broker.has_management:
                     await close_quietly(session)
                     session_options["qmf_version"] = 2
                     session = Session(**session_options)
-                    broker = await session.add_broker(url, timeout=args.timeout)
+                    broker = await session.add_broker(url, timeout=args.timeout,
+                                                      **connection)
         except QmfTimeout as exc:
             raise ToolError(f"cannot reach the broker: {exc}", EXIT_UNREACHABLE) from exc
         await _discover(session, broker.where, label=args.agent, wait=args.discover)

@@ -29,6 +29,7 @@ from ._common import (
     ConnectionNotes,
     ToolError,
     add_broker_option,
+    connection_arguments,
     note,
     print_json,
     resolve_urls,
@@ -82,11 +83,13 @@ def add_parser(subparsers: Any) -> None:
                              "(queueDeclare)")
     parser.add_argument("--package", metavar="NAME", default=None,
                         help="only classes and events of this package")
-    parser.add_argument("--connect-timeout", type=_positive_float, default=10.0, metavar="S",
+    parser.add_argument("-t", "--timeout", type=_positive_float, default=10.0, metavar="S",
                         help="seconds to wait for each first connection (default 10)")
+    parser.add_argument("--connect-timeout", dest="timeout", type=_positive_float,
+                        help=argparse.SUPPRESS)  # the former name of -t/--timeout
     parser.add_argument("--json", action="store_true",
                         help="print the counters as one JSON document on exit")
-    parser.add_argument("-q", "--quiet", action="store_true",
+    parser.add_argument("--quiet", action="store_true",
                         help="no notes on stderr (connections)")
     parser.add_argument("-v", "--verbose", action="store_true", help="log what happens")
     parser.set_defaults(run=run)
@@ -125,8 +128,9 @@ async def run(args: argparse.Namespace) -> int:
     _prepare_out(args.out)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
+    connection = connection_arguments(args)
     session = Session(console=ConnectionNotes("collect", args.quiet), manage_connections=True,
-                      timeout=args.connect_timeout)
+                      timeout=args.timeout)
     handled: list[signal.Signals] = []
     try:
         collector = collector_mod.Collector(
@@ -139,7 +143,8 @@ async def run(args: argparse.Namespace) -> int:
         # subscribe before connecting: nothing published after the first connection is missed
         task = asyncio.ensure_future(collector.run(stop))
         try:
-            brokers = [await session.add_broker(url, timeout=args.connect_timeout)
+            brokers = [await session.add_broker(url, timeout=args.timeout,
+                                                **connection)
                        for url in urls]
             down = [b for b in brokers if not b.connected]
             if len(down) == len(brokers) and down[0].error is not None:

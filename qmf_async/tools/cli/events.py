@@ -2,8 +2,11 @@
 qpid-printevents.
 
 Several URLs share one session.  Lost connections are re-established in the
-background (noted on stderr).  ``--count N`` stops after N events, ``--timeout S``
+background (noted on stderr).  ``--count N`` stops after N events, ``--duration S``
 after S seconds; with both, not getting N events in time exits with code 1.
+``-t/--timeout`` is the wait for each first connection, as in the other tools;
+``--heartbeats`` asks for AMQP heartbeats every 5 s, as qpid-printevents does, so a
+broker that goes silent is noticed within about 10 s.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import sys
 from typing import Any
 
 from qmf_async import SEVERITY_NAMES, Event, QmfTimeout, SelectorError, Session
+from qmf_async.transport import with_heartbeat
 
 from ._common import (
     EXIT_ERROR,
@@ -22,6 +26,7 @@ from ._common import (
     ConnectionNotes,
     ToolError,
     add_broker_option,
+    connection_arguments,
     note,
     resolve_urls,
 )
@@ -35,6 +40,9 @@ from ._render import (
 )
 
 __all__ = ["add_parser", "run"]
+
+#: seconds between AMQP heartbeats with --heartbeats (qpid-printevents uses 5)
+HEARTBEAT = 5
 
 #: accepted --severity spellings -> level (0 emerg .. 7 debug)
 SEVERITY_ALIASES = {name: level for level, name in enumerate(SEVERITY_NAMES)}
@@ -59,12 +67,17 @@ def add_parser(subparsers: Any) -> None:
                         help="only events of this class (e.g. queueDeclare)")
     parser.add_argument("--count", type=int, default=0, metavar="N",
                         help="stop after N events (default: run until interrupted)")
-    parser.add_argument("--timeout", type=float, default=0.0, metavar="S",
+    parser.add_argument("--duration", type=float, default=0.0, metavar="S",
                         help="stop after S seconds (default: no limit)")
-    parser.add_argument("--connect-timeout", type=float, default=10.0, metavar="S",
+    parser.add_argument("-t", "--timeout", type=float, default=10.0, metavar="S",
                         help="seconds to wait for each first connection (default 10)")
+    parser.add_argument("--connect-timeout", dest="timeout", type=float,
+                        help=argparse.SUPPRESS)  # the former name of -t/--timeout
+    parser.add_argument("--heartbeats", action="store_const", const=HEARTBEAT, default=None,
+                        help=f"AMQP heartbeats every {HEARTBEAT} s, as qpid-printevents: a "
+                             f"silent broker is noticed within about {2 * HEARTBEAT} s")
     parser.add_argument("--json", action="store_true", help="one JSON document per event")
-    parser.add_argument("-q", "--quiet", action="store_true",
+    parser.add_argument("--quiet", action="store_true",
                         help="no notes on stderr (listening, reconnecting)")
     parser.add_argument("-v", "--verbose", action="store_true", help="log what happens")
     parser.set_defaults(run=run)
@@ -118,12 +131,15 @@ def _record(ev: Event) -> dict[str, Any]:
 async def run(args: argparse.Namespace) -> int:
     setup_logging(args.verbose)
     severity = severity_level(args.severity) if args.severity is not None else None
-    if args.count < 0 or args.timeout < 0:
-        raise ToolError("--count and --timeout must be >= 0", EXIT_USAGE)
+    if args.count < 0 or args.duration < 0 or args.timeout <= 0:
+        raise ToolError("--count and --duration must be >= 0, --timeout > 0", EXIT_USAGE)
     urls = resolve_urls(args.urls, args.broker)
+    if args.heartbeats:
+        urls = [with_heartbeat(url, args.heartbeats) for url in urls]
+    connection = connection_arguments(args)
     notes = ConnectionNotes("events", args.quiet)
     session = Session(console=notes, manage_connections=True, rcv_objects=False,
-                      timeout=args.connect_timeout)
+                      timeout=args.timeout)
     try:
         try:
             events = session.events(where=args.where, _class=args.event_class,
@@ -131,7 +147,8 @@ async def run(args: argparse.Namespace) -> int:
         except SelectorError as exc:
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise ToolError(f"bad --where selector {args.where!r}: {first}", EXIT_USAGE) from exc
-        brokers = [await session.add_broker(url, timeout=args.connect_timeout)
+        brokers = [await session.add_broker(url, timeout=args.timeout,
+                                                **connection)
                    for url in urls]
         down = [b for b in brokers if not b.connected]
         if len(down) == len(brokers) and down[0].error is not None:
@@ -152,7 +169,7 @@ async def run(args: argparse.Namespace) -> int:
 
 async def _print_events(events: Any, args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + args.timeout if args.timeout else None
+    deadline = loop.time() + args.duration if args.duration else None
     seen = 0
     while not args.count or seen < args.count:
         remaining = None if deadline is None else deadline - loop.time()
@@ -170,7 +187,7 @@ async def _print_events(events: Any, args: argparse.Namespace) -> int:
     if events.dropped and not args.quiet:
         _note(f"{events.dropped} events dropped (output too slow)")
     if args.count and seen < args.count:
-        print(f"qmf events: error: {seen} of {args.count} events within {args.timeout:g}s",
+        print(f"qmf events: error: {seen} of {args.count} events within {args.duration:g}s",
               file=sys.stderr)
         return EXIT_ERROR
     return 0

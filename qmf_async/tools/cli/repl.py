@@ -48,6 +48,7 @@ from ._common import (
     EXIT_USAGE,
     add_session_options,
     add_url_argument,
+    connection_arguments,
 )
 from .shell import (
     add_debug_option,
@@ -255,7 +256,8 @@ async def run(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     interactive = sys.stdin.isatty()
     async with managed_session(args.url, broker=args.broker, timeout=args.timeout,
-                               console=ReconnectNotes()) as session:
+                               console=ReconnectNotes(),
+                               connection=connection_arguments(args)) as session:
         await wait_for_agents(session, args.wait)
         ns = namespace(session)
         console = AsyncConsole(ns, loop, prompts=interactive, debug=debug)

@@ -42,7 +42,12 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from qmf_async import MethodError, QmfObject, QmfTimeout, Session
-from qmf_async.transport import broker_url, parse_url
+from qmf_async.transport import (
+    add_connection_arguments,
+    broker_url,
+    connection_arguments,
+    parse_url,
+)
 
 from ._common import (
     EXIT_ERROR,
@@ -116,16 +121,7 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
                         help="most messages a sender may have outstanding (0: unlimited)")
     parser.add_argument("-t", "--transport", default="tcp", metavar="TRANSPORT",
                         help="transport of the links (default tcp)")
-    parser.add_argument("--client-sasl-mechanism", metavar="MECH", default=None,
-                        help="SASL mechanism of this tool's own connection: accepted "
-                             "are PLAIN and ANONYMOUS, which qmf-async picks by itself "
-                             "(PLAIN when the address has a password); others are refused")
-    parser.add_argument("--sasl-service-name", default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--ssl-certificate", metavar="CERT", default=None,
-                        help="client TLS certificate (PEM), for amqps:// brokers")
-    parser.add_argument("--ssl-key", metavar="KEY", default=None,
-                        help="client TLS private key (PEM); needs --ssl-certificate")
-    parser.add_argument("--ha-admin", action="store_true", help=argparse.SUPPRESS)
+    add_connection_arguments(parser, sasl_flag="--client-sasl-mechanism")
     parser.add_argument("--json", action="store_true",
                         help="machine output (link list, route list, route map)")
     parser.add_argument("--qmf-version", type=int, choices=(1, 2), default=1,
@@ -175,14 +171,6 @@ def _check_usage(words: list[str], args: argparse.Namespace) -> None:
         raise _usage(f"{group} {command} takes {wanted} arguments, got {len(rest)}")
     if group == "dynamic" and args.src_local:
         raise _usage("--src-local is not permitted on dynamic routes")
-    if args.ssl_key and not args.ssl_certificate:
-        raise _usage("--ssl-key needs --ssl-certificate")
-    if args.client_sasl_mechanism and args.client_sasl_mechanism.upper() not in (
-            "PLAIN", "ANONYMOUS"):
-        raise _usage(f"--client-sasl-mechanism {args.client_sasl_mechanism}: qmf route "
-                     "logs in with PLAIN (ANONYMOUS without credentials)")
-    if args.sasl_service_name or args.ha_admin:
-        raise _usage("--sasl-service-name and --ha-admin are not supported by qmf route")
     if args.ack < 0 or not 0 <= args.credit <= UNLIMITED_CREDIT:
         raise _usage("--ack and --credit take a count from 0")
 
@@ -258,8 +246,7 @@ async def _open(args: argparse.Namespace, url: str) -> AsyncIterator[Target]:
     try:
         try:
             broker = await session.add_broker(url, timeout=args.timeout,
-                                              certfile=args.ssl_certificate,
-                                              keyfile=args.ssl_key)
+                                              **connection_arguments(args))
         except QmfTimeout as exc:
             raise ToolError(f"cannot reach the broker: {exc}", EXIT_UNREACHABLE) from exc
         yield Target(session, broker.where, label=None, timeout=args.timeout)

@@ -73,6 +73,7 @@ from ._common import (
     ToolError,
     add_session_options,
     add_url_argument,
+    connection_arguments,
     exit_code,
     resolve_url,
 )
@@ -1365,10 +1366,12 @@ RECONNECT_MAX_DELAY = 5.0
 
 @contextlib.asynccontextmanager
 async def managed_session(url: str | None, *, broker: str | None = None,
-                          timeout: float = 10.0, console: Console | None = None
+                          timeout: float = 10.0, console: Console | None = None,
+                          connection: dict[str, Any] | None = None
                           ) -> AsyncIterator[Session]:
     """A session with one broker that reconnects by itself after a lost connection
     (``manage_connections``); closed on exit.  The first connection must succeed.
+    ``connection``: the ``tls`` and ``sasl_mechanisms`` of ``connection_arguments``.
 
     Raises:
         ToolError: the broker cannot be reached (exit code EXIT_UNREACHABLE).
@@ -1379,7 +1382,7 @@ async def managed_session(url: str | None, *, broker: str | None = None,
     session = Session(console=console, manage_connections=True, timeout=timeout,
                       reconnect_max_delay=RECONNECT_MAX_DELAY)
     try:
-        added = await session.add_broker(target, timeout=timeout)
+        added = await session.add_broker(target, timeout=timeout, **(connection or {}))
         if not added.connected:
             error = added.error
             if error is None or isinstance(error, QmfTimeout):
@@ -1437,7 +1440,8 @@ async def run(args: argparse.Namespace) -> int:
     debug = bool(getattr(args, "debug", False))
     one_line_logging(debug)
     interactive = sys.stdin.isatty() and sys.stdout.isatty()
-    async with managed_session(args.url, broker=args.broker, timeout=args.timeout) as session:
+    async with managed_session(args.url, broker=args.broker, timeout=args.timeout,
+                               connection=connection_arguments(args)) as session:
         await wait_for_agents(session, args.wait)
         if interactive:
             shell = Shell(session, time_format=args.time_format)
