@@ -34,6 +34,7 @@ if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
 
 from qmf_async.tools.pipeline import (  # noqa: E402
     build_spark,
+    choose_window,
     counter_rates,
     counter_steps,
     event_counts,
@@ -43,6 +44,8 @@ from qmf_async.tools.pipeline import (  # noqa: E402
     rolling_windows,
     run_pipeline,
     top_queues,
+    window_label,
+    window_seconds,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -344,7 +347,8 @@ def _bucket(ts: int, seconds: int) -> int:
 def test_rolling_windows_match_a_reference(samples: Any) -> None:
     got = rows(rolling_windows(samples))
     cols = {"broker", "object_id", "package", "class_name", "name", "kind", "metric",
-            "window", "window_start", "window_end", "count", "avg", "min", "max"}
+            "window", "window_start", "window_end", "count", "avg", "min", "max",
+            "coverage", "partial"}
     assert set(got[0]) == cols
     # reference: gauges from the samples (duplicates and post-deletion dropped),
     # rates from EXPECTED_RATES
@@ -375,10 +379,19 @@ def test_rolling_windows_match_a_reference(samples: Any) -> None:
     got_map = {(r["broker"], r["object_id"], r["kind"], r["metric"], r["window"],
                 r["window_start"]): r for r in got}
     assert set(got_map) == set(expected)
+    # the time each series was observed: its first point to its last
+    observed: dict[tuple[str, str, str, str], list[int]] = defaultdict(list)
+    for broker, oid, kind, metric, ts, _value in points:
+        observed[(broker, oid, kind, metric)].append(ts)
     for key, values in expected.items():
         r = got_map[key]
         size = {"1m": 60, "5m": 300, "1h": 3600}[key[4]] * NS
         assert r["window_end"] - r["window_start"] == size
+        seen = observed[key[:4]]
+        covered = min(r["window_end"], max(seen)) - max(r["window_start"], min(seen))
+        coverage = min(1.0, max(0.0, covered / size))
+        assert r["coverage"] == pytest.approx(coverage, abs=1e-9), key
+        assert r["partial"] == (coverage < 1.0), key
         assert r["count"] == len(values), key
         assert r["avg"] == pytest.approx(sum(values) / len(values), abs=1e-9), key
         assert r["min"] == pytest.approx(min(values), abs=1e-9), key
@@ -388,6 +401,49 @@ def test_rolling_windows_match_a_reference(samples: Any) -> None:
     qa = got_map[("b1", "qa", "gauge", DEPTH, "1m", T0)]
     assert (qa["count"], qa["min"], qa["max"]) == (5, 0.0, 300.0)
     assert qa["avg"] == pytest.approx(154.0, abs=1e-9)
+    # qa was sampled from 0 to 40 s: 40 of the minute's 60 s
+    assert qa["partial"] and qa["coverage"] == pytest.approx(40 / 60)
+
+
+def test_windows_widened_by_the_sample_interval(samples: Any) -> None:
+    got = rows(rolling_windows(samples, windows={"10s": "10 seconds"}, interval_ns=10 * NS))
+    qa = {r["window_start"]: r for r in got
+          if (r["broker"], r["object_id"], r["kind"], r["metric"]) == ("b1", "qa", "gauge",
+                                                                        DEPTH)}
+    # samples at 0, 10, 20, 32.5, 40 s; widened by 10 s: observed from -10 to 50 s
+    assert sorted(qa) == [S(0), S(10), S(20), S(30), S(40)]
+    assert all(not r["partial"] and r["coverage"] == 1.0 for r in qa.values())
+    # qd: sampled at 0 and 10 s, then 400 and 410 s: the windows between are missing,
+    # not partial; those at either end of the series are whole with the interval
+    qd = {r["window_start"]: r["partial"] for r in got
+          if (r["object_id"], r["kind"], r["metric"]) == ("qd", "gauge", DEPTH)}
+    assert qd == {S(0): False, S(10): False, S(400): False, S(410): False}
+
+
+def test_choose_window() -> None:
+    # 60 s of samples every 2 s: at least 3 samples per window -> 10 s windows
+    assert choose_window(60 * NS, 2 * NS) == 10
+    # a day of samples every 10 s: at most 720 windows -> 2 minutes
+    assert choose_window(86_400 * NS, 10 * NS) == 120
+    assert choose_window(0, 0) == 5
+    # a sample a minute: 3 minutes at least -> 5 minutes
+    assert choose_window(3600 * NS, 60 * NS) == 300
+    # a year: the largest window
+    assert choose_window(365 * 86_400 * NS, NS) == 86_400
+
+
+@pytest.mark.parametrize("text, seconds, label", [
+    ("30s", 30, "30s"), ("5m", 300, "5m"), ("1h", 3600, "1h"), ("1d", 86_400, "1d"),
+    ("90", 90, "90s"), ("120", 120, "2m"), ("1.5m", 90, "90s")])
+def test_window_sizes(text: str, seconds: int, label: str) -> None:
+    assert window_seconds(text) == seconds
+    assert window_label(seconds) == label
+
+
+@pytest.mark.parametrize("text", ["0", "-5m", "1.5s", "m", "", "soon"])
+def test_bad_window_sizes(text: str) -> None:
+    with pytest.raises(ValueError, match="whole number"):
+        window_seconds(text)
 
 
 def test_top_queues(samples: Any) -> None:
@@ -409,6 +465,11 @@ def test_top_queues(samples: Any) -> None:
     everything = rows(top_queues(samples, n=100))
     assert len([r for r in everything if r["metric"] == "enqueue_rate"]) == 6
     assert {r["name"] for r in everything} == {"qa", "qb", "qc", "qd", "qe"}
+    # growth means growth: qc (-3) is not among the growing queues
+    grew = {(r["broker"], r["name"]): r["delta"] for r in everything
+            if r["metric"] == "depth_growth"}
+    assert grew == {("b1", "qa"): 300, ("b1", "qd"): 160, ("b1", "qb"): 30,
+                    ("b2", "qa"): 3, ("b1", "qe"): 1}
 
 
 def test_event_counts_per_minute(events: Any) -> None:

@@ -18,7 +18,13 @@ import asyncio
 import os
 from typing import Any
 
-from qmf_async.tools.pipeline import INSTALL_HINT, build_spark, parse_time, run_pipeline
+from qmf_async.tools.pipeline import (
+    INSTALL_HINT,
+    build_spark,
+    parse_time,
+    run_pipeline,
+    window_seconds,
+)
 
 from ._common import EXIT_USAGE, ToolError, print_json
 
@@ -40,6 +46,9 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--until", metavar="ISO|NS", help="end time (exclusive)")
     parser.add_argument("--top", type=int, default=10, metavar="N",
                         help="queues in the top lists (default 10)")
+    parser.add_argument("--window", metavar="SIZE", default=None,
+                        help="the report's window: 30s, 5m, 1h ... (default: chosen from "
+                             "the period and the sample interval)")
     parser.add_argument("--max-gap", type=float, default=300.0, metavar="S",
                         help="no rate across samples further apart than this "
                              "(seconds, default 300)")
@@ -84,7 +93,7 @@ def _work(args: argparse.Namespace, since: int | None, until: int | None,
         raise ToolError(f"{exc}", EXIT_USAGE) from None
     try:
         return run_pipeline(spark, args.dataset, args.out, since=since, until=until,
-                            top_n=args.top, max_gap=args.max_gap)
+                            top_n=args.top, max_gap=args.max_gap, window=args.window_s)
     finally:
         spark.stop()
 
@@ -98,6 +107,10 @@ async def run(args: argparse.Namespace) -> int:
     if args.top < 1:
         raise ToolError("--top must be at least 1", EXIT_USAGE)
     try:
+        args.window_s = window_seconds(args.window) if args.window is not None else None
+    except ValueError as exc:
+        raise ToolError(f"--window: {exc}", EXIT_USAGE) from None
+    try:
         import pyspark  # noqa: F401  (only whether it imports)
     except ImportError:
         raise ToolError(f"the pipeline needs pyspark: {INSTALL_HINT}", EXIT_USAGE) from None
@@ -110,5 +123,10 @@ async def run(args: argparse.Namespace) -> int:
     for table, count in summary["rows"].items():
         print(f"  {table:<13} {count:>12,} rows  {summary['paths'][table]}")
     print(f"  resets {summary['resets']:,}, gaps {summary['gaps']:,}")
+    interval = summary["sample_interval_seconds"]
+    print(f"  samples every {interval:.3g} s (median), " if interval else "  ",
+          end="")
+    print(f"report windows of {summary['window']} "
+          f"({summary['partial_windows']:,} partial in the plots)")
     print(f"report: {summary['paths']['report']}")
     return 0

@@ -25,6 +25,7 @@ from ._jobs import (
     DEFAULT_WINDOWS,
     RATE_COLUMNS,
     SERIES,
+    choose_window,
     counter_rates,
     counter_steps,
     event_counts,
@@ -36,6 +37,8 @@ from ._jobs import (
     rolling_windows,
     statistic_samples,
     top_queues,
+    window_label,
+    window_seconds,
 )
 from ._report import write_report
 from ._run import TABLES, run_pipeline
@@ -51,6 +54,7 @@ __all__ = [
     "SERIES",
     "TABLES",
     "build_spark",
+    "choose_window",
     "counter_rates",
     "counter_steps",
     "event_counts",
@@ -69,5 +73,7 @@ __all__ = [
     "samples_schema",
     "statistic_samples",
     "top_queues",
+    "window_label",
+    "window_seconds",
     "write_report",
 ]

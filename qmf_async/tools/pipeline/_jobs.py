@@ -16,7 +16,9 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_MAX_GAP",
     "DEFAULT_WINDOWS",
+    "NICE_WINDOWS",
     "SERIES",
+    "choose_window",
     "counter_rates",
     "counter_steps",
     "event_counts",
@@ -28,6 +30,8 @@ __all__ = [
     "rolling_windows",
     "statistic_samples",
     "top_queues",
+    "window_label",
+    "window_seconds",
 ]
 
 NS = 1_000_000_000
@@ -41,6 +45,55 @@ SERIES = ("broker", "object_id", "create_ts", "boot_sequence")
 #: statistics that are levels, not counters, when no list is given (see is_gauge)
 GAUGE_SUFFIXES = ("Depth", "Count", "High", "Low")
 GAUGE_NAMES = frozenset({"unackedMessages"})
+
+#: window sizes (seconds) the report chooses from
+NICE_WINDOWS = (5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21_600, 43_200,
+                86_400)
+#: a report chooses its window so that it has at most this many per series
+MAX_WINDOWS = 720
+#: ... and at least this many samples in a full window
+MIN_SAMPLES_PER_WINDOW = 3
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
+
+
+def window_seconds(text: str) -> int:
+    """A window size written ``30s``, ``5m``, ``1h``, ``1d`` or plain seconds, in seconds.
+
+    Raises:
+        ValueError: not a positive whole number of seconds.
+    """
+    raw = str(text).strip().lower()
+    unit = _UNITS.get(raw[-1:], None) if raw else None
+    number = raw[:-1] if unit is not None else raw
+    try:
+        value = float(number) * (unit or 1)
+    except ValueError:
+        value = 0.0
+    if value < 1 or value != int(value):
+        raise ValueError(f"window {text!r}: give a whole number of seconds, minutes, "
+                         "hours or days (30s, 5m, 1h, 1d)")
+    return int(value)
+
+
+def window_label(seconds: int) -> str:
+    """``30s``, ``5m``, ``1h``, ``1d``: the shortest exact spelling of a window size."""
+    for unit, size in (("d", 86_400), ("h", 3600), ("m", 60)):
+        if seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def choose_window(span_ns: int, interval_ns: int) -> int:
+    """The report's window (seconds): the smallest of :data:`NICE_WINDOWS` that holds at
+    least :data:`MIN_SAMPLES_PER_WINDOW` sample intervals and gives at most
+    :data:`MAX_WINDOWS` windows over ``span_ns``; the largest when none does."""
+    for size in NICE_WINDOWS:
+        if size * NS < MIN_SAMPLES_PER_WINDOW * interval_ns:
+            continue
+        if span_ns <= MAX_WINDOWS * size * NS:
+            return size
+    return NICE_WINDOWS[-1]
+
 
 RATE_COLUMNS = ("broker", "object_id", "package", "class_name", "name", "statistic", "ts",
                 "dt_seconds", "delta", "rate")
@@ -243,7 +296,8 @@ def rolling_windows(samples: DataFrame, rates: DataFrame | None = None, *,
                     slide: Mapping[str, str] | None = None,
                     gauges: Iterable[str] | None = None,
                     names: DataFrame | None = None,
-                    max_gap: float = DEFAULT_MAX_GAP) -> DataFrame:
+                    max_gap: float = DEFAULT_MAX_GAP,
+                    interval_ns: int = 0) -> DataFrame:
     """Gauges and counter rates aggregated in event-time windows (Spark ``window``).
 
     For every object, metric and window size (``windows``: label -> duration, default
@@ -252,8 +306,15 @@ def rolling_windows(samples: DataFrame, rates: DataFrame | None = None, *,
     sample's value (at ``sample_ts``); a rate point is a row of :func:`counter_rates`
     (at the end of its step).  ``rates`` is computed when not given.
 
+    ``coverage`` is the part of the window (0 to 1) inside the time the series was
+    observed: from its first point to its last, widened by ``interval_ns`` (the sample
+    interval) at both ends; ``partial`` means more than half a sample interval of the
+    window is not covered: the first and last windows of a series, usually, whose
+    average stands for less than the whole window.
+
     Columns: broker, object_id, package, class_name, name, kind (``gauge``/``rate``),
-    metric, window (the label), window_start, window_end (ns), count, avg, min, max.
+    metric, window (the label), window_start, window_end (ns), count, avg, min, max,
+    coverage, partial.
     """
     require_pyspark()
     from pyspark.sql import functions as F
@@ -267,8 +328,13 @@ def rolling_windows(samples: DataFrame, rates: DataFrame | None = None, *,
     rate_df = rates.select("broker", "object_id", "package", "class_name",
                            F.lit("rate").alias("kind"), F.col("statistic").alias("metric"),
                            "ts", F.col("rate").alias("value"))
-    points = gauge_df.select(*cols).unionByName(rate_df.select(*cols)).withColumn(
-        "event_time", _ts_to_timestamp("ts"))
+    from pyspark.sql import Window
+
+    metric_series = Window.partitionBy("broker", "object_id", "kind", "metric")
+    points = (gauge_df.select(*cols).unionByName(rate_df.select(*cols))
+              .withColumn("event_time", _ts_to_timestamp("ts"))
+              .withColumn("_first", F.min("ts").over(metric_series))
+              .withColumn("_last", F.max("ts").over(metric_series)))
     parts = []
     for label, duration in windows.items():
         step = (slide or {}).get(label)
@@ -277,19 +343,29 @@ def rolling_windows(samples: DataFrame, rates: DataFrame | None = None, *,
         agg = points.groupBy("broker", "object_id", "package", "class_name", "kind",
                              "metric", win.alias("w")).agg(
             F.count(F.lit(1)).alias("count"), F.avg("value").alias("avg"),
-            F.min("value").alias("min"), F.max("value").alias("max"))
+            F.min("value").alias("min"), F.max("value").alias("max"),
+            F.first("_first").alias("_first"), F.first("_last").alias("_last"))
+        start = _timestamp_to_ns(F.col("w.start"))
+        end = _timestamp_to_ns(F.col("w.end"))
+        covered = (F.least(end, F.col("_last") + F.lit(interval_ns))
+                   - F.greatest(start, F.col("_first") - F.lit(interval_ns)))
+        coverage = F.least(F.lit(1.0), F.greatest(
+            F.lit(0.0), covered.cast("double") / (end - start).cast("double")))
         parts.append(agg.select(
             "broker", "object_id", "package", "class_name", "kind", "metric",
-            F.lit(label).alias("window"),
-            _timestamp_to_ns(F.col("w.start")).alias("window_start"),
-            _timestamp_to_ns(F.col("w.end")).alias("window_end"),
-            "count", "avg", "min", "max"))
+            F.lit(label).alias("window"), start.alias("window_start"),
+            end.alias("window_end"), "count", "avg", "min", "max",
+            coverage.alias("coverage"),
+            # less than half a sample interval missing is the sampling's phase, not a
+            # part of the window without data
+            (coverage < F.lit(1.0) - F.lit(interval_ns / 2.0)
+             / (end - start).cast("double")).alias("partial")))
     result = parts[0]
     for part in parts[1:]:
         result = result.unionByName(part)
     return _with_names(result, names).select(
         "broker", "object_id", "package", "class_name", "name", "kind", "metric", "window",
-        "window_start", "window_end", "count", "avg", "min", "max")
+        "window_start", "window_end", "count", "avg", "min", "max", "coverage", "partial")
 
 
 def top_queues(samples: DataFrame, rates: DataFrame | None = None, *, n: int = 10,
@@ -302,7 +378,8 @@ def top_queues(samples: DataFrame, rates: DataFrame | None = None, *, n: int = 1
     * ``enqueue_rate``: total ``msgTotalEnqueues`` delta of the rate steps divided by
       their total time (messages/s over the time the queue was observed with rates);
     * ``depth_growth``: the last ``msgDepth`` minus the first one (by ``sample_ts``)
-      of the object over the period, in messages.
+      of the object over the period, in messages; only queues that grew (a queue that
+      shrank or stayed level is not in this list).
 
     Ties are broken by name then object id.  Columns: metric, rank (1 = highest),
     broker, object_id, name, value, delta (messages), seconds, first_ts, last_ts.
@@ -340,7 +417,8 @@ def top_queues(samples: DataFrame, rates: DataFrame | None = None, *, n: int = 1
                       (F.col("last") - F.col("first")).alias("delta"),
                       ((F.col("last_ts") - F.col("first_ts")).cast("double")
                        / F.lit(float(NS))).alias("seconds"),
-                      "first_ts", "last_ts"))
+                      "first_ts", "last_ts")
+              .filter(F.col("delta") > 0))
     both = _with_names(enq.unionByName(depths), names)
     ranking = Window.partitionBy("metric").orderBy(
         F.col("value").desc(), F.col("name").asc(), F.col("object_id").asc(),

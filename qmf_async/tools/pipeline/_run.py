@@ -11,6 +11,8 @@ from ... import SEVERITY_NAMES
 from ._dataset import read_dataset
 from ._jobs import (
     DEFAULT_MAX_GAP,
+    DEFAULT_WINDOWS,
+    choose_window,
     counter_steps,
     event_counts,
     object_lifetimes,
@@ -19,8 +21,9 @@ from ._jobs import (
     rolling_windows,
     statistic_samples,
     top_queues,
+    window_label,
 )
-from ._report import write_report
+from ._report import PlotSeries, write_report
 from ._spark import parse_time, require_pyspark
 
 if TYPE_CHECKING:
@@ -31,19 +34,11 @@ __all__ = ["TABLES", "run_pipeline"]
 #: the tables written by run_pipeline, in order
 TABLES = ("rates", "windows", "top_queues", "event_counts", "lifetimes")
 
-_WINDOW_SECONDS = {"1m": 60, "5m": 300, "1h": 3600}
 _EVENT_BUCKETS = (60, 300, 3600, 86_400)
 _MAX_POINTS = 720
 #: QMF severity names, most severe first (the order of the event plot)
 _SEVERITIES = tuple(SEVERITY_NAMES)
 NS = 1_000_000_000
-
-
-def _pick_window(span_ns: int) -> str:
-    for label in ("1m", "5m", "1h"):
-        if span_ns / (_WINDOW_SECONDS[label] * NS) <= _MAX_POINTS:
-            return label
-    return "1h"
 
 
 def _series(rows: list[Any], key: str) -> dict[str, list[tuple[int, float]]]:
@@ -63,7 +58,8 @@ def _labels(rows: list[Any]) -> dict[tuple[str, str], str]:
 
 def _collect_plot_series(spark: SparkSession, windows_path: str, top: list[Any],
                          metric: str, kind: str, statistic: str, label: str
-                         ) -> dict[str, list[tuple[int, float]]]:
+                         ) -> dict[str, PlotSeries]:
+    """label -> the windows of one top queue: (window start, average, partial)."""
     from pyspark.sql import functions as F
 
     chosen = [row for row in top if row["metric"] == metric]
@@ -76,12 +72,13 @@ def _collect_plot_series(spark: SparkSession, windows_path: str, top: list[Any],
     rows = (spark.read.parquet(windows_path)
             .filter((F.col("kind") == kind) & (F.col("metric") == statistic)
                     & (F.col("window") == label) & cond)
-            .select("broker", "object_id", "window_start", "avg").collect())
-    tagged = [{"label": labels[(r["broker"], r["object_id"])],
-               "window_start": r["window_start"], "avg": r["avg"]} for r in rows]
-    by_label = _series(tagged, "label")
+            .select("broker", "object_id", "window_start", "avg", "partial").collect())
+    by_label: dict[str, list[tuple[int, float, bool]]] = defaultdict(list)
+    for r in rows:
+        by_label[labels[(r["broker"], r["object_id"])]].append(
+            (r["window_start"], r["avg"], bool(r["partial"])))
     # keep the order of the ranking in the legend
-    return {lab: by_label[lab] for lab in labels.values() if lab in by_label}
+    return {lab: sorted(by_label[lab]) for lab in labels.values() if lab in by_label}
 
 
 def _parquet_rows(path: str) -> int:
@@ -99,7 +96,8 @@ def _parquet_rows(path: str) -> int:
 
 def run_pipeline(spark: SparkSession, dataset_dir: str, out_dir: str, *,
                  since: Any = None, until: Any = None, top_n: int = 10,
-                 max_gap: float = DEFAULT_MAX_GAP) -> dict[str, Any]:
+                 max_gap: float = DEFAULT_MAX_GAP, window: int | None = None
+                 ) -> dict[str, Any]:
     """Run every job on a dataset and write the tables and the report.
 
     Reads ``dataset_dir`` (the collector's layout), keeps samples whose ``sample_ts``
@@ -108,12 +106,22 @@ def run_pipeline(spark: SparkSession, dataset_dir: str, out_dir: str, *,
     Parquet tables ``rates``, ``windows``, ``top_queues``, ``event_counts`` and
     ``lifetimes`` and ``report.html`` with its PNG plots in ``plots/``.  ``out_dir``
     must be a local path of the driver (and, on a cluster, shared with the executors).
+    The report's window is ``window`` seconds, or chosen from the period and the sample
+    interval (:func:`~qmf_async.tools.pipeline.choose_window`); the ``windows`` table
+    holds it besides 1 minute, 5 minutes and 1 hour.
 
     Returns a summary: ``rows`` (table -> rows), ``paths`` (table or ``report`` ->
     path), ``plots`` (PNG paths), ``inputs`` (samples/events rows in the period),
     ``resets``/``gaps`` (counter steps without a rate), ``first_ts``/``last_ts``,
-    ``seconds`` (wall time).
+    ``sample_interval_seconds`` (the median time between samples of a series),
+    ``window``/``window_seconds``, ``partial_windows`` (plotted windows not fully
+    covered), ``seconds`` (wall time).
+
+    Raises:
+        ValueError: ``window`` is not a positive number of seconds.
     """
+    if window is not None and (not isinstance(window, int) or window < 1):
+        raise ValueError(f"window must be a positive number of seconds, not {window!r}")
     require_pyspark()
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
@@ -135,7 +143,25 @@ def run_pipeline(spark: SparkSession, dataset_dir: str, out_dir: str, *,
         rates.write.mode("overwrite").parquet(paths["rates"])
         status = {row["status"]: row["count"]
                   for row in steps.groupBy("status").count().collect()}
-        rolling_windows(clean, rates, names=names).write.mode("overwrite").parquet(
+        s_stats = samples.agg(F.count(F.lit(1)).alias("n"), F.min("sample_ts").alias("lo"),
+                              F.max("sample_ts").alias("hi")).first()
+        e_stats = events.agg(F.count(F.lit(1)).alias("n"), F.min("timestamp").alias("lo"),
+                             F.max("timestamp").alias("hi")).first()
+        assert s_stats is not None and e_stats is not None  # an aggregate has one row
+        median = rates.agg(F.percentile_approx("dt_seconds", 0.5).alias("m")).first()
+        interval_s = float(median["m"]) if median and median["m"] is not None else None
+        lows: list[int] = [v for v in (s_stats["lo"], e_stats["lo"]) if v is not None]
+        highs: list[int] = [v for v in (s_stats["hi"], e_stats["hi"]) if v is not None]
+        first_ts = min(lows) if lows else None
+        last_ts = max(highs) if highs else None
+        span = last_ts - first_ts if first_ts is not None and last_ts is not None else 0
+        interval_ns = int((interval_s or 0.0) * NS)
+        size = window or choose_window(span, interval_ns)
+        label = window_label(size)
+        sizes = dict(DEFAULT_WINDOWS)
+        sizes.setdefault(label, f"{size} seconds")
+        rolling_windows(clean, rates, names=names, windows=sizes,
+                        interval_ns=interval_ns).write.mode("overwrite").parquet(
             paths["windows"])
         top_queues(clean, rates, n=top_n, names=names).coalesce(1).write.mode(
             "overwrite").parquet(paths["top_queues"])
@@ -143,22 +169,11 @@ def run_pipeline(spark: SparkSession, dataset_dir: str, out_dir: str, *,
             paths["event_counts"])
         object_lifetimes(samples, names=names).write.mode("overwrite").parquet(
             paths["lifetimes"])
-        s_stats = samples.agg(F.count(F.lit(1)).alias("n"), F.min("sample_ts").alias("lo"),
-                              F.max("sample_ts").alias("hi")).first()
-        e_stats = events.agg(F.count(F.lit(1)).alias("n"), F.min("timestamp").alias("lo"),
-                             F.max("timestamp").alias("hi")).first()
     finally:
         for df in persisted:
             df.unpersist()
-    assert s_stats is not None and e_stats is not None  # an aggregate has one row
 
     rows = {name: _parquet_rows(path) for name, path in paths.items()}
-    lows: list[int] = [v for v in (s_stats["lo"], e_stats["lo"]) if v is not None]
-    highs: list[int] = [v for v in (s_stats["hi"], e_stats["hi"]) if v is not None]
-    first_ts = min(lows) if lows else None
-    last_ts = max(highs) if highs else None
-    span = last_ts - first_ts if first_ts is not None and last_ts is not None else 0
-    label = _pick_window(span)
 
     top = spark.read.parquet(paths["top_queues"]).orderBy("metric", "rank").collect()
     rate_series = _collect_plot_series(spark, paths["windows"], top, "enqueue_rate", "rate",
@@ -199,13 +214,18 @@ def run_pipeline(spark: SparkSession, dataset_dir: str, out_dir: str, *,
         "gaps": status.get("gap", 0),
         "missing": status.get("missing", 0),
         "max_gap_seconds": max_gap,
+        "sample_interval_seconds": interval_s,
         "window": label,
+        "window_seconds": size,
+        "partial_windows": sum(1 for series in (rate_series, depth_series)
+                               for points in series.values() for p in points if p[2]),
         "paths": dict(paths),
     }
     report, plots = write_report(
         out_dir, summary=summary, top_rows=[r.asDict() for r in top],
         rate_series=rate_series, depth_series=depth_series, event_series=event_series,
-        lifetime_rows=lifetime_rows, window_label=label, event_bucket_s=bucket_s)
+        lifetime_rows=lifetime_rows, window_label=label, window_s=size,
+        event_bucket_s=bucket_s)
     summary["paths"]["report"] = report
     summary["plots"] = plots
     summary["seconds"] = round(time.monotonic() - started, 3)
