@@ -357,8 +357,9 @@ async def test_config_listings(bus: Bus) -> None:
     assert data["queues"]["total"] >= len(DEMO_QUEUES)
     assert data["exchanges"]["by_type"]["topic"] >= 1
     by_name = {q["name"]: q for q in queues.json()}
-    assert {"exchange": "amq.direct", "key": "orders", "arguments": {}} in by_name["orders"]["bindings"]
-    assert {"exchange": "", "key": "orders", "arguments": {}} in by_name["orders"]["bindings"]
+    orders = by_name["orders"]["bindings"]
+    assert {"exchange": "amq.direct", "key": "orders", "arguments": {}} in orders
+    assert {"exchange": "", "key": "orders", "arguments": {}} in orders
     assert by_name["orders"]["attributes"] == "--durable"
     lines = exchanges.out.splitlines()
     assert lines[0].split() == ["Type", "Exchange", "Name", "Attributes", "Key", "Queue",
@@ -383,7 +384,8 @@ async def test_config_add_bind_unbind_delete(bus: Bus) -> None:
         qmf(bus.url, "config", "exchanges", exchange, "-r", "--json"),
         qmf(bus.url, "stat", "-q", queue, "--json"))
     (ex,) = listed.json()
-    assert ex["type"] == "topic" and ex["bindings"] == [{"queue": queue, "key": "k.#", "arguments": {}}]
+    assert ex["type"] == "topic"
+    assert ex["bindings"] == [{"queue": queue, "key": "k.#", "arguments": {}}]
     props = detail.json()["properties"]
     assert props["durable"] is True
     assert props["arguments"] == {"qpid.max_count": 100, "x-note": "cli"}
