@@ -417,6 +417,11 @@ def test_xml_exchange_refused_clearly(tools: Tools, prefix: str, tmp_path: Path)
     assert rc == 1 and "need 'any'/'all'" in out
     rc, _out, err = tools.qmf("bind", "amq.match", prefix, "k", "some", "a=1")
     assert rc == 2 and "'some'" in err
+    # --start-replica needs the HA module, which this qpidd has not
+    rc, out, err = tools.qmf("add", "queue", f"{prefix}-r", "--start-replica",
+                             "127.0.0.1:1")
+    assert rc == 5 and out == f"queue '{prefix}-r' created\n"
+    assert "--start-replica needs the HA module" in err
 
 
 def test_shutdown_stops_the_broker_as_qpid_config_does(
