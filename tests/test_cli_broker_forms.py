@@ -97,14 +97,34 @@ def test_password_with_special_characters_survives() -> None:
 # --------------------------------------------------------------------------- config
 
 
-def test_config_keeps_dash_b_for_bindings() -> None:
-    args = parse("config", "queues", "-b")
-    assert target(args) == _common.DEFAULT_URL
-    assert args.bindings is True
-    # -b takes no value in config: the address after it is the URL word
-    args = parse("config", "-b", "host:5673")
+def test_config_dash_b_is_the_broker_as_in_qpid_config() -> None:
+    args = parse("config", "-b", "host:5673", "queues", "-r")
     assert target(args) == "amqp://host:5673"
     assert args.bindings is True
+    # after the command words too, and -a/--broker-addr is the same
+    args = parse("config", "queues", "-b", "u/p@h:9")
+    assert target(args) == "amqp://u:p@h:9"
+    assert args.bindings is False
+    args = parse("config", "exchanges", "-a", "h:7", "--recursive")
+    assert target(args) == "amqp://h:7"
+    assert args.bindings is True
+    # --bindings stays as a long name of -r
+    args = parse("config", "queues", "--bindings")
+    assert target(args) == _common.DEFAULT_URL
+    assert args.bindings is True
+
+
+def test_config_dash_b_and_dash_a_together_is_a_usage_error() -> None:
+    args = parse("config", "-b", "h1:1", "queues", "-a", "h2:2")
+    with pytest.raises(_common.ToolError, match="once") as err:
+        target(args)
+    assert err.value.code == _common.EXIT_USAGE
+
+
+def test_config_dash_b_without_address_is_a_usage_error() -> None:
+    args = parse("config", "queues", "-b")
+    with pytest.raises(_common.ToolError, match="-b/--broker: expected one argument"):
+        target(args)
 
 
 @pytest.mark.parametrize(
@@ -112,7 +132,8 @@ def test_config_keeps_dash_b_for_bindings() -> None:
     [
         (["config", "--broker", "127.0.0.1:5673", "queues"], "amqp://127.0.0.1:5673",
          ["queues"]),
-        (["config", "queues", "-b", "--broker", "u/p@h:9"], "amqp://u:p@h:9", ["queues"]),
+        (["config", "queues", "-r", "--broker", "u/p@h:9"], "amqp://u:p@h:9", ["queues"]),
+        (["config", "-b", "u/p@h:9", "queues", "-r"], "amqp://u:p@h:9", ["queues"]),
         (["config", "127.0.0.1:5673", "add", "queue", "q1"], "amqp://127.0.0.1:5673",
          ["add", "queue", "q1"]),
         (["config", "localhost", "queues"], "amqp://localhost:5672", ["queues"]),

@@ -346,8 +346,8 @@ async def test_stat_views_the_demo_does_not_serve(bus: Bus) -> None:
 async def test_config_listings(bus: Bus) -> None:
     summary, summary_json, queues, exchanges = await asyncio.gather(
         qmf(bus.url, "config"), qmf(bus.url, "config", "--json"),
-        qmf(bus.url, "config", "queues", "-b", "--json"),
-        qmf(bus.url, "config", "exchanges", "amq.", "-b"))
+        qmf(bus.url, "config", "queues", "-r", "--json"),
+        qmf(bus.url, "config", "exchanges", "amq.", "-r"))
     for r in (summary, summary_json, queues, exchanges):
         assert r.rc == 0, r.err
     assert summary.out.splitlines()[0].split() == ["Total", "Exchanges", str(
@@ -357,11 +357,13 @@ async def test_config_listings(bus: Bus) -> None:
     assert data["queues"]["total"] >= len(DEMO_QUEUES)
     assert data["exchanges"]["by_type"]["topic"] >= 1
     by_name = {q["name"]: q for q in queues.json()}
-    assert {"exchange": "amq.direct", "key": "orders"} in by_name["orders"]["bindings"]
-    assert {"exchange": "", "key": "orders"} in by_name["orders"]["bindings"]
+    orders = by_name["orders"]["bindings"]
+    assert {"exchange": "amq.direct", "key": "orders", "arguments": {}} in orders
+    assert {"exchange": "", "key": "orders", "arguments": {}} in orders
     assert by_name["orders"]["attributes"] == "--durable"
     lines = exchanges.out.splitlines()
-    assert lines[0].split() == ["Type", "Exchange", "Name", "Attributes", "Key", "Queue"]
+    assert lines[0].split() == ["Type", "Exchange", "Name", "Attributes", "Key", "Queue",
+                                 "Arguments"]
     assert ["topic", "amq.topic", "--durable", "#", "audit"] in [ln.split() for ln in lines]
     assert ["invoices.#", "invoices"] in [ln.split() for ln in lines]  # more of its bindings
     assert "''" not in exchanges.out  # the filter keeps names containing "amq."
@@ -379,10 +381,11 @@ async def test_config_add_bind_unbind_delete(bus: Bus) -> None:
     r = await qmf(bus.url, "config", "bind", exchange, queue, "k.#")
     assert r.rc == 0, r.err
     listed, detail = await asyncio.gather(
-        qmf(bus.url, "config", "exchanges", exchange, "-b", "--json"),
+        qmf(bus.url, "config", "exchanges", exchange, "-r", "--json"),
         qmf(bus.url, "stat", "-q", queue, "--json"))
     (ex,) = listed.json()
-    assert ex["type"] == "topic" and ex["bindings"] == [{"queue": queue, "key": "k.#"}]
+    assert ex["type"] == "topic"
+    assert ex["bindings"] == [{"queue": queue, "key": "k.#", "arguments": {}}]
     props = detail.json()["properties"]
     assert props["durable"] is True
     assert props["arguments"] == {"qpid.max_count": 100, "x-note": "cli"}
