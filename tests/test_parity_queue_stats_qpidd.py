@@ -143,6 +143,18 @@ def test_quiet_queue_has_zero_rates() -> None:
         assert queue_stats.rate_row(q, before, s(5, 7, 10, 4, 2))["enqueue_rate"] is None
 
 
+def test_filter_items_are_trimmed_regexes() -> None:
+    """``-f``: items are regular expressions matched at the start of the name, as in
+    qpid-queue-stats; unlike it, empty items and the spaces around items are dropped."""
+    from qmf_async.tools.cli import queue_stats
+
+    patterns = queue_stats.compile_filter("audit, inv.ices,")
+    assert [p.pattern for p in patterns] == ["audit", "inv.ices"]
+    kept = [n for n in ("audit", "audit-2", "invoices", "x-audit", "orders")
+            if any(p.match(n) for p in patterns)]
+    assert kept == ["audit", "audit-2", "invoices"]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("which", BROKERS)
 def test_queue_stats_match_qpid_queue_stats(which: str, request: pytest.FixtureRequest,
