@@ -17,7 +17,9 @@ code ``qmf shell`` runs.  Compared, by parsed values:
   value but the references (short ids of each tool) is the same; delta times, which
   qpid-tool prints as ``1m 5s``, are compared in seconds;
 - a ``call ... purge`` by our shell is seen by qpid-tool's next ``show`` once qpidd
-  has published the queue again (depth 0, the purged messages counted).
+  has published the queue again (depth 0, the purged messages counted);
+- a queue made by qpid-tool (``call BROKER create queue ...``) is listed by our shell,
+  deleted by it (``call BROKER delete queue ...``) and then listed as destroyed by both.
 """
 
 from __future__ import annotations
@@ -92,6 +94,11 @@ class QpidTool:
         self.proc.stdin.flush()
         text = self._wait_prompts(before + 1, timeout)
         return text.split(PROMPT)[before]
+
+    def text(self) -> str:
+        """Everything qpid-tool has printed so far (method responses come unprompted)."""
+        with self._lock:
+            return self._text
 
     def close(self) -> None:
         if self.proc.poll() is None:
@@ -273,3 +280,48 @@ async def test_shell_matches_qpid_tool(both: tuple[Qpidd, QpidTool, Shell]) -> N
             break
         await asyncio.sleep(0.2)
     assert (mine_after["msgDepth"], mine_after["discardsPurge"]) == ("0", "3")
+
+
+def rows_of(text: str) -> list[dict[str, str]]:
+    return table(text)[1]
+
+
+@pytest.mark.slow
+async def test_queue_made_by_qpid_tool_deleted_by_shell(
+        both: tuple[Qpidd, QpidTool, Shell]) -> None:
+    broker, tool, shell = both
+    name = f"parity-made-{uuid.uuid4().hex[:8]}"
+    brokers: list[dict[str, str]] = []
+    deadline = time.monotonic() + PUBLISH_WAIT
+    while not brokers:
+        assert time.monotonic() < deadline, "qpid-tool learnt of no broker object"
+        brokers = rows_of(await asyncio.to_thread(tool.command, "list broker"))
+        await asyncio.sleep(0.2 if not brokers else 0)
+    before = tool.text().count("OK (0)")
+    await asyncio.to_thread(tool.command, f"call {brokers[0]['ID']} create queue {name} {{}} False")
+    deadline = time.monotonic() + 15
+    while tool.text().count("OK (0)") == before:  # qpid-tool prints the answer unprompted
+        assert time.monotonic() < deadline, f"qpid-tool got no answer: {tool.text()[-500:]!r}"
+        await asyncio.sleep(0.05)
+
+    # made by qpid-tool, seen and deleted by our shell
+    assert name in our_ids(await shell.execute("list queue"))
+    ours_broker = rows_of(await shell.execute("list broker"))
+    assert len(ours_broker) == 1
+    answer = await shell.execute(f"call {ours_broker[0]['ID']} delete queue {name} {{}}")
+    assert answer.startswith("OK (0)"), answer
+    mine = {r["Index"].partition(":")[2]: r for r in rows_of(await shell.execute("list queue"))}
+    assert mine[name]["Destroyed"] != "-", mine[name]
+
+    # qpid-tool hears of the deletion when qpidd publishes it
+    deadline = time.monotonic() + PUBLISH_WAIT
+    while True:
+        rows = [r for r in rows_of(await asyncio.to_thread(tool.command, "list queue"))
+                if r["Index"].endswith(name)]
+        if (rows and all(r["Destroyed"] != "-" for r in rows)) or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.2)
+    assert len(rows) == (2 if broker.qmf1 else 1), rows
+    assert all(r["Destroyed"] != "-" for r in rows), rows
+    active = rows_of(await asyncio.to_thread(tool.command, "list queue active"))
+    assert not [r for r in active if r["Index"].endswith(name)]
