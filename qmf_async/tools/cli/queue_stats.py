@@ -4,7 +4,9 @@ Every ``--interval`` seconds the queues are read (``get_objects``); a rate is th
 change of ``msgTotalEnqueues`` / ``msgTotalDequeues`` divided by the change of the
 object's sample timestamp.  The first read is the baseline, so the first report
 comes one interval after the start.  A queue that was re-created (another create
-time) or whose counters went back starts a new series (no rate in that report).
+time) or whose counters went back starts a new series (no rate in that report).  A
+quiet queue, whose agent has not sampled it again (same timestamp, same counters), has
+rates of 0 over the tool's own time between the reads.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ class Sample:
     created: int  # ns
     enqueues: int
     dequeues: int
+    read_at: int = 0  # ns, the tool's clock when the queue was read
 
 
 def add_parser(subparsers: Any) -> None:
@@ -90,12 +93,20 @@ def compile_filter(text: str) -> list[re.Pattern[str]]:
 
 
 def rate_row(obj: QmfObject, before: Sample | None, now: Sample) -> dict[str, Any]:
-    """One queue's report row (rates None when ``before`` is not of the same series)."""
+    """One queue's report row (rates None when ``before`` is not of the same series;
+    0 when the agent has not sampled the queue again and its counters are unchanged)."""
     agent = obj.get_agent()
     row: dict[str, Any] = {"queue": obj.get("name"), "agent": agent.label if agent else None,
                            "object_id": str(obj.get_object_id()), "depth": obj.get("msgDepth"),
                            "interval": None, "enqueues": None, "dequeues": None,
                            "enqueue_rate": None, "dequeue_rate": None}
+    if (before is not None and before.created == now.created
+            and now.timestamp == before.timestamp and now.enqueues == before.enqueues
+            and now.dequeues == before.dequeues):  # not sampled again: quiet
+        waited = (now.read_at - before.read_at) / 1e9
+        row.update(interval=waited if waited > 0 else None, enqueues=0, dequeues=0,
+                   enqueue_rate=0.0, dequeue_rate=0.0)
+        return row
     if (before is None or before.created != now.created or now.timestamp <= before.timestamp
             or now.enqueues < before.enqueues or now.dequeues < before.dequeues):
         return row
@@ -122,10 +133,10 @@ async def _read(target: Target, patterns: list[re.Pattern[str]]) -> list[QmfObje
             if not patterns or any(p.match(str(q.get("name"))) for p in patterns)]
 
 
-def _sample(q: QmfObject) -> Sample:
+def _sample(q: QmfObject, read_at: int) -> Sample:
     updated, created, _ = q.get_timestamps()
     return Sample(updated, created, int(q.get("msgTotalEnqueues") or 0),
-                  int(q.get("msgTotalDequeues") or 0))
+                  int(q.get("msgTotalDequeues") or 0), read_at)
 
 
 def _key(q: QmfObject) -> tuple[int, str]:
@@ -137,7 +148,7 @@ async def _loop(target: Target, args: argparse.Namespace, patterns: list[re.Patt
     first = await _read(target, patterns)
     if not first:
         await target.require_class("queue", what="queues")
-    previous = {_key(q): _sample(q) for q in first}
+    previous = {_key(q): _sample(q, time.time_ns()) for q in first}
     loop = asyncio.get_running_loop()
     start = loop.time()
     report = 0
@@ -146,7 +157,8 @@ async def _loop(target: Target, args: argparse.Namespace, patterns: list[re.Patt
         report += 1
         await asyncio.sleep(max(0.0, start + report * args.interval - loop.time()))
         queues = await _read(target, patterns)
-        current = {_key(q): _sample(q) for q in queues}
+        read_at = time.time_ns()
+        current = {_key(q): _sample(q, read_at) for q in queues}
         rows = [rate_row(q, previous.get(_key(q)), current[_key(q)]) for q in queues]
         rows.sort(key=lambda r: (str(r["queue"]), str(r["agent"])))
         previous = current
