@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import shutil
 import time
 import uuid
@@ -33,7 +34,7 @@ import aiohttp
 import pytest
 import pytest_asyncio
 from aiohttp import web
-from playwright.async_api import Browser, Page, async_playwright, expect
+from playwright.async_api import Browser, BrowserContext, Page, async_playwright, expect
 
 from qmf_async import ObjectId
 from qmf_async.agent import Agent
@@ -448,6 +449,16 @@ async def _screenshot(page: Page, name: str) -> None:
     await page.screenshot(path=str(ARTIFACTS / name), full_page=True)
 
 
+async def _page(browser: Browser, env: Env, width: int, path: str = "/"
+                ) -> tuple[BrowserContext, Page, list[str]]:
+    context = await browser.new_context(viewport={"width": width, "height": 800})
+    p = await context.new_page()
+    errors: list[str] = []
+    p.on("pageerror", lambda exc: errors.append(str(exc)))
+    await p.goto(env.base + path)
+    return context, p, errors
+
+
 async def test_page_table_charts_and_purge(env: Env, page: Page) -> None:
     env.model.paused = False
     rows = page.locator("#queues tbody tr")
@@ -457,14 +468,20 @@ async def test_page_table_charts_and_purge(env: Env, page: Page) -> None:
     await expect(page.locator("#banner")).to_be_hidden(timeout=WAIT_MS)
     await expect(page.locator("#conn")).to_have_attribute("data-state", "connected")
 
-    # the charts grow with the stream's samples
+    # the sparklines grow with the stream's samples
     points = ("() => [...document.querySelectorAll('svg.spark.depth')]"
               ".reduce((n, s) => n + Number(s.dataset.points), 0)")
     await page.wait_for_function(f"({points})() >= 2", timeout=WAIT_MS)
     before = await page.evaluate(points)
     await page.wait_for_function(f"({points})() > {before}", timeout=WAIT_MS)
+    # the main charts are uPlot charts of the first queue by name, with a time axis
+    await expect(page.locator("#selected-name")).to_have_text(min(QUEUES), timeout=WAIT_MS)
     await page.wait_for_function(
         "Number(document.querySelector('#depth-chart').dataset.points) >= 2", timeout=WAIT_MS)
+    assert await page.locator("#depth-chart .uplot canvas").count() == 1
+    ticks = await page.locator("#depth-chart").get_attribute("data-ticks") or ""
+    assert re.fullmatch(r"(\d\d:\d\d:\d\d(\.\d+)? ?)+", ticks), ticks  # clock times
+    assert len(set(ticks.split())) == len(ticks.split()), ticks  # no label twice
 
     # purge: with the traffic paused, the purged queue's depth drops to 0 and stays
     async def busy_queue() -> str | None:
@@ -478,9 +495,23 @@ async def test_page_table_charts_and_purge(env: Env, page: Page) -> None:
             env.model.paused = False
             name = await wait_until(busy_queue, 10.0, 0.1, message="a queue with messages")
             env.model.paused = True
+        depth = (await env.queues())[name]["statistics"]["msgDepth"]
         row = page.locator(f"tr[data-queue='{name}']")
+        dialog = page.locator("#confirm")
         await expect(row.locator("td.depth")).not_to_have_text("0", timeout=WAIT_MS)
+        # the first click asks, naming the queue; Cancel leaves the messages alone
         await row.locator("button.purge").click()
+        await expect(dialog).to_be_visible()
+        await expect(page.locator("#confirm-text")).to_contain_text(f"Purge queue {name}?")
+        await page.locator("#confirm-cancel").click()
+        await expect(dialog).to_be_hidden()
+        await expect(page.locator("#message")).to_have_text(f"Purge of {name} cancelled.")
+        assert (await env.queues())[name]["statistics"]["msgDepth"] == depth
+        # confirmed, it purges
+        await row.locator("button.purge").click()
+        await expect(dialog).to_be_visible()
+        await _screenshot(page, "web_dashboard_confirm.png")
+        await page.locator("#confirm-purge").click()
         await expect(page.locator("#message")).to_contain_text(f"Purged {name}",
                                                                timeout=WAIT_MS)
         await expect(row.locator("td.depth")).to_have_text("0", timeout=WAIT_MS)
@@ -490,23 +521,95 @@ async def test_page_table_charts_and_purge(env: Env, page: Page) -> None:
         env.model.paused = False
 
 
+async def test_page_shows_agent_labels(env: Env, page: Page) -> None:
+    await expect(page.locator("#queues tbody tr")).to_have_count(len(QUEUES), timeout=WAIT_MS)
+    label = env.agent.label
+    cells = page.locator("#queues tbody td.agent")
+    for i in range(len(QUEUES)):
+        await expect(cells.nth(i)).to_have_text(label, timeout=WAIT_MS)
+
+
 async def test_page_shows_a_broker_outage_and_recovers(env: Env, page: Page) -> None:
     env.model.paused = False
     banner = page.locator("#banner")
     await expect(page.locator("#queues tbody tr")).to_have_count(len(QUEUES), timeout=WAIT_MS)
     await expect(banner).to_be_hidden(timeout=WAIT_MS)
+    buttons = page.locator("button.purge")
+    await expect(buttons.first).to_be_enabled(timeout=WAIT_MS)
+    await page.wait_for_function(
+        "Number(document.querySelector('#depth-chart').dataset.points) >= 2", timeout=WAIT_MS)
+    assert await page.locator("#depth-chart").get_attribute("data-gaps") == "0"
     env.proxy.cut()
     try:
         await expect(banner).to_be_visible(timeout=WAIT_MS)
         await expect(banner).to_have_attribute("data-state", "disconnected")
         await expect(banner).to_contain_text("Broker disconnected")
+        # no action while the broker is away
+        for i in range(await buttons.count()):
+            await expect(buttons.nth(i)).to_be_disabled()
         await _screenshot(page, "web_dashboard_outage.png")
     finally:
         env.proxy.restore()
     await expect(banner).to_be_hidden(timeout=WAIT_MS)
     await expect(page.locator("#conn")).to_have_attribute("data-state", "connected")
-    # updates flow again after the reconnect
+    for i in range(await buttons.count()):
+        await expect(buttons.nth(i)).to_be_enabled()
+    # updates flow again after the reconnect, and the outage is a gap in the charts
     updates = int(await page.locator("#queues").get_attribute("data-updates") or 0)
     await page.wait_for_function(
         f"Number(document.querySelector('#queues').dataset.updates) > {updates}",
         timeout=WAIT_MS)
+    # a queue sampled again: its sparkline is two pieces; chosen, its chart has the gap
+    broken = ("() => [...document.querySelectorAll('#queues tbody tr')].find((tr) => "
+              "(tr.querySelector('svg.spark.depth path').getAttribute('d').match(/M/g) "
+              "|| []).length >= 2)")
+    await page.wait_for_function(f"Boolean(({broken})())", timeout=WAIT_MS)
+    name = await page.evaluate(f"({broken})().dataset.queue")
+    await page.locator(f"tr[data-queue='{name}']").click()
+    await expect(page.locator("#depth-chart")).not_to_have_attribute("data-gaps", "0")
+    await _screenshot(page, "web_dashboard_gap.png")
+
+
+async def test_chosen_queue_is_kept_in_the_address(env: Env, browser: Browser) -> None:
+    context, page, errors = await _page(browser, env, 1280)
+    try:
+        await expect(page.locator("#queues tbody tr")).to_have_count(len(QUEUES),
+                                                                      timeout=WAIT_MS)
+        other = sorted(QUEUES)[1]
+        await page.locator(f"tr[data-queue='{other}']").click()
+        await expect(page.locator("#selected-name")).to_have_text(other)
+        assert page.url.endswith(f"?queue={other}")
+        await expect(page.locator(f"tr[data-queue='{other}']")).to_have_class("selected")
+        # the chart follows the chosen queue only, whatever updates first
+        await page.reload()
+        await expect(page.locator("#selected-name")).to_have_text(other, timeout=WAIT_MS)
+        await expect(page.locator("#queue-select option:checked")).to_have_text(other)
+        # the drop-down chooses too
+        third = sorted(QUEUES)[2]
+        option = page.locator("#queue-select option", has_text=third)
+        await page.locator("#queue-select").select_option(
+            value=await option.get_attribute("value"))
+        await expect(page.locator("#selected-name2")).to_have_text(third)
+        assert page.url.endswith(f"?queue={third}")
+    finally:
+        await context.close()
+    assert not errors, errors
+
+
+async def test_layout_at_700_pixels(env: Env, browser: Browser) -> None:
+    context, page, errors = await _page(browser, env, 700)
+    try:
+        await expect(page.locator("#queues tbody tr")).to_have_count(len(QUEUES),
+                                                                      timeout=WAIT_MS)
+        buttons = page.locator("button.purge")
+        for i in range(await buttons.count()):
+            box = await buttons.nth(i).bounding_box()
+            assert box is not None and box["x"] + box["width"] <= 700, box
+        assert await page.evaluate("document.documentElement.scrollWidth") <= 700
+        for chart in ("#depth-chart", "#rate-chart"):
+            box = await page.locator(chart).bounding_box()
+            assert box is not None and box["x"] + box["width"] <= 700, (chart, box)
+        await _screenshot(page, "web_dashboard_700px.png")
+    finally:
+        await context.close()
+    assert not errors, errors

@@ -115,6 +115,7 @@ def encode_object(obj: QmfObject) -> dict[str, Any]:
         "class": key.name,
         "index": obj.get_index(),
         "agent": _agent_text(agent) if agent is not None else None,
+        "agent_label": (agent.label or _agent_text(agent)) if agent is not None else None,
         "properties": jsonable(obj.get_properties()),
         "statistics": jsonable(obj.get_statistics()),
         "timestamps": {"updated": updated, "created": created, "deleted": deleted},

@@ -1,12 +1,16 @@
 // QMF queue dashboard: a table of queues fed by /api/objects/queue and the SSE stream
-// /api/stream, with SVG sparklines per queue and canvas charts of the selected queue.
-// No libraries: the charts are drawn here.
+// /api/stream, with a sparkline per queue and uPlot charts (vendored, static/vendor/)
+// of the queue the user chose (kept in the page address as ?queue=NAME).
 "use strict";
 
 const HISTORY = 120;                // samples kept per queue (as the server)
 const queues = new Map();           // object id -> queue state
 let selected = null;                // object id of the queue shown in the big charts
+let wanted = new URL(location.href).searchParams.get("queue");  // name from the address
+let connected = false;              // broker connected (actions are off otherwise)
+let listed = false;                 // the first listing is done (a default may be chosen)
 let updates = 0;                    // queue events applied (exposed as data-updates)
+const charts = {};                  // "depth" / "rate" -> uPlot
 
 const $ = (sel) => document.querySelector(sel);
 const tbody = $("#queues tbody");
@@ -22,6 +26,23 @@ function svgEl(name, attrs = {}) {
   return el;
 }
 
+// ---------------------------------------------------------------- gaps
+
+// The samples with a null point where the data stopped: the broker (or this page's
+// server) was unreachable in between.  A long quiet time without an outage is no gap:
+// agents publish a queue only when it changed, so its value held meanwhile.
+function withGaps(samples) {
+  const out = [];
+  samples.forEach((s, i) => {
+    const prev = samples[i - 1];
+    if (prev && s.gapBefore) {
+      out.push({ t: prev.t + (s.t - prev.t) / 2, depth: null, rate: null, gap: true });
+    }
+    out.push(s);
+  });
+  return out;
+}
+
 // ---------------------------------------------------------------- table rows
 
 function createRow(obj) {
@@ -30,13 +51,13 @@ function createRow(obj) {
   tr.dataset.oid = oid;
   const cell = (cls) => { const td = document.createElement("td"); if (cls) td.className = cls; tr.appendChild(td); return td; };
   const q = {
-    oid, name: "", updated: -1, samples: [], row: tr,
+    oid, name: "", updated: -1, samples: [], row: tr, gapPending: false,
     cells: { name: cell("name"), agent: cell("agent"), depth: cell("num depth"),
              enqueues: cell("num enqueues"), rate: cell("num rate") },
   };
   for (const kind of ["depth", "rate"]) {
     const svg = svgEl("svg", { class: `spark ${kind}`, width: 140, height: 28, "data-points": 0 });
-    svg.appendChild(svgEl("polyline", { points: "" }));
+    svg.appendChild(svgEl("path", { d: "" }));
     cell("chart").appendChild(svg);
     q[`${kind}Spark`] = svg;
   }
@@ -44,9 +65,12 @@ function createRow(obj) {
   button.className = "purge";
   button.type = "button";
   button.textContent = "Purge";
+  button.disabled = !connected;
+  button.title = connected ? "" : "the broker is disconnected";
   button.addEventListener("click", (ev) => { ev.stopPropagation(); purge(q, button); });
+  q.button = button;
   cell("actions").appendChild(button);
-  tr.addEventListener("click", () => select(oid));
+  tr.addEventListener("click", () => select(oid, true));
   queues.set(oid, q);
   return q;
 }
@@ -59,6 +83,7 @@ function placeRow(q) {
   });
   tbody.insertBefore(q.row, after || null);
   $("#empty").hidden = queues.size > 0;
+  refreshChooser();
 }
 
 function removeQueue(oid) {
@@ -66,8 +91,9 @@ function removeQueue(oid) {
   if (!q) return;
   q.row.remove();
   queues.delete(oid);
-  if (selected === oid) select(null);
+  if (selected === oid) { wanted = q.name; select(null); }
   $("#empty").hidden = queues.size > 0;
+  refreshChooser();
 }
 
 // Apply an object (from the API or the stream); older snapshots than what the row
@@ -80,16 +106,17 @@ function applyObject(obj) {
   if (obj.timestamps.updated < q.updated) return q;
   q.updated = obj.timestamps.updated;
   const props = obj.properties, stats = obj.statistics;
-  q.name = props.name ?? obj.index ?? obj.object_id;
+  const name = props.name ?? obj.index ?? obj.object_id;
+  const renamed = name !== q.name;
+  q.name = name;
   q.row.dataset.queue = q.name;
   q.cells.name.textContent = q.name;
-  q.cells.agent.textContent = obj.agent ?? "";
+  q.cells.agent.textContent = obj.agent_label ?? obj.agent ?? "";
+  q.cells.agent.title = obj.agent ? `agent ${obj.agent}` : "";
   if ("msgDepth" in stats) q.cells.depth.textContent = fmt(stats.msgDepth);
   if ("msgTotalEnqueues" in stats) q.cells.enqueues.textContent = fmt(stats.msgTotalEnqueues);
-  if (isNew) {
-    placeRow(q);
-    if (selected === null) select(q.oid);
-  }
+  if (isNew || renamed) placeRow(q);
+  if (selected === null && wanted !== null && q.name === wanted) select(q.oid, false);
   return q;
 }
 
@@ -97,98 +124,148 @@ function addSample(q, s) {
   const samples = q.samples;
   const last = samples[samples.length - 1];
   if (last && s.t < last.t) return;
-  if (last && s.t === last.t) samples.pop();        // same publication, completed
-  samples.push({ t: s.t, depth: s.depth, rate: s.rate });
+  let gapBefore;
+  if (last && s.t === last.t) {                       // same publication, completed
+    samples.pop();
+    gapBefore = last.gapBefore;
+  } else {                                            // the first one after an outage?
+    gapBefore = q.gapPending;
+    q.gapPending = false;
+  }
+  samples.push({ t: s.t, depth: s.depth, rate: s.rate, gapBefore });
   if (samples.length > HISTORY) samples.splice(0, samples.length - HISTORY);
   q.cells.rate.textContent = fmt(s.rate, 1);
   redraw(q);
 }
 
 function redraw(q) {
-  spark(q.depthSpark, q.samples.map((s) => s.depth));
-  spark(q.rateSpark, q.samples.map((s) => s.rate));
+  const points = withGaps(q.samples);
+  spark(q.depthSpark, points.map((s) => s.depth));
+  spark(q.rateSpark, points.map((s) => s.rate));
   if (q.oid === selected) drawCharts();
 }
 
 // ---------------------------------------------------------------- charts
 
-// A sparkline: one polyline scaled to the svg; null values are skipped.
+// A sparkline: one path scaled to the svg; a null value breaks the line.
 function spark(svg, values) {
   const w = +svg.getAttribute("width"), h = +svg.getAttribute("height");
   const known = values.filter((v) => v !== null && v !== undefined);
   const max = Math.max(1, ...known), n = values.length;
-  const pts = [];
+  let d = "", pen = "M";
   values.forEach((v, i) => {
-    if (v === null || v === undefined) return;
+    if (v === null || v === undefined) { pen = "M"; return; }
     const x = n > 1 ? (i * (w - 2)) / (n - 1) + 1 : w / 2;
     const y = h - 2 - (v / max) * (h - 4);
-    pts.push(`${x.toFixed(1)},${y.toFixed(1)}`);
+    d += `${pen}${x.toFixed(1)},${y.toFixed(1)} `;
+    pen = "L";
   });
-  svg.firstChild.setAttribute("points", pts.join(" "));
+  svg.firstChild.setAttribute("d", d.trim());
   svg.setAttribute("data-points", known.length);
   svg.setAttribute("data-last", known.length ? known[known.length - 1] : "");
   svg.setAttribute("aria-label", `max ${fmt(max, 1)}`);
 }
 
-// A line chart on a canvas: y from 0 to a rounded maximum, x over the sample times.
-function lineChart(canvas, points, color, unit) {
-  const ctx = canvas.getContext("2d");
-  const w = canvas.width, h = canvas.height, left = 48, right = 8, top = 8, bottom = 20;
-  ctx.clearRect(0, 0, w, h);
-  ctx.font = "11px system-ui, sans-serif";
-  const known = points.filter((p) => p.v !== null && p.v !== undefined);
-  canvas.dataset.points = known.length;
-  const { max, step } = scale(Math.max(0, ...known.map((p) => p.v)));
-  const digits = Number.isInteger(step) ? 0 : 1;
-  // grid and y labels
-  ctx.strokeStyle = "#e3e5ea"; ctx.fillStyle = "#666"; ctx.lineWidth = 1;
-  ctx.textAlign = "right"; ctx.textBaseline = "middle";
-  for (let v = 0; v <= max + step / 2; v += step) {
-    const y = Math.round(top + (1 - v / max) * (h - top - bottom)) + 0.5;
-    ctx.beginPath(); ctx.moveTo(left, y); ctx.lineTo(w - right, y); ctx.stroke();
-    ctx.fillText(fmt(v, digits), left - 4, y);
-  }
-  if (known.length === 0) {
-    ctx.textAlign = "center"; ctx.fillText("no samples yet", (left + w) / 2, h / 2);
-    return;
-  }
-  const t0 = points[0].t, t1 = points[points.length - 1].t, span = Math.max(1, t1 - t0);
-  ctx.textAlign = "left"; ctx.textBaseline = "alphabetic";
-  ctx.fillText(`last ${fmt(span / 1e9, 0)} s (${unit})`, left, h - 4);
-  ctx.strokeStyle = color; ctx.lineWidth = 2; ctx.beginPath();
-  let started = false;
-  for (const p of points) {
-    if (p.v === null || p.v === undefined) { started = false; continue; }
-    const x = left + ((p.t - t0) / span) * (w - left - right);
-    const y = top + (1 - p.v / max) * (h - top - bottom);
-    if (started) ctx.lineTo(x, y); else { ctx.moveTo(x, y); started = true; }
-  }
-  ctx.stroke();
+// HH:MM:SS in local time, with ``digits`` decimals of the second (ticks closer than 1 s)
+function clock(seconds, digits = 0) {
+  const scale = 10 ** digits;
+  const units = Math.round(seconds * scale);        // whole tenths, hundredths ...
+  const whole = Math.floor(units / scale);
+  const text = new Date(whole * 1000).toLocaleTimeString("en-GB", { hour12: false });
+  return digits ? `${text}.${String(units - whole * scale).padStart(digits, "0")}` : text;
 }
 
-// An axis from 0 with 2 to 5 round steps (1, 2, 2.5 or 5 times a power of ten).
-function scale(v) {
-  if (!(v > 0)) return { max: 1, step: 0.25 };
-  const raw = v / 4, p = Math.pow(10, Math.floor(Math.log10(raw)));
-  const step = [1, 2, 2.5, 5, 10].map((m) => m * p).find((s) => s >= raw);
-  return { max: Math.max(1, Math.ceil(v / step)) * step, step };
+// ``align``: 1 when a value holds until the next sample (a depth), -1 when it covers
+// the time since the previous one (a rate over that step)
+function makeChart(el, label, color, digits, align) {
+  const opts = {
+    width: Math.max(200, el.clientWidth), height: 180,
+    scales: { x: { time: true }, y: { range: (u, lo, hi) => [0, hi > 0 ? hi * 1.1 : 1] } },
+    axes: [{ stroke: "#555", grid: { stroke: "#eee" },
+             // clock times of the samples (local time); the labels drawn are also
+             // kept in data-ticks, for whoever reads the page without pixels
+             values: (u, ticks) => {
+               const step = ticks.length > 1 ? ticks[1] - ticks[0] : 1;
+               const digits = step >= 1 ? 0 : step >= 0.1 ? 1 : 2;
+               const labels = ticks.map((t) => clock(t, digits));
+               el.dataset.ticks = labels.join(" ");
+               return labels;
+             } },
+           { stroke: "#555", grid: { stroke: "#eee" }, size: 56,
+             values: (u, ticks) => ticks.map((v) => fmt(v, digits)) }],
+    series: [{}, { label, stroke: color, width: 2, spanGaps: false,
+                   // steps: agents publish a queue when it changed
+                   paths: uPlot.paths.stepped({ align }),
+                   points: { show: true, size: 4 },
+                   value: (u, v) => fmt(v, digits) }],
+    legend: { show: true },
+    cursor: { drag: { x: false, y: false } },
+  };
+  return new uPlot(opts, [[], []], el);
+}
+
+function setupCharts() {
+  const css = getComputedStyle(document.documentElement);
+  charts.depth = makeChart($("#depth-chart"), "depth (messages)", css.getPropertyValue("--depth").trim(), 0, 1);
+  charts.rate = makeChart($("#rate-chart"), "enqueue rate (msg/s)", css.getPropertyValue("--rate").trim(), 1, -1);
+  const resize = () => {
+    for (const [kind, chart] of Object.entries(charts)) {
+      const el = $(`#${kind}-chart`);
+      chart.setSize({ width: Math.max(200, el.clientWidth), height: 180 });
+    }
+  };
+  new ResizeObserver(resize).observe($(".overview"));
 }
 
 function drawCharts() {
   const q = selected !== null ? queues.get(selected) : null;
-  const samples = q ? q.samples : [];
-  const css = getComputedStyle(document.documentElement);
-  lineChart($("#depth-chart"), samples.map((s) => ({ t: s.t, v: s.depth })), css.getPropertyValue("--depth").trim(), "messages");
-  lineChart($("#rate-chart"), samples.map((s) => ({ t: s.t, v: s.rate })), css.getPropertyValue("--rate").trim(), "msg/s");
+  const points = q ? withGaps(q.samples) : [];
+  const xs = points.map((p) => p.t / 1e9);
+  for (const [kind, chart] of Object.entries(charts)) {
+    const ys = points.map((p) => (p[kind] === undefined ? null : p[kind]));
+    chart.setData([xs, ys]);
+    const el = $(`#${kind}-chart`);
+    el.dataset.points = ys.filter((v) => v !== null).length;
+    el.dataset.gaps = points.filter((p) => p.gap).length;
+  }
 }
 
-function select(oid) {
+// ---------------------------------------------------------------- choosing the queue
+
+function refreshChooser() {
+  const chooser = $("#queue-select");
+  const names = [...queues.values()].map((q) => [q.name, q.oid])
+    .sort((a, b) => a[0].localeCompare(b[0]));
+  chooser.replaceChildren(new Option("–", ""), ...names.map(([name, oid]) => new Option(name, oid)));
+  chooser.value = selected ?? "";
+}
+
+// Show ``oid`` in the big charts; ``byUser`` records the choice in the address.
+function select(oid, byUser) {
   selected = oid;
-  for (const q of queues.values()) q.row.classList.toggle("selected", q.oid === oid);
-  const name = oid !== null && queues.get(oid) ? queues.get(oid).name : "–";
+  const q = oid !== null ? queues.get(oid) : null;
+  for (const other of queues.values()) other.row.classList.toggle("selected", other.oid === oid);
+  const name = q ? q.name : "–";
   $("#selected-name").textContent = name;
   $("#selected-name2").textContent = name;
+  $("#queue-select").value = oid ?? "";
+  if (byUser && q) {
+    wanted = q.name;
+    const url = new URL(location.href);
+    url.searchParams.set("queue", q.name);
+    history.replaceState(null, "", url);
+  }
   drawCharts();
+}
+
+// After the first listing: the queue named in the address, else the first by name.
+function chooseDefault() {
+  listed = true;
+  if (selected !== null) return;
+  const byName = [...queues.values()].sort((a, b) => a.name.localeCompare(b.name));
+  const hit = wanted !== null ? byName.find((q) => q.name === wanted) : byName[0];
+  if (hit) select(hit.oid, false);
+  else if (wanted !== null) message(`No queue named ${wanted} (yet): the charts wait for it.`);
 }
 
 // ---------------------------------------------------------------- connection state
@@ -201,6 +278,13 @@ function setState(state, text) {
   banner.dataset.state = state;
   banner.textContent = text || "";
   banner.hidden = state === "connected";
+  const wasConnected = connected;
+  connected = state === "connected";
+  if (wasConnected && !connected) for (const q of queues.values()) q.gapPending = true;
+  for (const q of queues.values()) {
+    q.button.disabled = !connected || q.busy === true;
+    q.button.title = connected ? "" : "the broker is disconnected";
+  }
 }
 
 function onStatus(st) {
@@ -230,7 +314,25 @@ async function api(path, options) {
   return body;
 }
 
+// Ask before an action that loses messages; resolves true when the user confirms.
+function confirmPurge(q) {
+  const dialog = $("#confirm");
+  const depth = q.cells.depth.textContent;
+  $("#confirm-text").textContent =
+    `Purge queue ${q.name}? Its messages (${depth} now) are deleted and cannot be recovered.`;
+  dialog.dataset.queue = q.name;
+  return new Promise((resolve) => {
+    dialog.addEventListener("close", () => resolve(dialog.returnValue === "purge"), { once: true });
+    dialog.returnValue = "cancel";
+    dialog.showModal();
+    $("#confirm-cancel").focus();
+  });
+}
+
 async function purge(q, button) {
+  if (!connected) return;
+  if (!(await confirmPurge(q))) { message(`Purge of ${q.name} cancelled.`); return; }
+  q.busy = true;
   button.disabled = true;
   try {
     const result = await api(`/api/object/${encodeURIComponent(q.oid)}/methods/purge`, {
@@ -242,7 +344,8 @@ async function purge(q, button) {
   } catch (err) {
     message(`Purge of ${q.name} failed: ${err.message}`, true);
   } finally {
-    button.disabled = false;
+    q.busy = false;
+    button.disabled = !connected;
   }
 }
 
@@ -253,6 +356,7 @@ async function loadQueues() {
     // 503 while the broker is down: the stream's status says so, and updates follow
     if (err.status !== 503) message(`Cannot list queues: ${err.message}`, true);
   }
+  chooseDefault();
 }
 
 // ---------------------------------------------------------------- stream
@@ -270,6 +374,7 @@ function connectStream() {
         redraw(q);
       }
     }
+    if (!listed && queues.size) chooseDefault();
   });
   es.addEventListener("agent_gone", (e) => {
     for (const oid of JSON.parse(e.data).objects) removeQueue(oid);
@@ -291,7 +396,9 @@ function connectStream() {
   };
 }
 
+$("#queue-select").addEventListener("change", (e) => select(e.target.value || null, true));
 setState("connecting", "Connecting…");
+setupCharts();
 drawCharts();
 loadQueues();
 connectStream();
