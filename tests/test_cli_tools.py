@@ -281,13 +281,14 @@ async def test_stat_general(bus: Bus) -> None:
 @integration
 @aio
 async def test_stat_exchanges_queues_sorting(bus: Bus) -> None:
-    exchanges, queues, down, up, limited, bad = await asyncio.gather(
+    exchanges, queues, down, up, limited, unlimited, bad = await asyncio.gather(
         qmf(bus.url, "stat", "-e"), qmf(bus.url, "stat", "-q"),
         qmf(bus.url, "stat", "-q", "-S", "msgIn", "--json", "-L", "0"),
         qmf(bus.url, "stat", "-q", "-S", "msgin", "-I", "--json"),
-        qmf(bus.url, "stat", "-q", "-L", "2"),
+        qmf(bus.url, "stat", "-q", "-S", "queue", "-L", "2"),
+        qmf(bus.url, "stat", "-q", "-L", "2", "--json"),
         qmf(bus.url, "stat", "-e", "-S", "nosuchcolumn"))
-    for r in (exchanges, queues, down, up, limited):
+    for r in (exchanges, queues, down, up, limited, unlimited):
         assert r.rc == 0, r.err
     lines = exchanges.out.splitlines()
     assert lines[0] == "Exchanges"
@@ -311,6 +312,8 @@ async def test_stat_exchanges_queues_sorting(bus: Bus) -> None:
     assert values == sorted(values)  # -I: increasing
     assert len([ln for ln in limited.out.splitlines()[3:] if ln.strip()]) == 2
     assert "showing 2 of" in limited.err
+    # as qpid-stat: -L counts only with -S
+    assert len(unlimited.json()) == len(rows) > 2 and "showing" not in unlimited.err
     assert bad.rc == 2 and "nosuchcolumn" in bad.one_error_line()
 
 
@@ -336,6 +339,16 @@ async def test_stat_views_the_demo_does_not_serve(bus: Bus) -> None:
         assert r.rc == 5 and r.out == ""
         line = r.one_error_line()
         assert f"serves org.apache.qpid.broker:{view}" in line and "not managed" in line
+
+
+@integration
+@aio
+async def test_stat_acl_without_an_acl_module(bus: Bus) -> None:
+    human, js = await asyncio.gather(qmf(bus.url, "stat", "--acl"),
+                                     qmf(bus.url, "stat", "--acl", "--json"))
+    # qpid-stat's words and exit code: the demo broker has no ACL module
+    assert (human.rc, human.out.strip()) == (0, "ACL Policy Module is not installed"), human.err
+    assert (js.rc, js.json()) == (0, [])
 
 
 # --------------------------------------------------------------------------- config

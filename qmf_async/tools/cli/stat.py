@@ -1,17 +1,22 @@
 """``qmf stat``: broker statistics, like qpid-stat.
 
 Views: ``-g`` general (the default), ``-c`` connections, ``-e`` exchanges,
-``-q [QUEUE]`` queues or one queue in detail, ``-u`` subscriptions, ``-m`` memory.
-Tables sort by the first column unless ``-S COL`` (decreasing; ``-I`` increasing) and
-stop after ``-L`` rows (default 50, 0 for all).  ``--json`` prints the raw values.
+``-q [QUEUE]`` queues or one queue in detail, ``-u`` subscriptions, ``-m`` memory,
+``--acl`` the access control list module.  As with qpid-stat, ``-q -b HOST QUEUE`` and
+``-b HOST -q QUEUE`` both show one queue.  Tables list every row, by the first column;
+``-S COL`` sorts by COL, decreasing unless ``-I``, and keeps the first ``-L`` rows
+(default 50, 0 for all).  ``--json`` prints the raw values.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Sequence
 from typing import Any
+
+from rich.cells import cell_len
 
 from qmf_async import QmfObject
 
@@ -51,6 +56,11 @@ def _size(key: str, header: str | None = None) -> Column:
     return Column(key, header or key, fmt_bytes, numeric=True)
 
 
+def _pid(key: str) -> Column:
+    """A process id: a number, shown without thousands separators."""
+    return Column(key, key, lambda v: "" if v is None else str(v), numeric=True)
+
+
 EXCHANGE_COLUMNS = (
     Column("exchange", "exchange", lambda v: "(default)" if v == "" else str(v)),
     Column("type", "type"),
@@ -82,7 +92,7 @@ QUEUE_COLUMNS = (
 CONNECTION_COLUMNS = (
     Column("connection", "connection"),
     Column("cproc", "cproc"),
-    _num("cpid"),
+    _pid("cpid"),
     Column("mech", "mech"),
     Column("auth", "auth"),
     Column("connected", "connected", fmt_duration, numeric=True),
@@ -96,12 +106,13 @@ SUBSCRIPTION_COLUMNS = (
     Column("queue", "queue"),
     Column("conn", "conn"),
     Column("procName", "procName"),
-    _num("procId"),
+    _pid("procId"),
     Column("browse", "browse", fmt_bool),
     Column("acked", "acked", fmt_bool),
     Column("excl", "excl", fmt_bool),
     Column("creditMode", "creditMode"),
     _num("delivered"),
+    _num("sessUnacked"),
 )
 
 SUMMARY_COLUMNS = (
@@ -166,20 +177,21 @@ def add_parser(subparsers: Any) -> None:
                        const="subscriptions", help="subscriptions")
     views.add_argument("-m", "--memory", dest="view", action="store_const", const="memory",
                        help="broker memory statistics")
+    views.add_argument("--acl", dest="view", action="store_const", const="acl",
+                       help="access control list statistics")
     parser.add_argument("-S", "--sort-by", metavar="COL", default=None,
                         help="sort by this column (decreasing unless -I)")
     parser.add_argument("-I", "--increasing", action="store_true",
                         help="sort by increasing value")
     parser.add_argument("-L", "--limit", type=int, default=50, metavar="N",
-                        help="show at most N rows (default 50, 0 for all)")
+                        help="with -S, show the first N rows (default 50, 0 for all)")
     parser.set_defaults(run=run, view=None)
 
 
 async def run(args: argparse.Namespace) -> int:
     setup_logging(args.verbose)
     if args.queue is not None:
-        if "://" in args.queue and args.url is None:  # ``stat -q URL``
-            args.url, args.queue = args.queue, ""
+        _queue_argument(args)
         args.view = "queue" if args.queue else "queues"
     view = args.view or "general"
     if args.limit < 0:
@@ -189,7 +201,18 @@ async def run(args: argparse.Namespace) -> int:
             return await _general(target, args)
         if view == "queue":
             return await _queue(target, args, args.queue)
+        if view == "acl":
+            return await _acl(target, args)
         return await _listing(target, args, view)
+
+
+def _queue_argument(args: argparse.Namespace) -> None:
+    """Sort out ``-q``'s optional QUEUE and the broker positional, as qpid-stat's
+    ``-q [options] [queue-name]``: with ``-b`` given, the positional is the queue."""
+    if args.queue and "://" in args.queue and args.url is None:  # ``stat -q URL``
+        args.url, args.queue = args.queue, ""
+    if not args.queue and args.url is not None and args.broker is not None:
+        args.queue, args.url = args.url, None  # ``stat -q -b HOST QUEUE``
 
 
 # --------------------------------------------------------------------------- listings
@@ -214,7 +237,7 @@ async def _listing(target: Target, args: argparse.Namespace, view: str) -> int:
         title = "Subscriptions"
     else:  # memory
         objs = await _required(target, "memory", "memory statistics")
-        return _details(args, objs, "Broker Memory Statistics")
+        return _memory(args, objs)
     if not objs and view in ("exchanges", "queues"):
         await target.require_class(view[:-1], what=view)
     return _print_rows(args, columns, rows, title)
@@ -229,21 +252,58 @@ async def _required(target: Target, cls: str, what: str) -> list[QmfObject]:
 
 def _print_rows(args: argparse.Namespace, columns: Sequence[Column],
                 rows: list[dict[str, Any]], title: str) -> int:
-    if args.sort_by:
+    total = len(rows)
+    if args.sort_by:  # as qpid-stat: -L counts only with -S
         rows = sort_rows(rows, find_column(columns, args.sort_by), increasing=args.increasing)
+        if args.limit:
+            rows = rows[:args.limit]
     else:
         rows = sort_rows(rows, columns[0], increasing=True)
-    total = len(rows)
-    if args.limit:
-        rows = rows[:args.limit]
     if args.json:
         print_json(jsonable(rows))
+    elif len(rows) > RICH_MAX_ROWS or not out_console().is_terminal:
+        _plain_table(columns, rows, title)
     else:
         render_table(columns, rows, title=title)
     if len(rows) < total:
         err_console().print(f"(showing {len(rows)} of {total} rows; -L 0 shows all)",
                             highlight=False)
     return 0
+
+
+#: longer listings are laid out by :func:`_plain_table` also on a terminal
+RICH_MAX_ROWS = 1000
+
+
+def _width(text: str) -> int:
+    return len(text) if text.isascii() else cell_len(text)
+
+
+def _plain_table(columns: Sequence[Column], rows: list[dict[str, Any]], title: str) -> None:
+    """The table as ``render_table`` lays it out on a pipe (title, header, rule, cells
+    three spaces apart, numbers on the right, no trailing blanks), in a fraction of its
+    time: qpid-stat -q on 10,000 queues."""
+    cells = [[col.fmt(row.get(col.key)) for col in columns] for row in rows]
+    widths = [_width(col.header) for col in columns]
+    for line in cells:
+        for i, text in enumerate(line):
+            w = _width(text)
+            if w > widths[i]:
+                widths[i] = w
+    right = [col.numeric for col in columns]
+
+    def lay(line: Sequence[str]) -> str:
+        parts = []
+        for text, width, numeric in zip(line, widths, right, strict=True):
+            pad = " " * (width - _width(text))
+            parts.append(pad + text if numeric else text + pad)
+        return "   ".join(parts).rstrip()
+
+    out = [title, lay([col.header for col in columns]),
+           "\u2500" * (sum(widths) + 3 * (len(widths) - 1))]
+    out.extend(lay(line) for line in cells)
+    sys.stdout.write("\n".join(out) + "\n")
+    sys.stdout.flush()
 
 
 def _exchange_row(o: QmfObject) -> dict[str, Any]:
@@ -293,7 +353,8 @@ async def _subscription_rows(target: Target, subs: list[QmfObject]) -> list[dict
             "procId": conn.get("remotePid") if conn else None,
             "browse": s.get("browsing"), "acked": s.get("acknowledged"),
             "excl": s.get("exclusive"), "creditMode": s.get("creditMode"),
-            "delivered": s.get("delivered")})
+            "delivered": s.get("delivered"),
+            "sessUnacked": sess.get("unackedMessages") if sess else None})
     return rows
 
 
@@ -309,37 +370,139 @@ def _describe(o: QmfObject) -> dict[str, Any]:
             "statistics": o.get_statistics()}
 
 
-def _details(args: argparse.Namespace, objs: list[QmfObject], title: str) -> int:
+MEMORY_COLUMNS = (Column("statistic", "Statistic"), _num("value", "Value"))
+
+
+def _memory(args: argparse.Namespace, objs: list[QmfObject]) -> int:
+    """qpid-stat -m: every value of the ``memory`` object but its name."""
     if args.json:
         print_json(jsonable([_describe(o) for o in objs]))
         return 0
     console = out_console()
-    for o in objs:
+    for i, o in enumerate(objs):
+        if i:
+            console.print()
         agent = o.get_agent()
-        console.print(f"{title}: {o.get_index() or o.get_object_id()} (agent "
-                      f"{agent.label if agent else '?'}, last sample "
-                      f"{fmt_time(o.get_timestamps()[0])})", highlight=False, markup=False)
-        render_table(DETAIL_COLUMNS, detail_rows(o), console=console)
+        title = "Broker Memory Statistics" + (f" (agent {agent.label})" if len(objs) > 1
+                                              and agent else "")
+        values = {**o.get_properties(), **o.get_statistics()}
+        rows = [{"statistic": k, "value": v} for k, v in values.items() if k != "name"]
+        render_table(MEMORY_COLUMNS, rows, title=title, console=console)
     return 0
 
 
+#: qpid-stat -q QUEUE's statistics: (row name, message statistic, byte statistic)
+QUEUE_AGGREGATE = tuple(row for row in AGGREGATE if row[0] not in (
+    "discards-no-route", "abandoned", "abandoned-via-alt"))
+
+
+def _aggregate(o: QmfObject, rows: Sequence[tuple[str, str, str | None]]
+               ) -> list[dict[str, Any]]:
+    """qpid-stat's Statistic / Messages / Bytes rows of ``o`` (those it has)."""
+    return [{"statistic": name, "messages": o.get(msg), "bytes": o.get(byte) if byte else None}
+            for name, msg, byte in rows if o.get(msg) is not None]
+
+
+def _by_statistic(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {r["statistic"]: {"messages": r["messages"], "bytes": r["bytes"]} for r in rows}
+
+
 async def _queue(target: Target, args: argparse.Namespace, name: str) -> int:
+    """One queue: qpid-stat's statistics rows, then every property and statistic.
+
+    Raises:
+        ToolError: no such queue (not-found code), or nobody serves queues.
+    """
     found = await target.objects("queue", name=name)
     if not found:
         await target.require_class("queue", what="queues")
         raise not_found("queue", name, target.where)
     if args.json:
-        data = [_describe(o) for o in found]
+        data = [{**_describe(o), "aggregate": _by_statistic(_aggregate(o, QUEUE_AGGREGATE))}
+                for o in found]
         print_json(jsonable(data[0] if len(data) == 1 else data))
         return 0
     console = out_console()
-    for o in found:
+    for i, o in enumerate(found):
+        if i:
+            console.print()
         agent = o.get_agent()
         updated, created, _ = o.get_timestamps()
         console.print(f"Queue '{name}' (object {o.get_object_id()}, agent "
                       f"{agent.label if agent else '?'}, created {fmt_time(created)}, "
                       f"last sample {fmt_time(updated)})", highlight=False, markup=False)
-        render_table(DETAIL_COLUMNS, detail_rows(o), console=console)
+        console.print()
+        render_table(AGGREGATE_COLUMNS, _aggregate(o, QUEUE_AGGREGATE), title="Statistics",
+                     console=console)
+        console.print()
+        render_table(DETAIL_COLUMNS, detail_rows(o), title="Properties and statistics",
+                     console=console)
+    return 0
+
+
+# --------------------------------------------------------------------------- acl
+
+#: the package of qpidd's access control list module
+ACL_PACKAGE = "org.apache.qpid.acl"
+#: qpid-stat's words when the broker has no ACL module
+NO_ACL = "ACL Policy Module is not installed"
+
+ACL_COLUMNS = (Column("statistic", "Statistic"), Column("value", "Value"))
+
+
+def _long_time(ns: Any) -> str:
+    """An absolute time in ns as ``2024-05-01 14:02:11 UTC`` (``-`` for none)."""
+    if not ns:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ns / 1e9))
+
+
+def _acl_rows(o: QmfObject) -> list[dict[str, Any]]:
+    """qpid-stat --acl's rows (then the module's limits and other denials)."""
+    return [
+        {"statistic": "policy-file", "value": o.get("policyFile") or ""},
+        {"statistic": "enforcing", "value": "Y" if o.get("enforcingAcl") else "N"},
+        {"statistic": "has-transfer-acls", "value": "Y" if o.get("transferAcl") else "N"},
+        {"statistic": "last-acl-load", "value": _long_time(o.get("lastAclLoad"))},
+        {"statistic": "acl-denials", "value": fmt_count(o.get("aclDenyCount"))},
+        {"statistic": "connection-denials", "value": fmt_count(o.get("connectionDenyCount"))},
+        {"statistic": "queue-quota-denials", "value": fmt_count(o.get("queueQuotaDenyCount"))},
+        {"statistic": "max-connections", "value": fmt_count(o.get("maxConnections"))},
+        {"statistic": "max-connections-per-ip",
+         "value": fmt_count(o.get("maxConnectionsPerIp"))},
+        {"statistic": "max-connections-per-user",
+         "value": fmt_count(o.get("maxConnectionsPerUser"))},
+        {"statistic": "max-queues-per-user", "value": fmt_count(o.get("maxQueuesPerUser"))},
+    ]
+
+
+async def _acl(target: Target, args: argparse.Namespace) -> int:
+    """The ACL module's statistics; qpid-stat's note (exit 0, ``[]`` with --json) when
+    the broker has no ACL module.
+
+    Raises:
+        ToolError: no management agent answers at all (no-agent code).
+    """
+    objs = await target.objects("acl", package=ACL_PACKAGE, what="acl")
+    if not objs:
+        # a broker answers but has no ACL module: qpid-stat says so and exits 0
+        await target.require_class("broker", what="brokers")
+        if args.json:
+            print_json([])
+        else:
+            out_console().print(NO_ACL, highlight=False, markup=False)
+        return 0
+    if args.json:
+        print_json(jsonable([_describe(o) for o in objs]))
+        return 0
+    console = out_console()
+    for i, o in enumerate(objs):
+        if i:
+            console.print()
+        agent = o.get_agent()
+        title = "ACL Policy Statistics" + (f" (agent {agent.label})" if len(objs) > 1
+                                           and agent else "")
+        render_table(ACL_COLUMNS, _acl_rows(o), title=title, console=console)
     return 0
 
 
@@ -374,14 +537,10 @@ async def _general(target: Target, args: argparse.Namespace) -> int:
                    "version": b.get("version"), "uptime": b.get("uptime"),
                    **{f"{cls}s": counts[cls].get(key, 0) if served[cls] else None
                       for cls in ("connection", "session", "exchange", "queue")}}
-        aggregate = [{"statistic": name, "messages": b.get(msg),
-                      "bytes": b.get(byte) if byte else None}
-                     for name, msg, byte in AGGREGATE if b.get(msg) is not None]
+        aggregate = _aggregate(b, AGGREGATE)
         reports.append((b, summary, aggregate))
     if args.json:
-        print_json(jsonable([{**_describe(b), "summary": s,
-                              "aggregate": {r["statistic"]: {"messages": r["messages"],
-                                                             "bytes": r["bytes"]} for r in a}}
+        print_json(jsonable([{**_describe(b), "summary": s, "aggregate": _by_statistic(a)}
                              for b, s, a in reports]))
         return 0
     console = out_console()
