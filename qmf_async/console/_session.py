@@ -289,12 +289,20 @@ class Broker:
             self._twins = set()
             self._v1_keys = (session._binding_keys() if version == 1
                              else ["console.heartbeat.#", *_V1_AGENT_LIST])
-            loss = f"qmf-loss-{uuid.uuid4().hex[:16]}"
-            self._loss_queue = await transport.open_endpoint(loss, bindings=[(DIRECT, loss)])
+            # the topic endpoint's overflow is dead-lettered to the loss endpoint, which
+            # counts it (topic_dropped); AMQP 1.0 has neither a length cap nor dead
+            # letters for it (the link credit bounds it), so there is no loss endpoint
+            loss: str | None = None
+            self._loss_queue = None
+            if getattr(transport, "protocol", None) != "1.0":
+                loss = f"qmf-loss-{uuid.uuid4().hex[:16]}"
+                self._loss_queue = await transport.open_endpoint(
+                    loss, bindings=[(DIRECT, loss)])
             topic = f"qmf-topic-{uuid.uuid4().hex[:16]}"
             self._topic_queue = await transport.open_endpoint(
                 topic, bindings=[(MANAGEMENT, k) for k in self._v1_keys],
-                max_length=session.topic_max_length, dead_letter_exchange=DIRECT,
+                max_length=session.topic_max_length,
+                dead_letter_exchange=DIRECT if loss else None,
                 dead_letter_routing_key=loss, no_ack=False)
             self.error = None
             await self._handshake()
