@@ -12,17 +12,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import io
 import shutil
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from qmf_async.errors import UsageError
-from qmf_async.tools.cli import main
 from qmf_async.transport import (
     TlsOptions,
     add_connection_arguments,
@@ -55,18 +51,19 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     return Pki(Path(tmp_path_factory.mktemp("pki")))
 
 
-@contextlib.contextmanager
-def captured() -> Iterator[tuple[io.StringIO, io.StringIO]]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        yield out, err
-
-
-def run_tool(argv: list[str]) -> tuple[int, str, str]:
-    """``qmf ARGV`` in this process (its own event loop: call it in a thread)."""
-    with captured() as (out, err):
-        rc = main(argv)
-    return rc, out.getvalue(), err.getvalue()
+async def run_tool(argv: list[str]) -> tuple[int, str, str]:
+    """``qmf ARGV`` as a process (the tools set up the process's logging their way)."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "qmf_async", *argv, cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
 
 
 # --------------------------------------------------------------------------- parsing
@@ -145,7 +142,7 @@ async def test_external_login_with_a_client_certificate(pki: Pki, tool: str,
         argv += ["-b", peer.url(scheme="amqps", host="localhost"),
                  "--ssl-certificate", pki.client[0], "--ssl-key", pki.client[1],
                  "--ssl-trustfile", pki.ca[0], "--sasl-mechanism", "EXTERNAL"]
-        rc, _out, err = await asyncio.to_thread(run_tool, argv)
+        rc, _out, err = await run_tool(argv)
         # the peer is no QMF agent: what counts is that the login went through
         assert rc not in (3, 4), err
         assert ("EXTERNAL", "qmf-client", True) in peer.sasl_log, (rc, err)
@@ -153,7 +150,7 @@ async def test_external_login_with_a_client_certificate(pki: Pki, tool: str,
 
 async def test_unknown_ca_is_one_line_and_exit_3(pki: Pki) -> None:
     async with Amqp10Peer(ssl_context=pki.server_context()) as peer:
-        rc, out, err = await asyncio.to_thread(run_tool, [
+        rc, out, err = await run_tool([
             "stat", "-b", peer.url(scheme="amqps", host="localhost"), "--timeout", "3"])
     assert rc == 3, err
     assert out == "" and len(err.strip().splitlines()) == 1, err
@@ -164,17 +161,17 @@ async def test_unknown_ca_is_one_line_and_exit_3(pki: Pki) -> None:
 async def test_hostname_check_can_be_skipped(pki: Pki) -> None:
     async with Amqp10Peer(ssl_context=pki.server_context("other")) as peer:
         url = peer.url(scheme="amqps", host="localhost")
-        strict = await asyncio.to_thread(run_tool, [
+        strict = await run_tool([
             "events", "-b", url, "--ssl-trustfile", pki.ca[0], "--duration", "0.2"])
         assert strict[0] == 3 and "hostname" in strict[2].lower(), strict
-        relaxed = await asyncio.to_thread(run_tool, [
+        relaxed = await run_tool([
             "events", "-b", url, "--ssl-trustfile", pki.ca[0], "--ssl-skip-hostname-check",
             "--duration", "0.2", "--quiet"])
         assert relaxed[0] == 0, relaxed
 
 
 async def test_tls_flags_on_a_plain_address_are_a_usage_error(pki: Pki) -> None:
-    rc, _out, err = await asyncio.to_thread(run_tool, [
+    rc, _out, err = await run_tool([
         "stat", "-b", "127.0.0.1:1", "--ssl-trustfile", pki.ca[0]])
     assert rc == 2 and "amqps://" in err, err
 
@@ -184,10 +181,10 @@ async def test_tls_flags_on_a_plain_address_are_a_usage_error(pki: Pki) -> None:
 
 @pytest.mark.integration
 async def test_plain_and_a_refused_mechanism_on_rabbitmq(amqp_url: str) -> None:
-    ok = await asyncio.to_thread(run_tool, [
+    ok = await run_tool([
         "events", amqp_url, "--sasl-mechanism", "PLAIN", "--duration", "0.2", "--quiet"])
     assert ok[0] == 0, ok
-    rc, out, err = await asyncio.to_thread(run_tool, [
+    rc, out, err = await run_tool([
         "events", amqp_url, "--sasl-mechanism", "EXTERNAL", "--duration", "0.2"])
     assert rc == 4, err
     assert out == "" and len(err.strip().splitlines()) == 1, err
