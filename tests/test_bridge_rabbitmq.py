@@ -13,6 +13,7 @@ import asyncio
 import json
 import logging
 import os
+import signal
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -437,3 +438,89 @@ async def _run(*cmd: str, timeout: float = 120.0) -> tuple[int, str, str]:
         env={**os.environ, "PYTHONPATH": str(ROOT)})
     out, err = await asyncio.wait_for(proc.communicate(), timeout)
     return proc.returncode or 0, out.decode(), err.decode()
+
+
+# --------------------------------------------------------------------------- commands
+
+
+async def _start(*cmd: str, bus_url: str) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable, *cmd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "QMF_URL": bus_url})
+
+
+async def _stop(proc: asyncio.subprocess.Process) -> tuple[int, str]:
+    if proc.returncode is None:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        _, err = await asyncio.wait_for(proc.communicate(), 15)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise
+    return proc.returncode or 0, err.decode()
+
+
+async def test_qmf_bridge_rabbitmq_command(bus_url: str, vhost: str, role: ManagementBroker,
+                                           amqp: Any) -> None:
+    await amqp.queue_declare("command.q")
+    await amqp.basic_publish(b"c", routing_key="command.q")
+    proc = await _start("-m", "qmf_async", "bridge", "rabbitmq", "--api", API_URL, "--vhost",
+                        vhost, "--interval", "0.5", "--label", "bridge-command",
+                        bus_url=bus_url)
+    try:
+        assert proc.stdout is not None
+        line = (await asyncio.wait_for(proc.stdout.readline(), 20)).decode()
+        assert "rabbitmq bridge 'bridge-command' ready" in line, line
+
+        async def listed() -> bool:
+            code, out, _ = await qmf("stat", "-q", "--json", "-L", "0", "--agent",
+                                     "bridge-command", url=bus_url)
+            rows = {r["queue"]: r for r in json.loads(out)} if code == 0 else {}
+            return rows.get("command.q", {}).get("msg") == 1
+
+        await wait_until(listed, timeout=30, interval=0.5, message="command.q in qmf stat")
+    finally:
+        code, err = await _stop(proc)
+    assert code == 0, err
+
+
+async def test_module_command_with_wrong_credentials_reports_once(
+        bus_url: str, vhost: str, role: ManagementBroker) -> None:
+    bad = urlsplit(API_URL)._replace(netloc=f"guest:wrong@{urlsplit(API_URL).hostname}:"
+                                     f"{urlsplit(API_URL).port or 15672}").geturl()
+    proc = await _start("-m", "qmf_async.bridge.rabbitmq", "--api", bad, "--vhost", vhost,
+                        "--interval", "0.2", "--label", "bridge-wrong", bus_url=bus_url)
+    session = Session(timeout=5.0, broker_timeout=1.0)
+    try:
+        assert proc.stdout is not None
+        line = (await asyncio.wait_for(proc.stdout.readline(), 20)).decode()
+        assert "ready" in line and "API unavailable, retrying" in line, line
+        # the agent is on the bus while the API refuses it, through many polls
+        await session.add_broker(bus_url, timeout=5.0)
+        (remote,) = await session.wait_for_agents(label="bridge-wrong", timeout=5.0)
+        # it answers queries (with nothing: the API never answered)
+        assert await session.get_objects(_class="queue", _package=PACKAGE, _agent=remote) == []
+    finally:
+        await session.close()
+        code, err = await _stop(proc)
+    assert code == 0, err
+    lines = [x for x in err.splitlines() if "refused user" in x]
+    assert len(lines) == 1, err
+    assert "401" in lines[0] and "retrying every 0.2s" in lines[0]
+
+
+def test_command_usage_errors() -> None:
+    from qmf_async.tools.cli import main
+
+    env_url = os.environ.pop("QMF_URL", None)
+    try:
+        assert main(["bridge", "rabbitmq", "--api", "http://localhost:15672/"]) == 2
+        assert main(["bridge", "rabbitmq", "-b", "amqp://localhost/", "--api", "ftp://x/"]) == 2
+        assert main(["bridge", "rabbitmq", "-b", "amqp://localhost/", "--interval", "0"]) == 2
+        with pytest.raises(SystemExit) as exc:
+            main(["bridge"])  # a kind is required
+        assert exc.value.code == 2
+    finally:
+        if env_url is not None:
+            os.environ["QMF_URL"] = env_url

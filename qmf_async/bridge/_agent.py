@@ -265,7 +265,11 @@ class RabbitBridge:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.interval)
             self._wake.clear()
-            await self.poll_once()
+            try:
+                await self.poll_once()
+            except Exception:  # one bad answer must not end the polling
+                self.failures += 1
+                log.exception("RabbitMQ bridge: a poll failed")
 
     # ------------------------------------------------------------------ polling
 
