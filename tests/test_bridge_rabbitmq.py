@@ -29,7 +29,7 @@ from qmf_async.agent import Agent
 from qmf_async.agent.broker import ManagementBroker
 from qmf_async.bridge.rabbitmq import ApiError, RabbitApi, RabbitBridge
 
-from ._util import private_vhost, wait_until
+from ._util import private_vhost, rabbitmqctl_output, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -184,6 +184,11 @@ async def test_traffic_shows_within_two_intervals(
         return bool(q is not None and q.msgDepth == 4 and q.msgTotalDequeues == 3)
 
     await wait_until(dequeued, timeout=20, interval=0.1, message="3 dequeues over QMF")
+    # the same figure as rabbitmqctl's
+    listing = await rabbitmqctl_output("list_queues", "-p", vhost, "name", "messages")
+    if listing is not None:
+        counts = dict(line.split("\t") for line in listing.splitlines() if "\t" in line)
+        assert counts["traffic.q"] == "4", listing
     brokers = await session.get_objects(_class="broker", _package=PACKAGE)
     assert len(brokers) == 1 and brokers[0].version.startswith("RabbitMQ ")
     assert brokers[0].queueCount >= 1
@@ -514,6 +519,7 @@ def test_command_usage_errors() -> None:
     from qmf_async.tools.cli import main
 
     env_url = os.environ.pop("QMF_URL", None)
+    aiormq_level = logging.getLogger("aiormq").level  # qmf's main quiets aiormq
     try:
         assert main(["bridge", "rabbitmq", "--api", "http://localhost:15672/"]) == 2
         assert main(["bridge", "rabbitmq", "-b", "amqp://localhost/", "--api", "ftp://x/"]) == 2
@@ -522,5 +528,6 @@ def test_command_usage_errors() -> None:
             main(["bridge"])  # a kind is required
         assert exc.value.code == 2
     finally:
+        logging.getLogger("aiormq").setLevel(aiormq_level)
         if env_url is not None:
             os.environ["QMF_URL"] = env_url

@@ -73,11 +73,11 @@ async def run(args: argparse.Namespace) -> int:
     Raises:
         UsageError: bad arguments.
     """
+    bridge = build_bridge(args)  # bad arguments fail before logging is set up
     level = (logging.WARNING, logging.INFO, logging.DEBUG)[min(args.verbose, 2)]
     if not logging.getLogger().handlers:
         logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("qmf_async").setLevel(level)
-    bridge = build_bridge(args)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
