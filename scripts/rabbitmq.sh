@@ -70,18 +70,25 @@ PY
     fi
 }
 
+# The statistics interval as Erlang terms: collect_statistics_interval (ms) and the
+# management agent's sample_retention_policies with S-second samples.
+STATS_TERMS="Ms = $((STATS_S * 1000)), S = $STATS_S,
+    Policies = [{global, [{605, S}, {3660, 60}, {29400, 600}, {86400, 1800}]},
+                {basic, [{605, S}, {3600, 60}]},
+                {detailed, [{605, S}]}],
+    Same = application:get_env(rabbit, collect_statistics_interval) =:= {ok, Ms}
+        andalso application:get_env(rabbitmq_management_agent, sample_retention_policies)
+            =:= {ok, Policies},"
+
+stats_interval_set() {
+    [ "$(rabbitmqctl -q eval "$STATS_TERMS Same." 2>/dev/null)" = true ]
+}
+
 # Set the statistics interval; restart the management applications only when they
-# run with another one (their collectors read it when they start).
+# run with another one (their collectors read it when they start).  Run it after
+# enabling the plugin: loading the plugin resets its application's settings.
 set_stats_interval() {
-    local ms=$((STATS_S * 1000))
-    rabbitmqctl -q eval "
-        Ms = $ms, S = $STATS_S,
-        Policies = [{global, [{605, S}, {3660, 60}, {29400, 600}, {86400, 1800}]},
-                    {basic, [{605, S}, {3600, 60}]},
-                    {detailed, [{605, S}]}],
-        Same = application:get_env(rabbit, collect_statistics_interval) =:= {ok, Ms}
-            andalso application:get_env(rabbitmq_management_agent, sample_retention_policies)
-                =:= {ok, Policies},
+    rabbitmqctl -q eval "$STATS_TERMS
         ok = application:set_env(rabbit, collect_statistics_interval, Ms),
         ok = application:set_env(rabbitmq_management_agent, sample_retention_policies, Policies),
         Running = lists:keymember(rabbitmq_management_agent, 1, application:which_applications()),
@@ -96,8 +103,7 @@ set_stats_interval() {
 }
 
 # The broker and its API are up with the wanted interval: nothing to do.
-if port_open && api_up \
-        && [ "$(rabbitmqctl -q eval 'application:get_env(rabbit, collect_statistics_interval).' 2>/dev/null)" = "{ok,$((STATS_S * 1000))}" ]; then
+if port_open && api_up && stats_interval_set; then
     exit 0
 fi
 
@@ -129,9 +135,9 @@ deadline=$((SECONDS + DEADLINE_S))
 configured=no
 while :; do
     if [ "$configured" = no ] && rabbitmqctl -q status >/dev/null 2>&1; then
-        set_stats_interval || die "setting the statistics interval failed (rabbitmqctl eval)"
         rabbitmq-plugins -q enable rabbitmq_management >/dev/null 2>&1 \
             || die "'rabbitmq-plugins enable rabbitmq_management' failed"
+        set_stats_interval || die "setting the statistics interval failed (rabbitmqctl eval)"
         configured=yes
     fi
     if [ "$configured" = yes ] && port_open && api_up; then
