@@ -1,18 +1,32 @@
 #!/usr/bin/env bash
-# Make a local RabbitMQ answer on localhost:5672 (guest/guest).
+# Make a local RabbitMQ answer on localhost:5672 (guest/guest), with its management
+# HTTP API on http://127.0.0.1:15672/api/ (plugin rabbitmq_management, which the
+# RabbitMQ bridge reads).
 #
 # Idempotent and quiet: prints nothing when the broker is (or becomes) available,
 # prints a clear message on stderr and exits non-zero otherwise.
 # Installs the Debian package when rabbitmq-server is missing (needs root), starts
-# the broker detached (no systemd needed) and waits until it is ready.
+# the broker detached (no systemd needed), enables the management plugin, sets the
+# statistics interval and waits until both the broker and the API answer.
+#
+# Statistics interval: RabbitMQ refreshes the figures its API reports (queue depths,
+# message counters) every collect_statistics_interval (5 s by default), and its
+# management collectors sample at the smallest granularity of
+# sample_retention_policies (5 s by default); both are set to RABBITMQ_STATS_INTERVAL
+# at run time (not persisted: the script sets them again after a restart). Queues
+# and channels that existed before keep the interval they started with.
 #
 # Environment:
-#   RABBITMQ_WAIT   seconds to wait for the broker to come up (default 120)
+#   RABBITMQ_WAIT            seconds to wait for the broker to come up (default 120)
+#   RABBITMQ_STATS_INTERVAL  statistics interval in whole seconds (default 1; 5 is
+#                            RabbitMQ's own default)
 set -euo pipefail
 
 HOST=127.0.0.1
 PORT=5672
 DEADLINE_S="${RABBITMQ_WAIT:-120}"
+STATS_S="${RABBITMQ_STATS_INTERVAL:-1}"
+API=http://127.0.0.1:15672/api/overview
 LOG_DIR="${TMPDIR:-/tmp}"
 INSTALL_LOG="$LOG_DIR/qmf-async-rabbitmq-install.log"
 START_LOG="$LOG_DIR/qmf-async-rabbitmq-start.log"
@@ -38,7 +52,58 @@ as_root() {
     fi
 }
 
-if port_open; then
+case "$STATS_S" in
+    ''|*[!0-9]*|0) die "RABBITMQ_STATS_INTERVAL must be a whole number of seconds >= 1" ;;
+esac
+
+api_up() {
+    # the API answers guest/guest (curl when present, else python3's urllib)
+    if command -v curl >/dev/null 2>&1; then
+        curl -sf -o /dev/null -m 5 -u guest:guest "$API"
+    else
+        python3 - "$API" <<'PY' >/dev/null 2>&1
+import base64, sys, urllib.request
+req = urllib.request.Request(sys.argv[1], headers={
+    "Authorization": "Basic " + base64.b64encode(b"guest:guest").decode()})
+urllib.request.urlopen(req, timeout=5).read()
+PY
+    fi
+}
+
+# The statistics interval as Erlang terms: collect_statistics_interval (ms) and the
+# management agent's sample_retention_policies with S-second samples.
+STATS_TERMS="Ms = $((STATS_S * 1000)), S = $STATS_S,
+    Policies = [{global, [{605, S}, {3660, 60}, {29400, 600}, {86400, 1800}]},
+                {basic, [{605, S}, {3600, 60}]},
+                {detailed, [{605, S}]}],
+    Same = application:get_env(rabbit, collect_statistics_interval) =:= {ok, Ms}
+        andalso application:get_env(rabbitmq_management_agent, sample_retention_policies)
+            =:= {ok, Policies},"
+
+stats_interval_set() {
+    [ "$(rabbitmqctl -q eval "$STATS_TERMS Same." 2>/dev/null)" = true ]
+}
+
+# Set the statistics interval; restart the management applications only when they
+# run with another one (their collectors read it when they start).  Run it after
+# enabling the plugin: loading the plugin resets its application's settings.
+set_stats_interval() {
+    rabbitmqctl -q eval "$STATS_TERMS
+        ok = application:set_env(rabbit, collect_statistics_interval, Ms),
+        ok = application:set_env(rabbitmq_management_agent, sample_retention_policies, Policies),
+        Running = lists:keymember(rabbitmq_management_agent, 1, application:which_applications()),
+        case Same orelse not Running of
+            true -> ok;
+            false ->
+                application:stop(rabbitmq_management),
+                application:stop(rabbitmq_management_agent),
+                ok = application:start(rabbitmq_management_agent),
+                ok = application:start(rabbitmq_management)
+        end." >/dev/null
+}
+
+# The broker and its API are up with the wanted interval: nothing to do.
+if port_open && api_up && stats_interval_set; then
     exit 0
 fi
 
@@ -67,8 +132,15 @@ if ! rabbitmqctl -q status >/dev/null 2>&1; then
 fi
 
 deadline=$((SECONDS + DEADLINE_S))
+configured=no
 while :; do
-    if rabbitmqctl -q status >/dev/null 2>&1 && port_open; then
+    if [ "$configured" = no ] && rabbitmqctl -q status >/dev/null 2>&1; then
+        rabbitmq-plugins -q enable rabbitmq_management >/dev/null 2>&1 \
+            || die "'rabbitmq-plugins enable rabbitmq_management' failed"
+        set_stats_interval || die "setting the statistics interval failed (rabbitmqctl eval)"
+        configured=yes
+    fi
+    if [ "$configured" = yes ] && port_open && api_up; then
         exit 0
     fi
     if [ "$SECONDS" -ge "$deadline" ]; then
@@ -83,7 +155,7 @@ while :; do
                 tail -n 20 "$f"
             done
         } >&2
-        die "RabbitMQ did not come up on $HOST:$PORT within ${DEADLINE_S}s"
+        die "RabbitMQ did not come up on $HOST:$PORT with its management API ($API) within ${DEADLINE_S}s"
     fi
     sleep 1
 done

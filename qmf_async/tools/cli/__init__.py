@@ -32,6 +32,7 @@ SUBCOMMANDS = {
     "pipeline": "pipeline",
     "collect": "collect",
     "route": "route",
+    "bridge": "bridge",
 }
 
 

@@ -1,0 +1,533 @@
+"""The RabbitMQ bridge against the real RabbitMQ and its management API.
+
+The module works in a fresh vhost (the QMF bus and the RabbitMQ objects both live
+there, and the bridge serves only that vhost), so other tests' queues stay out of
+sight.  Every wait polls with a deadline.  RabbitMQ's API refreshes its figures every
+collect_statistics_interval (scripts/rabbitmq.sh sets 1 s), so "traffic within two
+intervals" is measured from the moment the API shows the traffic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import aiormq
+import pytest
+
+from qmf_async import MethodError, ObjectId, Session
+from qmf_async.agent import Agent
+from qmf_async.agent.broker import ManagementBroker
+from qmf_async.bridge.rabbitmq import ApiError, RabbitApi, RabbitBridge
+
+from ._util import private_vhost, rabbitmqctl_output, wait_until
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = "org.apache.qpid.broker"
+INTERVAL = 0.5
+API_URL = os.environ.get("QMF_RABBITMQ_API", "http://guest:guest@localhost:15672/")
+LABEL = "rabbitmq-bridge-test"
+
+
+@pytest.fixture(scope="module")
+def bus_url(amqp_url: str) -> Iterator[str]:
+    with private_vhost(amqp_url, "qmf-bridge") as url:
+        if url == amqp_url:
+            pytest.skip("needs a private vhost (local RabbitMQ with rabbitmqctl)")
+        yield url
+
+
+@pytest.fixture(scope="module")
+def vhost(bus_url: str) -> str:
+    return unquote(urlsplit(bus_url).path[1:])
+
+
+@pytest.fixture
+async def api() -> AsyncIterator[RabbitApi]:
+    client = RabbitApi(API_URL, timeout=5.0)
+    try:
+        await client.get("overview", columns="node")
+    except Exception as exc:
+        pytest.fail(f"RabbitMQ's management API does not answer at {API_URL} ({exc}); "
+                    "run scripts/rabbitmq.sh", pytrace=False)
+    yield client
+    await client.close()
+
+
+@pytest.fixture
+async def role(bus_url: str) -> AsyncIterator[ManagementBroker]:
+    """The management-broker role on the test bus (banks and labels for the tools)."""
+    mb = ManagementBroker(bus_url, interval=INTERVAL)
+    await mb.start()
+    yield mb
+    await mb.stop()
+
+
+@pytest.fixture
+async def bridge(bus_url: str, vhost: str, role: ManagementBroker
+                 ) -> AsyncIterator[RabbitBridge]:
+    agent = Agent(bus_url, label=LABEL, interval=INTERVAL)
+    b = RabbitBridge(agent, RabbitApi(API_URL, timeout=5.0), interval=INTERVAL, vhost=vhost)
+    await b.start()
+    assert agent.attached
+    assert b.last_error is None, b.last_error
+    yield b
+    await b.stop()
+
+
+@pytest.fixture
+async def session(bus_url: str, bridge: RabbitBridge) -> AsyncIterator[Session]:
+    s = Session(timeout=5.0, broker_timeout=1.0)
+    await s.add_broker(bus_url, timeout=5.0)
+    await s.wait_for_agents(label=LABEL, timeout=5.0)
+    yield s
+    await s.close()
+
+
+@pytest.fixture
+async def amqp(bus_url: str) -> AsyncIterator[aiormq.abc.AbstractChannel]:
+    conn = await aiormq.connect(bus_url)
+    try:
+        yield await conn.channel()
+    finally:
+        await conn.close()
+
+
+async def queue_obj(session: Session, name: str) -> Any:
+    found = await session.get_objects(_class="queue", _package=PACKAGE, name=name)
+    return found[0] if found else None
+
+
+async def api_queue(api: RabbitApi, vhost: str, name: str) -> dict[str, Any] | None:
+    try:
+        answer: dict[str, Any] = await api.get(f"queues/{_enc(vhost)}/{_enc(name)}")
+        return answer
+    except ApiError as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def _enc(name: str) -> str:
+    from urllib.parse import quote
+
+    return quote(name, safe="")
+
+
+async def qmf(*args: str, url: str, timeout: float = 30.0) -> tuple[int, str, str]:
+    """Run the ``qmf`` command line in a child process: (exit code, stdout, stderr)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "QMF_URL": url}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "qmf_async", *args, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, env=env)
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise
+    return proc.returncode or 0, out.decode(), err.decode()
+
+
+# --------------------------------------------------------------------------- statistics
+
+
+async def test_traffic_shows_within_two_intervals(
+        session: Session, api: RabbitApi, vhost: str, amqp: Any, bus_url: str) -> None:
+    await amqp.queue_declare("traffic.q", durable=True)
+    for i in range(7):
+        await amqp.basic_publish(b"m" * (50 + i), routing_key="traffic.q")
+
+    async def api_shows() -> bool:
+        q = await api_queue(api, vhost, "traffic.q")
+        return bool(q and q.get("messages") == 7 and (q.get("message_bytes") or 0) > 0
+                    and (q.get("message_stats") or {}).get("publish") == 7)
+
+    await wait_until(api_shows, timeout=20, interval=0.05, message="RabbitMQ's API shows 7")
+    seen_by_api = time.monotonic()
+
+    async def qmf_shows() -> Any:
+        q = await queue_obj(session, "traffic.q")
+        return q if q is not None and q.msgDepth == 7 and q.msgTotalEnqueues == 7 \
+            and q.byteDepth == 7 * 50 + 21 else None
+
+    q = await wait_until(qmf_shows, timeout=2 * INTERVAL + 1.0, interval=0.05,
+                         message="the queue's traffic over QMF")
+    assert time.monotonic() - seen_by_api <= 2 * INTERVAL + 0.5
+    assert q.durable is True and q.msgTotalDequeues == 0
+    # the tools read the same figures: qmf stat -q --json
+    code, out, err = await qmf("stat", "-q", "--json", "-L", "0", "--agent", LABEL, url=bus_url)
+    assert code == 0, err
+    rows = {r["queue"]: r for r in json.loads(out)}
+    assert rows["traffic.q"]["msg"] == 7 and rows["traffic.q"]["msgIn"] == 7, rows["traffic.q"]
+    assert rows["traffic.q"]["dur"] is True
+    # a consumer takes 3 (acknowledged): dequeues follow, depth = enqueues - dequeues
+    taken = 0
+    for _ in range(3):
+        msg = await amqp.basic_get("traffic.q", no_ack=True)
+        taken += msg is not None and msg.delivery is not None
+    assert taken == 3
+
+    async def dequeued() -> bool:
+        q = await queue_obj(session, "traffic.q")
+        return bool(q is not None and q.msgDepth == 4 and q.msgTotalDequeues == 3)
+
+    await wait_until(dequeued, timeout=20, interval=0.1, message="3 dequeues over QMF")
+    # the same figure as rabbitmqctl's
+    listing = await rabbitmqctl_output("list_queues", "-p", vhost, "name", "messages")
+    if listing is not None:
+        counts = dict(line.split("\t") for line in listing.splitlines() if "\t" in line)
+        assert counts["traffic.q"] == "4", listing
+    brokers = await session.get_objects(_class="broker", _package=PACKAGE)
+    assert len(brokers) == 1 and brokers[0].version.startswith("RabbitMQ ")
+    assert brokers[0].queueCount >= 1
+
+
+# --------------------------------------------------------------------------- methods
+
+
+async def test_qmf_config_creates_and_deletes_real_objects(
+        session: Session, api: RabbitApi, vhost: str, bus_url: str) -> None:
+    v = _enc(vhost)
+    events = session.events(_package=PACKAGE)
+    agent = ["--agent", LABEL]
+    code, _, err = await qmf("config", *agent, "add", "queue", "cfg.q", "--durable",
+                               "--max-queue-count", "5", url=bus_url)
+    assert code == 0, err
+    q = await api.get(f"queues/{v}/cfg.q")
+    assert q["durable"] is True and q["arguments"] == {"x-max-length": 5}
+    code, _, err = await qmf("config", *agent, "add", "exchange", "fanout", "cfg.ex", url=bus_url)
+    assert code == 0, err
+    ex = await api.get(f"exchanges/{v}/cfg.ex")
+    assert ex["type"] == "fanout"
+    code, _, err = await qmf("config", *agent, "bind", "cfg.ex", "cfg.q", "k1", url=bus_url)
+    assert code == 0, err
+    bindings = await api.get(f"bindings/{v}/e/cfg.ex/q/cfg.q")
+    assert [b["routing_key"] for b in bindings] == ["k1"]
+
+    # the bridge sees them and says so with qpidd's events
+    got: dict[str, Any] = {}
+
+    async def declared() -> bool:
+        while not {"queueDeclare", "exchangeDeclare", "bind:cfg.ex", "bind:"} <= set(got):
+            ev = await asyncio.wait_for(events.__anext__(), 10)
+            args = ev.arguments
+            if args.get("qName") == "cfg.q" or args.get("exName") == "cfg.ex":
+                got[_event_key(ev.class_key.name, args)] = args
+        return True
+
+    await asyncio.wait_for(declared(), 15)
+    assert got["queueDeclare"]["durable"] is True
+    assert got["queueDeclare"]["args"] == {"x-max-length": 5}
+    assert got["bind:cfg.ex"]["key"] == "k1" and got["bind:cfg.ex"]["qName"] == "cfg.q"
+    assert got["bind:"]["key"] == "cfg.q"  # as on qpidd: the default exchange's binding
+    assert got["exchangeDeclare"]["exType"] == "fanout"
+
+    q_obj = await wait_until(lambda: queue_obj(session, "cfg.q"), timeout=5)
+    assert q_obj.get_timestamps()[1] > 0  # its create time
+    updates = session.object_updates(_class="queue", _package=PACKAGE)
+    code, _, err = await qmf("config", *agent, "unbind", "cfg.ex", "cfg.q", "k1", url=bus_url)
+    assert code == 0, err
+    assert await api.get(f"bindings/{v}/e/cfg.ex/q/cfg.q") == []
+    code, _, err = await qmf("config", *agent, "del", "queue", "cfg.q", url=bus_url)
+    assert code == 0, err
+    code, _, err = await qmf("config", *agent, "del", "exchange", "cfg.ex", url=bus_url)
+    assert code == 0, err
+    assert await api_queue(api, vhost, "cfg.q") is None
+    with pytest.raises(ApiError) as exc:
+        await api.get(f"exchanges/{v}/cfg.ex")
+    assert exc.value.status == 404
+
+    async def deleted() -> bool:
+        while not {"queueDelete", "exchangeDelete", "unbind:cfg.ex", "unbind:"} <= set(got):
+            ev = await asyncio.wait_for(events.__anext__(), 10)
+            args = ev.arguments
+            if args.get("qName") == "cfg.q" or args.get("exName") == "cfg.ex":
+                got[_event_key(ev.class_key.name, args)] = args
+        return True
+
+    await asyncio.wait_for(deleted(), 15)
+
+    # the deletion is published: the object once more, with its delete time
+    async def deletion() -> Any:
+        async for obj in updates:
+            if obj.get("name") == "cfg.q" and obj.is_deleted():
+                return obj
+        return None
+
+    gone = await asyncio.wait_for(deletion(), 10)
+    assert gone.get_timestamps()[2] > 0
+    # and a query no longer lists it
+    assert await _missing(session, "cfg.q")
+    updates.close()
+    events.close()
+
+
+def _event_key(name: str, args: dict[str, Any]) -> str:
+    """An event's name, with the exchange for bind/unbind (a queue has several)."""
+    return f"{name}:{args['exName']}" if name in ("bind", "unbind") else name
+
+
+async def _missing(session: Session, name: str) -> bool:
+    return await queue_obj(session, name) is None
+
+
+async def test_method_errors_carry_rabbitmqs_reason(session: Session, bridge: RabbitBridge,
+                                                    amqp: Any) -> None:
+    (broker,) = await session.get_objects(_class="broker", _package=PACKAGE)
+    await amqp.queue_declare("err.q")
+    with pytest.raises(MethodError) as exc:
+        await broker.create("queue", "err.q", {}, False)
+    assert exc.value.status == 7 and "already exists" in str(exc.value)
+    with pytest.raises(MethodError) as exc:
+        await broker.delete("queue", "no.such.queue", {})
+    assert exc.value.status == 7 and "not-found" in str(exc.value)
+    assert "Not Found" in str(exc.value)  # RabbitMQ's own text
+    with pytest.raises(MethodError) as exc:
+        await broker.create("binding", "no.such.exchange/err.q/k", {}, False)
+    assert exc.value.status == 7 and "not-found" in str(exc.value)
+    with pytest.raises(MethodError) as exc:
+        await broker.create("queue", "err.q2", {"qpid.policy_type": "flow_to_disk"}, True)
+    assert exc.value.status == 4
+    with pytest.raises(MethodError) as exc:
+        await broker.create("queue", "err.q3", {"x-max-length": "lots"}, False)
+    assert exc.value.status == 4 and "x-max-length" in str(exc.value)
+
+
+async def test_purge_empties_a_real_queue(session: Session, api: RabbitApi, vhost: str,
+                                          amqp: Any) -> None:
+    await amqp.queue_declare("purge.q")
+    for _ in range(5):
+        await amqp.basic_publish(b"p", routing_key="purge.q")
+    q = await wait_until(lambda: queue_obj(session, "purge.q"), timeout=5)
+    await q.purge(2)  # n messages: taken off without requeueing
+    # RabbitMQ's own count (rabbitmqctl would say the same): the queue's processes
+    # answer at once through basic.get, the API's figures lag
+    left = await amqp.queue_declare("purge.q", passive=True)
+    assert left.message_count == 3
+    await q.purge(0)
+    left = await amqp.queue_declare("purge.q", passive=True)
+    assert left.message_count == 0
+
+    async def qmf_empty() -> bool:
+        q = await queue_obj(session, "purge.q")
+        return bool(q is not None and q.msgDepth == 0)
+
+    await wait_until(qmf_empty, timeout=20, interval=0.1)
+    with pytest.raises(MethodError) as exc:
+        await q.purge(0, {"header": "x"})
+    assert exc.value.status == 5
+
+
+async def test_outside_changes_become_events_and_deletions(
+        session: Session, bus_url: str) -> None:
+    events = session.events(_package=PACKAGE)
+    conn = await aiormq.connect(bus_url, client_properties={"connection_name": "outsider"})
+    ch = await conn.channel()
+    await ch.queue_declare("outside.q")
+    await ch.basic_consume("outside.q", lambda m: None, consumer_tag="outside-1")  # type: ignore[arg-type,return-value]
+    want = {"queueDeclare", "clientConnect", "subscribe"}
+    got: dict[str, Any] = {}
+
+    async def collect(names: set[str]) -> None:
+        while not names <= set(got):
+            ev = await asyncio.wait_for(events.__anext__(), 10)
+            a = ev.arguments
+            if (a.get("qName") == "outside.q" or a.get("dest") == "outside-1"
+                    or (a.get("properties") or {}).get("connection_name") == "outsider"):
+                got[ev.class_key.name] = a
+
+    await asyncio.wait_for(collect(want), 15)
+    assert got["clientConnect"]["user"] == "guest"
+    assert got["subscribe"]["qName"] == "outside.q"
+    conns = await session.get_objects(_class="connection", _package=PACKAGE)
+    mine = [c for c in conns if c.remoteProcessName == "outsider"]
+    assert len(mine) == 1 and mine[0].authIdentity == "guest"
+
+    async def linked() -> Any:
+        # RabbitMQ lists a consumer and its channel from different samples: the
+        # subscription's sessionRef is null until the bridge has seen both
+        subs = await session.get_objects(_class="subscription", _package=PACKAGE,
+                                         name="outside-1")
+        if len(subs) != 1 or subs[0].sessionRef == ObjectId(bytes(16)):
+            return None
+        found = await session.get_objects(_objectId=subs[0].sessionRef)
+        return found[0] if found else None
+
+    sess = await wait_until(linked, timeout=10, interval=0.2, message="subscription's session")
+    assert sess.connectionRef == mine[0].get_object_id()
+    # connection.close acts on RabbitMQ: the connection goes, its queue stays
+    await mine[0].close()
+    await wait_until(lambda: conn.is_closed, timeout=10, message="connection closed by QMF")
+    await asyncio.wait_for(collect({"clientDisconnect", "unsubscribe"}), 15)
+    # delete the queue outside QMF: queueDelete, and the object is gone
+    async with await aiormq.connect(bus_url) as other:
+        await (await other.channel()).queue_delete("outside.q")
+    await asyncio.wait_for(collect({"queueDelete"}), 15)
+    await wait_until(lambda: _missing(session, "outside.q"), timeout=5)
+    events.close()
+
+
+# --------------------------------------------------------------------------- failures
+
+
+async def test_bad_credentials_or_no_api_keep_the_bus_and_retry(
+        bus_url: str, vhost: str, role: ManagementBroker,
+        caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.ERROR, logger="qmf_async.bridge")
+    bad = urlsplit(API_URL)._replace(netloc=f"guest:wrong@{urlsplit(API_URL).hostname}:"
+                                     f"{urlsplit(API_URL).port or 15672}").geturl()
+    agent = Agent(bus_url, label="bridge-bad-api", interval=0.2)
+    b = RabbitBridge(agent, RabbitApi(bad, timeout=5.0), interval=0.2, vhost=vhost)
+    await b.start()
+    connection = agent._transport  # the bus connection: the same one all along
+    assert connection is not None
+    session = Session(timeout=5.0, broker_timeout=1.0)
+    try:
+        assert b.last_error is not None and "401" in b.last_error and "guest" in b.last_error
+        await wait_until(lambda: b.failures >= 4, timeout=10)
+        errors = [r for r in caplog.records if r.name == "qmf_async.bridge"]
+        assert len(errors) == 1, [r.getMessage() for r in errors]  # one clear line
+        # the agent is on the bus all along
+        await session.add_broker(bus_url, timeout=5.0)
+        await session.wait_for_agents(label="bridge-bad-api", timeout=5.0)
+        assert await session.get_objects(_class="queue", _package=PACKAGE) == []
+        # nothing answers at the API's address: one more line, still retrying
+        await b.api.close()
+        b.api = RabbitApi("http://127.0.0.1:1/", timeout=2.0)
+        before = b.failures
+        await wait_until(lambda: b.failures >= before + 3, timeout=10)
+        assert b.last_error is not None and "unreachable" in b.last_error
+        errors = [r for r in caplog.records if r.name == "qmf_async.bridge"]
+        assert len(errors) == 2, [r.getMessage() for r in errors]
+        # the right address: the objects come
+        await b.api.close()
+        b.api = RabbitApi(API_URL, timeout=5.0)
+        await wait_until(lambda: b.last_error is None and agent.objects("queue") != [],
+                         timeout=10)
+        found = await session.get_objects(_class="broker", _package=PACKAGE)
+        assert len(found) == 1 and found[0].get_agent().label == "bridge-bad-api"
+        assert agent._transport is connection
+    finally:
+        await session.close()
+        await b.stop()
+
+
+# --------------------------------------------------------------------------- scale
+
+
+async def test_scale_benchmark_smoke(bus_url: str, vhost: str, amqp_url: str) -> None:
+    code, out, err = await _run(sys.executable, str(ROOT / "benchmarks" / "bridge_scale.py"),
+                                "--queues", "60", "--amqp", amqp_url, "--api", API_URL,
+                                "--json")
+    assert code == 0, err
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["queues"] == 60 and result["listed"] >= 60
+    assert result["poll_seconds"] > 0 and result["seen_by_console"] >= 60
+
+
+async def _run(*cmd: str, timeout: float = 120.0) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        *cmd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(ROOT)})
+    out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    return proc.returncode or 0, out.decode(), err.decode()
+
+
+# --------------------------------------------------------------------------- commands
+
+
+async def _start(*cmd: str, bus_url: str) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable, *cmd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "QMF_URL": bus_url})
+
+
+async def _stop(proc: asyncio.subprocess.Process) -> tuple[int, str]:
+    if proc.returncode is None:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        _, err = await asyncio.wait_for(proc.communicate(), 15)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise
+    return proc.returncode or 0, err.decode()
+
+
+async def test_qmf_bridge_rabbitmq_command(bus_url: str, vhost: str, role: ManagementBroker,
+                                           amqp: Any) -> None:
+    await amqp.queue_declare("command.q")
+    await amqp.basic_publish(b"c", routing_key="command.q")
+    proc = await _start("-m", "qmf_async", "bridge", "rabbitmq", "--api", API_URL, "--vhost",
+                        vhost, "--interval", "0.5", "--label", "bridge-command",
+                        bus_url=bus_url)
+    try:
+        assert proc.stdout is not None
+        line = (await asyncio.wait_for(proc.stdout.readline(), 20)).decode()
+        assert "rabbitmq bridge 'bridge-command' ready" in line, line
+
+        async def listed() -> bool:
+            code, out, _ = await qmf("stat", "-q", "--json", "-L", "0", "--agent",
+                                     "bridge-command", url=bus_url)
+            rows = {r["queue"]: r for r in json.loads(out)} if code == 0 else {}
+            return rows.get("command.q", {}).get("msg") == 1
+
+        await wait_until(listed, timeout=30, interval=0.5, message="command.q in qmf stat")
+    finally:
+        code, err = await _stop(proc)
+    assert code == 0, err
+
+
+async def test_module_command_with_wrong_credentials_reports_once(
+        bus_url: str, vhost: str, role: ManagementBroker) -> None:
+    bad = urlsplit(API_URL)._replace(netloc=f"guest:wrong@{urlsplit(API_URL).hostname}:"
+                                     f"{urlsplit(API_URL).port or 15672}").geturl()
+    proc = await _start("-m", "qmf_async.bridge.rabbitmq", "--api", bad, "--vhost", vhost,
+                        "--interval", "0.2", "--label", "bridge-wrong", bus_url=bus_url)
+    session = Session(timeout=5.0, broker_timeout=1.0)
+    try:
+        assert proc.stdout is not None
+        line = (await asyncio.wait_for(proc.stdout.readline(), 20)).decode()
+        assert "ready" in line and "API unavailable, retrying" in line, line
+        # the agent is on the bus while the API refuses it, through many polls
+        await session.add_broker(bus_url, timeout=5.0)
+        (remote,) = await session.wait_for_agents(label="bridge-wrong", timeout=5.0)
+        # it answers queries (with nothing: the API never answered)
+        assert await session.get_objects(_class="queue", _package=PACKAGE, _agent=remote) == []
+    finally:
+        await session.close()
+        code, err = await _stop(proc)
+    assert code == 0, err
+    lines = [x for x in err.splitlines() if "refused user" in x]
+    assert len(lines) == 1, err
+    assert "401" in lines[0] and "retrying every 0.2s" in lines[0]
+
+
+def test_command_usage_errors() -> None:
+    from qmf_async.tools.cli import main
+
+    env_url = os.environ.pop("QMF_URL", None)
+    aiormq_level = logging.getLogger("aiormq").level  # qmf's main quiets aiormq
+    try:
+        assert main(["bridge", "rabbitmq", "--api", "http://localhost:15672/"]) == 2
+        assert main(["bridge", "rabbitmq", "-b", "amqp://localhost/", "--api", "ftp://x/"]) == 2
+        assert main(["bridge", "rabbitmq", "-b", "amqp://localhost/", "--interval", "0"]) == 2
+        with pytest.raises(SystemExit) as exc:
+            main(["bridge"])  # a kind is required
+        assert exc.value.code == 2
+    finally:
+        logging.getLogger("aiormq").setLevel(aiormq_level)
+        if env_url is not None:
+            os.environ["QMF_URL"] = env_url
