@@ -605,7 +605,10 @@ async def main(argv: list[str]) -> int:
         how = "attached" if agent.attached else "no management broker"
         print(f"demo agent {args.label!r} ready: banks {agent.broker_bank}.{agent.agent_bank} "
               f"({how}; requests to {agent.agent_key}), {len(broker.exchanges)} exchanges, "
-              f"{len(broker.queues)} queues, interval {args.interval:g} s", flush=True)
+              f"{len(broker.queues)} queues, interval {args.interval:g} s.  Its broker, "
+              f"queues and traffic are SIMULATED in this process: they are not "
+              f"RabbitMQ's (the RabbitMQ bridge, python -m qmf_async.bridge.rabbitmq, "
+              f"serves RabbitMQ's own)", flush=True)
         await stop.wait()
     finally:
         await broker.stop()

@@ -19,7 +19,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 import aiormq
 import pytest
@@ -531,3 +531,22 @@ def test_command_usage_errors() -> None:
         logging.getLogger("aiormq").setLevel(aiormq_level)
         if env_url is not None:
             os.environ["QMF_URL"] = env_url
+
+
+async def test_the_bridge_demo_example(bus_url: str, bridge: RabbitBridge,
+                                       api: RabbitApi, vhost: str) -> None:
+    """examples/rabbitmq_bridge_demo.py (run by scripts/demo.sh): a real queue filled
+    with aiormq, its depth and enqueues read back over QMF, deleted through QMF."""
+    queue = f"demo-real-{time.monotonic_ns() % 10**9}"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, str(ROOT / "examples" / "rabbitmq_bridge_demo.py"), "--url", bus_url,
+        "--queue", queue, "--count", "25", "--bridge-label", LABEL, "--timeout", "20",
+        "--delete", cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
+    text = out.decode()
+    assert f"queue {queue!r} msgDepth=25 msgTotalEnqueues=25" in text, text
+    assert f"deleted {queue!r} through QMF" in text, text
+    # gone from RabbitMQ itself
+    names = {q["name"] for q in await api.list(f"queues/{quote(vhost, safe='')}", ["name"])}
+    assert queue not in names

@@ -700,7 +700,7 @@ async def test_the_console_demo_runs_to_completion(bus: Bus,
         pytest.skip("the console demo expects to be alone on its vhost")
     async with running_role(bus) as role, running_demo(bus) as (agent, _):
         capsys.readouterr()
-        assert await console_demo.main(bus.url, 2, 10.0) == 0
+        assert await console_demo.main(bus.url, 2, 10.0, agent.label) == 0
     out = capsys.readouterr().out
     assert f"management broker: yes, id {role.broker_id}" in out
     assert f"'{agent.label}'" in out
