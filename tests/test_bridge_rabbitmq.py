@@ -13,6 +13,7 @@ import asyncio
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import time
@@ -550,3 +551,103 @@ async def test_the_bridge_demo_example(bus_url: str, bridge: RabbitBridge,
     # gone from RabbitMQ itself
     names = {q["name"] for q in await api.list(f"queues/{quote(vhost, safe='')}", ["name"])}
     assert queue not in names
+
+
+# --------------------------------------------------------------------------- the tools on it
+
+
+async def test_shell_and_dashboard_see_and_purge_rabbitmqs_queue(
+        session: Session, api: RabbitApi, vhost: str, amqp: Any, bus_url: str) -> None:
+    """The shell and the web dashboard on a RabbitMQ bus show RabbitMQ's own queue with
+    its depth, and a purge from the dashboard empties the real queue."""
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from ._util import import_example
+
+    await amqp.queue_declare("tools.q")
+    for _ in range(5):
+        await amqp.basic_publish(b"t", routing_key="tools.q")
+
+    async def five() -> bool:
+        q = await queue_obj(session, "tools.q")
+        return q is not None and q.msgDepth == 5
+
+    await wait_until(five, timeout=20, interval=0.1, message="tools.q with 5 over QMF")
+    # the shell, as a user runs it (commands on stdin)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "QMF_URL": bus_url}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "qmf_async", "shell", stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env)
+    out, err = await asyncio.wait_for(proc.communicate(b"list queue\nquit\n"), 60)
+    assert proc.returncode == 0, err.decode()
+    (line,) = [x for x in out.decode().splitlines() if "tools.q" in x]
+    # "  143  23:26:01  -          161:tools.q": an id, created, not destroyed, the index
+    assert re.fullmatch(r"\s*\d+\s+\d\d:\d\d:\d\d\s+-\s+\S+:tools\.q", line), line
+    # the dashboard: the queue, then a purge of the real queue
+    dashboard = import_example("web_dashboard", ROOT / "examples" / "web_dashboard" / "app.py")
+    app = dashboard.create_app(bus_url, request_timeout=5.0)
+    async with TestClient(TestServer(app)) as client:
+        async def listed() -> Any:
+            resp = await client.get("/api/objects/queue")
+            if resp.status != 200:
+                return None
+            found = [q for q in await resp.json() if q["properties"]["name"] == "tools.q"]
+            return found[0] if found and found[0]["statistics"]["msgDepth"] == 5 else None
+
+        mine = await wait_until(listed, timeout=20, interval=0.2,
+                                message="the dashboard lists tools.q with 5")
+        assert mine["agent_label"] == LABEL
+        resp = await client.post(f"/api/object/{mine['object_id']}/methods/purge",
+                                 json={"request": 0})
+        assert resp.status == 200, await resp.text()
+
+    async def emptied() -> bool:
+        q = await api_queue(api, vhost, "tools.q")
+        return q is not None and q.get("messages") == 0
+
+    await wait_until(emptied, timeout=20, interval=0.1, message="RabbitMQ's tools.q purged")
+
+
+@pytest.mark.slow
+async def test_collect_and_pipeline_on_rabbitmqs_queue(
+        session: Session, amqp: Any, bus_url: str, tmp_path: Path) -> None:
+    """``qmf collect`` then ``qmf pipeline`` on a RabbitMQ bus: the enqueue rate of a real
+    queue filled with aiormq at a known pace comes out of the Spark job."""
+    await amqp.queue_declare("rate.q")
+    out = tmp_path / "dataset"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "QMF_URL": bus_url}
+    collect = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "qmf_async", "collect", "--out", str(out), "--duration", "12",
+        "--batch-seconds", "1", "--class", "queue", "--quiet",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env)
+    try:
+        # 20 messages a second for 8 s, paced by the clock
+        start = time.monotonic()
+        sent = 0
+        while (elapsed := time.monotonic() - start) < 8.0:
+            while sent < int(elapsed * 20):
+                await amqp.basic_publish(b"r", routing_key="rate.q")
+                sent += 1
+            await asyncio.sleep(0.01)
+        _, err = await asyncio.wait_for(collect.communicate(), 60)
+    finally:
+        if collect.returncode is None:
+            collect.kill()
+            await collect.wait()
+    assert collect.returncode == 0, err.decode()
+    report = tmp_path / "report"
+    code, _stdout, stderr = await qmf(
+        "pipeline", "--dataset", str(out), "--out", str(report), "--master", "local[2]",
+        "--json", url=bus_url, timeout=300)
+    assert code == 0, stderr[-2000:]
+    import pyarrow.dataset as ds
+
+    rates = ds.dataset(report / "rates", format="parquet").to_table().to_pylist()
+    mine = [r for r in rates if r["name"] == "rate.q" and r["statistic"] == "msgTotalEnqueues"]
+    assert mine, "no rate of rate.q"
+    total = sum(r["delta"] for r in mine)
+    seconds = sum(r["dt_seconds"] for r in mine)
+    # every message sent is counted once; the rate over the steps that saw traffic is the
+    # pace of the sender, within what the 1 s statistics of RabbitMQ can resolve
+    assert total <= sent
+    assert 10.0 <= total / seconds <= 30.0, (total, seconds)
