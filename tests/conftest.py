@@ -138,3 +138,23 @@ def classic_tools() -> ClassicTools:
         return done.returncode, done.stdout, done.stderr
 
     return run
+
+
+@pytest.fixture
+def needs_qpidd() -> None:
+    """The benchmark smoke tests' needs: the shared qpidd build and a Python 2.7 (the
+    classic tools).  Skipped without them, except in CI, where they must run."""
+    from benchmarks.qpidd.broker import QPIDD_HOME, QpiddError, python2, qpidd_binary
+
+    why = None
+    if qpidd_binary() is None:
+        why = f"no qpidd build at {QPIDD_HOME} (../shared/qpidd)"
+    else:
+        try:
+            python2()
+        except QpiddError as exc:
+            why = str(exc)
+    if why is not None:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must run the qpidd benchmark smoke tests: {why}")
+        pytest.skip(why)

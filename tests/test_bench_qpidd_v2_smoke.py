@@ -14,27 +14,10 @@ from typing import Any
 
 import pytest
 
-from benchmarks.qpidd.broker import QPIDD_HOME, QpiddError, python2, qpidd_binary
-
 pytestmark = [pytest.mark.slow, pytest.mark.qpidd]
 
 ROOT = Path(__file__).resolve().parent.parent
 
-
-@pytest.fixture
-def needs_qpidd() -> None:
-    why = None
-    if qpidd_binary() is None:
-        why = f"no qpidd build at {QPIDD_HOME} (../shared/qpidd)"
-    else:
-        try:
-            python2()
-        except QpiddError as exc:
-            why = str(exc)
-    if why is not None:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must run the QMF v2 benchmark smoke tests: {why}")
-        pytest.skip(why)
 
 
 def run(script: str, out: Path) -> dict[str, Any]:

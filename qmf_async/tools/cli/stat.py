@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from rich.cells import cell_len
@@ -373,8 +373,11 @@ def _describe(o: QmfObject) -> dict[str, Any]:
 MEMORY_COLUMNS = (Column("statistic", "Statistic"), _num("value", "Value"))
 
 
-def _memory(args: argparse.Namespace, objs: list[QmfObject]) -> int:
-    """qpid-stat -m: every value of the ``memory`` object but its name."""
+def _per_object(args: argparse.Namespace, objs: list[QmfObject], title: str,
+                columns: Sequence[Column],
+                rows_of: Callable[[QmfObject], list[dict[str, Any]]]) -> int:
+    """One statistic/value table per object (its agent named when there are several);
+    ``--json``: the objects as :func:`_describe` gives them."""
     if args.json:
         print_json(jsonable([_describe(o) for o in objs]))
         return 0
@@ -383,12 +386,19 @@ def _memory(args: argparse.Namespace, objs: list[QmfObject]) -> int:
         if i:
             console.print()
         agent = o.get_agent()
-        title = "Broker Memory Statistics" + (f" (agent {agent.label})" if len(objs) > 1
-                                              and agent else "")
-        values = {**o.get_properties(), **o.get_statistics()}
-        rows = [{"statistic": k, "value": v} for k, v in values.items() if k != "name"]
-        render_table(MEMORY_COLUMNS, rows, title=title, console=console)
+        named = f"{title} (agent {agent.label})" if len(objs) > 1 and agent else title
+        render_table(columns, rows_of(o), title=named, console=console)
     return 0
+
+
+def _memory_rows(o: QmfObject) -> list[dict[str, Any]]:
+    values = {**o.get_properties(), **o.get_statistics()}
+    return [{"statistic": k, "value": v} for k, v in values.items() if k != "name"]
+
+
+def _memory(args: argparse.Namespace, objs: list[QmfObject]) -> int:
+    """qpid-stat -m: every value of the ``memory`` object but its name."""
+    return _per_object(args, objs, "Broker Memory Statistics", MEMORY_COLUMNS, _memory_rows)
 
 
 #: qpid-stat -q QUEUE's statistics: (row name, message statistic, byte statistic)
@@ -492,18 +502,7 @@ async def _acl(target: Target, args: argparse.Namespace) -> int:
         else:
             out_console().print(NO_ACL, highlight=False, markup=False)
         return 0
-    if args.json:
-        print_json(jsonable([_describe(o) for o in objs]))
-        return 0
-    console = out_console()
-    for i, o in enumerate(objs):
-        if i:
-            console.print()
-        agent = o.get_agent()
-        title = "ACL Policy Statistics" + (f" (agent {agent.label})" if len(objs) > 1
-                                           and agent else "")
-        render_table(ACL_COLUMNS, _acl_rows(o), title=title, console=console)
-    return 0
+    return _per_object(args, objs, "ACL Policy Statistics", ACL_COLUMNS, _acl_rows)
 
 
 # --------------------------------------------------------------------------- general
