@@ -3,6 +3,7 @@ the classic qpid tools."""
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import socket
@@ -158,3 +159,26 @@ def needs_qpidd() -> None:
         if os.environ.get("CI"):
             pytest.fail(f"CI must run the qpidd benchmark smoke tests: {why}")
         pytest.skip(why)
+
+
+#: loggers whose level, filters, handlers and propagation a tool run in this process
+#: changes (the ``qmf`` tools set up the logging of the process they run in)
+_TOOL_LOGGERS = ("", "qmf_async", "qmf_async.session", "qmf_async.transport", "aiormq",
+                 "pamqp")
+
+
+@pytest.fixture(autouse=True)
+def _logging_as_it_was() -> Iterator[None]:
+    """Put the logging set-up back after each test, so a tool run in-process (``main()``
+    of ``qmf``) cannot hide the records later tests look for."""
+    saved = []
+    for name in _TOOL_LOGGERS:
+        logger = logging.getLogger(name)
+        saved.append((logger, logger.level, list(logger.filters), list(logger.handlers),
+                      logger.propagate))
+    yield
+    for logger, level, filters, handlers, propagate in saved:
+        logger.setLevel(level)
+        logger.filters[:] = filters
+        logger.handlers[:] = handlers
+        logger.propagate = propagate
