@@ -51,8 +51,8 @@ def _run(argv: list[str], timeout: float = 60.0) -> str:
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise RabbitTlsError(f"{' '.join(argv[:2])}: {exc}") from exc
     if done.returncode != 0:
-        detail = (done.stderr.strip() or done.stdout.strip()).splitlines()
-        raise RabbitTlsError(f"{' '.join(argv[:3])} failed: {detail[-1] if detail else '?'}")
+        detail = " ".join((done.stderr.strip() or done.stdout.strip() or "?").split())
+        raise RabbitTlsError(f"{' '.join(argv[:3])} failed: {detail[:400]}")
     return done.stdout
 
 
@@ -65,7 +65,18 @@ def rabbitmqctl(*args: str) -> str:
     ctl = rabbitmqctl_path()
     if ctl is None:
         raise RabbitTlsError("rabbitmqctl not found")
-    return _run([ctl, "-q", *args])
+    # rabbitmqctl occasionally fails to reach a busy node: try again (twice), unless
+    # the answer says what is wrong with the request itself
+    for attempt in range(3):
+        try:
+            return _run([ctl, "-q", *args])
+        except RabbitTlsError as exc:
+            text = str(exc)
+            if attempt == 2 or "already exists" in text or "does not exist" in text \
+                    or "no_such" in text:
+                raise
+        time.sleep(1.0)
+    raise AssertionError("unreachable")
 
 
 def _erl(text: str) -> str:
