@@ -2,7 +2,8 @@
 # A genuine qpidd (Apache Qpid C++ broker) for tests, benchmarks and demos.
 #
 #   scripts/qpidd.sh install
-#       Make qpidd's runtime libraries present (apt-get, needs root); quiet when fine.
+#       Make qpidd's runtime libraries (and certutil/pk12util, libnss3-tools, for
+#       the SSL listener of the TLS tests) present (apt-get, needs root); quiet when fine.
 #   scripts/qpidd.sh start [--qmf1 yes|no] [--port N] [--dir DIR] [--pub-interval S]
 #                          [--wait S] [-- extra qpidd args]
 #       Start qpidd in the background on 127.0.0.1 and wait until its port accepts
@@ -113,10 +114,20 @@ missing_names() {
     awk '{print $1}' <<<"$1" | sort -u | paste -sd' ' -
 }
 
+# certutil and pk12util (libnss3-tools) make the NSS certificate database of qpidd's
+# SSL listener (the TLS tests); their absence is reported like a missing library.
+nss_tools_missing() {
+    local tool
+    for tool in certutil pk12util; do
+        command -v "$tool" >/dev/null 2>&1 || echo "$tool (libnss3-tools) not found"
+    done
+}
+
 cmd_install() {
     local home missing
     home="$(find_home)"
     missing="$(ldd "$home/bin/qpidd" "$home/modules/amqp.so" 2>&1 | grep 'not found' || true)"
+    missing="$missing$(nss_tools_missing)"
     [ -z "$missing" ] && return 0
     command -v apt-get >/dev/null 2>&1 \
         || die "qpidd libraries missing ($(missing_names "$missing")) and apt-get is not available"
@@ -126,12 +137,14 @@ cmd_install() {
     : >"$log"
     if ! { apt-get update -qq \
             && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-                libboost-program-options1.74.0 libnss3 libuuid1 libqpid-proton11; \
+                libboost-program-options1.74.0 libnss3 libuuid1 libqpid-proton11 \
+                libnss3-tools; \
          } >>"$log" 2>&1; then
         cat "$log" >&2
         die "installing qpidd's runtime packages failed; log: $log"
     fi
     missing="$(ldd "$home/bin/qpidd" "$home/modules/amqp.so" 2>&1 | grep 'not found' || true)"
+    missing="$missing$(nss_tools_missing)"
     [ -z "$missing" ] \
         || die "qpidd libraries still missing after installation: $(missing_names "$missing")"
 }

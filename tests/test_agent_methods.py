@@ -336,3 +336,98 @@ async def test_slots_are_first_come_first_served_and_survive_cancellation() -> N
     c.cancel()    # ... which is cancelled before it runs: the slot goes back
     await asyncio.gather(a, b, c, return_exceptions=True)
     assert order == ["a"] and slots.free == 1 and not slots._waiters
+
+
+# --------------------------------------------------------------------------- authorization
+
+
+def guarded(verdict: Any) -> tuple[Agent, ManagedObject, list[Any], list[str]]:
+    """An agent whose hook records what it is asked and answers ``verdict(user)``;
+    the handler of ``echo`` records that it ran."""
+    asked: list[Any] = []
+    ran: list[str] = []
+
+    def authorize(user: str | None, obj: ManagedObject, name: str, args: Any) -> Any:
+        asked.append((user, obj["name"], name, dict(args)))
+        return verdict(user)
+
+    agent, obj = make_agent(authorize=authorize)
+
+    @agent.method("thing", "echo")
+    def echo(o: ManagedObject, text: str) -> dict[str, Any]:
+        ran.append(current_request.get().user_id or "")
+        return {"text": text}
+
+    return agent, obj, asked, ran
+
+
+async def answers_to(agent: Agent, *seqs: int, method_: Any = ECHO) -> list[wire.MethodResponse]:
+    """The answers to ``seqs`` (in that order), waiting for all of them."""
+    found: dict[int, wire.MethodResponse] = {}
+
+    def arrived() -> bool:
+        found.update(answers(agent, {seq: (THING, method_) for seq in seqs}))
+        return all(seq in found for seq in seqs)
+
+    await wait_until(arrived, timeout=3.0, message=f"answers to {seqs}")
+    return [found[seq] for seq in seqs]
+
+
+async def test_the_hook_sees_the_user_and_a_refusal_is_status_6() -> None:
+    agent, obj, asked, ran = guarded(lambda user: user == "alice")
+    agent._dispatch(request(obj, 1, "echo", {"text": "a"}, user_id="alice"))
+    agent._dispatch(request(obj, 2, "echo", {"text": "b"}, user_id="bob"))
+    agent._dispatch(request(obj, 3, "echo", {"text": "c"}, user_id=None))
+    ok, bob, nobody = await answers_to(agent, 1, 2, 3)
+    assert (ok.status, ok.arguments) == (0, {"text": "a"})
+    assert (bob.status, bob.text) == (6, "not authorized: user 'bob' may not call thing.echo")
+    assert (nobody.status, nobody.text) == (
+        6, "not authorized: a caller without a user id may not call thing.echo")
+    assert ran == ["alice"]  # the refused calls never reached the handler
+    assert asked == [("alice", "t1", "echo", {"text": "a"}), ("bob", "t1", "echo", {"text": "b"}),
+                     (None, "t1", "echo", {"text": "c"})]
+    assert agent._slots.free == 64
+
+
+async def test_invalid_requests_are_answered_before_the_hook_is_asked() -> None:
+    agent, obj, asked, _ran = guarded(lambda user: True)
+    agent._dispatch(request(obj, 1, "nothing", {}))  # no handler: 3
+    agent._dispatch(request(obj, 2, "add", {"a": 500, "b": 1}))  # out of range: 4
+    none, big = await answers_to(agent, 1, 2)  # (error answers carry no arguments)
+    assert (none.status, big.status) == (3, 4)
+    assert asked == []
+
+
+async def test_an_awaitable_verdict_and_permission_error() -> None:
+    async def later(user: str | None) -> bool:
+        await asyncio.sleep(0.01)
+        return user == "alice"
+
+    def raising(user: str | None) -> bool:
+        raise PermissionError("alice only")
+
+    agent, obj, _asked, ran = guarded(later)
+    agent._dispatch(request(obj, 1, "echo", {"text": "a"}, user_id="alice"))
+    agent._dispatch(request(obj, 2, "echo", {"text": "b"}, user_id="bob"))
+    assert [a.status for a in await answers_to(agent, 1, 2)] == [0, 6]
+    assert ran == ["alice"]
+    agent, obj, _asked, ran = guarded(raising)
+    agent._dispatch(request(obj, 1, "echo", {"text": "a"}))
+    got = await answer(agent, 1)
+    assert (got.status, got.text) == (
+        6, "not authorized: user 'guest' may not call thing.echo: alice only")
+    assert ran == []
+
+
+@pytest.mark.parametrize("verdict", [
+    lambda user: 1 / 0,           # the hook's bug
+    lambda user: "yes",           # not a bool
+    lambda user: asyncio.sleep(5),  # longer than method_timeout (0.2 s)
+], ids=["raises", "not-a-bool", "times-out"])
+async def test_a_failing_hook_is_status_7_and_runs_nothing(verdict: Any) -> None:
+    agent, obj, _asked, ran = guarded(verdict)
+    agent._dispatch(request(obj, 1, "echo", {"text": "a"}))
+    got = await answer(agent, 1)
+    assert got.status == 7 and "authorization" in got.text, got
+    assert ran == []
+    assert agent._slots.free == 64

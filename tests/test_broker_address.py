@@ -129,3 +129,20 @@ def test_credentials_round_trip(user: str, password: str, host: str, port: int, 
     assert address.port == port
     assert address.user == user
     assert unquote(urlsplit(url).password or "") == password
+
+
+_FORMS = ["{u}{s}{p}@{h}", "amqp://{u}{s}{p}@{h}/", "amqps://{u}{s}{q}@{h}:5671/v"]
+
+
+@given(user=_users, password=_passwords, host=_hosts, form=st.sampled_from(_FORMS),
+       sep=st.sampled_from("/:"))
+def test_censor_url_hides_the_password_in_every_form(user: str, password: str, host: str,
+                                                     form: str, sep: str) -> None:
+    """Whatever the password (percent-encoded or not), the censored address is the
+    scheme, the user and ``******`` before the last ``@``, then the rest unchanged."""
+    from urllib.parse import quote
+
+    from qmf_async.transport._base import censor_url
+    text = form.format(u=user, s=sep, p=password, q=quote(password, safe=""), h=host)
+    scheme = form.partition("{u}")[0]
+    assert censor_url(text) == f"{scheme}{user}{sep}******@{text.rpartition('@')[2]}"

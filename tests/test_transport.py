@@ -23,6 +23,7 @@ from qmf_async.errors import (
     UsageError,
 )
 from qmf_async.transport._aiormq import Delivery, TlsOptions, Transport
+from qmf_async.transport._base import parse_url
 
 from ._util import wait_until
 
@@ -226,7 +227,9 @@ async def test_delivery_without_optional_fields(transport: Transport) -> None:
     await transport.publish(b"", exchange="amq.direct", routing_key=key, content_type=None)
     await wait_until(lambda: rec.deliveries)
     (d,) = rec.deliveries
-    assert (d.body, d.reply_to, d.content_type, d.user_id) == (b"", None, None, None)
+    # the user id is the connection's user: stamped by the transport, checked by RabbitMQ
+    assert (d.body, d.reply_to, d.content_type, d.user_id) == (
+        b"", None, None, parse_url(transport._url).user)
     assert dict(d.headers) == {}
     assert d.endpoint == ep
 

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from ..wire import SchemaArgument, SchemaMethod, SchemaProperty, SchemaStatistic
-from ._agent import Agent, MethodHandler, RequestContext, current_request
+from ._agent import Agent, Authorizer, MethodHandler, RequestContext, current_request
 from ._declare import compute_hash, event_class, method, object_class
 from ._objects import ManagedObject
 from ._xml import XmlSchemas, load_schema_xml, load_schema_xml_with_severity
@@ -18,6 +18,7 @@ Arg = SchemaArgument
 
 __all__ = [
     "Agent",
+    "Authorizer",
     "ManagedObject",
     "MethodHandler",
     "RequestContext",

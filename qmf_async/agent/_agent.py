@@ -109,8 +109,8 @@ from ..wire import (
 )
 from ._objects import ManagedObject, RecordSnapshot, encode_records, now_ns, snapshots
 
-__all__ = ["STATUS_TEXT", "Agent", "MethodHandler", "RequestContext", "current_request",
-           "reply_target"]
+__all__ = ["STATUS_TEXT", "Agent", "Authorizer", "MethodHandler", "RequestContext",
+           "current_request", "reply_target"]
 
 log = logging.getLogger("qmf_async.agent")
 #: a streamed G answer lets the sender publish after every this many bodies
@@ -122,6 +122,10 @@ _V2_EXCHANGES = frozenset({V2_DIRECT_EXCHANGE, V2_TOPIC_EXCHANGE})
 
 #: ``async def handler(obj, **in_args) -> Mapping[str, Any] | None`` (or a plain function)
 MethodHandler = Callable[..., "Awaitable[Mapping[str, Any] | None] | Mapping[str, Any] | None"]
+#: ``authorize(user_id, obj, method_name, in_args) -> bool`` (or an awaitable of one):
+#: whether the caller may run the method; see :class:`Agent`
+Authorizer = Callable[[str | None, ManagedObject, str, Mapping[str, Any]],
+                      "bool | Awaitable[bool]"]
 
 @attrs.frozen
 class RequestContext:
@@ -173,6 +177,7 @@ class Agent:
         qmf_versions: Iterable[int] = (1, 2),
         v2_name: str | None = None,
         v2_aliases: Iterable[str] = (),
+        authorize: Authorizer | None = None,
     ) -> None:
         """Prepare an agent; nothing is sent before :meth:`start`.
 
@@ -191,6 +196,17 @@ class Agent:
         ``v2_aliases`` are further names it answers requests to, naming itself by the
         alias in those answers (the management-broker role answers ``broker``, as
         qpidd's own agent does).
+
+        ``authorize(user_id, obj, method_name, in_args)`` is asked before every method
+        handler runs (QMF v1 and v2), once the object, method and arguments are known
+        to be valid; ``user_id`` is the request message's user id (None when it has
+        none).  ``True`` lets the handler run; ``False`` (or ``PermissionError``)
+        answers status 6 (Forbidden, "not authorized: ...") without running it; it
+        may return an awaitable (awaited within ``method_timeout``).  Anything else
+        (another value, an exception, a timeout) answers status 7 without running
+        the handler.  RabbitMQ checks that a message's user id is the user its
+        publisher logged in as; qpidd without authentication checks nothing, so
+        there the user id is whatever the caller wrote (docs/reliability.md).
 
         Raises:
             UsageError: a bad interval, bank or limit, a malformed broker address, an
@@ -236,6 +252,7 @@ class Agent:
         self.method_timeout = method_timeout
         self._event_severity: dict[ClassKey, int] = {}
         self._handlers: dict[tuple[str, str], MethodHandler] = {}
+        self._authorize = authorize
         self._plans: dict[tuple[ClassKey, str], _MethodPlan] = {}
         self._objects: dict[ObjectId, ManagedObject] = {}
         self._pending_ids: list[ManagedObject] = []
@@ -771,7 +788,8 @@ class Agent:
             return
         core = self._protocol
         before = core.messages_in
-        events = core.receive(delivery.body, delivery.routing_key, delivery.reply_to)
+        events = core.receive(delivery.body, delivery.routing_key, delivery.reply_to,
+                              delivery.user_id)
         self.stats["requests"] += core.messages_in - before
         for event in events:
             try:
@@ -787,7 +805,8 @@ class Agent:
     def _handle(self, msg: Message, reply_to: str | None,
                 delivery: Delivery | None = None) -> None:
         """Handle one decoded message (as if delivered with ``reply_to``)."""
-        event = self._protocol.interpret(msg, reply_to)
+        event = self._protocol.interpret(msg, reply_to,
+                                         delivery.user_id if delivery is not None else None)
         if event is not None:
             self._on_event(event, delivery)
 
@@ -986,7 +1005,7 @@ class Agent:
                 if target is not None:
                     args[arg.name] = target
         request = MethodRequested(0, event.reply_to, obj.object_id, schema.class_key,
-                                  event.method, args)
+                                  event.method, args, event.user_id)
         await self._slots.take()
         try:
             status, text, _plan, out = await self._run_method(request)
@@ -1030,16 +1049,17 @@ class Agent:
         slot, with :data:`current_request` set: a plain function's answer is encoded
         and queued without a task; an awaitable it returns (a coroutine handler's) is
         awaited in a task that keeps the slot, within ``method_timeout``.  With every
-        slot taken the request waits for one in a task (:meth:`_method`).
+        slot taken, or an authorization hook to ask, the request is served in a task
+        (:meth:`_method`).
         """
         reply_to = msg.reply_to
         ctx = _new(RequestContext)
         _set_ctx_seq(ctx, msg.seq)
         _set_ctx_reply_to(ctx, reply_to)
-        _set_ctx_user_id(ctx, delivery.user_id if delivery is not None else None)
+        _set_ctx_user_id(ctx, msg.user_id)
         _set_ctx_routing_key(ctx, delivery.routing_key if delivery is not None else "")
         slots = self._slots
-        if not slots.try_take():
+        if self._authorize is not None or not slots.try_take():
             self._spawn(self._method(msg, reply_to, ctx))
             return
         token = current_request.set(ctx)
@@ -1098,6 +1118,10 @@ class Agent:
             return error[0], error[1], None, None
         assert obj is not None and plan is not None and plan.handler is not None
         assert msg.arguments is not None
+        if self._authorize is not None:
+            refused = await self._refusal(msg, obj, plan)
+            if refused is not None:
+                return refused[0], refused[1], None, None
         try:
             result = plan.handler(obj, **msg.arguments)
         except Exception as exc:
@@ -1105,6 +1129,44 @@ class Agent:
         if inspect.isawaitable(result):
             return await self._awaited(plan, msg.arguments, result)
         return self._method_output(plan, msg.arguments, result)
+
+    async def _refusal(self, msg: MethodRequested, obj: ManagedObject, plan: _MethodPlan
+                       ) -> tuple[int, str] | None:
+        """None when the authorization hook lets ``msg.user_id`` call the method, else
+        the (status, text) to answer: 6 for a refusal, 7 for a hook that failed."""
+        hook = self._authorize
+        assert hook is not None and msg.arguments is not None
+        user = msg.user_id
+        method = f"{plan.schema.class_key.name}.{plan.method.name}"
+        who = f"user {user!r}" if user is not None else "a caller without a user id"
+        refused = 6, f"not authorized: {who} may not call {method}"
+        deadline = asyncio.timeout(self.method_timeout)
+        try:
+            async with deadline:
+                verdict: object = hook(user, obj, plan.method.name, msg.arguments)
+                if inspect.isawaitable(verdict):
+                    verdict = await verdict
+        except PermissionError as exc:
+            log.info("agent %s: %s refused to %s: %s", self.label, method, who, exc)
+            return refused[0], f"{refused[1]}: {exc}" if str(exc) else refused[1]
+        except TimeoutError as exc:
+            if deadline.expired():
+                log.warning("agent %s: authorization of %s timed out after %ss", self.label,
+                            method, self.method_timeout)
+                return 7, f"Exception: authorization timed out after {self.method_timeout}s"
+            log.error("agent %s: the authorization hook raised", self.label, exc_info=exc)
+            return 7, "Exception: the authorization check failed"
+        except Exception as exc:
+            log.error("agent %s: the authorization hook raised", self.label, exc_info=exc)
+            return 7, "Exception: the authorization check failed"
+        if verdict is True:
+            return None
+        if verdict is False:
+            log.info("agent %s: %s refused to %s", self.label, method, who)
+            return refused
+        log.error("agent %s: the authorization hook returned %r, not a bool", self.label,
+                  type(verdict).__name__)
+        return 7, "Exception: the authorization check failed"
 
     async def _awaited(self, plan: _MethodPlan, args: Mapping[str, Any],
                        awaitable: Awaitable[Any]

@@ -199,8 +199,10 @@ class GetRequested:
 
 class MethodRequested(NamedTuple):
     """An ``M``: call ``method`` of object ``object_id`` (of class ``class_key``)
-    with ``arguments`` (None: they did not match the method's schema).  (A named
-    tuple, not an attrs class: one is built for every method call.)"""
+    with ``arguments`` (None: they did not match the method's schema), sent by
+    ``user_id`` (the message's user id as delivered, None when it carried none; what
+    it proves depends on the broker).  (A named tuple, not an attrs class: one is
+    built for every method call.)"""
 
     seq: int
     reply_to: str
@@ -208,6 +210,7 @@ class MethodRequested(NamedTuple):
     class_key: ClassKey
     method: str
     arguments: Mapping[str, Any] | None
+    user_id: str | None = None
 
 
 @attrs.frozen(slots=True)
@@ -334,30 +337,33 @@ class AgentProtocol:
 
     # ------------------------------------------------------------------ bodies in
 
-    def receive(self, body: bytes, routing_key: str, reply_to: str | None) -> list[AgentEvent]:
+    def receive(self, body: bytes, routing_key: str, reply_to: str | None,
+                user_id: str | None = None) -> list[AgentEvent]:
         """The events of a delivered body (one per message it carries that asks
         something; ``z`` and ``h`` ask nothing); a body that does not decode is
-        one :class:`BodyMalformed`."""
+        one :class:`BodyMalformed`.  ``user_id`` is the delivery's user id, passed on
+        in :class:`MethodRequested`."""
         try:
             messages = decode(body, self.registry)
         except DecodeError as exc:
             return [BodyMalformed(routing_key, exc)]
         self.messages_in += len(messages)
         if len(messages) == 1:  # the usual body: one request
-            event = self.interpret(messages[0], reply_to)
+            event = self.interpret(messages[0], reply_to, user_id)
             return [] if event is None else [event]
         out: list[AgentEvent] = []
         for msg in messages:
-            event = self.interpret(msg, reply_to)
+            event = self.interpret(msg, reply_to, user_id)
             if event is not None:
                 out.append(event)
         return out
 
-    def interpret(self, msg: Message, reply_to: str | None) -> AgentEvent | None:
+    def interpret(self, msg: Message, reply_to: str | None,
+                  user_id: str | None = None) -> AgentEvent | None:
         """The event of one decoded message (None: nothing to do)."""
         if type(msg) is MethodRequest and reply_to is not None:  # the hot path
             return MethodRequested(msg.seq, reply_to, msg.object_id, msg.class_key, msg.method,
-                                   msg.arguments)
+                                   msg.arguments, user_id)
         if isinstance(msg, AttachResponse):
             return AttachAnswered(msg.seq, msg.broker_bank, msg.agent_bank)
         if isinstance(msg, _ConsoleAddedMessage):
@@ -381,7 +387,7 @@ class AgentProtocol:
             return GetRequested(msg.seq, reply_to, query, selection)
         if isinstance(msg, MethodRequest):
             return MethodRequested(msg.seq, reply_to, msg.object_id, msg.class_key, msg.method,
-                                   msg.arguments)
+                                   msg.arguments, user_id)
         if isinstance(msg, PackageQuery):
             return PackagesRequested(msg.seq, reply_to)
         if isinstance(msg, ClassQuery):

@@ -228,6 +228,7 @@ class AiormqTransport:
 
         self._state = "new"  # new, connecting, open, lost, closing, closed
         self._target: BrokerAddress | None = None
+        self._user_id: str | None = None
         self._conn: aiormq.Connection | None = None
         self._consume_ch: Any = None
         self._publish_ch: Any = None
@@ -288,6 +289,12 @@ class AiormqTransport:
             raise UsageError("TLS options given for an amqp:// URL; use amqps://")
         context = _ssl_context(self._tls or TlsOptions()) if target.scheme == "amqps" else None
         self._target = target
+        # the user RabbitMQ will know this connection as: stamped on every message
+        # (RabbitMQ refuses a user id that is not the connection's user, so a receiver
+        # can trust it); with EXTERNAL the broker names the user from the certificate
+        external = self._mechanism == "EXTERNAL" or (
+            self._mechanism is None and "auth=external" in self._url.lower())
+        self._user_id = None if external else target.user
         self._state = "connecting"
 
         setup = asyncio.get_running_loop().create_task(self._open(target, context))
@@ -361,6 +368,10 @@ class AiormqTransport:
                 f"(the broker offers {offered or 'none'}; this client speaks "
                 f"{', '.join(_SASL_MECHANISMS)})")
         if isinstance(exc, (aiormq.ProbableAuthenticationError, aiormq.AuthenticationError)):
+            if self._mechanism == "EXTERNAL":
+                return AuthenticationError(
+                    f"authentication with the client certificate (EXTERNAL) failed at "
+                    f"{where}: {exc}")
             return AuthenticationError(f"authentication failed for user {user!r} at {where}: {exc}")
         if isinstance(exc, aiormq.ProtocolSyntaxError) and "protocol header" in str(exc):
             return ProtocolMismatchError(
@@ -560,7 +571,8 @@ class AiormqTransport:
         ``reply_to`` is the plain reply key (the responder publishes to
         ``amq.direct`` with it).  ``user_id`` must equal the authenticated user or
         RabbitMQ drops the message and closes the publish channel (reopened on the
-        next publish).
+        next publish); by default it is the URL's user (none with EXTERNAL), which
+        RabbitMQ checks, so an agent can trust the user id of a request.
 
         Raises:
             UsageError: the body, a header value or the routing key cannot be sent.
@@ -579,7 +591,7 @@ class AiormqTransport:
             content_type=content_type,
             headers=(headers if type(headers) is dict else dict(headers)) if headers else None,
             reply_to=reply_to,
-            user_id=user_id,
+            user_id=user_id if user_id is not None else self._user_id,
             correlation_id=correlation_id,
             message_id=f"{getrandbits(128) & _UUID4_KEEP | _UUID4_SET:032x}",
         )

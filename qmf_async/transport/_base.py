@@ -315,19 +315,26 @@ def _qpid_form_to_url(address: str, scheme: str, default_port: int) -> str:
 
 
 def censor_url(url: str) -> str:
-    """``url`` with its password hidden (for messages).
+    """``url`` with its password hidden (for messages), in every form a broker address
+    takes: ``amqp://user:password@host``, ``amqp://user/password@host`` and the qpid
+    tools' ``user/password@host`` and ``user:password@host`` (the credentials end at
+    the last ``@``; the user at the first ``/`` or ``:``).
 
     Raises:
-        Nothing: an unparsable URL gives ``<unparsable URL>``.
+        Nothing: a value that is not a string gives ``<unparsable URL>``.
     """
     try:
-        parts = urlsplit(url)
-        if parts.password is None:
-            return url
-        netloc = parts.netloc.replace(f":{parts.password}@", ":******@", 1)
-        return parts._replace(netloc=netloc).geturl()
-    except ValueError:
+        head, at, tail = url.rpartition("@")
+    except (AttributeError, TypeError):  # not a string after all
         return "<unparsable URL>"
+    if not at:
+        return url
+    scheme, sep, credentials = head.rpartition("://")
+    cuts = [i for i in (credentials.find(":"), credentials.find("/")) if i >= 0]
+    if not cuts:
+        return url  # a user name alone
+    cut = min(cuts)
+    return f"{scheme}{sep}{credentials[:cut + 1]}******@{tail}"
 
 
 class Transport(Protocol):

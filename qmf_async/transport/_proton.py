@@ -493,8 +493,13 @@ class ProtonTransport:
                 "connect with protocol='auto' or protocol='0-9-1'"))
         elif "unauthorized-access" in name or outcome in (1, 2, 3, 4):
             user = self._target.user if self._target else "?"
-            opened.set_exception(AuthenticationError(
-                f"authentication failed for user {user!r} at {where}: {text}"))
+            if self._mechanisms == ["EXTERNAL"]:
+                opened.set_exception(AuthenticationError(
+                    f"authentication with the client certificate (EXTERNAL) failed at "
+                    f"{where}: {text} (does the broker offer EXTERNAL?)"))
+            else:
+                opened.set_exception(AuthenticationError(
+                    f"authentication failed for user {user!r} at {where}: {text}"))
         else:
             opened.set_exception(TransportError(f"cannot connect to {where}: {text}"))
 
