@@ -30,6 +30,7 @@ from ..transport import (
     TlsOptions,
     TransportFactory,
     TransportProtocol,
+    broker_url,
     parse_url,
 )
 from ..transport import transport_factory as make_transport_factory
@@ -213,6 +214,7 @@ class ManagementBroker:
                              "bank_grace >= 0")
         if max_agents < 1 or max_classes < 1 or max_outgoing < 1:
             raise UsageError("max_agents, max_classes and max_outgoing must be positive")
+        url = broker_url(url)  # qpid-tools addresses (host:port, ...) too, as Agent takes
         self.url = url
         self.broker_id = broker_id if broker_id is not None else derive_broker_id(url)
         self.broker_bank = broker_bank
