@@ -693,6 +693,7 @@ class Collector:
         self._class_seen = asyncio.Event()
         #: ``c`` rows written by :meth:`snapshot`
         self.snapshot_rows = 0
+        self._closing = False
 
     # ------------------------------------------------------------------ counters
 
@@ -864,7 +865,8 @@ class Collector:
         properties only when they change (a stock qpidd, QMF v2, sends statistics
         alone after an object's first publication), so without it such objects would
         have no name in the dataset.  Later updates with the same properties add no
-        ``c`` row.  Runs until cancelled; ``snapshot_rows`` counts the rows added.
+        ``c`` row.  Runs until cancelled or until the collector stops (it adds nothing
+        once the final flush has begun); ``snapshot_rows`` counts the rows added.
 
         A class is asked for only after its first update arrived: over QMF v2 the
         session holds the data of a class until its schema arrives, and qpidd answers
@@ -877,8 +879,12 @@ class Collector:
         session = self.session
         while True:
             while not self._new_classes:
+                if self._stopping():
+                    return
                 self._class_seen.clear()
                 await self._class_seen.wait()
+            if self._stopping():
+                return
             package, name = self._new_classes.popleft()
             try:
                 objects = await session.get_objects(_class=name, _package=package,
@@ -887,11 +893,17 @@ class Collector:
                 log.info("collector %s: no snapshot of %s:%s (%s)", self.run_id, package,
                          name, exc)
                 continue
+            if self._stopping():  # the final flush has begun: add nothing more
+                return
             rts = time.time_ns()
             for obj in objects:
                 if self._wanted(obj.get_class_key()) and self._props_row_due(obj) \
                         and self._add_sample(obj, "c", rts):
                     self.snapshot_rows += 1
+
+    def _stopping(self) -> bool:
+        """True once the final flush has begun (a method: it changes across awaits)."""
+        return self._closing
 
     async def flush(self) -> None:
         """Write every buffered row now (one file per partition) and wait until
@@ -1016,6 +1028,7 @@ class Collector:
         if self._running:
             raise UsageError("this collector is already running")
         self._running = True
+        self._closing = False
         session = self.session
         updates: Subscription[QmfObject] = session.object_updates(
             _class=self.class_name, _package=self.package, maxsize=self._subscription_size)
@@ -1045,6 +1058,8 @@ class Collector:
 
     async def _shutdown(self, pumps: Sequence[asyncio.Future[None]],
                         helpers: Sequence[asyncio.Future[None]]) -> None:
+        self._closing = True
+        self._class_seen.set()  # a snapshot waiting for a class ends
         try:
             helpers[0].cancel()  # the ticker: from now on everything is flushed below
             for sub in self._subs:
