@@ -154,6 +154,10 @@ def test_restart_starts_a_new_series(truth_run: dict[str, Any], statistic: str) 
     run = truth_run
     summary = run["summary"]
     assert summary["restarts"] >= 1  # the queue's counters started again: counted
+    # ... and it is our queue that restarted: two incarnations (create times) of it
+    rows = pq.read_table(run["dataset"] / "samples").to_pylist()
+    ids = {r["object_id"] for r in rows if dict(r["props"]).get("name") == QUEUE}
+    assert len({r["create_ts"] for r in rows if r["object_id"] in ids}) == 2
     steps = _steps(run["out"], statistic)
     assert steps and all(s["delta"] >= 0 and s["rate"] >= 0 for s in steps)
     # no step spans the restart: the last one before ends before it went down, the
