@@ -1,8 +1,8 @@
 """Throughput and memory of the Spark rate job (qmf_async.tools.pipeline.counter_rates).
 
     python benchmarks/pipeline_rates.py [--rows 10000000] [--objects 10000]
-        [--master local[*]] [--driver-memory 6g] [--dir DIR] [--keep] [--pipeline]
-        [--json]
+        [--master local[*] | --standalone] [--driver-memory 6g]
+        [--executor-memory 5g] [--dir DIR] [--keep] [--pipeline] [--json]
 
 Generates ``--rows`` statistics samples (kind ``i``) of ``--objects`` queues in the
 collector's layout (``samples/date=.../class=org.apache.qpid.broker:queue/``, about one
@@ -21,11 +21,17 @@ with psutil when installed, else from /proc) and of this process over the whole 
 (``resource.getrusage``: the data generation included), and Spark's own peak
 execution memory (largest stage) and peak JVM heap from its status store when the
 JVM exposes them.
+
+``--standalone`` starts a Spark standalone cluster on 127.0.0.1 (one master, one
+worker with every core, ``benchmarks/spark_cluster.py``) and runs the job there
+(``--master spark://127.0.0.1:PORT``, executors of ``--executor-memory``); the JVM
+figures then are the driver's and the executor's (the worker's children).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -41,6 +47,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run from a checkout without installing
     sys.path.insert(0, str(ROOT))
+if str(ROOT / "benchmarks") not in sys.path:  # spark_cluster beside this file
+    sys.path.insert(0, str(ROOT / "benchmarks"))
 
 NS = 1_000_000_000
 T0 = 1_714_521_600 * NS  # 2024-05-01T00:00:00Z
@@ -182,20 +190,27 @@ def _rss(pid: int) -> int:
 
 
 def _java_pids() -> list[int]:
-    """Spark JVMs started by this process (its java children)."""
+    """Spark JVMs started by this process: its java descendants (the local JVM; with
+    ``--standalone`` the master, the worker and the executors it launched)."""
     me = os.getpid()
-    pids = []
+    parent: dict[int, int] = {}
+    comm: dict[int, str] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             stat = (entry / "stat").read_text()
-            ppid = int(stat.rsplit(")", 1)[1].split()[1])
-            comm = stat.split("(", 1)[1].rsplit(")", 1)[0]
+            parent[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+            comm[int(entry.name)] = stat.split("(", 1)[1].rsplit(")", 1)[0]
         except (OSError, IndexError, ValueError):
             continue
-        if ppid == me and comm == "java":
-            pids.append(int(entry.name))
+    pids = []
+    for pid in parent:
+        up, hops = parent.get(pid, 0), 0
+        while up not in (0, 1, me) and hops < 10:
+            up, hops = parent.get(up, 0), hops + 1
+        if up == me and comm.get(pid) == "java":
+            pids.append(pid)
     return pids
 
 
@@ -274,6 +289,10 @@ def main() -> int:
     p.add_argument("--rows", type=int, default=10_000_000, help="samples (default 10M)")
     p.add_argument("--objects", type=int, default=10_000, help="queues (default 10,000)")
     p.add_argument("--master", default="local[*]")
+    p.add_argument("--standalone", action="store_true",
+                   help="start a standalone cluster on 127.0.0.1 and run the job there")
+    p.add_argument("--executor-memory", default="5g",
+                   help="executor memory with --standalone (5g)")
     p.add_argument("--driver-memory", default="6g", help="Spark driver memory (6g)")
     p.add_argument("--dir", help="work folder (default: a temporary one)")
     p.add_argument("--keep", action="store_true", help="keep the generated data")
@@ -292,6 +311,7 @@ def main() -> int:
     result: dict[str, Any] = {"benchmark": "pipeline_rates", "nproc": os.cpu_count(),
                               "python": platform.python_version(), "master": args.master,
                               "driver_memory": args.driver_memory}
+    stack = contextlib.ExitStack()
     try:
         started = time.monotonic()
         result["dataset"] = generate(data, args.rows, args.objects)
@@ -300,11 +320,21 @@ def main() -> int:
               f"{args.objects:,} queues in {result['generate_seconds']:.1f} s "
               f"({_mib(result['dataset']['bytes'])} of Parquet)", flush=True)
 
+        config: dict[str, str] = {}
+        if args.standalone:
+            from spark_cluster import StandaloneCluster
+
+            cluster = StandaloneCluster(work / "cluster", cores=os.cpu_count() or 1,
+                                        memory=args.executor_memory).start()
+            stack.callback(cluster.stop)
+            args.master = result["master"] = cluster.master_url
+            result["executor_memory"] = args.executor_memory
+            config["spark.executor.memory"] = args.executor_memory
         sampler = PeakSampler()
         sampler.start()
         started = time.monotonic()
         spark = build_spark(args.master, app_name="qmf-pipeline-bench",
-                            driver_memory=args.driver_memory)
+                            driver_memory=args.driver_memory, config=config)
         result["spark_start_seconds"] = round(time.monotonic() - started, 2)
         try:
             import pyspark
@@ -369,6 +399,7 @@ def main() -> int:
         if args.json:
             print(json.dumps(result, sort_keys=True))
     finally:
+        stack.close()
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
     return 0

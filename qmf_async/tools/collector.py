@@ -53,6 +53,7 @@ from .. import (
     ClassKey,
     Event,
     ObjectId,
+    QmfError,
     QmfObject,
     QmfType,
     SchemaClass,
@@ -663,7 +664,9 @@ class Collector:
         self.package = _package
         #: this collector's run id, part of every file name it writes
         self.run_id = new_run_id()
-        self._subscription_size = max(1, min(max_buffer, 10_000))
+        # as large as the buffer: a QMF v2 session releases the data it held for a
+        # schema fetch at once (10,000 queues of qpidd at its first publication)
+        self._subscription_size = max_buffer
         self._buffers: dict[tuple[str, str, str], _Batch] = {}
         self._queue: collections.deque[_Batch] = collections.deque()
         self._queued_rows = 0
@@ -681,6 +684,16 @@ class Collector:
         self._space = asyncio.Event()
         self._running = False
         self._first_sample = True
+        #: (broker, object id) -> the properties of its last c row made from an update
+        #: that carried properties and statistics together (QMF v2)
+        self._last_props: dict[tuple[str, str], dict[str, Any]] = {}
+        #: classes ("package:class") updates arrived for, and those not yet snapshotted
+        self._classes: set[str] = set()
+        self._new_classes: collections.deque[tuple[str, str]] = collections.deque()
+        self._class_seen = asyncio.Event()
+        #: ``c`` rows written by :meth:`snapshot`
+        self.snapshot_rows = 0
+        self._closing = False
 
     # ------------------------------------------------------------------ counters
 
@@ -739,16 +752,47 @@ class Collector:
 
         ``kind`` is ``"c"`` (properties) or ``"i"`` (statistics); by default what
         the update carried (:meth:`QmfObject.get_changes`), and for a proxy that
-        carried both, ``"i"`` when it has statistics.
+        carried both, ``"i"`` when it has statistics.  By default an update that
+        carried both (every QMF v2 data indication) is also written as a ``c`` row when
+        its properties differ from the object's last such row: the ``c`` rows name the
+        objects.  ``received`` counts rows, so such an update counts twice.
 
         Raises:
             UsageError: ``kind`` is not ``"c"`` or ``"i"``.
         """
+        both = False
         if kind is None:
             kind = self._kind_of(obj)
+            both = kind == "i" and Change.PROPERTIES in obj.get_changes()
         elif kind not in ("c", "i"):
             raise UsageError(f"kind must be 'c' or 'i', not {kind!r}")
         rts = time.time_ns() if received_ts is None else received_ts
+        if both and not self._props_row_due(obj):
+            both = False
+        if both and not self._add_sample(obj, "c", rts):
+            return False
+        return self._add_sample(obj, kind, rts)
+
+    def _props_row_due(self, obj: QmfObject) -> bool:
+        """For an update that carried properties and statistics together (every QMF v2
+        data indication, a query answer): True when its properties differ from the
+        last ``c`` row written for the object (or none was), so that the dataset has
+        the ``c`` rows that name the objects, as v1 agents send them."""
+        try:
+            key = (_broker_text(obj), str(obj.get_object_id()))
+            props = obj.get_properties()
+            deleted = obj.get_timestamps()[2] != 0
+        except Exception:
+            return False
+        if deleted:
+            self._last_props.pop(key, None)
+            return True
+        if self._last_props.get(key) == props:
+            return False
+        self._last_props[key] = props
+        return True
+
+    def _add_sample(self, obj: QmfObject, kind: str, rts: int) -> bool:
         self._received += 1
         if self._pending >= self.max_buffer:
             self._lost += 1
@@ -763,6 +807,11 @@ class Collector:
         if self._first_sample:
             self._first_sample = False
             log.info("collector %s: first object update received (%s)", self.run_id, cls)
+        if cls not in self._classes:
+            self._classes.add(cls)
+            key = obj.get_class_key()
+            self._new_classes.append((key.package, key.name))
+            self._class_seen.set()
         self._append((SAMPLES, date, cls), (obj, kind, rts))
         return True
 
@@ -808,6 +857,53 @@ class Collector:
                 self._handoff(key)
 
     # ------------------------------------------------------------------ writing
+
+    async def snapshot(self, *, timeout: float = 30.0) -> None:
+        """Name the objects that existed before the collector started: for each class
+        the collector receives updates of, once, query the agents for the objects of
+        that class and write a ``c`` row (the properties) for each.  Agents send
+        properties only when they change (a stock qpidd, QMF v2, sends statistics
+        alone after an object's first publication), so without it such objects would
+        have no name in the dataset.  Later updates with the same properties add no
+        ``c`` row.  Runs until cancelled or until the collector stops (it adds nothing
+        once the final flush has begun); ``snapshot_rows`` counts the rows added.
+
+        A class is asked for only after its first update arrived: over QMF v2 the
+        session holds the data of a class until its schema arrives, and qpidd answers
+        one request at a time, so queries sent at once would delay every schema (and
+        so every row) by the whole snapshot.
+
+        Raises:
+            Nothing: a query that fails (a timeout, an error) is logged and left out.
+        """
+        session = self.session
+        while True:
+            while not self._new_classes:
+                if self._stopping():
+                    return
+                self._class_seen.clear()
+                await self._class_seen.wait()
+            if self._stopping():
+                return
+            package, name = self._new_classes.popleft()
+            try:
+                objects = await session.get_objects(_class=name, _package=package,
+                                                    _timeout=timeout)
+            except QmfError as exc:
+                log.info("collector %s: no snapshot of %s:%s (%s)", self.run_id, package,
+                         name, exc)
+                continue
+            if self._stopping():  # the final flush has begun: add nothing more
+                return
+            rts = time.time_ns()
+            for obj in objects:
+                if self._wanted(obj.get_class_key()) and self._props_row_due(obj) \
+                        and self._add_sample(obj, "c", rts):
+                    self.snapshot_rows += 1
+
+    def _stopping(self) -> bool:
+        """True once the final flush has begun (a method: it changes across awaits)."""
+        return self._closing
 
     async def flush(self) -> None:
         """Write every buffered row now (one file per partition) and wait until
@@ -932,6 +1028,7 @@ class Collector:
         if self._running:
             raise UsageError("this collector is already running")
         self._running = True
+        self._closing = False
         session = self.session
         updates: Subscription[QmfObject] = session.object_updates(
             _class=self.class_name, _package=self.package, maxsize=self._subscription_size)
@@ -961,6 +1058,8 @@ class Collector:
 
     async def _shutdown(self, pumps: Sequence[asyncio.Future[None]],
                         helpers: Sequence[asyncio.Future[None]]) -> None:
+        self._closing = True
+        self._class_seen.set()  # a snapshot waiting for a class ends
         try:
             helpers[0].cancel()  # the ticker: from now on everything is flushed below
             for sub in self._subs:

@@ -38,6 +38,9 @@ from ._render import setup_logging
 
 __all__ = ["add_parser", "run"]
 
+#: seconds a schema fetch may take at least (qpidd with 10,000 queues needs several)
+SCHEMA_TIMEOUT = 30.0
+
 
 def _positive_int(text: str) -> int:
     try:
@@ -87,6 +90,11 @@ def add_parser(subparsers: Any) -> None:
                         help="seconds to wait for each first connection (default 10)")
     parser.add_argument("--connect-timeout", dest="timeout", type=_positive_float,
                         help=argparse.SUPPRESS)  # the former name of -t/--timeout
+    parser.add_argument("--no-snapshot", dest="snapshot", action="store_false",
+                        help="do not ask the agents for the objects of each class seen "
+                             "(their properties: names of objects older than the run); "
+                             "on a busy broker with many objects the queries delay its "
+                             "publications for a while")
     parser.add_argument("--json", action="store_true",
                         help="print the counters as one JSON document on exit")
     parser.add_argument("--quiet", action="store_true",
@@ -129,8 +137,10 @@ async def run(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     connection = connection_arguments(args)
+    # a qpidd with many objects answers a schema request only after publishing them all:
+    # give the schema fetches time, or the QMF v2 data held for them would be dropped
     session = Session(console=ConnectionNotes("collect", args.quiet), manage_connections=True,
-                      timeout=args.timeout)
+                      timeout=args.timeout, schema_timeout=max(SCHEMA_TIMEOUT, args.timeout))
     handled: list[signal.Signals] = []
     try:
         collector = collector_mod.Collector(
@@ -142,6 +152,7 @@ async def run(args: argparse.Namespace) -> int:
                 handled.append(sig)
         # subscribe before connecting: nothing published after the first connection is missed
         task = asyncio.ensure_future(collector.run(stop))
+        snapshot: asyncio.Future[None] | None = None
         try:
             brokers = [await session.add_broker(url, timeout=args.timeout,
                                                 **connection)
@@ -160,9 +171,17 @@ async def run(args: argparse.Namespace) -> int:
                       f" into {args.out} (run {collector.run_id})")
             if args.duration is not None:
                 loop.call_later(args.duration, stop.set)
+            # the properties of the objects that exist already (agents send them only
+            # when they change): their names, while the collection goes on
+            if args.snapshot:
+                snapshot = asyncio.ensure_future(collector.snapshot(timeout=args.timeout))
             await asyncio.wait([task], return_when=asyncio.FIRST_COMPLETED)
         finally:
             stop.set()
+            if snapshot is not None and not snapshot.done():
+                snapshot.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await snapshot
             await task  # writes what is buffered
     finally:
         for sig in handled:

@@ -122,7 +122,8 @@ async def run(args: argparse.Namespace) -> int:
           f" ({summary['seconds']:.1f} s)")
     for table, count in summary["rows"].items():
         print(f"  {table:<13} {count:>12,} rows  {summary['paths'][table]}")
-    print(f"  resets {summary['resets']:,}, gaps {summary['gaps']:,}")
+    print(f"  resets {summary['resets']:,}, gaps {summary['gaps']:,}, "
+          f"restarts {summary.get('restarts', 0):,}")
     interval = summary["sample_interval_seconds"]
     print(f"  samples every {interval:.3g} s (median), " if interval else "  ",
           end="")

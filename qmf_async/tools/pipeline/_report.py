@@ -240,7 +240,9 @@ def write_report(out_dir: str, *, summary: Mapping[str, Any],
                [False, True]),
         f"<p>Rate steps without a rate: {_num(summary.get('resets', 0))} counter resets, "
         f"{_num(summary.get('gaps', 0))} gaps longer than "
-        f"{_num(summary.get('max_gap_seconds'), 0)} s.</p>",
+        f"{_num(summary.get('max_gap_seconds'), 0)} s; "
+        f"{_num(summary.get('restarts', 0))} restarts (an object's counters started "
+        f"again in a new series: its agent restarted or it was created again).</p>",
     ]
     for metric, title in (("enqueue_rate", "Top queues by enqueue rate"),
                           ("depth_growth", "Top queues by depth growth")):

@@ -112,7 +112,9 @@ def run_pipeline(spark: SparkSession, dataset_dir: str, out_dir: str, *,
 
     Returns a summary: ``rows`` (table -> rows), ``paths`` (table or ``report`` ->
     path), ``plots`` (PNG paths), ``inputs`` (samples/events rows in the period),
-    ``resets``/``gaps`` (counter steps without a rate), ``first_ts``/``last_ts``,
+    ``resets``/``gaps`` (counter steps without a rate), ``restarts`` (series that
+    began again for an object seen before: its agent restarted or it was created
+    again; counted, never turned into a rate), ``first_ts``/``last_ts``,
     ``sample_interval_seconds`` (the median time between samples of a series),
     ``window``/``window_seconds``, ``partial_windows`` (plotted windows not fully
     covered), ``seconds`` (wall time).
@@ -143,6 +145,12 @@ def run_pipeline(spark: SparkSession, dataset_dir: str, out_dir: str, *,
         rates.write.mode("overwrite").parquet(paths["rates"])
         status = {row["status"]: row["count"]
                   for row in steps.groupBy("status").count().collect()}
+        # an object whose counters started again from zero in a new series: its agent
+        # restarted (new boot sequence) or it was created again (new create time)
+        restarts_row = (clean.groupBy("broker", "object_id")
+                        .agg(F.countDistinct("boot_sequence", "create_ts").alias("n"))
+                        .agg(F.sum(F.col("n") - 1).alias("r")).first())
+        restarts = int(restarts_row["r"] or 0) if restarts_row is not None else 0
         s_stats = samples.agg(F.count(F.lit(1)).alias("n"), F.min("sample_ts").alias("lo"),
                               F.max("sample_ts").alias("hi")).first()
         e_stats = events.agg(F.count(F.lit(1)).alias("n"), F.min("timestamp").alias("lo"),
@@ -213,6 +221,7 @@ def run_pipeline(spark: SparkSession, dataset_dir: str, out_dir: str, *,
         "resets": status.get("reset", 0),
         "gaps": status.get("gap", 0),
         "missing": status.get("missing", 0),
+        "restarts": restarts,
         "max_gap_seconds": max_gap,
         "sample_interval_seconds": interval_s,
         "window": label,

@@ -1,0 +1,113 @@
+"""The collector names the objects of a QMF v2 agent: an update that carried properties
+and statistics together (every v2 data indication, a query answer) also gives a ``c``
+row when its properties are new or changed, and ``snapshot()`` writes a ``c`` row for
+every object that exists when the collector starts (qpidd sends properties only when
+they change)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pyarrow")
+
+from qmf_async import Change, ObjectId, QmfObject, QmfTimeout
+from qmf_async.agent import Property, Statistic, object_class
+from qmf_async.tools.collector import Collector
+
+from ._util import wait_until
+from .test_collector import PKG, T0, WIDGET, FakeSession, _as_dict, _read, running
+
+GADGET = object_class(PKG, "gadget",
+                      properties=[Property("name", "sstr", index=True)],
+                      statistics=[Statistic("count", "uint64")])
+
+
+def _both(name: str, count: int, ts: int, obj: int = 1) -> QmfObject:
+    """A proxy of an update that carried properties and statistics (as over v2)."""
+    oid = ObjectId.make(broker_bank=1, agent_bank=5, object=obj)
+    return QmfObject(None, None, None, WIDGET, oid, (name,), (count,), (ts, T0, 0),
+                     changed=Change.PROPERTIES | Change.STATISTICS)
+
+
+def _rows(root: Path) -> list[tuple[str, int, dict[str, Any], dict[str, Any]]]:
+    rows = sorted(_read(root, "samples"), key=lambda r: (r["sample_ts"], r["kind"]))
+    return [(r["kind"], r["sample_ts"] - T0, _as_dict(r["props"]), _as_dict(r["stats_int"]))
+            for r in rows]
+
+
+async def test_updates_with_both_parts_give_props_rows_when_they_change(
+        tmp_path: Path) -> None:
+    session = FakeSession()
+    c = Collector(session, tmp_path)
+    async with running(c):
+        for n, name in enumerate(["w", "w", "w", "renamed"]):
+            session.publish(_both(name, n, T0 + n), "i")
+        await wait_until(lambda: c.received == 6)
+    assert _rows(tmp_path) == [
+        ("c", 0, {"name": "w"}, {}), ("i", 0, {}, {"count": 0}),
+        ("i", 1, {}, {"count": 1}),
+        ("i", 2, {}, {"count": 2}),
+        ("c", 3, {"name": "renamed"}, {}), ("i", 3, {}, {"count": 3}),
+    ]
+    assert c.stats.written == c.stats.received == 6 and c.stats.dropped == 0
+
+
+class SnapshotSession(FakeSession):
+    """A FakeSession that also answers the queries of ``snapshot``."""
+
+    def __init__(self, objects: dict[str, list[QmfObject]], fail: set[str]) -> None:
+        super().__init__()
+        self.objects = objects
+        self.fail = fail
+        self.asked: list[tuple[str | None, str | None]] = []
+
+    async def get_objects(self, _class: str | None = None, _package: str | None = None,
+                          **kw: Any) -> list[QmfObject]:
+        self.asked.append((_package, _class))
+        if _class in self.fail:
+            raise QmfTimeout("no complete answer")
+        return self.objects.get(str(_class), [])
+
+
+def _thing(name: str, obj: int) -> QmfObject:
+    """A statistics-only update of another class (its query fails in the test)."""
+    oid = ObjectId.make(broker_bank=1, agent_bank=5, object=100 + obj)
+    return QmfObject(None, None, None, GADGET, oid, (name,), (0,), (T0 + 9, T0, 0),
+                     changed=Change.STATISTICS)
+
+
+async def test_snapshot_names_the_objects_of_the_classes_seen(tmp_path: Path) -> None:
+    existing = [_both(f"w{n}", 10 * n, T0 + 5, obj=n) for n in (1, 2)]
+    session = SnapshotSession({"widget": existing}, fail={"gadget"})
+    c = Collector(session, tmp_path)
+    async with running(c):
+        snap = asyncio.ensure_future(c.snapshot(timeout=1.0))
+        try:
+            await asyncio.sleep(0)
+            assert session.asked == []  # nothing is asked before an update arrives
+            # a statistics-only update of widget 1: the snapshot asks for the widgets
+            oid = ObjectId.make(broker_bank=1, agent_bank=5, object=1)
+            session.publish(QmfObject(None, None, None, WIDGET, oid, ("w1",), (11,),
+                                      (T0 + 7, T0, 0), changed=Change.STATISTICS), "i")
+            await wait_until(lambda: c.snapshot_rows == 2)
+            # a class whose query fails is left out; the snapshot goes on
+            session.publish(_thing("g", 1), "i")
+            await wait_until(lambda: len(session.asked) == 2)
+            # a class is asked for once; the same properties give no second c row
+            session.publish(_both("w1", 12, T0 + 8, obj=1), "i")
+            session.publish(_thing("g", 2), "i")
+            await wait_until(lambda: c.received == 6)
+            assert not snap.done()
+        finally:
+            snap.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await snap
+    assert session.asked == [(PKG, "widget"), (PKG, "gadget")]
+    rows = _rows(tmp_path)
+    assert sorted((kind, props.get("name")) for kind, _, props, _ in rows) \
+        == [("c", "w1"), ("c", "w2"), ("i", None), ("i", None), ("i", None), ("i", None)]
