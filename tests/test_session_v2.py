@@ -61,13 +61,61 @@ def test_interests_become_subject_patterns_and_agent_selectors() -> None:
                        Interest("data", agent=_Agent("agent-x")),  # type: ignore[arg-type]
                        Interest("event", agent=_Agent("unknown"))],  # type: ignore[arg-type]
                       [], name_of)
+    # the one agent's data overlaps both classes' data: over AMQP 1.0 two bindings that
+    # match one message deliver it twice, so the three become one
+    assert got == [
+        ("agent.ind.heartbeat.#", None),
+        ("agent.ind.data.#", None),
+        ("agent.ind.event.#", None),
+    ]
+    # without the agent, the class and the package bind apart: nothing matches both
+    got = v2_bindings([Interest("data", BROKER_PKG, "queue"), Interest("event", agent=_Agent(
+        "agent-x")), Interest("data", package="com.acme")], [], name_of)  # type: ignore[arg-type]
     assert got == [
         ("agent.ind.heartbeat.#", None),
         ("agent.ind.data.org_apache_qpid_broker.queue.#", None),
-        ("agent.ind.event.#", None),
+        ("agent.ind.event.#", "qmf.agent = 'acme.com:app:one'"),
         ("agent.ind.data.com_acme.#", None),
-        ("agent.ind.data.#", "qmf.agent = 'acme.com:app:one'"),
     ]
+
+
+@pytest.mark.parametrize("interests", [
+    [("data", BROKER_PKG, "queue", None), ("data", None, None, "a:b:one")],
+    [("data", None, "queue", None), ("data", BROKER_PKG, None, None)],
+    [("event", BROKER_PKG, "queueDeclare", "a:b:one"), ("event", None, None, "a:b:two"),
+     ("event", BROKER_PKG, None, None)],
+    [("data", BROKER_PKG, "queue", "a:b:one"), ("data", BROKER_PKG, "queue", "a:b:two"),
+     ("data", "com.acme", None, None)],
+])
+def test_no_message_matches_two_bindings(interests: list[tuple[Any, ...]]) -> None:
+    agents = {name: _Agent(name) for *_, name in interests if name}
+    got = v2_bindings([Interest(kind, package, cls, agents[name] if name else None)
+                       for kind, package, cls, name in interests],  # type: ignore[arg-type]
+                      [], lambda who: who.name if isinstance(who, _Agent) else None)
+    subjects = [f"agent.ind.{kind}.{keyify(pkg)}.{cls}.v.p.i"
+                for kind in ("data", "event") for pkg in (BROKER_PKG, "com.acme", "x.y")
+                for cls in ("queue", "queueDeclare", "exchange")]
+    for subject in subjects:
+        for agent in ("a:b:one", "a:b:two", "a:b:three"):
+            matched = [b for b in got if _matches(b, subject, agent)]
+            assert len(matched) <= 1, (subject, agent, matched)
+    # and every interest is still served
+    for kind, package, cls, name in interests:
+        subject = f"agent.ind.{kind}.{keyify(package or 'any.pkg')}.{cls or 'any'}.v.p.i"
+        assert any(_matches(b, subject, name or "a:b:three") for b in got), (subject, got)
+
+
+def _matches(binding: tuple[str, str | None], subject: str, agent: str) -> bool:
+    key, selector = binding
+    if selector is not None and selector != f"qmf.agent = '{agent}'":
+        return False
+    words, parts = key.split("."), subject.split(".")
+    for i, word in enumerate(words):
+        if word == "#":
+            return True
+        if i >= len(parts) or word not in ("*", parts[i]):
+            return False
+    return len(words) == len(parts)
 
 
 def test_a_class_without_a_package_matches_every_package_and_quotes_are_doubled() -> None:
@@ -83,12 +131,11 @@ def test_v1_user_binding_keys_translate_to_v2_bindings() -> None:
             "console.obj.*.*.com.acme.#", "console.obj.1.7.#", "console.obj.1.9.#",
             "schema.#", "console.heartbeat.#"]
     got = v2_bindings([], keys, lambda banks: "a:b:c" if banks == (1, 7) else None)
+    # everything of "data" covers the narrower data keys
     assert got == [
         ("agent.ind.heartbeat.#", None),
         ("agent.ind.data.#", None),
         ("agent.ind.event.org_apache_qpid_broker.queueDeclare.#", None),
-        ("agent.ind.data.com_acme.#", None),
-        ("agent.ind.data.#", "qmf.agent = 'a:b:c'"),
     ]
     assert keyify("org.apache.qpid.broker") == "org_apache_qpid_broker"
 

@@ -127,6 +127,11 @@ def v2_bindings(interests: Iterable[Interest], user_keys: Iterable[str],
     RemoteAgent, or the banks of a v1 key) on this connection, None when it is not
     known here over v2: such an interest binds nothing.  Heartbeats are always
     bound: the agent directory lives on them.
+
+    No message matches two of the bindings returned: over AMQP 1.0 each binding is a
+    subscription of its own, and a message both match would arrive twice.  A binding
+    that another covers is left out, and two that overlap become one that covers both
+    (the console filters what it receives anyway).
     """
     out: dict[tuple[str, str | None], None] = {("agent.ind.heartbeat.#", None): None}
     for it in interests:
@@ -168,7 +173,76 @@ def v2_bindings(interests: Iterable[Interest], user_keys: Iterable[str],
         else:
             package, cls = ".".join(rest[:-1]), rest[-1]
             out[(f"agent.ind.{kind}.{keyify(package)}.{cls}.#", None)] = None
-    return list(out)
+    return _disjoint(list(out))
+
+
+Binding = tuple[str, str | None]
+
+
+def _covers(a: Binding, b: Binding) -> bool:
+    """Every message ``b`` matches, ``a`` matches (patterns ending in ``#``)."""
+    (key_a, sel_a), (key_b, sel_b) = a, b
+    if sel_a is not None and sel_a != sel_b:
+        return False
+    words_a, words_b = key_a.split("."), key_b.split(".")
+    if words_a[-1] != "#":
+        return a == b
+    for i, word in enumerate(words_a[:-1]):
+        if i >= len(words_b) or words_b[i] == "#":
+            return False
+        if word not in ("*", words_b[i]):
+            return False
+    return True
+
+
+def _overlap(a: Binding, b: Binding) -> bool:
+    """Some message matches both (selectors name one agent each)."""
+    (key_a, sel_a), (key_b, sel_b) = a, b
+    if sel_a is not None and sel_b is not None and sel_a != sel_b:
+        return False
+    for word_a, word_b in zip(key_a.split("."), key_b.split("."), strict=False):
+        if "#" in (word_a, word_b):
+            return True
+        if word_a != word_b and "*" not in (word_a, word_b):
+            return False
+    return len(key_a.split(".")) == len(key_b.split("."))
+
+
+def _join(a: Binding, b: Binding) -> Binding:
+    """A binding that covers both: the words they share, then ``#``."""
+    shared = []
+    for word_a, word_b in zip(a[0].split("."), b[0].split("."), strict=False):
+        if word_a != word_b or word_a == "#":
+            break
+        shared.append(word_a)
+    return (".".join([*shared, "#"]), a[1] if a[1] == b[1] else None)
+
+
+def _disjoint(bindings: list[Binding]) -> list[Binding]:
+    """``bindings`` with no two that match one message (order kept where it can be)."""
+    out = list(dict.fromkeys(bindings))
+    changed = True
+    while changed:
+        changed = False
+        for i, a in enumerate(out):
+            for j in range(i + 1, len(out)):
+                b = out[j]
+                if _covers(a, b):
+                    del out[j]
+                elif _covers(b, a):
+                    out[i] = b
+                    del out[j]
+                elif _overlap(a, b):
+                    out[i] = _join(a, b)
+                    del out[j]
+                else:
+                    continue
+                changed = True
+                break
+            if changed:
+                break
+        out = list(dict.fromkeys(out))
+    return out
 
 
 class V2Host(Protocol):
