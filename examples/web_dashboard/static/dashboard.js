@@ -111,6 +111,7 @@ function applyObject(obj) {
   q.name = name;
   q.row.dataset.queue = q.name;
   q.cells.name.textContent = q.name;
+  q.cells.name.title = q.name;                        // long names are cut with "…"
   q.cells.agent.textContent = obj.agent_label ?? obj.agent ?? "";
   q.cells.agent.title = obj.agent ? `agent ${obj.agent}` : "";
   if ("msgDepth" in stats) q.cells.depth.textContent = fmt(stats.msgDepth);
