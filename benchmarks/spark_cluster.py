@@ -149,6 +149,64 @@ class StandaloneCluster:
         self.stop()
 
 
+_CONNECT_STARTED = "Spark Connect server started at"
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class ConnectServer(StandaloneCluster):
+    """A Spark Connect server (``sc://127.0.0.1:PORT``, local master) from the installed
+    pyspark: ``bin/spark-submit`` of ``SparkConnectServer``, as its
+    ``sbin/start-connect-server.sh`` does, in the foreground; use as a context manager."""
+
+    def __init__(self, directory: Path, *, master: str = "local[2]",
+                 start_timeout: float = 120.0) -> None:
+        super().__init__(directory, start_timeout=start_timeout)
+        self.master = master
+        self.port = 0
+        self.url = ""
+
+    def start(self) -> ConnectServer:
+        """Start the server and wait until it listens.
+
+        Raises:
+            ClusterError: it did not start in time (it is stopped then).
+        """
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        log = self.directory / "connect.log"
+        try:
+            with open(log, "wb") as out:
+                self._procs.append(subprocess.Popen(
+                    [str(spark_home() / "bin" / "spark-submit"), "--class",
+                     "org.apache.spark.sql.connect.service.SparkConnectServer",
+                     "--name", "Spark Connect server", "--master", self.master,
+                     "--conf", f"spark.connect.grpc.binding.port={self.port}",
+                     "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
+                     "--conf", "spark.driver.bindAddress=127.0.0.1",
+                     "--conf", "spark.driver.host=127.0.0.1",
+                     "--conf", "spark.ui.enabled=false"],
+                    stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                    env=self._env(), start_new_session=True))
+            self._wait_for(log, _CONNECT_STARTED, "Connect server")
+        except BaseException:
+            self.stop()
+            raise
+        self.url = f"sc://127.0.0.1:{self.port}"
+        return self
+
+    def __enter__(self) -> ConnectServer:
+        return self.start()
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--dir", default=None, help="logs and work folder (default: a new one)")

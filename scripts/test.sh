@@ -12,7 +12,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
-bash scripts/setup.sh test cli collector pipeline docs web amqp10
+bash scripts/setup.sh test cli collector pipeline connect docs web amqp10 bridge
 bash scripts/browser.sh
 export QMF_TEST_URL="${QMF_TEST_URL:-amqp://guest:guest@localhost:5672/}"
 case "$QMF_TEST_URL" in

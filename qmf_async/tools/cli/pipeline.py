@@ -39,9 +39,12 @@ def add_parser(subparsers: Any) -> None:
                         help="dataset folder written by `qmf collect`")
     parser.add_argument("--out", required=True, metavar="DIR",
                         help="output folder (tables and report.html; replaced)")
-    parser.add_argument("--master", default="local[*]", metavar="URL",
+    parser.add_argument("--master", default=None, metavar="URL",
                         help="Spark master (default local[*]; spark://HOST:PORT for a "
                              "cluster)")
+    parser.add_argument("--remote", default=None, metavar="sc://HOST:PORT",
+                        help="run the jobs on a Spark Connect server instead (extra "
+                             "connect); the dataset and --out are paths the server sees")
     parser.add_argument("--since", metavar="ISO|NS", help="first time (inclusive)")
     parser.add_argument("--until", metavar="ISO|NS", help="end time (exclusive)")
     parser.add_argument("--top", type=int, default=10, metavar="N",
@@ -87,9 +90,10 @@ def _work(args: argparse.Namespace, since: int | None, until: int | None,
     if "://" not in args.dataset and not os.path.isdir(args.dataset):
         raise ToolError(f"no dataset folder {args.dataset!r}", EXIT_USAGE)
     try:
-        spark = build_spark(args.master, app_name="qmf-pipeline", bind_host=args.bind_host,
-                            driver_memory=args.driver_memory, config=conf)
-    except ImportError as exc:
+        spark = build_spark(args.master or "local[*]", app_name="qmf-pipeline",
+                            bind_host=args.bind_host, driver_memory=args.driver_memory,
+                            config=conf, remote=args.remote)
+    except (ImportError, ValueError) as exc:
         raise ToolError(f"{exc}", EXIT_USAGE) from None
     try:
         return run_pipeline(spark, args.dataset, args.out, since=since, until=until,
@@ -104,6 +108,8 @@ async def run(args: argparse.Namespace) -> int:
     if since is not None and until is not None and until <= since:
         raise ToolError("--until must be later than --since", EXIT_USAGE)
     conf = _conf(args.conf)
+    if args.remote is not None and args.master is not None:
+        raise ToolError("give --master or --remote, not both", EXIT_USAGE)
     if args.top < 1:
         raise ToolError("--top must be at least 1", EXIT_USAGE)
     try:

@@ -61,8 +61,14 @@ def _launch_env(values: Mapping[str, str]) -> Iterator[None]:
 def build_spark(master: str = "local[*]", app_name: str = "qmf-async-pipeline",
                 bind_host: str = "127.0.0.1", *, shuffle_partitions: int | None = None,
                 driver_memory: str | None = None,
-                config: Mapping[str, str] | None = None) -> SparkSession:
+                config: Mapping[str, str] | None = None,
+                remote: str | None = None) -> SparkSession:
     """Create (or get) the SparkSession of the pipeline.
+
+    With ``remote`` (``sc://HOST:PORT``) it is a Spark Connect session to that server
+    (the client needs ``pip install 'qmf-async[connect]'``); ``master``, ``bind_host``
+    and ``driver_memory`` are the server's business then, and the session settings
+    below (UTC, shuffle partitions, ``config``) are sent to it.
 
     * the driver binds to ``bind_host`` (``spark.driver.bindAddress`` and
       ``spark.driver.host``; 127.0.0.1 by default: give the address the executors reach
@@ -79,6 +85,8 @@ def build_spark(master: str = "local[*]", app_name: str = "qmf-async-pipeline",
     require_pyspark()
     from pyspark.sql import SparkSession
 
+    if remote is not None:
+        return _connect(remote, shuffle_partitions, config)
     cores = _local_cores(master)
     builder = (
         SparkSession.builder.master(master).appName(app_name)
@@ -104,6 +112,37 @@ def build_spark(master: str = "local[*]", app_name: str = "qmf-async-pipeline",
     with _launch_env(env):
         spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def _connect(remote: str, shuffle_partitions: int | None,
+             config: Mapping[str, str] | None) -> SparkSession:
+    """A Spark Connect session (see :func:`build_spark`).
+
+    Raises:
+        ImportError: the Spark Connect client's packages are missing (the message says
+            what to install).
+        ValueError: ``remote`` is not an ``sc://`` address.
+    """
+    from pyspark.sql import SparkSession
+
+    if not remote.startswith("sc://"):
+        raise ValueError(f"a Spark Connect address starts with sc://, not {remote!r}")
+    try:
+        from pyspark.sql.connect.utils import check_dependencies
+
+        check_dependencies()
+    except ImportError as exc:
+        raise ImportError(f"Spark Connect needs its client packages: pip install "
+                          f"'qmf-async[connect]' ({exc})") from exc
+    builder = (SparkSession.builder.remote(remote)
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.sql.adaptive.enabled", "true"))
+    if shuffle_partitions is not None:
+        builder = builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+    for key, value in (config or {}).items():
+        builder = builder.config(key, value)
+    spark: SparkSession = builder.getOrCreate()
     return spark
 
 
