@@ -128,10 +128,25 @@ def _post(url: str, body: Any) -> Any:
 
 
 async def test_the_dashboard_shows_and_calls(qpidd_stock: Any, queue: str) -> None:
+    await _dashboard_shows_and_calls(qpidd_stock, queue)
+
+
+async def test_the_dashboard_on_a_qpidd_with_qmf_v1_on(qpidd_v1: Any) -> None:
+    # v1 and v2 both published: the dashboard (v2 over AMQP 1.0) shows each queue once
+    name = f"dash-v1-{uuid.uuid4().hex[:8]}"
+    await _make_queue(qpidd_v1.url, name)
+    try:
+        await asyncio.to_thread(send_messages, qpidd_v1.address, name, 7)
+        await _dashboard_shows_and_calls(qpidd_v1, name)
+    finally:
+        await _drop_queue(qpidd_v1.url, name)
+
+
+async def _dashboard_shows_and_calls(qpidd: Any, queue: str) -> None:
     port = _free_port()
     proc = await asyncio.to_thread(
         subprocess.Popen, [sys.executable, str(ROOT / "examples" / "web_dashboard" / "app.py"),
-                           "--url", qpidd_stock.address, "--port", str(port)],
+                           "--url", qpidd.address, "--port", str(port)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
     base = f"http://127.0.0.1:{port}"
     try:
