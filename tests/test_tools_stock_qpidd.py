@@ -211,3 +211,58 @@ async def test_qmf_queue_stats_takes_the_broker_as_qpid_queue_stats_does(
     assert proc.returncode == 0, proc.stderr
     (report,) = [json.loads(line) for line in proc.stdout.splitlines()]
     assert [(q["queue"], q["depth"]) for q in report["queues"]] == [(queue, 7)]
+
+
+async def test_the_dashboard_page_in_a_browser_on_qpidd(qpidd_stock: Any, queue: str) -> None:
+    """The page itself, in headless Chromium, against a stock qpidd: qpidd's queues with
+    its agent's label, the chosen queue's chart fed by qpidd's publications."""
+    playwright = pytest.importorskip("playwright.async_api")
+    from .test_web_dashboard import CHROMIUM_ARGS, _chromium
+
+    executable = _chromium()
+    if executable is None:
+        pytest.skip("Chromium is not installed (Debian: apt-get install chromium)")
+    port = _free_port()
+    proc = await asyncio.to_thread(
+        subprocess.Popen, [sys.executable, str(ROOT / "examples" / "web_dashboard" / "app.py"),
+                           "--url", qpidd_stock.address, "--port", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        def up() -> bool:
+            try:
+                return bool(_get(f"{base}/api/agents")["connected"])
+            except OSError:
+                return False
+        await wait_until(lambda: asyncio.to_thread(up), timeout=30.0,
+                         message="the dashboard connected to qpidd")
+        async with playwright.async_playwright() as pw:
+            browser = await pw.chromium.launch(executable_path=executable,
+                                               args=CHROMIUM_ARGS)
+            try:
+                page = await browser.new_page(viewport={"width": 1280, "height": 800})
+                errors: list[str] = []
+                page.on("pageerror", lambda exc: errors.append(str(exc)))
+                await page.goto(f"{base}/?queue={queue}")
+                row = page.locator(f"tr[data-queue='{queue}']")
+                expect = playwright.expect
+                await expect(row).to_have_count(1, timeout=20_000)
+                await expect(row.locator("td.depth")).to_have_text("7", timeout=20_000)
+                await expect(row.locator("td.agent")).to_contain_text("apache.org:qpidd:")
+                await expect(page.locator("#selected-name")).to_have_text(queue)
+                # qpidd publishes the queue when it changes: more messages, a new sample
+                await asyncio.to_thread(send_messages, qpidd_stock.address, queue, 3)
+                await expect(row.locator("td.depth")).to_have_text("10", timeout=20_000)
+                await page.wait_for_function(
+                    "Number(document.querySelector('#depth-chart').dataset.points) >= 1",
+                    timeout=20_000)
+                assert not errors, errors
+            finally:
+                await browser.close()
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
