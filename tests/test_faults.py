@@ -1,0 +1,372 @@
+"""Faults between a console and a real broker, each with its bound measured.
+
+RabbitMQ (AMQP 0-9-1) is shared with other tests and is never restarted here: the
+session reaches it through a TCP proxy of the tests' own (``tests/faultproxy.py``) that
+stalls (a half-open connection: no FIN, found by AMQP heartbeats), cuts (RST) or
+delays, and ``rabbitmqctl close_connection`` closes connections from the broker side.
+The management-broker role and the demo agent (``examples/demo_agent.py``) connect
+directly; each test runs on a private vhost, so the broker's queue count is ours.
+
+For every fault: the pending calls (method calls on the demo agent whose handler waits,
+and a query) fail with :class:`ConnectionLostError` within 1 s of the session noticing
+the loss; the session (``manage_connections=True``) reconnects and calls work again;
+nothing leaks (the console core's sequence table and wait table empty, asyncio tasks,
+file descriptors and the vhost's queues back to their count before the fault); many
+concurrent calls with distinct arguments each get their own answer.
+
+The figures printed (``-s``) are the ones in docs/reliability.md, section Faults.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import attrs
+import pytest
+
+from qmf_async import (
+    Broker,
+    ConnectionLostError,
+    Console,
+    PartialResultError,
+    QmfObject,
+    RemoteAgent,
+    Session,
+)
+from qmf_async.agent import Agent
+from qmf_async.agent.broker import ManagementBroker
+from qmf_async.transport import with_heartbeat
+
+from ._util import import_example, private_vhost, rabbitmqctl_output, wait_until
+from .faultproxy import FaultProxy
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parent.parent
+INTERVAL = 0.2  # the role and the demo agent publish and heartbeat this often
+demo = import_example("demo_agent")
+
+
+def _label(what: str) -> str:
+    return f"faults-{what}-{uuid.uuid4().hex[:8]}"
+
+
+def _report(text: str) -> None:
+    print(f"\n[faults] {text}", file=sys.stderr)
+
+
+@pytest.fixture(scope="module")
+def bus(amqp_url: str) -> Iterator[str]:
+    """The RabbitMQ URL on a private vhost of this module."""
+    with private_vhost(amqp_url, "qmf-faults") as url:
+        if url == amqp_url:
+            pytest.skip("needs rabbitmqctl and a local RabbitMQ to make a private vhost")
+        yield url
+
+
+def _vhost(url: str) -> str:
+    return unquote(urlsplit(url).path[1:])
+
+
+async def queue_count(url: str) -> int:
+    """How many queues the vhost of ``url`` has (rabbitmqctl)."""
+    out = await rabbitmqctl_output("list_queues", "-p", _vhost(url), "name")
+    assert out is not None, "rabbitmqctl list_queues failed"
+    return len([line for line in out.splitlines() if line.strip()])
+
+
+def fd_count() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def task_count() -> int:
+    return len(asyncio.all_tasks())
+
+
+def pending(broker: Broker) -> tuple[int, int]:
+    """Outstanding requests: the console core's sequence table, the session's waits."""
+    return len(broker._core), len(broker._waits)
+
+
+class Recorder(Console):
+    def __init__(self) -> None:
+        self.connected: list[float] = []
+        self.disconnected: list[float] = []
+
+    def broker_connected(self, broker: Broker) -> None:
+        self.connected.append(time.monotonic())
+
+    def broker_disconnected(self, broker: Broker) -> None:
+        self.disconnected.append(time.monotonic())
+
+
+@attrs.define
+class Env:
+    url: str
+    proxy: FaultProxy
+    session: Session
+    broker: Broker
+    agent: Agent
+    model: Any
+    recorder: Recorder
+
+    def remote(self) -> RemoteAgent | None:
+        for a in self.session.get_agents(self.broker):
+            if (a.broker_bank, a.agent_bank) == (self.agent.broker_bank, self.agent.agent_bank):
+                return a
+        return None
+
+    async def the_broker(self) -> QmfObject:
+        found = await wait_until(self.remote, 10.0, message="the demo agent known")
+        (b,) = await self.session.get_objects(_class="broker", _agent=found, _timeout=5.0)
+        return b
+
+
+@contextlib.asynccontextmanager
+async def fault_env(url: str, heartbeat: int | None = None, missed_heartbeats: int = 10
+                    ) -> AsyncIterator[Env]:
+    """Role and demo agent on ``url``; a session through a fault proxy (with AMQP
+    heartbeats every ``heartbeat`` seconds when given) managing its connection."""
+    parts = urlsplit(url)
+    role = ManagementBroker(url, broker_id=uuid.uuid4(), label=_label("role"),
+                            interval=INTERVAL, agent_timeout=5.0)
+    await role.start()
+    agent, model = demo.build_demo_agent(url, label=_label("demo"), queues=1, seed=3,
+                                         interval=INTERVAL, attach_timeout=2.0)
+    try:
+        await model.start()
+        async with FaultProxy(parts.hostname or "localhost", parts.port or 5672) as proxy:
+            via = proxy.url(url)
+            if heartbeat is not None:
+                via = with_heartbeat(via, heartbeat)
+            recorder = Recorder()
+            session = Session(console=recorder, manage_connections=True,
+                              reconnect_min_delay=0.1, reconnect_max_delay=0.5,
+                              agent_interval=0.3, missed_heartbeats=missed_heartbeats, timeout=10.0)
+            try:
+                broker = await session.add_broker(via, timeout=5.0)
+                env = Env(url, proxy, session, broker, agent, model, recorder)
+                await env.the_broker()
+                yield env
+            finally:
+                await session.close()
+    finally:
+        await model.stop()
+        await role.stop(2.0)
+
+
+class Gate:
+    """A method handler that waits until opened (the demo agent's ``echo`` held)."""
+
+    def __init__(self) -> None:
+        self.open = asyncio.Event()
+        self.entered = 0
+
+    async def echo(self, obj: Any, **args: Any) -> dict[str, Any]:
+        self.entered += 1
+        await asyncio.wait_for(self.open.wait(), 60.0)
+        return args
+
+
+async def _fail_times(calls: list[asyncio.Future[Any]]) -> list[tuple[BaseException | None,
+                                                                      float]]:
+    """Each call's outcome and when it came (monotonic)."""
+    out: list[tuple[BaseException | None, float]] = [(None, 0.0)] * len(calls)
+
+    async def watch(i: int, call: asyncio.Future[Any]) -> None:
+        try:
+            await call
+        except BaseException as exc:  # recorded, checked by the caller
+            out[i] = (exc, time.monotonic())
+        else:
+            out[i] = (None, time.monotonic())
+
+    await asyncio.wait_for(asyncio.gather(*(watch(i, c) for i, c in enumerate(calls))), 30.0)
+    return out
+
+
+async def distinct_calls(env: Env, count: int) -> float:
+    """``count`` concurrent echo calls with distinct arguments; each answer must be its
+    own (none lost, none swapped).  Returns the seconds they took."""
+    b = await env.the_broker()
+    started = time.monotonic()
+    results = await asyncio.wait_for(asyncio.gather(
+        *(b.echo(i, f"call-{i}", _timeout=20.0) for i in range(count))), 30.0)
+    took = time.monotonic() - started
+    for i, r in enumerate(results):
+        assert (r.sequence, r.body) == (i, f"call-{i}"), f"call {i} got {r.outArgs}"
+    return took
+
+
+async def _broker_close(env: Env) -> None:
+    """Close the session's connection from the broker (rabbitmqctl close_connection)."""
+    listing = await rabbitmqctl_output("list_connections", "pid", "vhost", "client_properties")
+    assert listing is not None
+    vhost = _vhost(env.url)
+    pids = [line.split("\t", 2)[0] for line in listing.splitlines()
+            if line.split("\t", 2)[1:2] == [vhost] and '"qmf-async console"' in line]
+    assert len(pids) == 1, f"the session's connection not found: {pids}"
+    assert await rabbitmqctl_output("close_connection", pids[0],
+                                    "qmf-async test: forced close") is not None
+
+
+async def _fault_round(env: Env, fault: str) -> dict[str, float]:
+    """Hold 20 calls at the agent, make ``fault``, issue 20 calls and a query more, check
+    how they fail, repair, check the session works and nothing leaked."""
+    b = await env.the_broker()
+    assert (await b.echo(0, "warm-up", _timeout=5.0)).body == "warm-up"
+    await env.session.get_objects(_class="queue", _timeout=5.0)
+    before_tasks, before_fds = task_count(), fd_count()
+    before_queues = await queue_count(env.url)
+    gate = Gate()
+    env.agent.set_method_handler("broker", "echo", gate.echo)
+    calls: list[asyncio.Future[Any]] = [
+        asyncio.ensure_future(b.echo(i, f"held-{i}", _timeout=30.0)) for i in range(20)]
+    await wait_until(lambda: gate.entered == 20, 10.0, message="20 calls at the agent")
+    faulted = time.monotonic()
+    if fault == "stall":
+        env.proxy.stall()
+    elif fault == "cut":
+        env.proxy.cut()
+    else:
+        await _broker_close(env)  # faulted: when rabbitmqctl was started (about 1 s)
+    if fault == "stall":
+        # sent after the stall, before the loss is noticed: stuck in the proxy
+        calls += [asyncio.ensure_future(b.echo(100 + i, f"late-{i}", _timeout=30.0))
+                  for i in range(20)]
+        calls.append(asyncio.ensure_future(
+            env.session.get_objects(_class="queue", _agent=env.remote(), _timeout=30.0)))
+    outcomes = await _fail_times(calls)
+    await wait_until(lambda: env.recorder.disconnected, 5.0, message="broker_disconnected")
+    noticed = env.recorder.disconnected[0]
+    for exc, _ in outcomes:
+        assert isinstance(exc, ConnectionLostError), repr(exc)
+    last = max(t for _, t in outcomes)
+    figures = {"noticed_after": noticed - faulted, "failed_after_notice": last - noticed,
+               "calls": float(len(calls))}
+    assert last - noticed < 1.0, figures
+    assert pending(env.broker) == (0, 0)
+    gate.open.set()  # the held handlers answer into the old, gone reply queue
+    env.agent.set_method_handler("broker", "echo", env.model.echo)
+    repaired = time.monotonic()
+    env.proxy.restore()
+    await wait_until(lambda: len(env.recorder.connected) >= 2, 20.0, message="reconnected")
+    # after the repair (cut, stall) or the loss (a broker close does not last)
+    figures["reconnected_after"] = env.recorder.connected[-1] - (
+        noticed if fault == "broker-close" else repaired)
+    figures["distinct_200_s"] = await distinct_calls(env, 200)
+    # nothing left behind: tables, tasks, descriptors, broker queues
+    assert pending(env.broker) == (0, 0)
+    await wait_until(lambda: task_count() <= before_tasks, 10.0,
+                     message=f"tasks back to {before_tasks}")
+    await wait_until(lambda: fd_count() <= before_fds, 10.0,
+                     message=f"file descriptors back to {before_fds}")
+
+    async def queues_back() -> bool:
+        return await queue_count(env.url) == before_queues
+    await wait_until(queues_back, 20.0, interval=0.5, message=f"{before_queues} queues again")
+    assert env.broker.reconnects == 1
+    return figures
+
+
+async def test_a_cut_connection_fails_pending_calls_at_once_and_reconnects(bus: str) -> None:
+    async with fault_env(bus) as env:
+        figures = await _fault_round(env, "cut")
+    _report(f"cut: {figures}")
+    assert figures["noticed_after"] < 1.0
+
+
+async def test_a_connection_closed_by_the_broker(bus: str) -> None:
+    async with fault_env(bus) as env:
+        figures = await _fault_round(env, "broker-close")
+    _report(f"rabbitmqctl close_connection: {figures}")
+    assert figures["noticed_after"] < 5.0  # rabbitmqctl itself takes about 1 s
+
+
+@pytest.mark.slow
+async def test_a_stall_is_found_by_heartbeats(bus: str) -> None:
+    # the agents heartbeat every 0.2 s: with the usual missed_heartbeats they would
+    # leave (AgentGoneError, after 10 x 0.2 s) before the AMQP heartbeats notice the stall
+    async with fault_env(bus, heartbeat=1, missed_heartbeats=100) as env:
+        figures = await _fault_round(env, "stall")
+    _report(f"stall, heartbeat=1: {figures}")
+    # 2 x (heartbeat + 1) s of silence, checked every second
+    assert 3.5 < figures["noticed_after"] < 5.5
+
+
+async def test_a_slow_network_delays_but_loses_and_swaps_nothing(bus: str) -> None:
+    async with fault_env(bus, heartbeat=1) as env:
+        base = await distinct_calls(env, 100)
+        env.proxy.delay(0.3)
+        slow = await distinct_calls(env, 100)
+        env.proxy.restore()
+        assert env.broker.connected and env.broker.reconnects == 0
+        assert env.recorder.disconnected == []
+        assert pending(env.broker) == (0, 0)
+    _report(f"delay 0.3 s each way: 100 calls {base:.2f} s -> {slow:.2f} s")
+    assert slow >= 0.6  # a request and its answer each crossed the delay
+
+
+# --------------------------------------------------------------------------- SIGKILL
+
+
+@pytest.mark.slow
+async def test_an_agent_killed_mid_answer(bus: str) -> None:
+    count, interval = 60_000, 1.0
+    label = _label("killed")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tests.fault_agent", bus, str(count), str(interval), label,
+        cwd=ROOT, stdout=asyncio.subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"})
+    try:
+        line = await asyncio.wait_for(proc.stdout.readline(), 60.0)  # type: ignore[union-attr]
+        word, bb, ab = line.decode().split()
+        assert word == "ready"
+        async with Session(agent_interval=interval, missed_heartbeats=3, timeout=30.0) \
+                as session:
+            await session.add_broker(bus, timeout=5.0)
+
+            def found() -> RemoteAgent | None:
+                return next((a for a in session.get_agents()
+                             if (a.broker_bank, a.agent_bank) == (int(bb), int(ab))), None)
+            agent = await wait_until(found, 10.0, message="the agent's heartbeat")
+            # the schema first: bodies of an unknown class wait for it, and the agent
+            # answers a schema request only after the bodies queued before it
+            (key,) = await session.get_classes("org.qmfasync.faults")
+            await session.get_schema(key)
+            got: list[QmfObject] = []
+            started = killed = 0.0
+            with pytest.raises(PartialResultError) as info:
+                started = time.monotonic()
+                async for obj in session.iter_objects(_class="item", _agent=agent,
+                                                      _timeout=30.0):
+                    got.append(obj)
+                    if len(got) == 1:
+                        proc.send_signal(signal.SIGKILL)
+                        killed = time.monotonic()
+            ended = time.monotonic()
+            partial = info.value.partial
+            assert 0 < len(partial) < count
+            assert partial == got or [o.get_object_id() for o in partial] == \
+                [o.get_object_id() for o in got]
+            assert len({o.n for o in partial}) == len(partial)  # no body twice
+            assert found() is None  # aged out
+            assert ended - killed < 3 * interval + 1.0
+            assert pending(session.brokers[0]) == (0, 0)
+            _report(f"SIGKILL mid-answer: {len(partial)} of {count} objects, the error "
+                    f"{ended - killed:.2f} s after the kill ({type(info.value).__name__}: "
+                    f"{info.value}); first object {killed - started:.2f} s after asking")
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+        await proc.wait()
