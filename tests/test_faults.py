@@ -43,7 +43,7 @@ from qmf_async import (
     RemoteAgent,
     Session,
 )
-from qmf_async.agent import Agent
+from qmf_async.agent import Agent, Arg, Property, method, object_class
 from qmf_async.agent.broker import ManagementBroker
 from qmf_async.transport import with_heartbeat
 
@@ -93,9 +93,18 @@ def task_count() -> int:
     return len(asyncio.all_tasks())
 
 
-def pending(broker: Broker) -> tuple[int, int]:
-    """Outstanding requests: the console core's sequence table, the session's waits."""
-    return len(broker._core), len(broker._waits)
+def pending(broker: Broker) -> tuple[int, ...]:
+    """Outstanding requests: the console core's sequence table and the session's waits
+    (QMF v1), the v2 core's table, its futures and streams (QMF v2); all 0 when idle."""
+    v2 = broker._v2
+    if v2 is None:
+        return len(broker._core), len(broker._waits)
+    return (len(broker._core), len(broker._waits), len(v2.core), len(v2._futures),
+            len(v2._streams))
+
+
+def idle(broker: Broker) -> bool:
+    return not any(pending(broker))
 
 
 class Recorder(Console):
@@ -255,7 +264,7 @@ async def _fault_round(env: Env, fault: str) -> dict[str, float]:
     figures = {"noticed_after": noticed - faulted, "failed_after_notice": last - noticed,
                "calls": float(len(calls))}
     assert last - noticed < 1.0, figures
-    assert pending(env.broker) == (0, 0)
+    assert idle(env.broker), pending(env.broker)
     gate.open.set()  # the held handlers answer into the old, gone reply queue
     env.agent.set_method_handler("broker", "echo", env.model.echo)
     repaired = time.monotonic()
@@ -266,7 +275,7 @@ async def _fault_round(env: Env, fault: str) -> dict[str, float]:
         noticed if fault == "broker-close" else repaired)
     figures["distinct_200_s"] = await distinct_calls(env, 200)
     # nothing left behind: tables, tasks, descriptors, broker queues
-    assert pending(env.broker) == (0, 0)
+    assert idle(env.broker), pending(env.broker)
     await wait_until(lambda: task_count() <= before_tasks, 10.0,
                      message=f"tasks back to {before_tasks}")
     await wait_until(lambda: fd_count() <= before_fds, 10.0,
@@ -312,7 +321,7 @@ async def test_a_slow_network_delays_but_loses_and_swaps_nothing(bus: str) -> No
         env.proxy.restore()
         assert env.broker.connected and env.broker.reconnects == 0
         assert env.recorder.disconnected == []
-        assert pending(env.broker) == (0, 0)
+        assert idle(env.broker), pending(env.broker)
     _report(f"delay 0.3 s each way: 100 calls {base:.2f} s -> {slow:.2f} s")
     assert slow >= 0.6  # a request and its answer each crossed the delay
 
@@ -362,7 +371,7 @@ async def test_an_agent_killed_mid_answer(bus: str) -> None:
             assert len({o.n for o in partial}) == len(partial)  # no body twice
             assert found() is None  # aged out
             assert ended - killed < 3 * interval + 1.0
-            assert pending(session.brokers[0]) == (0, 0)
+            assert idle(session.brokers[0]), pending(session.brokers[0])
             _report(f"SIGKILL mid-answer: {len(partial)} of {count} objects, the error "
                     f"{ended - killed:.2f} s after the kill ({type(info.value).__name__}: "
                     f"{info.value}); first object {killed - started:.2f} s after asking")
@@ -370,3 +379,187 @@ async def test_an_agent_killed_mid_answer(bus: str) -> None:
         if proc.returncode is None:
             proc.kill()
         await proc.wait()
+
+
+# --------------------------------------------------------------------------- qpidd (AMQP 1.0)
+
+HOLDER = object_class(
+    "org.qmfasync.faults", "holder", properties=[Property("n", "uint32", index=True)],
+    methods=[method("echo", Arg("sequence", "uint32", direction="IO"),
+                    Arg("body", "lstr", direction="IO"))])
+
+
+@attrs.define
+class QpiddEnv:
+    qpidd: Any
+    proxy: FaultProxy
+    session: Session
+    broker: Broker
+    agent: Agent
+    gate: Gate
+    recorder: Recorder
+
+    def remote(self) -> RemoteAgent | None:
+        return next((a for a in self.session.get_agents(self.broker)
+                     if a.name == self.agent.v2_name), None)
+
+    async def holder(self) -> QmfObject:
+        found = await wait_until(self.remote, 15.0, message="the test agent known")
+        (h,) = await self.session.get_objects(_class="holder", _agent=found, _timeout=5.0)
+        return h
+
+    async def queue_names(self) -> set[str]:
+        queues = await self.session.get_objects(_class="queue",
+                                                _package="org.apache.qpid.broker",
+                                                _timeout=5.0)
+        return {q.name for q in queues}
+
+
+@contextlib.asynccontextmanager
+async def qpidd_env(qpidd: Any, objects: int = 1) -> AsyncIterator[QpiddEnv]:
+    """An agent of the test (``holder`` objects, ``echo`` held by a gate) on ``qpidd``;
+    a session through a fault proxy with ``heartbeat=1`` (AMQP 1.0 idle timeout 2 s)."""
+    gate = Gate()
+    gate.open.set()
+    agent = Agent(qpidd.url, label=_label("holder"), schemas=[HOLDER], interval=0.5,
+                  attach=False, broker_bank=7, max_get_per_body=5)
+    for n in range(objects):
+        agent.create_object("holder", n=n)
+    agent.set_method_handler("holder", "echo", gate.echo)
+    await agent.start()
+    try:
+        async with FaultProxy("127.0.0.1", qpidd.port) as proxy:
+            recorder = Recorder()
+            session = Session(console=recorder, manage_connections=True,
+                              reconnect_min_delay=0.1, reconnect_max_delay=0.5,
+                              agent_interval=0.5, missed_heartbeats=100, timeout=10.0)
+            try:
+                broker = await session.add_broker(with_heartbeat(proxy.url(qpidd.url), 1),
+                                                  timeout=10.0)
+                env = QpiddEnv(qpidd, proxy, session, broker, agent, gate, recorder)
+                await wait_until(env.remote, 15.0, message="the test agent known")
+                yield env
+            finally:
+                await session.close()
+    finally:
+        await agent.stop()
+
+
+async def _qpidd_round(env: QpiddEnv, fault: str) -> dict[str, float]:
+    """As :func:`_fault_round`, on qpidd: ``stall`` or ``cut`` (proxy) or ``restart``
+    (qpidd stopped, started again on its port)."""
+    h = await env.holder()
+    assert (await h.echo(0, "warm-up", _timeout=5.0)).body == "warm-up"
+    before_queues = await env.queue_names()
+    before_tasks, before_fds = task_count(), fd_count()
+    env.gate.open.clear()
+    env.gate.entered = 0
+    calls: list[asyncio.Future[Any]] = [
+        asyncio.ensure_future(h.echo(i, f"held-{i}", _timeout=30.0)) for i in range(20)]
+    await wait_until(lambda: env.gate.entered == 20, 10.0, message="20 calls at the agent")
+    faulted = time.monotonic()
+    if fault == "stall":
+        env.proxy.stall()
+        calls += [asyncio.ensure_future(h.echo(100 + i, f"late-{i}", _timeout=30.0))
+                  for i in range(20)]
+        calls.append(asyncio.ensure_future(env.session.get_objects(
+            _class="queue", _package="org.apache.qpid.broker", _timeout=30.0)))
+    elif fault == "cut":
+        env.proxy.cut()
+    else:
+        await asyncio.to_thread(env.qpidd.stop)
+    outcomes = await _fail_times(calls)
+    await wait_until(lambda: env.recorder.disconnected, 5.0, message="broker_disconnected")
+    noticed = env.recorder.disconnected[0]
+    for exc, _ in outcomes:
+        assert isinstance(exc, ConnectionLostError), repr(exc)
+    last = max(t for _, t in outcomes)
+    figures = {"noticed_after": noticed - faulted, "failed_after_notice": last - noticed,
+               "calls": float(len(calls))}
+    assert last - noticed < 1.0, figures
+    assert idle(env.broker), pending(env.broker)
+    env.gate.open.set()
+    repaired = time.monotonic()
+    if fault == "restart":
+        await asyncio.to_thread(env.qpidd.restart)
+    env.proxy.restore()
+    await wait_until(lambda: len(env.recorder.connected) >= 2, 30.0, message="reconnected")
+    figures["reconnected_after"] = env.recorder.connected[-1] - repaired
+    h = await env.holder()  # the agent reconnects by itself after a restart
+    started = time.monotonic()
+    results = await asyncio.wait_for(asyncio.gather(
+        *(h.echo(i, f"call-{i}", _timeout=20.0) for i in range(200))), 30.0)
+    figures["distinct_200_s"] = time.monotonic() - started
+    for i, r in enumerate(results):
+        assert (r.sequence, r.body) == (i, f"call-{i}"), f"call {i} got {r.out_args}"
+    assert idle(env.broker), pending(env.broker)
+    await wait_until(lambda: task_count() <= before_tasks, 10.0,
+                     message=f"tasks back to {before_tasks}")
+    await wait_until(lambda: fd_count() <= before_fds, 10.0,
+                     message=f"file descriptors back to {before_fds}")
+
+    async def queues_back() -> bool:
+        # the names of the reply queues change; their number must not
+        return len(await env.queue_names()) == len(before_queues)
+    await wait_until(queues_back, 20.0, interval=0.5,
+                     message=f"{len(before_queues)} queues on qpidd again")
+    return figures
+
+
+@pytest.mark.qpidd
+async def test_qpidd_cut_mid_call(qpidd_fresh: Any) -> None:
+    async with qpidd_env(qpidd_fresh(False)) as env:
+        figures = await _qpidd_round(env, "cut")
+    _report(f"qpidd cut: {figures}")
+    assert figures["noticed_after"] < 1.0
+
+
+@pytest.mark.qpidd
+@pytest.mark.slow
+async def test_qpidd_stall_is_found_by_the_idle_timeout(qpidd_fresh: Any) -> None:
+    async with qpidd_env(qpidd_fresh(False)) as env:
+        figures = await _qpidd_round(env, "stall")
+    _report(f"qpidd stall, heartbeat=1 (idle timeout 2 s): {figures}")
+    assert 1.5 < figures["noticed_after"] < 3.5
+
+
+@pytest.mark.qpidd
+@pytest.mark.slow
+async def test_qpidd_stop_and_start_mid_call_and_mid_query(qpidd_fresh: Any) -> None:
+    async with qpidd_env(qpidd_fresh(False)) as env:
+        figures = await _qpidd_round(env, "restart")
+    _report(f"qpidd stop/start: {figures}")
+    assert figures["noticed_after"] < 5.0  # the stop script's SIGTERM and exit included
+
+
+@pytest.mark.qpidd
+@pytest.mark.slow
+async def test_qpidd_killed_mid_stream_keeps_what_arrived(qpidd_fresh: Any) -> None:
+    count = 20_000
+    qpidd = qpidd_fresh(False)
+    async with qpidd_env(qpidd, objects=count) as env:
+        # the schema first (one object, selected at the agent): v2 data of a class whose
+        # schema is unknown waits for it, and would all arrive before the first is handed out
+        assert len(await env.session.get_objects(_class="holder", _agent=env.remote(),
+                                                 where="n = 0", _timeout=20.0)) == 1
+        got: list[QmfObject] = []
+        # a clean stop (SIGTERM) lets qpidd deliver the whole answer first: kill it
+        with pytest.raises(PartialResultError) as info:
+            async for obj in env.session.iter_objects(_class="holder", _agent=env.remote(),
+                                                      _timeout=30.0):
+                got.append(obj)
+                if len(got) == 1:
+                    os.kill(qpidd.pid, signal.SIGKILL)
+        partial = info.value.partial
+        assert 0 < len(partial) < count
+        assert [o.get_object_id() for o in partial] == [o.get_object_id() for o in got]
+        assert len({o.n for o in partial}) == len(partial)
+        assert any(isinstance(e, ConnectionLostError) for e in info.value.errors)
+        assert idle(env.broker), pending(env.broker)
+        await asyncio.to_thread(qpidd.restart)
+        await wait_until(lambda: len(env.recorder.connected) >= 2, 30.0, message="reconnected")
+        h = await wait_until(env.remote, 15.0, message="the agent back")
+        again = await env.session.get_objects(_class="holder", _agent=h, _timeout=30.0)
+        assert sorted(o.n for o in again) == list(range(count))
+    _report(f"qpidd killed mid-stream: {len(partial)} of {count} objects kept "
+            f"({type(info.value).__name__})")
