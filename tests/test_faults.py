@@ -548,7 +548,6 @@ async def test_qpidd_cut_mid_call(qpidd_fresh: Any) -> None:
 
 
 @pytest.mark.qpidd
-@pytest.mark.slow
 async def test_qpidd_stall_is_found_by_the_idle_timeout(qpidd_fresh: Any) -> None:
     async with qpidd_env(qpidd_fresh(False)) as env:
         figures = await _qpidd_round(env, "stall")
@@ -557,7 +556,6 @@ async def test_qpidd_stall_is_found_by_the_idle_timeout(qpidd_fresh: Any) -> Non
 
 
 @pytest.mark.qpidd
-@pytest.mark.slow
 async def test_qpidd_stop_and_start_mid_call_and_mid_query(qpidd_fresh: Any) -> None:
     async with qpidd_env(qpidd_fresh(False)) as env:
         figures = await _qpidd_round(env, "restart")
