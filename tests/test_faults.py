@@ -6,6 +6,8 @@ stalls (a half-open connection: no FIN, found by AMQP heartbeats), cuts (RST) or
 delays, and ``rabbitmqctl close_connection`` closes connections from the broker side.
 The management-broker role and the demo agent (``examples/demo_agent.py``) connect
 directly; each test runs on a private vhost, so the broker's queue count is ours.
+On qpidd (AMQP 1.0, QMF v2) each test has a private broker (``qpidd_fresh``), stopped,
+killed and started again at will, and an agent of its own.
 
 For every fault: the pending calls (method calls on the demo agent whose handler waits,
 and a query) fail with :class:`ConnectionLostError` within 1 s of the session noticing
@@ -49,8 +51,6 @@ from qmf_async.transport import with_heartbeat
 
 from ._util import import_example, private_vhost, rabbitmqctl_output, wait_until
 from .faultproxy import FaultProxy
-
-pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parent.parent
 INTERVAL = 0.2  # the role and the demo agent publish and heartbeat this often
@@ -288,6 +288,7 @@ async def _fault_round(env: Env, fault: str) -> dict[str, float]:
     return figures
 
 
+@pytest.mark.integration
 async def test_a_cut_connection_fails_pending_calls_at_once_and_reconnects(bus: str) -> None:
     async with fault_env(bus) as env:
         figures = await _fault_round(env, "cut")
@@ -295,6 +296,7 @@ async def test_a_cut_connection_fails_pending_calls_at_once_and_reconnects(bus: 
     assert figures["noticed_after"] < 1.0
 
 
+@pytest.mark.integration
 async def test_a_connection_closed_by_the_broker(bus: str) -> None:
     async with fault_env(bus) as env:
         figures = await _fault_round(env, "broker-close")
@@ -302,6 +304,7 @@ async def test_a_connection_closed_by_the_broker(bus: str) -> None:
     assert figures["noticed_after"] < 5.0  # rabbitmqctl itself takes about 1 s
 
 
+@pytest.mark.integration
 @pytest.mark.slow
 async def test_a_stall_is_found_by_heartbeats(bus: str) -> None:
     # the agents heartbeat every 0.2 s: with the usual missed_heartbeats they would
@@ -313,6 +316,7 @@ async def test_a_stall_is_found_by_heartbeats(bus: str) -> None:
     assert 3.5 < figures["noticed_after"] < 5.5
 
 
+@pytest.mark.integration
 async def test_a_slow_network_delays_but_loses_and_swaps_nothing(bus: str) -> None:
     async with fault_env(bus, heartbeat=1) as env:
         base = await distinct_calls(env, 100)
@@ -329,6 +333,7 @@ async def test_a_slow_network_delays_but_loses_and_swaps_nothing(bus: str) -> No
 # --------------------------------------------------------------------------- SIGKILL
 
 
+@pytest.mark.integration
 @pytest.mark.slow
 async def test_an_agent_killed_mid_answer(bus: str) -> None:
     await _killed_mid_answer(bus, v2=False)
@@ -556,7 +561,7 @@ async def test_qpidd_stall_is_found_by_the_idle_timeout(qpidd_fresh: Any) -> Non
 
 
 @pytest.mark.qpidd
-async def test_qpidd_stop_and_start_mid_call_and_mid_query(qpidd_fresh: Any) -> None:
+async def test_qpidd_stop_and_start_mid_call(qpidd_fresh: Any) -> None:
     async with qpidd_env(qpidd_fresh(False)) as env:
         figures = await _qpidd_round(env, "restart")
     _report(f"qpidd stop/start: {figures}")
