@@ -500,6 +500,21 @@ async def _qpidd_round(env: QpiddEnv, fault: str) -> dict[str, float]:
             _class="queue", _package="org.apache.qpid.broker", _timeout=30.0)))
     elif fault == "cut":
         env.proxy.cut()
+    elif fault == "kill":
+        # frozen first, so that a query and more calls are pending at qpidd when it dies
+        os.kill(env.qpidd.pid, signal.SIGSTOP)
+        try:
+            await wait_until(lambda: _stopped(env.qpidd.pid), 5.0, message="qpidd frozen")
+            calls += [asyncio.ensure_future(h.echo(100 + i, f"late-{i}", _timeout=30.0))
+                      for i in range(20)]
+            calls.append(asyncio.ensure_future(env.session.get_objects(
+                _class="queue", _package="org.apache.qpid.broker", _timeout=30.0)))
+            await wait_until(lambda: sum(pending(env.broker)) >= 2, 5.0,
+                             message="the query and calls sent")
+        finally:
+            os.kill(env.qpidd.pid, signal.SIGKILL)
+            os.kill(env.qpidd.pid, signal.SIGCONT)
+        faulted = time.monotonic()
     else:
         await asyncio.to_thread(env.qpidd.stop)
     outcomes = await _fail_times(calls)
@@ -514,7 +529,7 @@ async def _qpidd_round(env: QpiddEnv, fault: str) -> dict[str, float]:
     assert idle(env.broker), pending(env.broker)
     env.gate.open.set()
     repaired = time.monotonic()
-    if fault == "restart":
+    if fault in ("restart", "kill"):
         await asyncio.to_thread(env.qpidd.restart)
     env.proxy.restore()
     await wait_until(lambda: len(env.recorder.connected) >= 2, 30.0, message="reconnected")
@@ -566,6 +581,25 @@ async def test_qpidd_stop_and_start_mid_call(qpidd_fresh: Any) -> None:
         figures = await _qpidd_round(env, "restart")
     _report(f"qpidd stop/start: {figures}")
     assert figures["noticed_after"] < 5.0  # the stop script's SIGTERM and exit included
+
+
+@pytest.mark.qpidd
+async def test_qpidd_killed_mid_query_and_mid_call(qpidd_fresh: Any) -> None:
+    async with qpidd_env(qpidd_fresh(False)) as env:
+        figures = await _qpidd_round(env, "kill")
+    _report(f"qpidd frozen, then killed, started again: {figures}")
+    assert figures["noticed_after"] < 1.0
+
+
+def _stopped(pid: int) -> bool:
+    """Every thread of process ``pid`` is stopped (state T in /proc)."""
+    states = []
+    for stat in Path(f"/proc/{pid}/task").glob("*/stat"):
+        try:
+            states.append(stat.read_text().rsplit(")", 1)[1].split()[0])
+        except (OSError, IndexError):
+            continue
+    return bool(states) and all(state in ("T", "t") for state in states)
 
 
 @pytest.mark.qpidd
