@@ -45,7 +45,7 @@ from qmf_async import (
     RemoteAgent,
     Session,
 )
-from qmf_async.agent import Agent, Arg, Property, method, object_class
+from qmf_async.agent import Agent, Arg, Property, event_class, method, object_class
 from qmf_async.agent.broker import ManagementBroker
 from qmf_async.transport import with_heartbeat
 
@@ -633,3 +633,48 @@ async def test_qpidd_killed_mid_stream_keeps_what_arrived(qpidd_fresh: Any) -> N
         assert sorted(o.n for o in again) == list(range(count))
     _report(f"qpidd killed mid-stream: {len(partial)} of {count} objects kept "
             f"({type(info.value).__name__})")
+
+
+TICK = event_class("org.qmfasync.faults", "tick", [Arg("n", "uint32")])
+
+
+@pytest.mark.qpidd
+async def test_qpidd_a_console_that_stops_reading_keeps_a_bounded_buffer(
+        qpidd_fresh: Any) -> None:
+    """A subscription nobody reads keeps at most ``maxsize`` events, the newest; every
+    other event is counted in ``dropped``; the session stays responsive."""
+    qpidd = qpidd_fresh(False)
+    burst, maxsize = 5_000, 100
+    agent = Agent(qpidd.url, label=_label("ticker"), schemas=[HOLDER, TICK], interval=0.5,
+                  attach=False, broker_bank=7, qmf_versions=(2,))
+    agent.create_object("holder", n=0)
+    await agent.start()
+    try:
+        async with Session(timeout=10.0) as session:
+            await session.add_broker(qpidd.url, timeout=10.0)
+            ticks = session.events(_class="tick", maxsize=maxsize)
+            found = await wait_until(
+                lambda: next((a for a in session.get_agents() if a.name == agent.v2_name),
+                             None), 15.0, message="the ticker known")
+            agent.raise_event("tick", n=0)  # its schema is fetched once
+            await wait_until(lambda: len(ticks) == 1, 10.0, message="first tick")
+            started = time.monotonic()
+            for n in range(1, burst + 1):
+                agent.raise_event("tick", n=n)
+                if n % 500 == 0:
+                    await asyncio.sleep(0)  # the agent's sender runs
+            await wait_until(lambda: len(ticks) + ticks.dropped == burst + 1, 30.0,
+                             message="every tick buffered or counted")
+            took = time.monotonic() - started
+            assert len(ticks) == maxsize and ticks.dropped == burst + 1 - maxsize
+            # the newest are kept, in order
+            kept = [ticks._items[i].arguments["n"] for i in range(len(ticks))]
+            assert kept == list(range(burst + 1 - maxsize, burst + 1))
+            # the session still answers at once
+            (h,) = await session.get_objects(_class="holder", _agent=found, _timeout=5.0)
+            assert h.n == 0
+            ticks.close()
+    finally:
+        await agent.stop()
+    _report(f"qpidd unread subscription: {burst} events in {took:.2f} s, {maxsize} kept, "
+            f"{burst + 1 - maxsize} dropped and counted")
