@@ -87,6 +87,16 @@ class FaultProxy:
         """Connections currently proxied."""
         return len(self._links)
 
+    def upstream_ports(self) -> set[int]:
+        """The local ports of the proxy's connections to the broker (what the broker
+        sees as the clients' ports)."""
+        ports = set()
+        for link in self._links:
+            sockname = link.up.get_extra_info("sockname")
+            if sockname:
+                ports.add(int(sockname[1]))
+        return ports
+
     # ------------------------------------------------------------------ faults
 
     def delay(self, seconds: float) -> None:

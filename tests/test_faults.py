@@ -515,6 +515,8 @@ async def _qpidd_round(env: QpiddEnv, fault: str) -> dict[str, float]:
             os.kill(env.qpidd.pid, signal.SIGKILL)
             os.kill(env.qpidd.pid, signal.SIGCONT)
         faulted = time.monotonic()
+    elif fault == "broker-close":
+        await _qpidd_close_connection(env)
     else:
         await asyncio.to_thread(env.qpidd.stop)
     outcomes = await _fail_times(calls)
@@ -533,7 +535,9 @@ async def _qpidd_round(env: QpiddEnv, fault: str) -> dict[str, float]:
         await asyncio.to_thread(env.qpidd.restart)
     env.proxy.restore()
     await wait_until(lambda: len(env.recorder.connected) >= 2, 30.0, message="reconnected")
-    figures["reconnected_after"] = env.recorder.connected[-1] - repaired
+    # after the repair (cut, stall, restart) or the loss (a broker close does not last)
+    figures["reconnected_after"] = env.recorder.connected[-1] - (
+        noticed if fault == "broker-close" else repaired)
     h = await env.holder()  # the agent reconnects by itself after a restart
     started = time.monotonic()
     results = await asyncio.wait_for(asyncio.gather(
@@ -581,6 +585,27 @@ async def test_qpidd_stop_and_start_mid_call(qpidd_fresh: Any) -> None:
         figures = await _qpidd_round(env, "restart")
     _report(f"qpidd stop/start: {figures}")
     assert figures["noticed_after"] < 5.0  # the stop script's SIGTERM and exit included
+
+
+async def _qpidd_close_connection(env: QpiddEnv) -> None:
+    """Close the session's connection from qpidd (the ``close`` method of its
+    ``connection`` object, called by another session)."""
+    (port,) = env.proxy.upstream_ports()
+    async with Session(timeout=10.0) as control:
+        await control.add_broker(env.qpidd.url, timeout=10.0)
+        conns = [c for c in await control.get_objects(_class="connection",
+                                                      _package="org.apache.qpid.broker")
+                 if str(c.address).endswith(f"-127.0.0.1:{port}")]
+        assert len(conns) == 1, f"the session's connection (port {port}) not found"
+        assert (await conns[0].close(_timeout=10.0)).status == 0
+
+
+@pytest.mark.qpidd
+async def test_qpidd_a_connection_closed_by_the_broker(qpidd_fresh: Any) -> None:
+    async with qpidd_env(qpidd_fresh(False)) as env:
+        figures = await _qpidd_round(env, "broker-close")
+    _report(f"qpidd connection.close(): {figures}")
+    assert figures["noticed_after"] < 2.0  # the control session's connect and call
 
 
 @pytest.mark.qpidd
