@@ -41,6 +41,7 @@ from qmf_async.agent import Agent
 from qmf_async.agent.broker import ManagementBroker
 
 from ._util import import_example, private_vhost, wait_until
+from .faultproxy import FaultProxy as Proxy
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 
@@ -71,65 +72,6 @@ def bus_url(amqp_url: str) -> Iterator[str]:
     ``amqp_url`` itself when rabbitmqctl cannot make one for that broker."""
     with private_vhost(amqp_url, "qmf-web-dashboard-test") as url:
         yield url
-
-
-class Proxy:
-    """A TCP pass-through on 127.0.0.1 to the AMQP broker; ``cut()`` drops every
-    connection and refuses new ones until ``restore()``: a broker outage for the
-    application alone."""
-
-    def __init__(self, host: str, port: int) -> None:
-        self.target = (host, port)
-        self.blocked = False
-        self.port = 0
-        self._server: asyncio.Server | None = None
-        self._conns: set[tuple[asyncio.StreamWriter, asyncio.StreamWriter]] = set()
-
-    async def start(self) -> None:
-        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
-        self.port = self._server.sockets[0].getsockname()[1]
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if self.blocked:
-            writer.transport.abort()
-            return
-        try:
-            up_reader, up_writer = await asyncio.open_connection(*self.target)
-        except OSError:
-            writer.transport.abort()
-            return
-        pair = (writer, up_writer)
-        self._conns.add(pair)
-
-        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
-            try:
-                while data := await src.read(65536):
-                    dst.write(data)
-                    await dst.drain()
-            except (ConnectionError, OSError):
-                pass
-            finally:
-                dst.transport.abort()
-
-        try:
-            await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
-        finally:
-            self._conns.discard(pair)
-
-    def cut(self) -> None:
-        self.blocked = True
-        for down, up in list(self._conns):
-            down.transport.abort()
-            up.transport.abort()
-
-    def restore(self) -> None:
-        self.blocked = False
-
-    async def close(self) -> None:
-        self.cut()
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
 
 
 @dataclass

@@ -1696,10 +1696,13 @@ class Session:
             UsageError: no class, key or object id given; a bad selector.
             NotConnectedError: no selected broker is connected (or it was removed).
             ConnectionLostError, AgentGoneError: every asked agent failed that way
-                (the connection dropped, or the agents left, mid-query).
+                (the connection dropped, or the agents left, mid-query) before any
+                object arrived.
             QueryTimeout: some agents did not finish in time (``partial`` holds the
                 objects that did arrive).
-            PartialResultError: some agents failed (errors in ``errors``).
+            PartialResultError: some agents failed (errors in ``errors``), or every
+                asked agent failed after some objects arrived (e.g. an agent killed
+                mid-answer: ``partial`` holds them, ``errors`` the AgentGoneError).
             UnknownClassError: no object arrived and no known schema has ``_class``
                 (or ``_package``): neither the schema cache nor the classes the bus
                 lists when asked (``P``/``Q``).  The message names close classes.
@@ -1819,9 +1822,9 @@ class Session:
                         continue
                     errors.append(exc)  # type: ignore[arg-type]
             if errors:
-                if len(errors) == len(entries) and all(isinstance(e, TransportError)
-                                                       for e in errors):
-                    # nobody answered because the connection (or every asked agent)
+                if not delivered and len(errors) == len(entries) and all(
+                        isinstance(e, TransportError) for e in errors):
+                    # nothing arrived because the connection (or every asked agent)
                     # went away: that is the error, not a partial result
                     raise errors[0]
                 cls = QueryTimeout if all(isinstance(e, QmfTimeout) for e in errors) \
