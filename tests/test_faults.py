@@ -361,8 +361,10 @@ async def _killed_mid_answer(url: str, v2: bool) -> None:
         # over QMF v2 an agent owing an answer may skip heartbeats for the session's
         # ``timeout`` more (qpidd does, building a large answer): keep it short here
         grace = 2.0 if v2 else 0.0
+        # schema fetches get their own, long wait: a loaded machine must not turn a slow
+        # schema answer into a lost one (the agent serves 60,000 objects)
         async with Session(agent_interval=interval, missed_heartbeats=3,
-                           timeout=grace if v2 else 30.0) as session:
+                           timeout=grace if v2 else 30.0, schema_timeout=30.0) as session:
             await session.add_broker(url, timeout=10.0)
 
             def found() -> RemoteAgent | None:
