@@ -171,6 +171,10 @@ async def test_events_and_object_updates(session: Session) -> None:
 
     tasks = [asyncio.create_task(read_events()), asyncio.create_task(read_updates())]
     try:
+        # over v2 the bindings follow the subscriptions; qpidd publishes a new, idle
+        # queue once, so they must be in place before it is made
+        await events.ready()
+        await updates.ready()
         broker = await _broker_object(session)
         assert (await broker.create("queue", name, {}, False)).status == 0
         declare = await wait_until(

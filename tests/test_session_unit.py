@@ -986,6 +986,29 @@ async def test_bounded_subscription_counts_dropped(make_session: Any) -> None:
     assert sub2.closed and sub2 not in session._event_subs
 
 
+async def test_ready_waits_for_the_binding_changes_of_the_subscription() -> None:
+    from qmf_async.console import Subscription
+
+    gate = asyncio.Event()
+
+    async def bind() -> None:
+        await gate.wait()
+
+    sub: Subscription[int] = Subscription(10)
+    await asyncio.wait_for(sub.ready(), 1.0)  # nothing to bind: at once
+    task = asyncio.create_task(bind())
+    sub._binding = [task]
+    with pytest.raises(QmfTimeout, match=r"bindings were not in place within 0\.05s"):
+        await sub.ready(timeout=0.05)
+    assert not task.done()  # a timeout does not cancel the binding
+    waiting = asyncio.create_task(sub.ready(timeout=5.0))
+    await asyncio.sleep(0)
+    assert not waiting.done()
+    gate.set()
+    await asyncio.wait_for(waiting, 1.0)
+    assert task.done() and sub._binding == []
+
+
 async def test_malformed_bodies_are_counted_and_ignored(make_session: Any) -> None:
     bus = FakeBus()
     agent = queue_agent(bus, 5, count=2)

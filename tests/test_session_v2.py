@@ -307,10 +307,11 @@ async def test_events_and_object_updates_arrive_over_v2_from_a_stock_qpidd(
         b = session.brokers[0]
         declares = session.events(_class="queueDeclare")
         updates = session.object_updates(_class="queue")
-        # the broker is asked to pass only what is followed
-        await wait_until(lambda: set(b._v2.bindings) >= {
-            ("agent.ind.event.*.queueDeclare.#", None),
-            ("agent.ind.data.*.queue.#", None)}, timeout=5.0, message="v2 bindings")
+        # the broker is asked to pass only what is followed; ready() waits for it
+        await declares.ready()
+        await updates.ready()
+        assert set(b._v2.bindings) >= {("agent.ind.event.*.queueDeclare.#", None),
+                                       ("agent.ind.data.*.queue.#", None)}
         assert not any(k.startswith("agent.ind.data.#") for k, _ in b._v2.bindings)
         broker = await _broker(session)
         await broker.create("queue", name, {}, False)

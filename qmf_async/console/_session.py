@@ -1111,9 +1111,10 @@ class Session:
         return v2_bindings(interests, self._user_keys if self.user_bindings else (),
                            broker._v2.name_of)
 
-    def _sync_v2(self) -> None:
+    def _sync_v2(self) -> list[asyncio.Task[None]]:
         """Bring the v2 bindings of every connected broker in line with the
-        subscriptions (in the background; a failure is logged)."""
+        subscriptions (in the background; a failure is logged).  Returns the tasks."""
+        tasks = []
         for broker in self.brokers:
             v2, transport = broker._v2, broker._transport
             if v2 is None or transport is None or not broker.connected:
@@ -1122,6 +1123,8 @@ class Session:
                 self._sync_broker(broker, v2, transport))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
+            tasks.append(task)
+        return tasks
 
     async def _sync_broker(self, broker: Broker, v2: V2Link,
                            transport: TransportProtocol) -> None:
@@ -1142,7 +1145,7 @@ class Session:
         subs.append(sub)
         self._interests[sub] = interest
         if any(b._v2 is not None for b in self.brokers):
-            self._sync_v2()
+            sub._binding = self._sync_v2()
 
     async def _add_binding(self, *keys: str) -> None:
         if not self.user_bindings:

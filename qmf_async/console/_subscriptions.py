@@ -35,6 +35,8 @@ class Subscription(Generic[T]):
         self._closed = False
         #: items dropped because the consumer was slower than the bus
         self.dropped = 0
+        #: the binding changes (over QMF v2) that bring this subscription's items
+        self._binding: list[asyncio.Task[None]] = []
 
     def _put(self, item: T) -> None:
         if self._closed:
@@ -97,7 +99,28 @@ class Subscription(Generic[T]):
         except TimeoutError:
             raise QmfTimeout(f"no item arrived within {timeout}s") from None
 
+    async def ready(self, timeout: float | None = 10.0) -> None:
+        """Wait until the broker passes what this subscription follows.
+
+        Over QMF v2 a new subscription changes the session's bindings in the
+        background; what is published before they are in place is not seen (qpidd
+        publishes an unchanged object once).  Await this before causing what you want
+        to see.  Over QMF v1 the bindings are made at connection: nothing to wait for.
+        A binding the broker refused is logged, not raised.
+
+        Raises:
+            QmfTimeout: the bindings were not in place within ``timeout`` seconds.
+        """
+        pending = [t for t in self._binding if not t.done()]
+        if pending:
+            _, late = await asyncio.wait(pending, timeout=timeout)
+            if late:
+                raise QmfTimeout(f"the subscription's bindings were not in place "
+                                 f"within {timeout}s")
+        self._binding = []
+
     async def __aenter__(self) -> Subscription[T]:
+        await self.ready()
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
