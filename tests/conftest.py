@@ -51,7 +51,8 @@ def _unavailable(reason: str) -> NoReturn:
     pytest.skip(reason)
 
 
-def _start_qpidd(qmf1: bool, directory: Path | None = None) -> Qpidd:
+def _start_qpidd(qmf1: bool, directory: Path | None = None,
+                 extra: Sequence[str] = ()) -> Qpidd:
     if qpidd_home() is None:
         if os.environ.get("QPIDD_HOME"):
             _unavailable(f"qpidd not found: QPIDD_HOME={os.environ['QPIDD_HOME']} has no bin/qpidd")
@@ -60,7 +61,7 @@ def _start_qpidd(qmf1: bool, directory: Path | None = None) -> Qpidd:
             "(set QPIDD_HOME to a qpidd folder with bin/qpidd and modules/amqp.so)"
         )
     try:
-        return Qpidd.start(qmf1=qmf1, directory=directory)
+        return Qpidd.start(qmf1=qmf1, directory=directory, extra=extra)
     except QpiddError as exc:
         _unavailable(f"qpidd failed to start: {exc}")
 
