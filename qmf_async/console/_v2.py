@@ -523,15 +523,17 @@ class V2Link:
                 bindings = bindings()
             for key, selector in bindings:
                 if (key, selector) not in self._bound:
-                    self._bound.append((key, selector))
+                    # listed once in place (the lock keeps other changes out meanwhile)
                     await transport.bind(topic, TOPIC_EXCHANGE, key, selector=selector)
+                    self._bound.append((key, selector))
             for key, selector in [b for b in self._bound if b not in bindings]:
                 self._bound.remove((key, selector))
                 await transport.unbind(topic, TOPIC_EXCHANGE, key, selector=selector)
 
     @property
     def bindings(self) -> list[tuple[str, str | None]]:
-        """The bindings (key, selector) of the indication endpoint now."""
+        """The bindings (key, selector) of the indication endpoint now (those the
+        broker has confirmed)."""
         return list(self._bound)
 
     def connection_lost(self, error: QmfError) -> None:
