@@ -1,0 +1,428 @@
+"""Hostile input against live peers: malformed bodies, oversized messages and maps, and
+agents that lie, sent by raw publishers of the tests to a live console and a live agent.
+
+RabbitMQ (AMQP 0-9-1): the management-broker role and the demo agent
+(``examples/demo_agent.py``) on a private vhost of this module, a :class:`Session`, and
+a raw aiormq publisher that writes whatever bytes it likes to the console's reply
+queue, to the topic bindings and to the agents' request keys.  The lying agents are
+fakes of the tests on the project's own transport, speaking raw v1 bodies.
+qpidd (AMQP 1.0, QMF v2): a raw proton client (``tests/qmf2_raw.py``) sends the same
+kinds of garbage to a v2 session's reply address, to ``qmf.default.topic`` and to the
+agents (qpidd's own and the project's) on ``qmf.default.direct``.
+
+The design (DESIGN 4.9, console/_session.py, protocol/): a body that does not decode
+is dropped, counted (``Session.malformed``, ``Agent.stats["bad_requests"]``) and
+logged; a pending call whose only answer was malformed is not failed early: it goes
+on to time out with :class:`QmfTimeout`.  Every test checks that no exception reached
+the event loop's exception handler, that every wait is bounded, and that the peer
+answers a good request right afterwards.  The figures printed (``-s``) are the ones
+in docs/reliability.md, section Hostile input.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import logging
+import random
+import struct
+import sys
+import time
+import tracemalloc
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+import aiormq
+import attrs
+import pytest
+
+from qmf_async import Broker, Console, QmfObject, QmfTimeout, RemoteAgent, Session
+from qmf_async.agent import Agent
+from qmf_async.agent.broker import ManagementBroker
+from qmf_async.wire import (
+    ClassKey,
+    CommandComplete,
+    MethodResponse,
+    encode,
+    encode_v2_body,
+)
+
+from ._util import import_example, private_vhost, wait_until
+
+pytestmark = pytest.mark.integration
+
+INTERVAL = 0.2
+QMF = "x-application/qmf"
+demo = import_example("demo_agent")
+
+
+def _report(text: str) -> None:
+    print(f"\n[hostile] {text}", file=sys.stderr)
+
+
+def _label(what: str) -> str:
+    return f"hostile-{what}-{uuid.uuid4().hex[:8]}"
+
+
+# ------------------------------------------------------------------ fixtures
+
+@pytest.fixture(scope="module")
+def bus(amqp_url: str) -> Iterator[str]:
+    """The RabbitMQ URL on a private vhost of this module."""
+    with private_vhost(amqp_url, "qmf-hostile") as url:
+        if url == amqp_url:
+            pytest.skip("needs rabbitmqctl and a local RabbitMQ to make a private vhost")
+        yield url
+
+
+@pytest.fixture
+async def loop_errors() -> AsyncIterator[list[dict[str, Any]]]:
+    """Every context that reaches the event loop's exception handler during the test
+    (an exception escaping a callback or a task nobody awaited); must stay empty."""
+    loop = asyncio.get_running_loop()
+    seen: list[dict[str, Any]] = []
+    old = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _loop, context: seen.append(context))
+    try:
+        yield seen
+        gc.collect()  # "exception was never retrieved" is reported when a task is freed
+        await asyncio.sleep(0)
+    finally:
+        loop.set_exception_handler(old)
+    assert seen == [], [c.get("message") or c.get("exception") for c in seen]
+
+
+class CountingHandler(logging.Handler):
+    """Counts the records of a logger instead of keeping them (a flood of warnings
+    must not fill pytest's log capture and the memory figures)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.count += 1
+
+
+@contextlib.contextmanager
+def counted_logs() -> Iterator[CountingHandler]:
+    handler = CountingHandler()
+    logger = logging.getLogger("qmf_async")
+    saved = (logger.level, logger.propagate, list(logger.handlers))
+    logger.setLevel(logging.WARNING)
+    logger.propagate = False
+    logger.handlers[:] = [handler]
+    try:
+        yield handler
+    finally:
+        logger.setLevel(saved[0])
+        logger.propagate = saved[1]
+        logger.handlers[:] = saved[2]
+
+
+class RawBus:
+    """A raw AMQP 0-9-1 publisher (aiormq): any bytes, any content type and headers, to
+    any exchange and key; it declares the QMF exchanges as the project does."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.sent = 0
+        self._conn: Any = None
+        self._ch: Any = None
+
+    async def __aenter__(self) -> RawBus:
+        self._conn = await asyncio.wait_for(aiormq.connect(self.url), 10.0)
+        self._ch = await self._conn.channel()
+        for name, kind in (("qpid.management", "topic"), ("qmf.default.topic", "topic"),
+                           ("qmf.default.direct", "direct")):
+            await self._ch.exchange_declare(exchange=name, exchange_type=kind, durable=True)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await asyncio.wait_for(self._conn.close(), 10.0)
+
+    async def publish(self, body: bytes, exchange: str, key: str, *,
+                      content_type: str | None = QMF, headers: dict[str, Any] | None = None,
+                      reply_to: str | None = None, correlation_id: str | None = None) -> None:
+        props = aiormq.spec.Basic.Properties(
+            content_type=content_type, headers=headers, reply_to=reply_to,
+            correlation_id=correlation_id)
+        await self._ch.basic_publish(body, exchange=exchange, routing_key=key,
+                                     properties=props)
+        self.sent += 1
+
+    async def queue(self) -> tuple[str, asyncio.Queue[Any]]:
+        """A server-named exclusive queue bound to ``amq.direct`` under its name, and
+        the queue of the messages it receives (to read an agent's answers)."""
+        ok = await self._ch.queue_declare("", exclusive=True, auto_delete=True)
+        name = ok.queue
+        await self._ch.queue_bind(name, "amq.direct", routing_key=name)
+        got: asyncio.Queue[Any] = asyncio.Queue()
+
+        async def on_message(message: Any) -> None:
+            await got.put(message)
+        await self._ch.basic_consume(name, on_message, no_ack=True)
+        return name, got
+
+
+@attrs.define
+class Live:
+    """A live bus: the role, the demo agent and a session, and a raw publisher."""
+    url: str
+    session: Session
+    broker: Broker
+    agent: Agent
+    model: Any
+    raw: RawBus
+
+    def remote(self) -> RemoteAgent | None:
+        for a in self.session.get_agents(self.broker):
+            if (a.broker_bank, a.agent_bank) == (self.agent.broker_bank, self.agent.agent_bank):
+                return a
+        return None
+
+    @property
+    def agent_key(self) -> str:
+        return f"agent.{self.agent.broker_bank}.{self.agent.agent_bank}"
+
+    async def the_broker(self) -> QmfObject:
+        found = await wait_until(self.remote, 10.0, message="the demo agent known")
+        (b,) = await self.session.get_objects(_class="broker", _agent=found, _timeout=5.0)
+        return b
+
+    async def still_answers(self) -> None:
+        """A good call and a good query right after the hostile input."""
+        b = await self.the_broker()
+        token = uuid.uuid4().hex
+        assert (await b.echo(7, token, _timeout=5.0)).body == token
+        queues = await self.session.get_objects(_class="queue", _timeout=5.0)
+        assert queues, "the demo agent's queues"
+
+
+@contextlib.asynccontextmanager
+async def live_bus(url: str, **session_options: Any) -> AsyncIterator[Live]:
+    async with RawBus(url) as raw:
+        role = ManagementBroker(url, broker_id=uuid.uuid4(), label=_label("role"),
+                                interval=INTERVAL, agent_timeout=5.0)
+        await role.start()
+        agent, model = demo.build_demo_agent(url, label=_label("demo"), queues=1, seed=5,
+                                             interval=INTERVAL, attach_timeout=2.0)
+        try:
+            await model.start()
+            options: dict[str, Any] = {"timeout": 5.0, "agent_interval": 0.5}
+            options.update(session_options)
+            session = Session(**options)
+            try:
+                broker = await session.add_broker(url, timeout=5.0)
+                live = Live(url, session, broker, agent, model, raw)
+                await live.the_broker()
+                yield live
+            finally:
+                await session.close()
+        finally:
+            await model.stop()
+            await role.stop(2.0)
+
+
+class Gate:
+    """A method handler that waits until opened (the demo agent's ``echo`` held)."""
+
+    def __init__(self) -> None:
+        self.open = asyncio.Event()
+        self.entered = 0
+
+    async def echo(self, obj: Any, **args: Any) -> dict[str, Any]:
+        self.entered += 1
+        await asyncio.wait_for(self.open.wait(), 30.0)
+        return args
+
+
+# ------------------------------------------------------------------ v1 garbage
+
+def _header(opcode: str, seq: int) -> bytes:
+    return b"AM2" + opcode.encode() + struct.pack(">I", seq)
+
+
+def truncations(body: bytes) -> list[bytes]:
+    """Every strict prefix of one encoded message that is not empty."""
+    return [body[:n] for n in range(1, len(body))]
+
+
+def v1_garbage(seq: int, rnd: random.Random) -> list[tuple[str, bytes]]:
+    """Malformed v1 bodies, each with its kind; ``seq`` is the sequence number a
+    pending request of the console uses (a malformed answer to it)."""
+    good_z = encode(CommandComplete(seq, 0, "OK"))
+    good_m = encode(MethodResponse(seq, 0, "OK"))
+    out: list[tuple[str, bytes]] = []
+    out += [("truncated z", b) for b in truncations(good_z)]
+    out += [("truncated m", b) for b in truncations(good_m)[:12]]
+    out += [
+        ("empty", b""),
+        ("wrong magic", b"XY2z" + good_z[4:]),
+        ("wrong version", b"AM9z" + good_z[4:]),
+        ("unknown opcode", _header("Y", seq) + b"\x00" * 8),
+        ("unknown opcode, no body", _header("~", seq)),
+        # z: code then a str16 text whose declared length passes the end
+        ("z text length past the end", _header("z", seq) + struct.pack(">IH", 0, 60000) + b"OK"),
+        # m: status then str16 text, then arguments the console cannot know
+        ("m text length past the end", _header("m", seq) + struct.pack(">IH", 0, 65535)),
+        ("z trailing garbage", good_z + b"AM2"),
+        # a schema response for a class of a kind that does not exist
+        ("s unknown kind", _header("s", seq) + b"\x09" + b"\x03pkg\x03cls" + b"\x00" * 16),
+        # an object record with a class key whose strings run off the end
+        ("g class key past the end", _header("g", seq) + b"\xff" + b"pkg"),
+        # the broker response with a short uuid
+        ("b short uuid", _header("b", seq) + b"\x01\x02\x03"),
+    ]
+    out += [("random", bytes(rnd.randrange(256) for _ in range(rnd.randrange(1, 300))))
+            for _ in range(40)]
+    # random bytes behind a valid header: most opcodes' bodies do not decode
+    out += [("random behind a header", _header(rnd.choice("zmsbqpgch"), seq)
+             + bytes(rnd.randrange(256) for _ in range(rnd.randrange(0, 3))))
+            for _ in range(20)]
+    return [(kind, body) for kind, body in out if _undecodable(body)]
+
+
+def v1_request_garbage(seq: int, rnd: random.Random) -> list[tuple[str, bytes]]:
+    """Malformed requests for an agent."""
+    out: list[tuple[str, bytes]] = [
+        ("empty", b""),
+        ("wrong magic", b"QQ2G" + struct.pack(">I", seq)),
+        ("unknown opcode", _header("Y", seq)),
+        ("G map size past the end", _header("G", seq) + struct.pack(">II", 0xFFFFFFF0, 1)),
+        ("G map count past the end", _header("G", seq) + struct.pack(">II", 4, 0x7FFFFFFF)),
+        ("M object id only", _header("M", seq) + b"\x00" * 16),
+        ("M class key past the end", _header("M", seq) + b"\x00" * 16 + b"\xff" + b"p"),
+        ("S class key past the end", _header("S", seq) + b"\x05org"),
+        ("Q package past the end", _header("Q", seq) + b"\x40ab"),
+    ]
+    out += [("random", bytes(rnd.randrange(256) for _ in range(rnd.randrange(1, 300))))
+            for _ in range(30)]
+    out += [("random behind a header", _header(rnd.choice("GMSQPB"), seq)
+             + bytes(rnd.randrange(256) for _ in range(rnd.randrange(0, 40))))
+            for _ in range(30)]
+    return [(kind, body) for kind, body in out if _undecodable(body)]
+
+
+def _undecodable(body: bytes) -> bool:
+    """True when the project's codec rejects ``body`` (a check on the corpus, so the
+    counts the tests expect are exact)."""
+    from qmf_async.wire import DecodeError, SchemaRegistry, decode
+    try:
+        decode(body, SchemaRegistry(), defer_unknown=True, lazy=True)
+    except DecodeError:
+        return True
+    return False
+
+
+async def _held_call(live: Live, gate: Gate, arg: int, timeout: float
+                     ) -> tuple[asyncio.Future[Any], int]:
+    """An echo call held at the agent by ``gate``; returns its future and the sequence
+    number the console gave it."""
+    b = await live.the_broker()
+    before = {e.seq for e in live.broker._core.correlator.entries()}
+    call = asyncio.ensure_future(b.echo(arg, f"held-{arg}", _timeout=timeout))
+    await wait_until(lambda: gate.entered > 0 and len(live.broker._core) > len(before), 5.0,
+                     message="the call held at the agent")
+    (seq,) = {e.seq for e in live.broker._core.correlator.entries()} - before
+    return call, seq
+
+
+async def test_malformed_v1_bodies_at_a_live_console_and_agent(
+        bus: str, loop_errors: list[dict[str, Any]]) -> None:
+    rnd = random.Random(18)
+    async with live_bus(bus) as live:
+        session, raw = live.session, live.raw
+        gate = Gate()
+        live.agent.set_method_handler("broker", "echo", gate.echo)
+        # A: its only answers are malformed (QmfTimeout); B: answered after them
+        call_a, seq_a = await _held_call(live, gate, 1, 3.0)
+        gate.entered = 0
+        call_b, seq_b = await _held_call(live, gate, 2, 20.0)
+        garbage = v1_garbage(seq_a, rnd) + v1_garbage(seq_b, rnd)
+        to_agent = v1_request_garbage(77, rnd)
+        assert len(garbage) > 150 and len(to_agent) > 50
+        malformed0 = session.malformed
+        bad0 = live.agent.stats["bad_requests"]
+        started = time.monotonic()
+        topic_keys = ["console.obj.1.0.org.apache.qpid.broker.queue",
+                      f"console.heartbeat.{live.agent_key[6:]}",
+                      "console.event.1.0.org.apache.qpid.broker.queueDeclare", "schema.class"]
+        with counted_logs() as logs:
+            for _, body in garbage:
+                await raw.publish(body, "amq.direct", live.broker._reply_queue or "")
+            for i, (_, body) in enumerate(garbage[:100]):
+                await raw.publish(body, "qpid.management", topic_keys[i % len(topic_keys)])
+            for _, body in to_agent:
+                await raw.publish(body, "qpid.management", live.agent_key, reply_to="nobody")
+            expected = len(garbage) + min(100, len(garbage))
+            await wait_until(lambda: session.malformed - malformed0 >= expected, 10.0,
+                             message=f"{expected} malformed bodies counted")
+            await wait_until(lambda: live.agent.stats["bad_requests"] - bad0 >= len(to_agent),
+                             10.0, message=f"{len(to_agent)} bad requests counted")
+            took = time.monotonic() - started
+            # A's answers were all malformed: it times out, typed, on its own deadline
+            with pytest.raises(QmfTimeout):
+                await asyncio.wait_for(call_a, 10.0)
+            assert not call_b.done()
+            gate.open.set()
+            result = await asyncio.wait_for(call_b, 10.0)
+        assert (result.sequence, result.body) == (2, "held-2")
+        assert session.malformed - malformed0 == expected
+        assert live.agent.stats["bad_requests"] - bad0 == len(to_agent)
+        assert seq_a not in live.broker._core.correlator and len(live.broker._waits) == 0
+        live.agent.set_method_handler("broker", "echo", live.model.echo)
+        await live.still_answers()
+    _report(f"v1 garbage: {expected} bodies to the console, {len(to_agent)} to the agent, "
+            f"all counted in {took:.2f} s, {logs.count} log records; the call whose "
+            "answers were all malformed timed out, the other got its answer")
+
+
+
+async def test_well_framed_answers_with_bad_arguments_to_a_pending_call(
+        bus: str, loop_errors: list[dict[str, Any]]) -> None:
+    """Method responses whose header carries a pending call's sequence number but whose
+    output arguments do not match the method's schema (missing, truncated, trailing,
+    a string length past the end): dropped and counted, the call times out, typed;
+    the agent's real answer, coming after the caller gave up, is dropped too."""
+    bodies = [b"\x00\x00\x00\x00",  # status only (short text form, no arguments)
+              b"\x00\x00\x00\x00\x00\x02OK",  # no arguments
+              b"\x00\x00\x00\x00\x00\x02OK\x00\x00",  # the uint32 cut short
+              b"\x00\x00\x00\x00\x00\x02OK\x00\x00\x00\x05\x00\x00\x00\x10ab",  # lstr past end
+              b"\x00\x00\x00\x00\x00\x02OK\x00\x00\x00\x05\x00\x00\x00\x02ab" + b"\xff" * 9]
+    async with live_bus(bus) as live:
+        gate = Gate()
+        live.agent.set_method_handler("broker", "echo", gate.echo)
+        calls = []
+        for i in range(len(bodies)):
+            gate.entered = 0
+            calls.append(await _held_call(live, gate, i, 2.0))
+        malformed0 = live.session.malformed
+        for (_, seq), body in zip(calls, bodies, strict=True):
+            await live.raw.publish(_header("m", seq) + body, "amq.direct",
+                                   live.broker._reply_queue or "")
+        outcomes = await asyncio.wait_for(
+            asyncio.gather(*(c for c, _ in calls), return_exceptions=True), 10.0)
+        assert all(isinstance(o, QmfTimeout) for o in outcomes), outcomes
+        assert live.session.malformed - malformed0 == len(bodies)
+        gate.open.set()  # the real answers come late: nobody waits for them any more
+        notified: list[int] = []
+        live.session.console = _MethodResponses(notified)
+        live.agent.set_method_handler("broker", "echo", live.model.echo)
+        await live.still_answers()
+        assert notified, "the good call's answer"
+        late = set(notified) & {seq for _, seq in calls}
+        assert not late, f"late answers delivered: {late}"
+        assert len(live.broker._core) == 0 and len(live.broker._waits) == 0
+
+
+class _MethodResponses(Console):
+    """Records the sequence numbers of the method responses the session delivers."""
+
+    def __init__(self, seqs: list[int]) -> None:
+        self.seqs = seqs
+
+    def method_response(self, broker: Broker, seq: int, response: Any) -> None:
+        self.seqs.append(seq)
