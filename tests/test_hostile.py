@@ -179,6 +179,8 @@ class Live:
 
     def remote(self) -> RemoteAgent | None:
         for a in self.session.get_agents(self.broker):
+            if a.name and a.name == self.agent.v2_name:
+                return a
             if (a.broker_bank, a.agent_bank) == (self.agent.broker_bank, self.agent.agent_bank):
                 return a
         return None
@@ -426,3 +428,182 @@ class _MethodResponses(Console):
 
     def method_response(self, broker: Broker, seq: int, response: Any) -> None:
         self.seqs.append(seq)
+
+
+# ------------------------------------------------------------------ v2 garbage
+
+V2_HEADERS = {"x-amqp-0-10.app-id": "qmf2", "method": "response"}
+
+
+def _v2(opcode: Any, **extra: Any) -> dict[str, Any]:
+    return {**V2_HEADERS, "qmf.opcode": opcode, **extra}
+
+
+def _map_bytes(value: Any) -> tuple[str, bytes]:
+    return encode_v2_body(value)
+
+
+def v2_garbage(agent: str) -> list[tuple[str, bytes, str | None, dict[str, Any]]]:
+    """Malformed v2 messages for a console: (kind, body, content type, headers); each
+    is sent with the correlation id of a pending call."""
+    ok_oid = {"_agent_name": agent, "_object_name": "x"}
+    ok_sid = {"_package_name": "p", "_class_name": "c", "_type": "_data",
+              "_hash": uuid.UUID(int=1)}
+    bad_data = [
+        ("_values an int", {"_values": 5, "_object_id": ok_oid, "_schema_id": ok_sid}),
+        ("_values a list", {"_values": [1, 2], "_object_id": ok_oid, "_schema_id": ok_sid}),
+        ("_values a string", {"_values": "x", "_object_id": ok_oid, "_schema_id": ok_sid}),
+        ("_schema_id a string", {"_values": {}, "_object_id": ok_oid, "_schema_id": "s"}),
+        ("_schema_id without names", {"_values": {}, "_object_id": ok_oid,
+                                      "_schema_id": {"_hash": 5}}),
+        ("_schema_id names of wrong type", {"_values": {}, "_object_id": ok_oid,
+                                            "_schema_id": {**ok_sid, "_class_name": 7}}),
+        ("_object_id an int", {"_values": {}, "_object_id": 9, "_schema_id": ok_sid}),
+        ("_object_id name an int", {"_values": {}, "_schema_id": ok_sid,
+                                    "_object_id": {"_agent_name": agent, "_object_name": 3}}),
+    ]
+    out: list[tuple[str, bytes, str | None, dict[str, Any]]] = []
+    for kind, item in bad_data:
+        ct, body = _map_bytes([item])
+        out.append((f"query response item: {kind}", body, ct,
+                    _v2("_query_response", **{"qmf.agent": agent, "qmf.content": "_data"})))
+    ct, body = _map_bytes({"_values": {}})
+    out += [
+        ("query response a map, not a list", body, ct, _v2("_query_response",
+                                                           **{"qmf.agent": agent})),
+        ("method response a list", _map_bytes([1, 2])[1], "amqp/list",
+         _v2("_method_response", **{"qmf.agent": agent})),
+        ("method response _arguments an int", _map_bytes({"_arguments": 3})[1], "amqp/map",
+         _v2("_method_response", **{"qmf.agent": agent})),
+        ("exception without _values", _map_bytes({"x": 1})[1], "amqp/map",
+         _v2("_exception", **{"qmf.agent": agent})),
+        ("exception _values a list", _map_bytes({"_values": [1]})[1], "amqp/map",
+         _v2("_exception", **{"qmf.agent": agent})),
+        ("no qmf.opcode", _map_bytes({"_values": {}})[1], "amqp/map", dict(V2_HEADERS)),
+        ("qmf.opcode an int", _map_bytes({"_values": {}})[1], "amqp/map", _v2(5)),
+        ("amqp/map of garbage bytes", b"\x00\x00\x00\x10\x00\x00\x00\x09abc", "amqp/map",
+         _v2("_method_response")),
+        ("amqp/list of garbage bytes", b"\xff\xff", "amqp/list", _v2("_query_response")),
+        ("amqp/map with trailing bytes", _map_bytes({"a": 1})[1] + b"\x00", "amqp/map",
+         _v2("_method_response")),
+        ("a map under a text content type", _map_bytes({"_arguments": {}})[1], "text/plain",
+         _v2("_method_response")),
+        ("a map under no content type", _map_bytes({"_arguments": {}})[1], None,
+         _v2("_method_response")),
+    ]
+    return out
+
+
+@pytest.fixture
+async def live_v2(bus: str) -> AsyncIterator[Live]:
+    async with live_bus(bus, qmf_version=2) as live:
+        yield live
+
+
+async def test_malformed_v2_maps_at_a_live_console_and_agent(
+        live_v2: Live, loop_errors: list[dict[str, Any]]) -> None:
+    live = live_v2
+    v2 = live.broker._v2
+    assert v2 is not None
+    name = live.agent.v2_name or ""
+    gate = Gate()
+    live.agent.set_method_handler("broker", "echo", gate.echo)
+    b = await live.the_broker()
+    call = asyncio.ensure_future(b.echo(1, "held", _timeout=3.0))
+    await wait_until(lambda: gate.entered == 1, 5.0, message="the call held at the agent")
+    (cid,) = list(v2.core._pending)
+    garbage = v2_garbage(name)
+    malformed0 = live.session.malformed
+    reply = live.broker._reply_queue or ""
+    started = time.monotonic()
+    with counted_logs() as logs:
+        for _, body, ct, headers in garbage:
+            await live.raw.publish(body, "amq.direct", reply, content_type=ct, headers=headers,
+                                   correlation_id=cid)
+        # the indication endpoint (bound to heartbeats only unless asked for more):
+        # the same items as data indications, and malformed heartbeats
+        for _, body, ct, headers in garbage[:8]:
+            await live.raw.publish(body, "qmf.default.topic", "agent.ind.heartbeat.x",
+                                   content_type=ct,
+                                   headers={**headers, "qmf.opcode": "_data_indication"})
+        for value in ({"_values": 5}, {"x": 1}, [1]):
+            ct, body = _map_bytes(value)
+            await live.raw.publish(body, "qmf.default.topic", "agent.ind.heartbeat.x",
+                                   content_type=ct, headers=_v2("_agent_heartbeat_indication"))
+        expected = len(garbage) + 8 + 3
+        await wait_until(lambda: live.session.malformed - malformed0 >= expected, 10.0,
+                         message=f"{expected} malformed v2 messages counted")
+        took = time.monotonic() - started
+        with pytest.raises(QmfTimeout):
+            await asyncio.wait_for(call, 10.0)
+    assert live.session.malformed - malformed0 == expected
+    assert v2.core.dropped == 0  # nothing went to another request
+    assert cid not in v2.core._pending
+    gate.open.set()
+    live.agent.set_method_handler("broker", "echo", live.model.echo)
+    await live.still_answers()
+    _report(f"v2 garbage over 0-9-1: {expected} messages to the console, counted in "
+            f"{took:.2f} s, {logs.count} log records; the call timed out, typed")
+
+
+def v2_request_garbage(agent: str) -> list[tuple[str, Any, str | None, dict[str, Any]]]:
+    """Malformed v2 requests for an agent: (kind, body value or raw bytes, content type,
+    headers); bodies that are dicts or lists are encoded as amqp/map or amqp/list."""
+    req = {"x-amqp-0-10.app-id": "qmf2", "method": "request"}
+    oid = {"_agent_name": agent, "_object_name": "org.apache.qpid.broker:broker:amqp-broker"}
+    return [
+        ("query _what an int", {"_what": 5}, None, {**req, "qmf.opcode": "_query_request"}),
+        ("query without _what", {"_where": []}, None, {**req, "qmf.opcode": "_query_request"}),
+        ("query a list", [1, 2], None, {**req, "qmf.opcode": "_query_request"}),
+        ("query _schema_id a string", {"_what": "OBJECT", "_schema_id": "x"}, None,
+         {**req, "qmf.opcode": "_query_request"}),
+        ("query _object_id an int", {"_what": "OBJECT", "_object_id": 3}, None,
+         {**req, "qmf.opcode": "_query_request"}),
+        ("method without _method_name", {"_object_id": oid}, None,
+         {**req, "qmf.opcode": "_method_request"}),
+        ("method _arguments a list", {"_object_id": oid, "_method_name": "echo",
+                                      "_arguments": [1]}, None,
+         {**req, "qmf.opcode": "_method_request"}),
+        ("method _object_id a string", {"_object_id": "x", "_method_name": "echo"}, None,
+         {**req, "qmf.opcode": "_method_request"}),
+        ("method a list", [oid], None, {**req, "qmf.opcode": "_method_request"}),
+    ]
+
+
+async def test_malformed_v2_requests_at_a_live_agent(
+        live_v2: Live, loop_errors: list[dict[str, Any]]) -> None:
+    """Each malformed request that carries a reply address is answered with an
+    ``_exception`` under its correlation id; the others (garbage bytes, no opcode) are
+    dropped; every one is counted; the agent answers a good request after them."""
+    live = live_v2
+    name = live.agent.v2_name or ""
+    answers_to, answers = await live.raw.queue()
+    bad0 = live.agent.stats["bad_requests"]
+    garbage = v2_request_garbage(name)
+    for i, (_, value, _, headers) in enumerate(garbage):
+        ct, body = _map_bytes(value)
+        await live.raw.publish(body, "qmf.default.direct", name, content_type=ct,
+                               headers=headers, reply_to=answers_to,
+                               correlation_id=f"bad-{i}")
+    raw_only = [(b"\x00\x00\x00\x09\x00", "amqp/map"), (b"\xff", "amqp/list"),
+                (b"AM2Y\x00\x00\x00\x01", QMF)]
+    for body, ct in raw_only:
+        await live.raw.publish(body, "qmf.default.direct", name, content_type=ct,
+                               headers={"x-amqp-0-10.app-id": "qmf2",
+                                        "qmf.opcode": "_method_request"},
+                               reply_to=answers_to, correlation_id="raw")
+    got: dict[str, Any] = {}
+    deadline = time.monotonic() + 10.0
+    while len(got) < len(garbage) and time.monotonic() < deadline:
+        with contextlib.suppress(TimeoutError):
+            message = await asyncio.wait_for(answers.get(), 0.5)
+            got[message.header.properties.correlation_id] = message
+    assert sorted(got) == sorted(f"bad-{i}" for i in range(len(garbage)))
+    for message in got.values():
+        assert message.header.properties.headers["qmf.opcode"] == "_exception"
+    await wait_until(lambda: live.agent.stats["bad_requests"] - bad0
+                     == len(garbage) + len(raw_only), 5.0,
+                     message="every bad request counted")
+    await live.still_answers()
+    _report(f"v2 requests: {len(garbage)} malformed requests each answered by an "
+            f"_exception, {len(raw_only)} undecodable dropped, all counted")
