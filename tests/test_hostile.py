@@ -607,3 +607,86 @@ async def test_malformed_v2_requests_at_a_live_agent(
     await live.still_answers()
     _report(f"v2 requests: {len(garbage)} malformed requests each answered by an "
             f"_exception, {len(raw_only)} undecodable dropped, all counted")
+
+
+# ------------------------------------------------------------------ floods: memory
+
+FLOOD = 1_000  # bodies per round in the default run; 20,000 in the slow one
+
+
+def _rss_kib() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+async def _flood_round(live: Live, count: int, rnd: random.Random) -> float:
+    """``count`` malformed bodies (about 1 KiB each): three quarters to the console's
+    reply queue and topic bindings, a quarter to the agent; returns the seconds until
+    all were counted."""
+    malformed0 = live.session.malformed
+    bad0 = live.agent.stats["bad_requests"]
+    reply = live.broker._reply_queue or ""
+    to_console = to_agent = 0
+    started = time.monotonic()
+    for i in range(count):
+        body = b"AM2" + bytes(rnd.randrange(256) for _ in range(8)) + rnd.randbytes(1000)
+        if body[3:4] in b"zmsbqpgchexaAGMSQPB":  # keep it undecodable: an unknown opcode
+            body = b"AM2Y" + body[4:]
+        if i % 4 == 3:
+            await live.raw.publish(body, "qpid.management", live.agent_key)
+            to_agent += 1
+        elif i % 4 == 2:
+            await live.raw.publish(body, "qpid.management", "console.obj.1.0.hostile.flood")
+            to_console += 1
+        else:
+            await live.raw.publish(body, "amq.direct", reply)
+            to_console += 1
+    await wait_until(lambda: live.session.malformed - malformed0 == to_console
+                     and live.agent.stats["bad_requests"] - bad0 == to_agent, 60.0,
+                     interval=0.05, message=f"{count} flood bodies counted")
+    return time.monotonic() - started
+
+
+async def _flood(bus: str, count: int) -> dict[str, float]:
+    rnd = random.Random(1818)
+    async with live_bus(bus) as live:
+        with counted_logs():
+            await _flood_round(live, 200, rnd)  # warm-up: buffers, caches, first logs
+            gc.collect()
+            tracemalloc.start()
+            try:
+                base, _ = tracemalloc.get_traced_memory()
+                rss0 = _rss_kib()
+                took1 = await _flood_round(live, count, rnd)
+                gc.collect()
+                after1, _ = tracemalloc.get_traced_memory()
+                took2 = await _flood_round(live, count, rnd)
+                gc.collect()
+                after2, peak = tracemalloc.get_traced_memory()
+                rss2 = _rss_kib()
+            finally:
+                tracemalloc.stop()
+        await live.still_answers()
+        assert len(live.broker._core) == 0 and len(live.broker._waits) == 0
+    figures = {"bodies": 2.0 * count, "round1_s": took1, "round2_s": took2,
+               "growth1_kib": (after1 - base) / 1024, "growth2_kib": (after2 - after1) / 1024,
+               "peak_kib": (peak - base) / 1024, "rss_growth_kib": float(rss2 - rss0),
+               "sent_kib": 2.0 * count * 1011 / 1024}
+    _report("flood: " + ", ".join(f"{k}={v:.1f}" for k, v in figures.items()))
+    # the memory left behind does not grow with what was sent
+    assert figures["growth1_kib"] < 1024 and figures["growth2_kib"] < 256, figures
+    return figures
+
+
+async def test_thousands_of_malformed_bodies_leave_memory_flat(
+        bus: str, loop_errors: list[dict[str, Any]]) -> None:
+    await _flood(bus, FLOOD)
+
+
+@pytest.mark.slow
+async def test_a_long_flood_of_malformed_bodies_leaves_memory_flat(
+        bus: str, loop_errors: list[dict[str, Any]]) -> None:
+    await _flood(bus, 20_000)
