@@ -690,3 +690,142 @@ async def test_thousands_of_malformed_bodies_leave_memory_flat(
 async def test_a_long_flood_of_malformed_bodies_leaves_memory_flat(
         bus: str, loop_errors: list[dict[str, Any]]) -> None:
     await _flood(bus, 20_000)
+
+
+# ------------------------------------------------------------------ oversized
+
+def _map010(entries: list[bytes], count: int | None = None, size: int | None = None) -> bytes:
+    """An AMQP 0-10 map from encoded entries (key, type code, value), with its count and
+    byte size as declared (the true ones unless given)."""
+    payload = struct.pack(">I", len(entries) if count is None else count) + b"".join(entries)
+    return struct.pack(">I", len(payload) if size is None else size) + payload
+
+
+def _entry(key: bytes, code: int, value: bytes) -> bytes:
+    return bytes([len(key)]) + key + bytes([code]) + value
+
+
+def deep_map(levels: int) -> bytes:
+    """A map holding a list holding a map ... ``levels`` containers deep (built from the
+    inside out, without recursion)."""
+    inner, code = _map010([]), 0xA8
+    for level in range(levels - 1):
+        if level % 2 == 0:  # into a list of one item
+            payload = struct.pack(">I", 1) + bytes([code]) + inner
+            inner, code = struct.pack(">I", len(payload)) + payload, 0xA9
+        else:  # into a map of one entry
+            inner, code = _map010([_entry(b"m", code, inner)]), 0xA8
+    return inner if code == 0xA8 else _map010([_entry(b"m", code, inner)])
+
+
+def oversized_maps(big: bool) -> list[tuple[str, bytes]]:
+    """Maps that lie about their sizes or are very large, in the AMQP 0-10 encoding
+    (QMF v1 maps and QMF v2 bodies over AMQP 0-9-1)."""
+    million = 1_000_000
+    entry = _entry(b"k", 0x02, b"\x05")  # uint8 5 under one key: 4 bytes an entry
+    entries = million if big else 100_000
+    keys = [f"{i:x}".encode() for i in range(entries)]
+    out = [
+        ("map declaring 4 GiB", _map010([entry], size=0xFFFFFFF0)),
+        ("map declaring 2**31 entries", _map010([entry], count=0x7FFFFFFF)),
+        ("map of 1,000,000 entries under one key", _map010([entry] * million)),
+        (f"map of {entries:,} distinct keys", _map010([_entry(k, 0x02, b"\x05")
+                                                       for k in keys])),
+        ("10,000 levels of lists in maps", deep_map(10_000)),
+        ("100 MB binary declared, 10 bytes sent",
+         _map010([_entry(b"s", 0xA0, struct.pack(">I", 100_000_000) + b"0123456789")])),
+        ("64 KiB string declared, 10 bytes sent",
+         _map010([_entry(b"s", 0x95, struct.pack(">H", 0xFFFF) + b"0123456789")])),
+        ("list declaring 2**31 items", _map010([_entry(
+            b"l", 0xA9, struct.pack(">II", 4, 0x7FFFFFFF))])),
+        ("array of 2**31 items of a 4-byte type", _map010([_entry(
+            b"a", 0xAA, struct.pack(">IBI", 5, 0x22, 0x7FFFFFFF))])),
+    ]
+    return out
+
+
+def _decodes_as_map(data: bytes) -> bool:
+    from qmf_async.wire import DecodeError, decode_v2_body
+    try:
+        decode_v2_body("amqp/map", data)
+    except DecodeError:
+        return False
+    return True
+
+
+def _v1_with_map(opcode: str, seq: int, hostile: bytes) -> bytes:
+    """A v1 body carrying ``hostile`` where the opcode has a map: ``G`` (the query),
+    ``s`` (the first property of an object schema)."""
+    if opcode == "G":
+        return _header("G", seq) + hostile
+    key = b"\x07hostile\x05flood" + b"\x00" * 16
+    return _header("s", seq) + b"\x01" + key + struct.pack(">HHH", 1, 0, 0) + hostile
+
+
+async def _oversized(bus: str, big: bool) -> list[tuple[str, float]]:
+    maps = oversized_maps(big)
+    maps.append(("16 MiB of random bytes", random.Random(7).randbytes(16 << 20)))
+    timings: list[tuple[str, float]] = []
+    async with live_bus(bus, qmf_version=2) as live:
+        v2 = live.broker._v2
+        assert v2 is not None
+        name = live.agent.v2_name or ""
+        reply = live.broker._reply_queue or ""
+        gate = Gate()
+        live.agent.set_method_handler("broker", "echo", gate.echo)
+        b = await live.the_broker()
+        call = asyncio.ensure_future(b.echo(1, "held", _timeout=30.0))
+        await wait_until(lambda: gate.entered == 1, 5.0, message="the call held at the agent")
+        (cid,) = list(v2.core._pending)
+        with counted_logs():
+            for kind, hostile in maps:
+                # a well-formed map (only large) makes a v1 query the agent answers
+                agent_bad = 1 if _decodes_as_map(hostile) else 2
+                malformed0 = live.session.malformed
+                bad0 = live.agent.stats["bad_requests"]
+                started = time.monotonic()
+                # console: a v2 answer to the held call, a v1 schema on reply and topic
+                await live.raw.publish(hostile, "amq.direct", reply, content_type="amqp/map",
+                                       headers=_v2("_query_response", **{"qmf.agent": name}),
+                                       correlation_id=cid)
+                await live.raw.publish(_v1_with_map("s", 5, hostile), "amq.direct", reply)
+                await live.raw.publish(_v1_with_map("s", 0, hostile), "qpid.management",
+                                       "console.heartbeat.9.9")  # what a v2 session binds
+                # agent: a v1 query, a v2 query
+                await live.raw.publish(_v1_with_map("G", 5, hostile), "qpid.management",
+                                       live.agent_key, reply_to="nobody")
+                await live.raw.publish(hostile, "qmf.default.direct", name,
+                                       content_type="amqp/map",
+                                       headers={"x-amqp-0-10.app-id": "qmf2",
+                                                "qmf.opcode": "_query_request"},
+                                       reply_to="nobody", correlation_id="big")
+                def counts() -> tuple[int, int]:
+                    return (live.session.malformed - malformed0,  # noqa: B023
+                            live.agent.stats["bad_requests"] - bad0)  # noqa: B023
+                try:
+                    await wait_until(lambda: counts() == (3, agent_bad), 20.0)  # noqa: B023
+                except AssertionError:
+                    raise AssertionError(f"{kind}: (malformed at the console, bad requests "
+                                         f"at the agent) = {counts()}, not "
+                                         f"(3, {agent_bad})") from None
+                timings.append((kind, time.monotonic() - started))
+        assert not call.done()
+        gate.open.set()
+        assert (await asyncio.wait_for(call, 10.0)).body == "held"
+        live.agent.set_method_handler("broker", "echo", live.model.echo)
+        await live.still_answers()
+    _report("oversized: " + "; ".join(f"{k}: {t:.2f} s" for k, t in timings))
+    return timings
+
+
+async def test_oversized_maps_at_a_live_console_and_agent(
+        bus: str, loop_errors: list[dict[str, Any]]) -> None:
+    timings = await _oversized(bus, big=False)
+    assert all(t < 10.0 for _, t in timings), timings
+
+
+@pytest.mark.slow
+async def test_a_map_of_a_million_distinct_keys(
+        bus: str, loop_errors: list[dict[str, Any]]) -> None:
+    timings = await _oversized(bus, big=True)
+    assert all(t < 30.0 for _, t in timings), timings
