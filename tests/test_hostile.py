@@ -44,12 +44,25 @@ from qmf_async.agent.broker import ManagementBroker
 from qmf_async.wire import (
     ClassKey,
     CommandComplete,
+    Heartbeat,
     MethodResponse,
+    ObjectId,
+    ObjectRecord,
+    QmfType,
+    SchemaArgument,
+    SchemaClass,
+    SchemaMethod,
+    SchemaProperty,
+    SchemaRegistry,
+    SchemaResponse,
+    SchemaStatistic,
+    decode,
     encode,
     encode_v2_body,
 )
 
 from ._util import import_example, private_vhost, wait_until
+from .fake_transport import object_schema
 
 pytestmark = pytest.mark.integration
 
@@ -829,3 +842,264 @@ async def test_a_map_of_a_million_distinct_keys(
         bus: str, loop_errors: list[dict[str, Any]]) -> None:
     timings = await _oversized(bus, big=True)
     assert all(t < 30.0 for _, t in timings), timings
+
+
+# ------------------------------------------------------------------ agents that lie
+
+FAKE_PACKAGE = "hostile.fake"
+
+
+def _thing_schema(extra: bool = False) -> SchemaClass:
+    """The fake agent's class; ``extra``: another layout (and hash) of the same name."""
+    props = [SchemaProperty("name", QmfType.SSTR, index=True)]
+    if extra:
+        props.append(SchemaProperty("owner", QmfType.SSTR))
+    return object_schema(FAKE_PACKAGE, "thing", properties=props,
+                         statistics=[SchemaStatistic("count", QmfType.UINT32)],
+                         methods=[SchemaMethod("ping", [
+                             SchemaArgument("n", QmfType.UINT32, direction="IO")])])
+
+
+THING = _thing_schema()
+THING_OTHER = _thing_schema(extra=True)
+
+
+class FakeAgent:
+    """A v1 agent of the tests, all raw bodies (aiormq): it heartbeats under its banks,
+    queues every request it receives, and answers only what the test tells it to."""
+
+    def __init__(self, url: str, banks: tuple[int, int] = (1, 77)) -> None:
+        self.url = url
+        self.banks = banks
+        self.schemas = SchemaRegistry()
+        self.schemas.add(THING)
+        self.requests: asyncio.Queue[tuple[Any, str]] = asyncio.Queue()
+        self._conn: Any = None
+        self._ch: Any = None
+        self._beat: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> FakeAgent:
+        self._conn = await asyncio.wait_for(aiormq.connect(self.url), 10.0)
+        self._ch = await self._conn.channel()
+        await self._ch.exchange_declare(exchange="qpid.management", exchange_type="topic",
+                                        durable=True)
+        ok = await self._ch.queue_declare("", exclusive=True, auto_delete=True)
+        await self._ch.queue_bind(ok.queue, "qpid.management",
+                                  routing_key=f"agent.{self.banks[0]}.{self.banks[1]}")
+
+        async def on_message(message: Any) -> None:
+            for msg in decode(message.body, self.schemas):
+                await self.requests.put((msg, message.header.properties.reply_to))
+        await self._ch.basic_consume(ok.queue, on_message, no_ack=True)
+        self._beat = asyncio.get_running_loop().create_task(self._heartbeats())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._beat is not None:
+            self._beat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._beat
+        await asyncio.wait_for(self._conn.close(), 10.0)
+
+    async def _heartbeats(self) -> None:
+        bb, ab = self.banks
+        while True:
+            await self.topic(f"console.heartbeat.{bb}.{ab}", encode(Heartbeat(time.time_ns())))
+            await asyncio.sleep(INTERVAL)
+
+    async def topic(self, key: str, body: bytes) -> None:
+        await self._ch.basic_publish(body, exchange="qpid.management", routing_key=key,
+                                     properties=aiormq.spec.Basic.Properties(content_type=QMF))
+
+    async def reply(self, reply_to: str, *messages: Any, schemas: SchemaRegistry | None = None,
+                    methods: dict[int, Any] | None = None) -> None:
+        body = encode(messages, schemas or self.schemas, methods=methods)
+        await self._ch.basic_publish(body, exchange="amq.direct", routing_key=reply_to,
+                                     properties=aiormq.spec.Basic.Properties(content_type=QMF))
+
+    async def next(self, opcode: str, timeout: float = 5.0) -> tuple[Any, str]:
+        """The next request of kind ``opcode`` (others are skipped)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            msg, reply_to = await asyncio.wait_for(self.requests.get(),
+                                                   max(0.0, deadline - time.monotonic()))
+            if msg.OPCODE == opcode:
+                return msg, reply_to
+
+    def oid(self, n: int, banks: tuple[int, int] | None = None) -> ObjectId:
+        bb, ab = banks or self.banks
+        return ObjectId.make(sequence=1, broker_bank=bb, agent_bank=ab, object=n)
+
+    def thing(self, seq: int, n: int, *, opcode: str = "g", schema: SchemaClass = THING,
+              banks: tuple[int, int] | None = None) -> ObjectRecord:
+        props: tuple[Any, ...] = (f"thing-{n}",) + (("eve",) if schema is THING_OTHER else ())
+        return ObjectRecord(opcode, seq, schema, time.time_ns(), 1, 0, self.oid(n, banks),
+                            props, (n,))
+
+
+@attrs.define
+class Lying:
+    session: Session
+    broker: Broker
+    fake: FakeAgent
+    raw: RawBus
+
+    def remote(self) -> RemoteAgent | None:
+        for a in self.session.get_agents(self.broker):
+            if (a.broker_bank, a.agent_bank) == self.fake.banks:
+                return a
+        return None
+
+
+@contextlib.asynccontextmanager
+async def lying_bus(url: str, **session_options: Any) -> AsyncIterator[Lying]:
+    """A bus with no management broker: the session finds the fake agent by its
+    heartbeats and asks it directly."""
+    async with RawBus(url) as raw, FakeAgent(url) as fake:
+        options: dict[str, Any] = {"timeout": 5.0, "broker_timeout": 0.5,
+                                   "agent_interval": 0.5, "schema_timeout": 2.0}
+        options.update(session_options)
+        session = Session(**options)
+        try:
+            broker = await session.add_broker(url, timeout=5.0)
+            lying = Lying(session, broker, fake, raw)
+            await wait_until(lying.remote, 10.0, message="the fake agent known")
+            yield lying
+        finally:
+            await session.close()
+
+
+async def _answer_query(fake: FakeAgent, records: list[ObjectRecord], *, times: int = 1,
+                        schema_answer: SchemaClass | None = THING) -> None:
+    """Answer the next ``G`` with ``records`` and a ``z`` (``times`` times over), and the
+    schema request it causes with ``schema_answer``."""
+    query, reply_to = await fake.next("G")
+    for _ in range(times):
+        await fake.reply(reply_to, *[attrs.evolve(r, seq=query.seq) for r in records],
+                         CommandComplete(query.seq))
+    if schema_answer is not None:
+        request, to = await fake.next("S")
+        reg = SchemaRegistry()
+        reg.add(schema_answer)
+        await fake.reply(to, SchemaResponse(request.seq, schema_answer), schemas=reg)
+
+
+async def test_replies_never_asked_for_and_duplicated_replies(
+        bus: str, loop_errors: list[dict[str, Any]]) -> None:
+    """Replies under sequence numbers the console never sent are dropped; a query
+    answered twice yields its objects once; a method answered twice is delivered once;
+    the late duplicates do not complete the next requests."""
+    async with lying_bus(bus) as lie:
+        seen: list[int] = []
+        lie.session.console = _MethodResponses(seen)
+        reply = lie.broker._reply_queue or ""
+        pending = set(e.seq for e in lie.broker._core.correlator.entries())
+        rnd = random.Random(3)
+        never = [s for s in (rnd.randrange(1, 1 << 32) for _ in range(200)) if s not in pending]
+        for seq in never:
+            await lie.fake.reply(reply, CommandComplete(seq, 0, "OK"))
+            await lie.fake.reply(reply, MethodResponse(seq, 0, "OK"))
+        agent = lie.remote()
+        query = asyncio.ensure_future(lie.session.get_objects(
+            _class="thing", _package=FAKE_PACKAGE, _agent=agent, _timeout=5.0))
+        await _answer_query(lie.fake, [lie.fake.thing(0, n) for n in range(3)], times=2)
+        things = await asyncio.wait_for(query, 10.0)
+        assert sorted(t.name for t in things) == ["thing-0", "thing-1", "thing-2"]
+        # a method call answered twice
+        call = asyncio.ensure_future(things[0].ping(5, _timeout=5.0))
+        request, to = await lie.fake.next("M")
+        answer = MethodResponse(request.seq, 0, "OK", {"n": 6})
+        methods = {request.seq: (THING, THING.method("ping"))}
+        await lie.fake.reply(to, answer, methods=methods)
+        await lie.fake.reply(to, answer, methods=methods)
+        result = await asyncio.wait_for(call, 10.0)
+        assert result.n == 6
+        # and the next call gets its own answer, not the duplicate
+        call2 = asyncio.ensure_future(things[1].ping(7, _timeout=5.0))
+        request2, to2 = await lie.fake.next("M")
+        assert request2.seq != request.seq
+        await lie.fake.reply(to2, MethodResponse(request2.seq, 0, "OK", {"n": 8}),
+                             methods={request2.seq: (THING, THING.method("ping"))})
+        assert (await asyncio.wait_for(call2, 10.0)).n == 8
+        assert seen.count(request.seq) == 1 and seen.count(request2.seq) == 1
+        assert not set(seen) & set(never)
+        assert len(lie.broker._core) == 0 and len(lie.broker._waits) == 0
+    _report(f"lying agent: {2 * len(never)} replies for sequence numbers never sent "
+            "dropped; a query and a method answered twice delivered once")
+
+
+async def test_a_reply_sent_to_another_console(
+        bus: str, loop_errors: list[dict[str, Any]]) -> None:
+    """The fake agent answers console A's call into console B's reply queue and B's
+    into A's: neither answer reaches a caller (each console's numbers are its own),
+    both calls time out, typed, and both consoles work afterwards."""
+    async with lying_bus(bus) as a, contextlib.AsyncExitStack() as stack:
+        b_session = Session(timeout=5.0, broker_timeout=0.5, agent_interval=0.5)
+        stack.push_async_callback(b_session.close)
+        b_broker = await b_session.add_broker(bus, timeout=5.0)
+        fake = a.fake
+
+        def remote_b() -> RemoteAgent | None:
+            return next((x for x in b_session.get_agents(b_broker)
+                         if (x.broker_bank, x.agent_bank) == fake.banks), None)
+        await wait_until(remote_b, 10.0, message="the fake agent known to B")
+        seen_a: list[int] = []
+        seen_b: list[int] = []
+        a.session.console = _MethodResponses(seen_a)
+        b_session.console = _MethodResponses(seen_b)
+        things = {}
+        for name, session, agent in (("a", a.session, a.remote()), ("b", b_session, remote_b())):
+            query = asyncio.ensure_future(session.get_objects(
+                _class="thing", _package=FAKE_PACKAGE, _agent=agent, _timeout=5.0))
+            await _answer_query(fake, [fake.thing(0, 1)])
+            (things[name],) = await asyncio.wait_for(query, 10.0)
+        call_a = asyncio.ensure_future(things["a"].ping(1, _timeout=2.0))
+        req_a, to_a = await fake.next("M")
+        call_b = asyncio.ensure_future(things["b"].ping(2, _timeout=2.0))
+        req_b, to_b = await fake.next("M")
+        assert to_a != to_b and req_a.seq != req_b.seq
+        both = {req_a.seq: (THING, THING.method("ping")),
+                req_b.seq: (THING, THING.method("ping"))}
+        await fake.reply(to_b, MethodResponse(req_a.seq, 0, "OK", {"n": 100}), methods=both)
+        await fake.reply(to_a, MethodResponse(req_b.seq, 0, "OK", {"n": 200}), methods=both)
+        outcomes = await asyncio.wait_for(
+            asyncio.gather(call_a, call_b, return_exceptions=True), 10.0)
+        assert all(isinstance(o, QmfTimeout) for o in outcomes), outcomes
+        assert seen_a == [] and seen_b == []
+        # the same agent answering properly afterwards
+        for thing, arg in ((things["a"], 3), (things["b"], 4)):
+            call = asyncio.ensure_future(thing.ping(arg, _timeout=5.0))
+            req, to = await fake.next("M")
+            await fake.reply(to, MethodResponse(req.seq, 0, "OK", {"n": arg + 1}),
+                             methods={req.seq: (THING, THING.method("ping"))})
+            assert (await asyncio.wait_for(call, 10.0)).n == arg + 1
+        for broker in (a.broker, b_broker):
+            assert len(broker._core) == 0 and len(broker._waits) == 0
+    _report("lying agent: answers swapped between two consoles' reply queues reached "
+            "no caller; both calls timed out (QmfTimeout)")
+
+
+async def test_an_agent_answering_a_call_made_to_another_agent(
+        bus: str, loop_errors: list[dict[str, Any]]) -> None:
+    """What QMF v1 cannot prevent, shown: a peer that may publish to ``amq.direct``
+    under a console's reply key and knows the sequence number of a pending call
+    (sequence numbers start at a random 31-bit value and count up) can answer it in
+    the addressed agent's place; the console takes the first answer and drops the
+    real one.  v1 replies carry no sender; the protection is the broker's access
+    control on ``amq.direct``.  The call still gets one answer only, typed."""
+    async with live_bus(bus) as live:
+        gate = Gate()
+        live.agent.set_method_handler("broker", "echo", gate.echo)
+        call, seq = await _held_call(live, gate, 1, 10.0)
+        schema = (await live.the_broker()).get_schema()
+        forged = MethodResponse(seq, 0, "OK", {"sequence": 666, "body": "forged"})
+        reg = SchemaRegistry()
+        reg.add(schema)
+        await live.raw.publish(encode(forged, reg, methods={seq: (schema, schema.method("echo"))}),
+                               "amq.direct", live.broker._reply_queue or "")
+        result = await asyncio.wait_for(call, 10.0)
+        assert (result.sequence, result.body) == (666, "forged")
+        gate.open.set()  # the real answer comes second: dropped
+        live.agent.set_method_handler("broker", "echo", live.model.echo)
+        await live.still_answers()
+        assert len(live.broker._core) == 0 and len(live.broker._waits) == 0
