@@ -38,7 +38,16 @@ import aiormq
 import attrs
 import pytest
 
-from qmf_async import Broker, Console, QmfObject, QmfTimeout, RemoteAgent, Session
+from qmf_async import (
+    Broker,
+    Console,
+    QmfError,
+    QmfObject,
+    QmfTimeout,
+    RemoteAgent,
+    Session,
+    UnknownClassError,
+)
 from qmf_async.agent import Agent
 from qmf_async.agent.broker import ManagementBroker
 from qmf_async.wire import (
@@ -1103,3 +1112,45 @@ async def test_an_agent_answering_a_call_made_to_another_agent(
         live.agent.set_method_handler("broker", "echo", live.model.echo)
         await live.still_answers()
         assert len(live.broker._core) == 0 and len(live.broker._waits) == 0
+
+
+async def test_a_schema_answer_with_another_hash(
+        bus: str, loop_errors: list[dict[str, Any]]) -> None:
+    """The fake agent's objects name class hash H1, and it answers the schema request
+    for H1 with a schema of hash H2: the console does not decode the objects with the
+    wrong schema, the query fails at once with a typed error naming the mismatch, no
+    body stays held, H1 is not in the schema cache, and ``get_schema(H1)`` fails,
+    typed, instead of returning H2's schema."""
+    async with lying_bus(bus) as lie:
+        held0 = lie.session.held_dropped
+        agent = lie.remote()
+        started = time.monotonic()
+        query = asyncio.ensure_future(lie.session.get_objects(
+            _class="thing", _package=FAKE_PACKAGE, _agent=agent, _timeout=5.0))
+        await _answer_query(lie.fake, [lie.fake.thing(0, n) for n in range(3)],
+                            schema_answer=THING_OTHER)
+        with pytest.raises(QmfError) as info:
+            await asyncio.wait_for(query, 10.0)
+        took = time.monotonic() - started
+        assert "schema" in str(info.value) and str(THING_OTHER.class_key) in str(info.value)
+        assert took < 4.0  # failed when the wrong schema came, not at the 5 s timeout
+        assert lie.session.held_dropped - held0 == 1
+        assert lie.broker._core.held_count == 0 and not lie.broker._core.held
+        assert lie.session.schemas.get(THING.class_key) is None
+        # asked directly: the same lie is refused, typed
+        getting = asyncio.ensure_future(lie.session.get_schema(THING.class_key, _timeout=2.0))
+        request, to = await lie.fake.next("S")
+        reg = SchemaRegistry()
+        reg.add(THING_OTHER)
+        await lie.fake.reply(to, SchemaResponse(request.seq, THING_OTHER), schemas=reg)
+        with pytest.raises(UnknownClassError):
+            await asyncio.wait_for(getting, 10.0)
+        # the truth is accepted afterwards
+        query = asyncio.ensure_future(lie.session.get_objects(
+            _class="thing", _package=FAKE_PACKAGE, _agent=agent, _timeout=5.0))
+        await _answer_query(lie.fake, [lie.fake.thing(0, n) for n in range(2)])
+        assert len(await asyncio.wait_for(query, 10.0)) == 2
+        assert lie.session.schemas.get(THING.class_key) == THING
+        assert len(lie.broker._core) == 0 and len(lie.broker._waits) == 0
+    _report(f"lying agent: a schema answer with another hash: the query failed in "
+            f"{took:.2f} s ({type(info.value).__name__}: {info.value})")
