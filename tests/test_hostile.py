@@ -48,7 +48,7 @@ from qmf_async import (
     Session,
     UnknownClassError,
 )
-from qmf_async.agent import Agent
+from qmf_async.agent import Agent, Arg, Property, method, object_class
 from qmf_async.agent.broker import ManagementBroker
 from qmf_async.wire import (
     CommandComplete,
@@ -1210,3 +1210,314 @@ async def test_objects_of_a_class_the_agent_will_not_describe(
         assert len(lie.broker._core) == 0 and len(lie.broker._waits) == 0
     _report(f"lying agent: objects of a class it will not describe: the query failed in "
             f"{took:.2f} s ({type(info.value).__name__})")
+
+
+# ------------------------------------------------------------------ qpidd (AMQP 1.0, QMF v2)
+
+def _s10(text: str) -> bytes:
+    raw = text.encode()
+    return (b"\xa1" + bytes([len(raw)]) + raw) if len(raw) < 256 else (
+        b"\xb1" + struct.pack(">I", len(raw)) + raw)
+
+
+def _compound10(code: int, items: list[bytes], *, count: int | None = None,
+                size: int | None = None) -> bytes:
+    """An AMQP 1.0 list32 (0xd0) or map32 (0xd1) of encoded items, with its count and
+    size as declared (the true ones unless given)."""
+    payload = struct.pack(">I", len(items) if count is None else count) + b"".join(items)
+    return bytes([code]) + struct.pack(">I", len(payload) if size is None else size) + payload
+
+
+def _deep10(levels: int) -> bytes:
+    inner = _compound10(0xD1, [])
+    for level in range(levels - 1):
+        inner = (_compound10(0xD0, [inner]) if level % 2 == 0
+                 else _compound10(0xD1, [_s10("m"), inner]))
+    return inner if inner[0] == 0xD1 else _compound10(0xD1, [_s10("m"), inner])
+
+
+def wellformed10(big: bool) -> list[tuple[str, bytes]]:
+    """Large AMQP 1.0 values, well formed (encoded bytes)."""
+    entries = 1_000_000 if big else 100_000
+    one = [_s10("k"), b"\x52\x05"]
+    return [
+        (f"map of {entries:,} distinct keys", _compound10(
+            0xD1, [b for i in range(entries) for b in (_s10(f"{i:x}"), b"\x52\x05")])),
+        ("map of 1,000,000 entries under one key", _compound10(0xD1, one * 1_000_000)),
+        ("10,000 levels of lists in maps", _deep10(10_000)),
+    ]
+
+
+def lying10() -> list[tuple[str, bytes]]:
+    """AMQP 1.0 values whose declared sizes pass the end of the message."""
+    one = [_s10("k"), b"\x52\x05"]
+    return [
+        ("map declaring 4 GiB", _compound10(0xD1, one, size=0xFFFFFFF0)),
+        ("map declaring 2**31 items", _compound10(0xD1, one, count=0x7FFFFFFE)),
+        ("100 MB string declared, 10 bytes sent",
+         _compound10(0xD1, [_s10("s"), b"\xb1" + struct.pack(">I", 100_000_000) + b"0123456789"])),
+        ("100 MB binary declared, 10 bytes sent",
+         _compound10(0xD1, [_s10("b"), b"\xb0" + struct.pack(">I", 100_000_000) + b"0123456789"])),
+        ("a map cut short", b"\xd1\x00\x00\x00\x10\x00\x00\x00\x02\xa1"),
+    ]
+
+
+def message10(value: bytes | None, *, subject: str, headers: dict[str, Any],
+              reply_to: str | None = None, correlation_id: str | None = None,
+              data: bytes | None = None, content_type: str | None = None) -> bytes:
+    """An AMQP 1.0 message: the project's encoder for the properties and application
+    properties, then ``value`` (encoded bytes, taken as they are) as the amqp-value
+    section, or ``data`` as a data section."""
+    from qmf_async.wire import encode_amqp10_message
+    head = encode_amqp10_message(b"", subject=subject, reply_to=reply_to,
+                                 correlation_id=correlation_id, content_type=content_type,
+                                 application_properties=headers, body_kind="data")
+    empty_data = b"\x00\x53\x75\xa0\x00"
+    assert head.endswith(empty_data)
+    head = head[:-len(empty_data)]
+    if data is not None:
+        return head + b"\x00\x53\x75\xb0" + struct.pack(">I", len(data)) + data
+    return head + (b"\x00\x53\x77" + value if value is not None else b"")
+
+
+def _encode10(value: Any) -> bytes:
+    from qmf_async.wire import encode_amqp10_value
+    return encode_amqp10_value(value)
+
+
+def v2_values(agent: str) -> list[tuple[str, Any, dict[str, Any]]]:
+    """The malformed v2 maps of :func:`v2_garbage` as values (for AMQP 1.0)."""
+    ok_oid = {"_agent_name": agent, "_object_name": "x"}
+    ok_sid = {"_package_name": "p", "_class_name": "c", "_type": "_data",
+              "_hash": uuid.UUID(int=1)}
+    qr = _v2("_query_response", **{"qmf.agent": agent, "qmf.content": "_data"})
+    mr = _v2("_method_response", **{"qmf.agent": agent})
+    return [
+        ("_values an int", [{"_values": 5, "_object_id": ok_oid, "_schema_id": ok_sid}], qr),
+        ("_values a list", [{"_values": [1], "_object_id": ok_oid, "_schema_id": ok_sid}], qr),
+        ("_schema_id a string", [{"_values": {}, "_object_id": ok_oid, "_schema_id": "s"}], qr),
+        ("_schema_id names ints", [{"_values": {}, "_object_id": ok_oid,
+                                    "_schema_id": {**ok_sid, "_class_name": 7}}], qr),
+        ("_object_id an int", [{"_values": {}, "_object_id": 9, "_schema_id": ok_sid}], qr),
+        ("query response a map", {"_values": {}}, qr),
+        ("query response an int", 5, qr),
+        ("query response a string", "five", qr),
+        ("method response a list", [1, 2], mr),
+        ("method response _arguments an int", {"_arguments": 3}, mr),
+        ("method response a string", "ok", mr),
+        ("exception _values a list", {"_values": [1]}, _v2("_exception")),
+        ("no qmf.opcode", {"_values": {}}, dict(V2_HEADERS)),
+        ("qmf.opcode an int", {"_values": {}}, _v2(5)),
+    ]
+
+
+class RawQpidd:
+    """A raw AMQP 1.0 client of qpidd (``tests/qmf2_raw.py``, proton's engine on a
+    blocking socket, driven from a thread): sends any encoded message to any address."""
+
+    def __init__(self, host: str, port: int) -> None:
+        from .qmf2_raw import RawV2Client
+        self.client = RawV2Client(host, port, timeout=10.0)
+        self._links: dict[str, Any] = {}
+
+    def send(self, address: str, encoded: bytes) -> None:
+        client = self.client
+        link = self._links.get(address)
+        if link is None:
+            link = client.session.sender(f"to-{address}-{len(self._links)}")
+            link.target.address = address
+            link.open()
+            self._links[address] = link
+        client.wait_for(lambda: link.credit > 0, f"credit to send to {address}")
+        client._tag += 1
+        dlv = link.delivery(str(client._tag).encode())
+        link.send(encoded)
+        link.advance()
+        dlv.settle()
+        client._pump(0)
+
+    def settle(self) -> None:
+        """Pump until everything sent is written."""
+        self.client.wait_for(lambda: self.client.transport.pending() <= 0, "sent")
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _counted_at_console(broker: Broker) -> int:
+    """Messages the console dropped as malformed: the session's count, and the AMQP
+    1.0 transport's (messages that did not decode, bodies that are not QMF)."""
+    t = broker._transport
+    t = getattr(t, "_inner", t)  # the AMQP 1.0 transport behind protocol detection
+    return (broker.session.malformed + getattr(t, "malformed", 0)
+            + getattr(t, "unsupported", 0))
+
+
+def _counted_at_agent(agent: Agent) -> int:
+    """Requests the agent dropped or refused: its count, and its AMQP 1.0 transport's
+    (messages that did not decode)."""
+    t = agent._runtime.transport
+    t = getattr(t, "_inner", t)
+    return agent.stats["bad_requests"] + getattr(t, "malformed", 0) + getattr(t, "unsupported", 0)
+
+
+HOSTILE_HOLDER = object_class(
+    "org.qmfasync.hostile", "holder", properties=[Property("n", "uint32", index=True)],
+    methods=[method("echo", Arg("sequence", "uint32", direction="IO"),
+                    Arg("body", "lstr", direction="IO"))])
+
+
+async def _qpidd_hostile(qpidd: Any, big: bool) -> dict[str, Any]:
+    gate = Gate()
+    agent = Agent(qpidd.url, label=_label("holder"), schemas=[HOSTILE_HOLDER], interval=0.5,
+                  attach=False, broker_bank=7, qmf_versions=(2,))
+    agent.create_object("holder", n=1)
+    agent.set_method_handler("holder", "echo", gate.echo)
+    await agent.start()
+    raw = await asyncio.to_thread(RawQpidd, "127.0.0.1", qpidd.port)
+    figures: dict[str, Any] = {}
+    try:
+        async with Session(timeout=5.0, agent_interval=0.5,
+                           missed_heartbeats=100 if big else 10) as session:
+            broker = await session.add_broker(qpidd.url, timeout=10.0)
+            found = await wait_until(lambda: next(
+                (a for a in session.get_agents(broker) if a.name == agent.v2_name), None),
+                15.0, message="the test agent known")
+            (holder,) = await session.get_objects(_class="holder", _agent=found, _timeout=5.0)
+            call = asyncio.ensure_future(holder.echo(1, "held", _timeout=4.0))
+            await wait_until(lambda: gate.entered == 1, 5.0, message="the call held")
+            v2 = broker._v2
+            assert v2 is not None
+            (cid,) = list(v2.core._pending)
+            reply = broker._reply_queue or ""
+            name = agent.v2_name or ""
+            to_console: list[bytes] = []
+            for _, value, headers in v2_values(name):
+                to_console.append(message10(_encode10(value), subject=reply, headers=headers,
+                                            correlation_id=cid))
+            for _, hostile in wellformed10(big):
+                to_console.append(message10(hostile, subject=reply, correlation_id=cid,
+                                            headers=_v2("_query_response",
+                                                        **{"qmf.agent": name})))
+            # a map's 0-10 bytes in a data section, and an amqp-value cut short
+            to_console.append(message10(None, subject=reply, headers=_v2("_method_response"),
+                                        correlation_id=cid, data=_map_bytes({"a": 1})[1],
+                                        content_type="amqp/map"))
+            # (the sixth, ``{"_values": {}}`` under the agent's name, is a valid heartbeat)
+            topic = [message10(_encode10(v), subject="agent.ind.heartbeat.hostile",
+                               headers={**h, "qmf.opcode": "_agent_heartbeat_indication"})
+                     for _, v, h in v2_values(name)[:5]]
+            to_agent = [message10(_encode10(value), subject=name, headers=headers,
+                                  reply_to=raw.client.reply_to, correlation_id=f"bad-{i}")
+                        for i, (_, value, _, headers) in enumerate(v2_request_garbage(name))]
+            to_agent += [message10(hostile, subject=name, reply_to=raw.client.reply_to,
+                                   correlation_id="big", headers={
+                                       "x-amqp-0-10.app-id": "qmf2", "method": "request",
+                                       "qmf.opcode": "_query_request"})
+                         for _, hostile in wellformed10(big)]
+            # qpidd's own agent gets the same requests, under its alias
+            to_qpidd = [message10(_encode10(value), subject="broker", headers=headers,
+                                  reply_to=raw.client.reply_to, correlation_id=f"q-{i}")
+                        for i, (_, value, _, headers) in enumerate(v2_request_garbage(name))]
+            console0 = _counted_at_console(broker)
+            bad0 = _counted_at_agent(agent)
+            started = time.monotonic()
+
+            def send_all() -> None:
+                for m in to_console:
+                    raw.send("amq.direct", m)
+                for m in topic:
+                    raw.send("qmf.default.topic", m)
+                for m in to_agent + to_qpidd:
+                    raw.send("qmf.default.direct", m)
+                raw.settle()
+            with counted_logs() as logs:
+                await asyncio.wait_for(asyncio.to_thread(send_all), 60.0)
+                expected = len(to_console) + len(topic)
+
+                def counts() -> tuple[int, int]:
+                    return (_counted_at_console(broker) - console0,
+                            _counted_at_agent(agent) - bad0)
+                try:
+                    await wait_until(lambda: counts() == (expected, len(to_agent)), 30.0)
+                except AssertionError:
+                    raise AssertionError(f"(counted at the console, at the agent) = "
+                                         f"{counts()}, not ({expected}, {len(to_agent)})"
+                                         ) from None
+                took = time.monotonic() - started
+                with pytest.raises(QmfTimeout):
+                    await asyncio.wait_for(call, 10.0)
+            gate.open.set()
+            # the agent and qpidd answer good requests right after
+            token = uuid.uuid4().hex
+            assert (await holder.echo(2, token, _timeout=5.0)).body == token
+            queues = await session.get_objects(_class="queue", _package="org.apache.qpid.broker",
+                                               _timeout=5.0)
+            assert queues
+            # one answer under no pending request: the held call's own, after it timed out
+            assert v2.core.dropped == 1
+            figures = {"to_console": expected, "to_agent": len(to_agent),
+                       "to_qpidd": len(to_qpidd), "seconds": took, "log_records": logs.count,
+                       "at_console": _counted_at_console(broker) - console0}
+    finally:
+        await asyncio.to_thread(raw.close)
+        await agent.stop()
+    _report(f"qpidd: {figures}")
+    return figures
+
+
+@pytest.mark.qpidd
+async def test_malformed_and_oversized_v2_at_a_live_console_and_agent_on_qpidd(
+        qpidd_fresh: Any, loop_errors: list[dict[str, Any]]) -> None:
+    await _qpidd_hostile(qpidd_fresh(False), big=False)
+
+
+@pytest.mark.qpidd
+@pytest.mark.slow
+async def test_a_map_of_a_million_distinct_keys_on_qpidd(
+        qpidd_fresh: Any, loop_errors: list[dict[str, Any]]) -> None:
+    await _qpidd_hostile(qpidd_fresh(False), big=True)
+
+
+@pytest.mark.qpidd
+async def test_values_with_lying_sizes_through_qpidd(
+        qpidd_fresh: Any, loop_errors: list[dict[str, Any]]) -> None:
+    """AMQP 1.0 values whose declared sizes pass the end of the message, sent to a live
+    console's reply address: qpidd decodes what it routes, and closes the sender's
+    connection (``amqp:internal-error``, "Out of Bounds") instead of passing them on;
+    whatever it did pass would be counted at the console.  The console stays connected
+    and answers."""
+    qpidd = qpidd_fresh(False)
+    async with Session(timeout=5.0) as session:
+        broker = await session.add_broker(qpidd.url, timeout=10.0)
+        reply = broker._reply_queue or ""
+        console0 = _counted_at_console(broker)
+        refused: list[str] = []
+        delivered = 0
+        for kind, value in lying10():
+            raw = await asyncio.to_thread(RawQpidd, "127.0.0.1", qpidd.port)
+            message = message10(value, subject=reply, headers=_v2("_method_response"),
+                                correlation_id="1")
+
+            def send(raw: RawQpidd = raw, message: bytes = message) -> None:
+                raw.send("amq.direct", message)
+                raw.settle()
+                raw.client.wait_for(lambda: False, "qpidd's answer", timeout=0.5)
+            try:
+                await asyncio.wait_for(asyncio.to_thread(send), 10.0)
+            except ConnectionError as exc:
+                assert "Out of Bounds" in str(exc) or "decode" in str(exc).lower(), exc
+                refused.append(kind)
+            except TimeoutError:
+                delivered += 1  # qpidd kept the connection: it passed the message on
+            finally:
+                with contextlib.suppress(OSError, ConnectionError):
+                    await asyncio.to_thread(raw.close)
+        await wait_until(lambda: _counted_at_console(broker) - console0 == delivered, 5.0,
+                         message=f"{delivered} delivered messages counted")
+        assert broker.connected
+        queues = await session.get_objects(_class="queue", _package="org.apache.qpid.broker",
+                                           _timeout=5.0)
+        assert queues
+    _report(f"qpidd: {len(refused)} of {len(lying10())} values with lying sizes refused by "
+            f"qpidd (sender's connection closed), {delivered} passed on and counted")
