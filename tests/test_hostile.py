@@ -220,7 +220,8 @@ class Live:
         b = await self.the_broker()
         token = uuid.uuid4().hex
         assert (await b.echo(7, token, _timeout=5.0)).body == token
-        queues = await self.session.get_objects(_class="queue", _timeout=5.0)
+        queues = await self.session.get_objects(_class="queue", _agent=self.remote(),
+                                                _timeout=5.0)
         assert queues, "the demo agent's queues"
 
 
@@ -361,7 +362,7 @@ async def test_malformed_v1_bodies_at_a_live_console_and_agent(
         gate = Gate()
         live.agent.set_method_handler("broker", "echo", gate.echo)
         # A: its only answers are malformed (QmfTimeout); B: answered after them
-        call_a, seq_a = await _held_call(live, gate, 1, 3.0)
+        call_a, seq_a = await _held_call(live, gate, 1, 2.0)
         gate.entered = 0
         call_b, seq_b = await _held_call(live, gate, 2, 20.0)
         garbage = v1_garbage(seq_a, rnd) + v1_garbage(seq_b, rnd)
@@ -530,7 +531,7 @@ async def test_malformed_v2_maps_at_a_live_console_and_agent(
     gate = Gate()
     live.agent.set_method_handler("broker", "echo", gate.echo)
     b = await live.the_broker()
-    call = asyncio.ensure_future(b.echo(1, "held", _timeout=3.0))
+    call = asyncio.ensure_future(b.echo(1, "held", _timeout=1.5))
     await wait_until(lambda: gate.entered == 1, 5.0, message="the call held at the agent")
     (cid,) = list(v2.core._pending)
     garbage = v2_garbage(name)
