@@ -1522,3 +1522,99 @@ async def test_values_with_lying_sizes_through_qpidd(
         assert queues
     _report(f"qpidd: {len(refused)} of {len(lying10())} values with lying sizes refused by "
             f"qpidd (sender's connection closed), {delivered} passed on and counted")
+
+
+@pytest.mark.qpidd
+async def test_malformed_v1_bodies_at_a_live_console_and_agent_on_qpidd(
+        qpidd_fresh: Any, loop_errors: list[dict[str, Any]]) -> None:
+    """QMF v1 over AMQP 1.0 (qpidd with ``--mgmt-qmf1 yes``): the v1 garbage of the
+    RabbitMQ test in data sections, to a v1 session's reply key and topic bindings, to
+    the project's agent (attached to qpidd, banks from qpidd) and to qpidd's own agent
+    (``broker``): counted where it is ours, and every peer answers afterwards."""
+    qpidd = qpidd_fresh(True)
+    rnd = random.Random(1810)
+    agent = Agent(qpidd.url, label=_label("v1holder"), schemas=[HOSTILE_HOLDER], interval=0.5,
+                  qmf_versions=(1,))
+    agent.create_object("holder", n=1)
+    agent.set_method_handler("holder", "echo", lambda obj, **args: args)
+    await agent.start()
+    raw = await asyncio.to_thread(RawQpidd, "127.0.0.1", qpidd.port)
+    try:
+        async with Session(timeout=5.0, agent_interval=0.5, qmf_version=1) as session:
+            broker = await session.add_broker(qpidd.url, timeout=10.0)
+            found = await wait_until(lambda: next(
+                (a for a in session.get_agents(broker)
+                 if (a.broker_bank, a.agent_bank) == (agent.broker_bank, agent.agent_bank)),
+                None), 15.0, message="the test agent known")
+            reply = broker._reply_queue or ""
+            garbage = v1_garbage(rnd.randrange(1, 1 << 31), rnd)
+            to_agent = v1_request_garbage(77, rnd)
+            to_qpidd = [(k, b) for k, b in to_agent if not k.startswith("random")]
+            # qpidd checks the header of a v1 message to an agent (ACL) and drops the
+            # message when it does not decode: only these reach the agent
+            passed = [b for _, b in to_agent if len(b) >= 8 and b[:3] == b"AM2"]
+            topic_keys = ["console.obj.1.0.org.apache.qpid.broker.queue",
+                          "console.heartbeat.1.0", "console.event.1.0.org.apache.qpid.broker.x"]
+
+            def data(body: bytes, key: str, reply_to: str | None = None) -> bytes:
+                return message10(None, subject=key, headers={}, data=body, content_type=QMF,
+                                 reply_to=reply_to)
+            console0 = _counted_at_console(broker)
+            bad0 = _counted_at_agent(agent)
+            started = time.monotonic()
+            refused = 0
+
+            def send_all() -> None:
+                for _, body in garbage:
+                    raw.send("amq.direct", data(body, reply))
+                for i, (_, body) in enumerate(garbage[:60]):
+                    raw.send("qpid.management", data(body, topic_keys[i % len(topic_keys)]))
+                for _, body in to_agent:
+                    raw.send("qpid.management", data(
+                        body, f"agent.{agent.broker_bank}.{agent.agent_bank}",
+                        "amq.direct/nobody"))
+                raw.settle()
+                # qpidd's own agent decodes v1 requests as the exchange routes them and
+                # closes the sending link on one it cannot: a fresh connection each time
+                nonlocal refused
+                for _, body in to_qpidd:
+                    other = RawQpidd("127.0.0.1", qpidd.port)
+                    try:
+                        other.send("qpid.management", data(body, "broker", "amq.direct/nobody"))
+                        other.settle()
+                        other.client.wait_for(lambda: False, "qpidd's answer", timeout=0.05)
+                    except ConnectionError:
+                        refused += 1
+                    except TimeoutError:
+                        pass
+                    finally:
+                        with contextlib.suppress(OSError, ConnectionError):
+                            other.close()
+            with counted_logs() as logs:
+                await asyncio.wait_for(asyncio.to_thread(send_all), 60.0)
+                expected = len(garbage) + 60
+
+                def counts() -> tuple[int, int]:
+                    return (_counted_at_console(broker) - console0,
+                            _counted_at_agent(agent) - bad0)
+                try:
+                    await wait_until(lambda: counts() == (expected, len(passed)), 30.0)
+                except AssertionError:
+                    raise AssertionError(f"(counted at the console, at the agent) = "
+                                         f"{counts()}, not ({expected}, {len(passed)})"
+                                         ) from None
+                took = time.monotonic() - started
+            (holder,) = await session.get_objects(_class="holder", _agent=found, _timeout=5.0)
+            token = uuid.uuid4().hex
+            assert (await holder.echo(2, token, _timeout=5.0)).body == token
+            queues = await session.get_objects(_class="queue", _package="org.apache.qpid.broker",
+                                               _timeout=5.0)
+            assert queues
+            assert len(broker._core) == 0 and len(broker._waits) == 0
+    finally:
+        await asyncio.to_thread(raw.close)
+        await agent.stop()
+    _report(f"qpidd, QMF v1: {expected} bodies to the console counted; of {len(to_agent)} "
+            f"to the agent, qpidd passed on {len(passed)} (all counted), in {took:.2f} s, "
+            f"{logs.count} log records; qpidd's own agent closed the sender's link on "
+            f"{refused} of {len(to_qpidd)}")
