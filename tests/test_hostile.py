@@ -44,6 +44,7 @@ from qmf_async import (
     QmfError,
     QmfObject,
     QmfTimeout,
+    QueryTimeout,
     RemoteAgent,
     Session,
     UnknownClassError,
@@ -1618,3 +1619,79 @@ async def test_malformed_v1_bodies_at_a_live_console_and_agent_on_qpidd(
             f"to the agent, qpidd passed on {len(passed)} (all counted), in {took:.2f} s, "
             f"{logs.count} log records; qpidd's own agent closed the sender's link on "
             f"{refused} of {len(to_qpidd)}")
+
+
+async def _stream_answer(fake: FakeAgent, reply_to: str, seq: int, count: int,
+                         per_body: int = 100, stop: asyncio.Event | None = None) -> int:
+    """``count`` records of the query ``seq`` (``per_body`` to a body), or until
+    ``stop`` is set; returns how many were sent."""
+    sent = 0
+    while sent < count and not (stop is not None and stop.is_set()):
+        n = min(per_body, count - sent)
+        await fake.reply(reply_to, *[fake.thing(seq, sent + i) for i in range(n)])
+        sent += n
+        if sent % 5000 == 0:
+            await asyncio.sleep(0)
+    return sent
+
+
+async def test_a_very_large_answer_and_an_answer_that_never_ends(
+        bus: str, loop_errors: list[dict[str, Any]]) -> None:
+    """A query answered with 20,000 objects (in bodies of 100) completes with each
+    once; a query whose answer never ends (records without a ``z``) fails at its
+    timeout with ``QueryTimeout`` carrying what arrived, and the records that keep
+    coming after it are dropped: memory back to where it was (the object view held at
+    ``max_objects``), nothing pending."""
+    count = 20_000
+    # the session's object view keeps the latest values of at most max_objects objects
+    async with lying_bus(bus, max_objects=count) as lie:
+        agent = lie.remote()
+        fake = lie.fake
+        # the schema first, so that the records decode as they come
+        getting = asyncio.ensure_future(lie.session.get_schema(THING.class_key, _timeout=5.0))
+        request, to = await fake.next("S")
+        await fake.reply(to, SchemaResponse(request.seq, THING))
+        await asyncio.wait_for(getting, 10.0)
+        started = time.monotonic()
+        query = asyncio.ensure_future(lie.session.get_objects(
+            _class="thing", _package=FAKE_PACKAGE, _agent=agent, _timeout=30.0))
+        g, to = await fake.next("G")
+        await _stream_answer(fake, to, g.seq, count)
+        await fake.reply(to, CommandComplete(g.seq))
+        things = await asyncio.wait_for(query, 60.0)
+        large_s = time.monotonic() - started
+        assert len(things) == count
+        assert len({t.get_object_id() for t in things}) == count
+        del things
+        gc.collect()
+        tracemalloc.start()
+        try:
+            base, _ = tracemalloc.get_traced_memory()
+            stop = asyncio.Event()
+            query = asyncio.ensure_future(lie.session.get_objects(
+                _class="thing", _package=FAKE_PACKAGE, _agent=agent, _timeout=2.0))
+            g, to = await fake.next("G")
+            streaming = asyncio.ensure_future(_stream_answer(fake, to, g.seq, 10**9, stop=stop))
+            with pytest.raises(QueryTimeout) as info:
+                await asyncio.wait_for(query, 30.0)
+            arrived = len(info.value.partial)
+            # the agent keeps answering for a while after the caller gave up
+            await asyncio.sleep(0)
+            after_timeout = time.monotonic()
+            while time.monotonic() - after_timeout < 1.0:
+                await asyncio.sleep(0.05)
+            stop.set()
+            sent = await asyncio.wait_for(streaming, 10.0)
+            del info, query  # the failed query's exception holds what arrived
+            gc.collect()
+            left, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert arrived > 0 and sent > arrived
+        assert len(lie.broker._core) == 0 and len(lie.broker._waits) == 0
+        assert left - base < 2 << 20, (left - base, peak - base)
+    figures = {"large_answer_objects": count, "large_answer_s": round(large_s, 2),
+               "endless_sent": sent, "endless_arrived_before_timeout": arrived,
+               "memory_left_kib": round((left - base) / 1024),
+               "peak_kib": round((peak - base) / 1024)}
+    _report(f"very large answers: {figures}")
