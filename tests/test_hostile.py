@@ -1318,9 +1318,25 @@ class RawQpidd:
     blocking socket, driven from a thread): sends any encoded message to any address."""
 
     def __init__(self, host: str, port: int) -> None:
+        from proton import Described, symbol
+
         from .qmf2_raw import RawV2Client
         self.client = RawV2Client(host, port, timeout=10.0)
         self._links: dict[str, Any] = {}
+        # answers to ``reply_to`` come to amq.direct under this key (the project's agent
+        # answers a reply address without a "/" there, as over AMQP 0-9-1)
+        self.key = f"hostile-{uuid.uuid4().hex[:8]}"
+        self.reply_to = f"amq.direct/{self.key}"
+        self.answers: list[bytes] = []
+        rcv = self.client.session.receiver("direct")
+        rcv.source.address = "amq.direct"
+        rcv.source.filter.put_dict({symbol("qmf-binding"): Described(
+            symbol("apache.org:legacy-amqp-direct-binding:string"), self.key)})
+        rcv.target.address = "direct"
+        self.client._sinks["direct"] = self.answers
+        rcv.open()
+        rcv.flow(1000)
+        self.client.wait_for(lambda: rcv.remote_source.address is not None, "amq.direct link")
 
     def send(self, address: str, encoded: bytes) -> None:
         client = self.client
@@ -1410,29 +1426,47 @@ async def _qpidd_hostile(qpidd: Any, big: bool) -> dict[str, Any]:
                                headers={**h, "qmf.opcode": "_agent_heartbeat_indication"})
                      for _, v, h in v2_values(name)[:5]]
             to_agent = [message10(_encode10(value), subject=name, headers=headers,
-                                  reply_to=raw.client.reply_to, correlation_id=f"bad-{i}")
+                                  reply_to=raw.reply_to, correlation_id=f"bad-{i}")
                         for i, (_, value, _, headers) in enumerate(v2_request_garbage(name))]
-            to_agent += [message10(hostile, subject=name, reply_to=raw.client.reply_to,
+            to_agent += [message10(hostile, subject=name, reply_to=raw.reply_to,
                                    correlation_id="big", headers={
                                        "x-amqp-0-10.app-id": "qmf2", "method": "request",
                                        "qmf.opcode": "_query_request"})
                          for _, hostile in wellformed10(big)]
             # qpidd's own agent gets the same requests, under its alias
             to_qpidd = [message10(_encode10(value), subject="broker", headers=headers,
-                                  reply_to=raw.client.reply_to, correlation_id=f"q-{i}")
+                                  reply_to="amq.direct/nobody", correlation_id=f"q-{i}")
                         for i, (_, value, _, headers) in enumerate(v2_request_garbage(name))]
             console0 = _counted_at_console(broker)
             bad0 = _counted_at_agent(agent)
             started = time.monotonic()
+
+            qpidd_closed = 0
 
             def send_all() -> None:
                 for m in to_console:
                     raw.send("amq.direct", m)
                 for m in topic:
                     raw.send("qmf.default.topic", m)
-                for m in to_agent + to_qpidd:
+                for m in to_agent:
                     raw.send("qmf.default.direct", m)
                 raw.settle()
+                # qpidd's own agent closes the connection of a request it cannot read
+                # ("Out of Bounds"): a connection each
+                nonlocal qpidd_closed
+                for m in to_qpidd:
+                    other = RawQpidd("127.0.0.1", qpidd.port)
+                    try:
+                        other.send("qmf.default.direct", m)
+                        other.settle()
+                        other.client.wait_for(lambda: False, "qpidd's answer", timeout=0.2)
+                    except ConnectionError:
+                        qpidd_closed += 1
+                    except TimeoutError:
+                        pass
+                    finally:
+                        with contextlib.suppress(OSError, ConnectionError):
+                            other.close()
             with counted_logs() as logs:
                 await asyncio.wait_for(asyncio.to_thread(send_all), 60.0)
                 expected = len(to_console) + len(topic)
@@ -1449,6 +1483,21 @@ async def _qpidd_hostile(qpidd: Any, big: bool) -> dict[str, Any]:
                 took = time.monotonic() - started
                 with pytest.raises(QmfTimeout):
                     await asyncio.wait_for(call, 10.0)
+            # each malformed request to our agent that had a reply address: an _exception
+            from qmf_async.wire import decode_amqp10_message
+
+            def exceptions() -> set[str]:
+                out = set()
+                for data in raw.answers:
+                    msg = decode_amqp10_message(data)
+                    props = msg.application_properties or {}
+                    if props.get("qmf.opcode") == "_exception" and str(
+                            msg.correlation_id).startswith("bad-"):
+                        out.add(str(msg.correlation_id))
+                return out
+            want = {f"bad-{i}" for i in range(len(v2_request_garbage(name)))}
+            await asyncio.to_thread(raw.client.wait_for, lambda: exceptions() >= want,
+                                    "an _exception for each malformed request", 10.0)
             gate.open.set()
             # the agent and qpidd answer good requests right after
             token = uuid.uuid4().hex
@@ -1459,7 +1508,8 @@ async def _qpidd_hostile(qpidd: Any, big: bool) -> dict[str, Any]:
             # one answer under no pending request: the held call's own, after it timed out
             assert v2.core.dropped == 1
             figures = {"to_console": expected, "to_agent": len(to_agent),
-                       "to_qpidd": len(to_qpidd), "seconds": took, "log_records": logs.count,
+                       "to_qpidd": len(to_qpidd), "qpidd_closed": qpidd_closed,
+                       "seconds": took, "log_records": logs.count,
                        "at_console": _counted_at_console(broker) - console0}
     finally:
         await asyncio.to_thread(raw.close)
