@@ -423,7 +423,7 @@ async def test_well_framed_answers_with_bad_arguments_to_a_pending_call(
         calls = []
         for i in range(len(bodies)):
             gate.entered = 0
-            calls.append(await _held_call(live, gate, i, 2.0))
+            calls.append(await _held_call(live, gate, i, 1.0))
         malformed0 = live.session.malformed
         for (_, seq), body in zip(calls, bodies, strict=True):
             await live.raw.publish(_header("m", seq) + body, "amq.direct",
@@ -634,7 +634,7 @@ async def test_malformed_v2_requests_at_a_live_agent(
 
 # ------------------------------------------------------------------ floods: memory
 
-FLOOD = 1_000  # bodies per round in the default run; 20,000 in the slow one
+FLOOD = 750  # bodies per round in the default run; 20,000 in the slow one
 
 
 def _rss_kib() -> int:
@@ -1065,9 +1065,9 @@ async def test_a_reply_sent_to_another_console(
                 _class="thing", _package=FAKE_PACKAGE, _agent=agent, _timeout=5.0))
             await _answer_query(fake, [fake.thing(0, 1)])
             (things[name],) = await asyncio.wait_for(query, 10.0)
-        call_a = asyncio.ensure_future(things["a"].ping(1, _timeout=2.0))
+        call_a = asyncio.ensure_future(things["a"].ping(1, _timeout=1.0))
         req_a, to_a = await fake.next("M")
-        call_b = asyncio.ensure_future(things["b"].ping(2, _timeout=2.0))
+        call_b = asyncio.ensure_future(things["b"].ping(2, _timeout=1.0))
         req_b, to_b = await fake.next("M")
         assert to_a != to_b and req_a.seq != req_b.seq
         both = {req_a.seq: (THING, THING.method("ping")),
@@ -1178,7 +1178,7 @@ async def test_objects_carrying_another_agents_banks(
             assert t.get_object_id().agent_key() == (3, 99)
             assert t.get_agent() == agent
         with pytest.raises(QmfTimeout):
-            await asyncio.wait_for(things[0].ping(1, _timeout=1.0), 5.0)
+            await asyncio.wait_for(things[0].ping(1, _timeout=0.5), 5.0)
         received = []
         while not lie.fake.requests.empty():
             received.append(lie.fake.requests.get_nowait()[0].OPCODE)
@@ -1690,12 +1690,12 @@ async def _stream_answer(fake: FakeAgent, reply_to: str, seq: int, count: int,
 
 async def test_a_very_large_answer_and_an_answer_that_never_ends(
         bus: str, loop_errors: list[dict[str, Any]]) -> None:
-    """A query answered with 20,000 objects (in bodies of 100) completes with each
+    """A query answered with 10,000 objects (in bodies of 100) completes with each
     once; a query whose answer never ends (records without a ``z``) fails at its
     timeout with ``QueryTimeout`` carrying what arrived, and the records that keep
     coming after it are dropped: memory back to where it was (the object view held at
     ``max_objects``), nothing pending."""
-    count = 20_000
+    count = 10_000
     # the session's object view keeps the latest values of at most max_objects objects
     async with lying_bus(bus, max_objects=count) as lie:
         agent = lie.remote()
@@ -1722,7 +1722,7 @@ async def test_a_very_large_answer_and_an_answer_that_never_ends(
             base, _ = tracemalloc.get_traced_memory()
             stop = asyncio.Event()
             query = asyncio.ensure_future(lie.session.get_objects(
-                _class="thing", _package=FAKE_PACKAGE, _agent=agent, _timeout=2.0))
+                _class="thing", _package=FAKE_PACKAGE, _agent=agent, _timeout=1.0))
             g, to = await fake.next("G")
             progress = [0]
             streaming = asyncio.ensure_future(_stream_answer(fake, to, g.seq, 10**9, stop=stop,
@@ -1730,9 +1730,9 @@ async def test_a_very_large_answer_and_an_answer_that_never_ends(
             with pytest.raises(QueryTimeout) as info:
                 await asyncio.wait_for(query, 30.0)
             arrived = len(info.value.partial)
-            # the agent goes on answering after the caller gave up: 5,000 records more
-            more = progress[0] + 5000
-            await wait_until(lambda: progress[0] >= more, 20.0, message="5,000 more records")
+            # the agent goes on answering after the caller gave up: 2,000 records more
+            more = progress[0] + 2000
+            await wait_until(lambda: progress[0] >= more, 20.0, message="2,000 more records")
             await lie.fake.reply(to, CommandComplete(g.seq))  # and ends, late
             stop.set()
             sent = await asyncio.wait_for(streaming, 10.0)
