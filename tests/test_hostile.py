@@ -6,9 +6,9 @@ RabbitMQ (AMQP 0-9-1): the management-broker role and the demo agent
 a raw aiormq publisher that writes whatever bytes it likes to the console's reply
 queue, to the topic bindings and to the agents' request keys.  The lying agents are
 fakes of the tests on the project's own transport, speaking raw v1 bodies.
-qpidd (AMQP 1.0, QMF v2): a raw proton client (``tests/qmf2_raw.py``) sends the same
-kinds of garbage to a v2 session's reply address, to ``qmf.default.topic`` and to the
-agents (qpidd's own and the project's) on ``qmf.default.direct``.
+qpidd (AMQP 1.0): a raw proton client (``tests/qmf2_raw.py``) sends the same kinds of
+garbage to a session's reply address and topic bindings and to the agents (qpidd's own
+and the project's), as QMF v2 values and as QMF v1 bodies in data sections.
 
 The design (DESIGN 4.9, console/_session.py, protocol/): a body that does not decode
 is dropped, counted (``Session.malformed``, ``Agent.stats["bad_requests"]``) and
