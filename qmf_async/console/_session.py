@@ -31,6 +31,7 @@ from ..errors import (
     MethodError,
     NotConnectedError,
     PartialResultError,
+    ProtocolError,
     QmfError,
     QmfTimeout,
     QueryTimeout,
@@ -517,13 +518,15 @@ class Broker:
                 if not self.has_management:
                     raise
             else:
-                if isinstance(reply, SchemaResponse):
+                if isinstance(reply, SchemaResponse) and _schema_of(reply, key, agent.name):
                     return reply.schema
         if not self.has_management:
             return None
         reply = await self._request(None, lambda seq: SchemaRequest(seq, key), "broker",
                                     query=False, expect="s", timeout=timeout)
-        return reply.schema if isinstance(reply, SchemaResponse) else None
+        if isinstance(reply, SchemaResponse) and _schema_of(reply, key, "broker"):
+            return reply.schema
+        return None
 
     # ------------------------------------------------------------------ agents
 
@@ -762,8 +765,11 @@ class Broker:
                     error = exc
                     continue
                 if isinstance(reply, SchemaResponse):
-                    self.session._schema_seen(reply.schema)
-                    return
+                    if _schema_of(reply, key, routing):
+                        self.session._schema_seen(reply.schema)
+                        return
+                    error = ProtocolError(f"{routing} answered the schema request for {key} "
+                                          f"with the schema of {reply.schema.class_key}")
             self._handle(self._core.drop_held(f"schema {key} could not be fetched: {error}",
                                               key))
         finally:
@@ -773,6 +779,16 @@ class Broker:
         """The schema of ``key`` arrived: route the bodies held for it."""
         if key in self._core.held:
             self._handle(self._core.schema_known(key, time.monotonic()))
+
+
+def _schema_of(reply: SchemaResponse, key: ClassKey, who: str) -> bool:
+    """Whether a schema answer is for the class asked for; a schema of another class
+    or hash (an agent that lies, or is confused) is logged and not used."""
+    if reply.schema.class_key == key:
+        return True
+    log.warning("%s answered the schema request for %s with the schema of %s: not used",
+                who, key, reply.schema.class_key)
+    return False
 
 
 #: qpidd's v2 agent names start with this
@@ -1623,8 +1639,12 @@ class Session:
                     errors.append(exc)
                     continue
                 if isinstance(reply, SchemaResponse):
-                    self._schema_seen(reply.schema)
-                    return reply.schema
+                    if _schema_of(reply, key, routing):
+                        self._schema_seen(reply.schema)
+                        return reply.schema
+                    errors.append(ProtocolError(
+                        f"{routing} answered the schema request for {key} with the schema "
+                        f"of {reply.schema.class_key}"))
         raise UnknownClassError(f"no schema for {key}") from (errors[0] if errors else None)
 
     # ------------------------------------------------------------------ objects
