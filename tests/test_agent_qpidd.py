@@ -289,3 +289,52 @@ async def test_the_agent_attaches_again_after_qpidd_restarts(
             out = await tool.poll(f"schema {PKG}:counter", r"^\s+Method: add", 10.0)
             assert "Object Class" in out
         assert agent.attached and agent.agent_bank == bank
+
+
+@pytest.mark.qpidd
+async def test_a_v2_request_with_a_dynamic_reply_queue_is_answered_there(
+        qpidd_stock: Qpidd) -> None:
+    """An AMQP 1.0 client's reply address is often its dynamic queue (a node address
+    with no ``/``): the agent answers that node, not a key of ``amq.direct``."""
+    from qmf_async.wire import (
+        V2QueryRequest,
+        V2QueryResponse,
+        V2SchemaId,
+        decode_amqp10_message,
+        decode_v2,
+        encode_amqp10_message,
+        encode_v2,
+    )
+
+    from .qmf2_raw import RawV2Client
+
+    agent = Agent(qpidd_stock.url, label=f"dyn-{uuid.uuid4().hex[:8]}",
+                  schemas=[COUNTER, RESET], interval=1.0, attach=False, broker_bank=7,
+                  qmf_versions=(2,))
+    agent.create_object("counter", name="ticks", count=3)
+    await agent.start()
+    try:
+        def ask() -> tuple[str, list[object]]:
+            client = RawV2Client("127.0.0.1", qpidd_stock.port)
+            try:
+                props, body, cid = encode_v2(V2QueryRequest(
+                    "OBJECT", schema_id=V2SchemaId(PKG, "counter"), correlation_id="q1"))
+                client.send_encoded(encode_amqp10_message(
+                    body, subject=agent.v2_name, reply_to=client.reply_to,
+                    correlation_id=cid, application_properties=props, body_kind="value"))
+                client.wait_for(lambda: bool(client.replies), "the agent's answer")
+                answers = []
+                for raw in client.replies:
+                    m = decode_amqp10_message(raw)
+                    answers.append(decode_v2(m.application_properties, m.body,
+                                             correlation_id=m.correlation_id))
+                return client.reply_to, answers
+            finally:
+                client.close()
+        reply_to, answers = await asyncio.to_thread(ask)
+    finally:
+        await agent.stop()
+    assert "/" not in reply_to  # qpidd named a dynamic queue
+    (answer,) = answers
+    assert isinstance(answer, V2QueryResponse) and answer.correlation_id == "q1"
+    assert [d.values["name"] for d in answer.items] == ["ticks"]

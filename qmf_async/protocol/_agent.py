@@ -95,7 +95,9 @@ T = TypeVar("T")
 
 
 def reply_target(reply_to: str) -> tuple[str, str]:
-    """(exchange, routing key) of a 0-9-1 reply key: ``K`` or ``EXCHANGE/K``."""
+    """(exchange, routing key) of a reply address: ``K`` (a key of ``amq.direct``, as
+    over AMQP 0-9-1) or ``EXCHANGE/K``; ``NODE/`` (an AMQP 1.0 node address, see the
+    AMQP 1.0 transport) is ``(NODE, "")``."""
     if "/" in reply_to:
         exchange, _, key = reply_to.partition("/")
         return exchange, key

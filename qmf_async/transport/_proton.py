@@ -15,8 +15,10 @@ How the QMF terms of :class:`~qmf_async.transport.TransportProtocol` map onto AM
   bindings of one endpoint that both match a message deliver it twice.
 - ``publish(exchange=X, routing_key=K)`` sends on a link to target ``X`` with subject
   ``K``; a reply key ``R`` becomes ``reply_to = "amq.direct/R"`` (a value with a ``/``
-  is sent as it is).  Received ``reply_to`` values are handed on as they are
-  (``"amq.direct/R"``; the agent side splits them at the first ``/``).
+  is sent as it is).  A received ``reply_to`` with a ``/`` is handed on as it is
+  (``"amq.direct/R"``; the agent side splits it at the first ``/`` into exchange and
+  subject); one without is an AMQP 1.0 node address (a queue, often a client's dynamic
+  reply queue) and is handed on as ``"NODE/"``: answers go to that node itself.
 - backpressure is link credit: each receiving link gets ``prefetch`` credit, topped up
   as the dispatcher takes deliveries; sends wait for credit.
 - ``max_length`` and dead-lettering of endpoints have no AMQP 1.0 equivalent on qpidd:
@@ -91,6 +93,15 @@ DIRECT_EXCHANGES: Final = frozenset({DIRECT_EXCHANGE, "qmf.default.direct"})
 _READ_SIZE: Final = 256 * 1024
 _WRITE_HIGH_WATER: Final = 1 << 20
 _UNLIMITED_CREDIT: Final = 10_000
+
+
+def _reply_address(reply_to: str | None) -> str | None:
+    """A received ``reply_to`` as the agent side reads it: ``EXCHANGE/SUBJECT`` as it
+    is, a bare node address ``N`` as ``N/`` (the node, no subject), not as a key of
+    ``amq.direct`` (the AMQP 0-9-1 reading)."""
+    if reply_to is None or "/" in reply_to or not reply_to:
+        return reply_to
+    return reply_to + "/"
 
 
 class _Receiver:
@@ -607,7 +618,7 @@ class ProtonTransport:
         user = msg.user_id
         delivery = Delivery(
             body=body, exchange=receiver.exchange, routing_key=msg.subject or "",
-            reply_to=msg.reply_to, content_type=msg.content_type,
+            reply_to=_reply_address(msg.reply_to), content_type=msg.content_type,
             headers=msg.application_properties,
             user_id=user.decode("utf-8", "replace") if user is not None else None,
             endpoint=receiver.endpoint, value=value, correlation_id=msg.correlation_id)
