@@ -38,6 +38,7 @@ from typing import Any
 import attrs
 
 from .. import wire as codec
+from .._logging import warn_limited
 from ..errors import (
     ArgumentError,
     ConnectionLostError,
@@ -835,14 +836,17 @@ class Agent:
                 self._put(core.answer_schema(event.seq, event.reply_to, event.class_key))
         elif isinstance(event, BodyMalformed):
             self.stats["bad_requests"] += 1
-            log.warning("agent %s: malformed message on %s dropped: %s", self.label,
-                        event.routing_key, event.error)
+            warn_limited(log, self.stats["bad_requests"], "agent %s: malformed message on "
+                         "%s dropped: %s", self.label, event.routing_key, event.error)
         elif isinstance(event, RequestDropped):
             self.stats["bad_requests"] += 1
+            n = self.stats["bad_requests"]
             if event.why == "unexpected message":
-                log.warning("agent %s: unexpected %r message ignored", self.label, event.opcode)
+                warn_limited(log, n, "agent %s: unexpected %r message ignored", self.label,
+                             event.opcode)
             else:
-                log.warning("agent %s: %r %s dropped", self.label, event.opcode, event.why)
+                warn_limited(log, n, "agent %s: %r %s dropped", self.label, event.opcode,
+                             event.why)
 
     # ------------------------------------------------------------------ QMF v2
 
@@ -886,7 +890,8 @@ class Agent:
                 self._send_v2(answer)
         elif isinstance(event, V2RequestRejected):
             self.stats["bad_requests"] += 1
-            log.warning("agent %s: bad QMF v2 %s: %s", self.label, event.opcode, event.error)
+            warn_limited(log, self.stats["bad_requests"], "agent %s: bad QMF v2 %s: %s",
+                         self.label, event.opcode, event.error)
             if event.answer is not None:
                 self._send_v2(event.answer)
         elif isinstance(event, V2RequestDropped):

@@ -21,6 +21,7 @@ from urllib.parse import quote
 import attrs
 
 from .. import wire as codec
+from .._logging import warn_limited
 from ..errors import DecodeError, EncodeError, QmfError, UsageError
 from ..runtime import Correlator, PeerRuntime
 from ..transport import (
@@ -466,8 +467,8 @@ class ManagementBroker:
             return codec.decode(d.body, self.registry)
         except DecodeError as exc:
             self.stats["bad_requests"] += 1
-            log.warning("management broker: malformed body on %s/%s dropped: %s",
-                        d.exchange, d.routing_key, exc)
+            warn_limited(log, self.stats["bad_requests"], "management broker: malformed "
+                         "body on %s/%s dropped: %s", d.exchange, d.routing_key, exc)
             return None
 
     def _on_reply(self, d: Delivery) -> None:

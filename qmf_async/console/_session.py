@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from typing import Any, cast
 
 from .. import wire as codec
+from .._logging import warn_limited
 from ..errors import (
     AgentGoneError,
     CommandError,
@@ -730,8 +731,8 @@ class Broker:
 
     def _on_malformed(self, ev: BodyMalformed) -> None:
         self.session.malformed += 1
-        log.warning("malformed QMF body from %s (%s) dropped: %s", self.where,
-                    ev.routing_key, ev.error)
+        warn_limited(log, self.session.malformed, "malformed QMF body from %s (%s) "
+                     "dropped: %s", self.where, ev.routing_key, ev.error)
 
     def _on_held_dropped(self, ev: HeldDropped) -> None:
         self.session.held_dropped += ev.count

@@ -30,6 +30,7 @@ from typing import Any, Final, Protocol
 
 import attrs
 
+from .._logging import warn_limited
 from ..errors import (
     AgentGoneError,
     DecodeError,
@@ -678,8 +679,8 @@ class V2Link:
                 self._hold((ev.agent, True), [ev.event])
         elif kind is MessageMalformed:
             session.malformed += 1
-            log.warning("malformed QMF v2 message from %s (%s) dropped: %s", self.host.where,
-                        ev.subject, ev.error)
+            warn_limited(log, session.malformed, "malformed QMF v2 message from %s (%s) "
+                         "dropped: %s", self.host.where, ev.subject, ev.error)
         elif kind is MessageUnhandled:
             log.debug("QMF v2 message not acted on from %s: %r", self.host.where, ev.message)
 

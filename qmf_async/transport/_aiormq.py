@@ -693,7 +693,7 @@ class AiormqTransport:
                     value = decode_v2_body(content_type, body)
                     body = b""
                 except DecodeError as exc:  # handed on undecoded: the core reports it
-                    log.warning("malformed %s body from %s: %s", content_type, endpoint, exc)
+                    log.debug("malformed %s body from %s: %s", content_type, endpoint, exc)
             _set_body(delivery, body)
             _set_exchange(delivery, deliver.exchange)
             _set_routing_key(delivery, deliver.routing_key)

@@ -51,6 +51,7 @@ from proton import (
 from proton import Delivery as PnDelivery
 from proton import Transport as PnTransport
 
+from .._logging import warn_limited
 from ..errors import (
     AuthenticationError,
     ConnectionLostError,
@@ -596,7 +597,8 @@ class ProtonTransport:
             msg = decode_amqp10_message(data or b"")
         except DecodeError as exc:
             self.malformed += 1
-            _log.warning("dropped a malformed AMQP 1.0 message from %s: %s", self.where, exc)
+            warn_limited(_log, self.malformed, "dropped a malformed AMQP 1.0 message from "
+                         "%s: %s", self.where, exc)
             dlv.update(PnDelivery.REJECTED)
             dlv.settle()
             self._top_up(link)
