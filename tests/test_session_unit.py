@@ -436,6 +436,26 @@ async def test_silent_agent_gives_query_timeout_with_partial(make_session: Any) 
     assert len(broker._core) == 0
 
 
+async def test_an_answer_past_max_query_items_fails_the_query_at_once(
+        make_session: Any) -> None:
+    bus = FakeBus()
+    queue_agent(bus, 5, count=5)
+    queue_agent(bus, 6, count=3, silent=True)
+    session, broker = await with_heartbeats(make_session, bus, max_query_items=3)
+    start = time.monotonic()
+    with pytest.raises(PartialResultError) as info:
+        await session.get_objects(_class="queue", _timeout=5.0)
+    assert time.monotonic() - start < 1.0  # not the silent agent's 5 s
+    exc = info.value
+    assert not isinstance(exc, QmfTimeout)
+    assert names(exc.partial) == ["a5-q0", "a5-q1", "a5-q2"]
+    assert {type(e).__name__ for e in exc.errors} == {"ProtocolError"}
+    assert "max_query_items=3" in str(exc.errors[0])
+    assert len(broker._core) == 0
+    with pytest.raises(UsageError, match="max_query_items must be positive"):
+        Session(max_query_items=0)
+
+
 async def test_lost_reply_times_out_and_later_query_works(make_session: Any) -> None:
     bus = FakeBus()
     agent = queue_agent(bus, 5, count=2)

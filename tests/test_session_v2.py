@@ -170,7 +170,8 @@ class _Host:
         self._agents: dict[tuple[int, int], Any] = {}
         self.session = type("S", (), {"schemas": SchemaRegistry([SCHEMA]),
                                       "agent_interval": 10.0, "min_agent_interval": 0.1,
-                                      "missed_heartbeats": 3, "timeout": 10.0})()
+                                      "missed_heartbeats": 3, "timeout": 10.0,
+                                      "max_query_items": 1_000_000})()
 
 
 def _data(values: dict[str, Any], **kw: Any) -> V2Data:

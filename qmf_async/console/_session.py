@@ -849,6 +849,8 @@ class Session:
     and the updates then go out with what is known.  The view holds at most
     ``max_objects`` objects (least recently updated evicted first, counted in
     ``objects_evicted``); deleted objects and those of departed agents leave it.
+    One query gathers at most ``max_query_items`` objects: an answer that grows past
+    it fails the query at once with a ``PartialResultError`` carrying what arrived.
 
     ``protocol`` picks the AMQP version: ``"auto"`` (default) speaks 0-9-1 and switches
     to 1.0 when the broker answers with another version's header (qpidd), ``"0-9-1"``
@@ -882,6 +884,7 @@ class Session:
         max_held: int = 10_000,
         completion_timeout: float = 5.0,
         max_objects: int = 1_000_000,
+        max_query_items: int = 1_000_000,
         reconnect_min_delay: float = 0.5,
         reconnect_max_delay: float = 30.0,
         close_timeout: float = 5.0,
@@ -897,7 +900,8 @@ class Session:
         for name, value in (("timeout", timeout), ("broker_timeout", broker_timeout),
                             ("schema_timeout", schema_timeout), ("agent_interval", agent_interval),
                             ("completion_timeout", completion_timeout),
-                            ("max_objects", max_objects)):
+                            ("max_objects", max_objects),
+                            ("max_query_items", max_query_items)):
             if value <= 0:
                 raise UsageError(f"{name} must be positive")
         self._console = console
@@ -917,6 +921,9 @@ class Session:
         self.max_held = max_held
         self.completion_timeout = completion_timeout
         self.max_objects = max_objects
+        #: objects one query gathers at most: past it the query fails at once with a
+        #: PartialResultError (a ProtocolError in ``errors``) and the rest is dropped
+        self.max_query_items = max_query_items
         self.reconnect_min_delay = reconnect_min_delay
         self.reconnect_max_delay = reconnect_max_delay
         self.close_timeout = close_timeout
@@ -1784,13 +1791,15 @@ class Session:
         delivered: list[QmfObject] = []
         seen = [False]  # a record of the asked class arrived (before the filters)
         from_raw = QmfObject._from_raw
+        limit = self.max_query_items
+        over: list[ProtocolError] = []  # the answer grew past ``limit``
 
         def on_item(broker: Broker, agent: RemoteAgent
                     ) -> Callable[[Message | RawObjectRecord], None]:
             filtered = bool(property_equals) or selector is not None
 
             def take(msg: Message | RawObjectRecord) -> None:
-                if type(msg) is not RawObjectRecord:
+                if type(msg) is not RawObjectRecord or over:
                     return
                 codec = msg.codec
                 if key is not None and codec.class_key != key:
@@ -1812,6 +1821,15 @@ class Session:
                         log.warning("object with malformed values from %s dropped by the "
                                     "filter: %s", broker.where, exc)
                         return
+                if len(delivered) >= limit:
+                    # an answer this large is dropped, not kept: fail the query now
+                    error = ProtocolError(f"the answer exceeds max_query_items={limit} "
+                                          f"(the rest of it is dropped)")
+                    over.append(error)
+                    for _b, _a, e in entries:
+                        if not e.future.done():
+                            e.future.set_exception(error)
+                    return
                 delivered.append(obj)
                 emit(obj)
             return take
@@ -1845,6 +1863,8 @@ class Session:
                         log.debug("%s left during a query; its answer is not needed", agent)
                         continue
                     errors.append(exc)  # type: ignore[arg-type]
+            if over and not errors:  # every answer had ended when the limit was passed
+                errors.append(over[0])
             if errors:
                 if not delivered and len(errors) == len(entries) and all(
                         isinstance(e, TransportError) for e in errors):

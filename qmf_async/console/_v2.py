@@ -453,7 +453,8 @@ class V2Link:
         self.core = ConsoleProtocolV2(agent_interval=session.agent_interval,
                                       min_agent_interval=session.min_agent_interval,
                                       missed=session.missed_heartbeats,
-                                      busy_grace=session.timeout)
+                                      busy_grace=session.timeout,
+                                      max_query_items=session.max_query_items)
         self._futures: dict[str, asyncio.Future[Any]] = {}
         #: streamed queries in flight, by correlation id
         self._streams: dict[str, _Answer] = {}
