@@ -49,7 +49,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run from a checkout without installing
     sys.path.insert(0, str(ROOT))
 
-from qmf_async import Broker, Console, QmfObject, RemoteAgent, Session  # noqa: E402
+from qmf_async import Broker, Console, QmfObject, QmfTimeout, RemoteAgent, Session  # noqa: E402
 from qmf_async.agent import (  # noqa: E402
     Agent,
     Arg,
@@ -81,6 +81,32 @@ def rss() -> int:
     """The resident set size of this process, in bytes (``/proc/self/statm``)."""
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * PAGE
+
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int | str = "self") -> float:
+    """User and system CPU seconds of process ``pid`` so far (``/proc/PID/stat``)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def broker_pid() -> int | None:
+    """The process id of a local RabbitMQ node (``beam.smp``) or qpidd, if one runs."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/comm") as f:
+                    if f.read().strip() in ("beam.smp", "qpidd"):
+                        return int(entry)
+            except OSError:
+                continue
+    return None
 
 
 def fd_count() -> int:
@@ -520,11 +546,15 @@ async def event_storm(url: str, *, agents: int = 4, processes: int = 2, seconds:
                 dropped0 = broker.topic_dropped
                 held0, bad0 = session.held_dropped, session.malformed
                 samples: list[tuple[float, int]] = []
+                beam = broker_pid()
+                cpu0 = (cpu_seconds(), [cpu_seconds(k.proc.pid) for k in kids],
+                        cpu_seconds(beam) if beam else 0.0)
                 with RssSampler(0.25) as mem:
                     started = time.monotonic()
                     for kid in kids:
                         kid.say("go")
                     reports = [json.loads(await kid.line(seconds + 120.0)) for kid in kids]
+                    cpu_agents = sum(cpu_seconds(k.proc.pid) - c for k, c in zip(kids, cpu0[1]))
                     sent = [a for r in reports for a in r["agents"]]
                     published = sum(a["published"] for a in sent)
 
@@ -537,6 +567,9 @@ async def event_storm(url: str, *, agents: int = 4, processes: int = 2, seconds:
                     # nothing more arrives (a count above ``published`` would show)
                     await asyncio.sleep(0.5)
                     samples = list(mem.samples)
+                    cpu_console = cpu_seconds() - cpu0[0]
+                    cpu_broker = (cpu_seconds(beam) - cpu0[2]) if beam else None
+                    wall = time.monotonic() - started
                 offer_s = max(r["seconds"] for r in reports)
         finally:
             reader.cancel()
@@ -557,7 +590,9 @@ async def event_storm(url: str, *, agents: int = 4, processes: int = 2, seconds:
             "rss_mb_first": rss_mb[0], "rss_mb_after_warmup": rss_mb[warmup],
             "rss_mb_max": max(rss_mb), "rss_mb_last": rss_mb[-1],
             "rss_growth_after_warmup_mb": round(max(rss_mb[warmup:]) - rss_mb[warmup], 1),
-            "rss_samples": len(rss_mb)}
+            "rss_samples": len(rss_mb), "wall_s": round(wall, 2),
+            "cpu_s": {"agents": round(cpu_agents, 2), "console": round(cpu_console, 2),
+                      "broker": None if cpu_broker is None else round(cpu_broker, 2)}}
 
 
 async def soak(url: str, seconds: float, *, qpidd: bool = False, every: float = 1.0
@@ -627,12 +662,17 @@ async def soak(url: str, seconds: float, *, qpidd: bool = False, every: float = 
                     ticks += 1
                     agent.raise_event("tick", source=0, n=ticks)
                 for obj in agent.objects("item")[:20]:
-                    obj.v += 1
+                    obj.inc("v")
                 done["raised"] += 50
                 await asyncio.sleep(0.1)
 
             async def read(sub: Any, what: str) -> None:
-                await sub.get(5.0)
+                try:
+                    await sub.get(5.0)
+                except QmfTimeout:
+                    if stop.is_set():  # the others stopped first
+                        return
+                    raise
                 done[what] += 1
 
             workers = [asyncio.create_task(guarded(what, step)) for what, step in (
@@ -676,7 +716,8 @@ async def soak(url: str, seconds: float, *, qpidd: bool = False, every: float = 
             "tasks_max_warmup": max(warm_tasks), "tasks_max_after_warmup":
                 max(s[2] for s in after), "tasks_min_after_warmup": min(s[2] for s in after),
             "pending_after": list(end_pending), "fds_before": fds, "fds_after": end_fds,
-            "samples": len(samples)}
+            "samples": len(samples),
+            "rss_mb": [round(s[1] / MB, 2) for s in samples], "tasks": [s[2] for s in samples]}
 
 
 # --------------------------------------------------------------------------- command line
