@@ -595,16 +595,18 @@ async def event_storm(url: str, *, agents: int = 4, processes: int = 2, seconds:
                       "broker": None if cpu_broker is None else round(cpu_broker, 2)}}
 
 
-async def soak(url: str, seconds: float, *, qpidd: bool = False, every: float = 1.0
-               ) -> dict[str, Any]:
+async def soak(url: str, seconds: float, *, qpidd: bool = False, every: float = 1.0,
+               trace: bool = False) -> dict[str, Any]:
     """A console and an agent doing calls (batches of 20 concurrent), queries (all 200
     objects), events (about 500/s, read by a subscription) and object updates
-    (published every second) for ``seconds``; RSS (after a ``gc.collect``) and the
-    asyncio task count sampled every ``every`` seconds.
+    (published every second) for ``seconds``; RSS (after a ``gc.collect``), the
+    asyncio task count and the Python heap's allocated blocks
+    (``sys.getallocatedblocks``) sampled every ``every`` seconds.
 
     Returns the figures: the work done, errors, the samples and the growth after a
     warm-up (the first fifth, at least 3 s): the median of the last three samples
-    less the median of the first three.
+    less the median of the first three.  With ``trace``, the traced memory
+    (tracemalloc) at the same points and the allocation sites that grew most.
     """
     label = _label("soak")
     versions = (2,) if qpidd else (1,)
@@ -612,7 +614,7 @@ async def soak(url: str, seconds: float, *, qpidd: bool = False, every: float = 
     await agent.start()
     done: collections.Counter[str] = collections.Counter()
     errors: collections.Counter[str] = collections.Counter()
-    samples: list[tuple[float, int, int]] = []
+    samples: list[tuple[float, int, int, int]] = []
     try:
         async with Session(timeout=30.0, agent_interval=1.0) as session:
             broker = await session.add_broker(url, timeout=10.0)
@@ -680,11 +682,20 @@ async def soak(url: str, seconds: float, *, qpidd: bool = False, every: float = 
                 ("read events", lambda: read(events, "events read")),
                 ("read updates", lambda: read(updates, "updates read")))]
             started = time.monotonic()
+            warm = max(3.0, seconds / 5)
+            snapshots: list[tracemalloc.Snapshot] = []
+            if trace:
+                tracemalloc.start(10)
             try:
                 while time.monotonic() - started < seconds:
                     await asyncio.sleep(every)
                     gc.collect()
-                    samples.append((time.monotonic() - started, rss(), task_count()))
+                    samples.append((time.monotonic() - started, rss(), task_count(),
+                                    sys.getallocatedblocks()))
+                    if trace and not snapshots and samples[-1][0] >= warm:
+                        snapshots.append(tracemalloc.take_snapshot())
+                if trace:
+                    snapshots.append(tracemalloc.take_snapshot())
             finally:
                 stop.set()
                 await asyncio.wait(workers, timeout=35.0)
@@ -702,7 +713,14 @@ async def soak(url: str, seconds: float, *, qpidd: bool = False, every: float = 
                        "topic": broker.topic_dropped}
     finally:
         await agent.stop()
-    warm = max(3.0, seconds / 5)
+    growth: list[str] = []
+    if trace:
+        tracemalloc.stop()
+        if len(snapshots) == 2:
+            diff = snapshots[1].compare_to(snapshots[0], "traceback")
+            growth = [f"{d.size_diff / 1024:+.1f} kB {d.count_diff:+d}: "
+                      + " < ".join(f"{Path(fr.filename).name}:{fr.lineno}"
+                                   for fr in list(d.traceback)[-5:]) for d in diff[:8]]
     after = [s for s in samples if s[0] >= warm]
     first = statistics.median(s[1] for s in after[:3])
     last = statistics.median(s[1] for s in after[-3:])
@@ -717,7 +735,11 @@ async def soak(url: str, seconds: float, *, qpidd: bool = False, every: float = 
                 max(s[2] for s in after), "tasks_min_after_warmup": min(s[2] for s in after),
             "pending_after": list(end_pending), "fds_before": fds, "fds_after": end_fds,
             "samples": len(samples),
-            "rss_mb": [round(s[1] / MB, 2) for s in samples], "tasks": [s[2] for s in samples]}
+            "blocks_after_warmup": statistics.median(s[3] for s in after[:3]),
+            "blocks_end": statistics.median(s[3] for s in after[-3:]),
+            "rss_mb": [round(s[1] / MB, 2) for s in samples], "tasks": [s[2] for s in samples],
+            "blocks": [s[3] for s in samples],
+            "traced_growth": growth}
 
 
 # --------------------------------------------------------------------------- command line
@@ -755,7 +777,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--objects", type=int, default=1000, help="objects per agent")
     p.add_argument("--processes", type=int, help="agent processes (default 4; storm 2)")
     p.add_argument("--seconds", type=float, help="storm or soak duration (10; 60)")
-    p.add_argument("--trace", action="store_true", help="agents: tracemalloc peak too")
+    p.add_argument("--trace", action="store_true",
+                   help="agents: the tracemalloc peak too; soak: what grew (tracemalloc)")
     ns = p.parse_args(argv)
     url = ns.qpidd or ns.url
     figures: dict[str, Any]
@@ -769,7 +792,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                           processes=ns.processes or 2,
                                           seconds=ns.seconds or 10.0))
     else:
-        figures = asyncio.run(soak(url, ns.seconds or 60.0, qpidd=bool(ns.qpidd)))
+        figures = asyncio.run(soak(url, ns.seconds or 60.0, qpidd=bool(ns.qpidd),
+                                   trace=ns.trace))
     figures["machine"] = _machine()
     print(json.dumps(figures))
     return 0

@@ -1,0 +1,180 @@
+"""Load against real brokers: many calls in flight, many agents behind one broker role,
+an event storm, a soak run; each checks what it must (nothing lost, nothing swapped,
+every event delivered or counted, nothing leaked, memory and task counts flat).
+
+The scenarios are the functions of ``benchmarks/load.py`` (which prints the same
+figures from the command line); the agents of the many-agents and storm tests run in
+child processes of that script, so the console's memory is its own.  On RabbitMQ each
+test runs on a private vhost (its queue count and its dead letters are the test's own).
+The default run has a short form of each; the full sizes are marked slow.  The soak
+runs ``QMF_SOAK_SECONDS`` seconds (default 20).
+
+The figures printed (``-s``) are the ones in docs/reliability.md, section Load.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import pytest
+
+from benchmarks.load import concurrent_calls, event_storm, many_agents, soak
+from qmf_async import Session
+
+from ._util import private_vhost, rabbitmqctl_output
+
+SOAK_SECONDS = float(os.environ.get("QMF_SOAK_SECONDS", "20"))
+
+
+def _report(figures: dict[str, Any]) -> None:
+    print(f"\n[load] {json.dumps(figures)}", file=sys.stderr)
+
+
+@pytest.fixture(scope="module")
+def bus(amqp_url: str) -> Iterator[str]:
+    """The RabbitMQ URL on a private vhost of this module."""
+    with private_vhost(amqp_url, "qmf-load") as url:
+        if url == amqp_url:
+            pytest.skip("needs rabbitmqctl and a local RabbitMQ to make a private vhost")
+        yield url
+
+
+def _vhost_queues(url: str) -> Any:
+    vhost = unquote(urlsplit(url).path[1:])
+
+    async def count(_session: Session) -> int:
+        out = await rabbitmqctl_output("list_queues", "-p", vhost, "name")
+        assert out is not None, "rabbitmqctl list_queues failed"
+        return len([line for line in out.splitlines() if line.strip()])
+    return count
+
+
+async def _qpidd_queues(session: Session) -> int:
+    return len(await session.get_objects(_class="queue", _package="org.apache.qpid.broker",
+                                         _timeout=10.0))
+
+
+def _check_calls(f: dict[str, Any]) -> None:
+    assert f["lost"] == 0, f["errors"]
+    assert f["misrouted"] == 0
+    assert not any(f["pending_after"]), f["pending_after"]
+    assert f["tasks_after"] <= f["tasks_before"]
+    assert f["fds_after"] <= f["fds_before"]
+    assert f["queues_after"] == f["queues_before"]
+
+
+# --------------------------------------------------------------------------- calls
+
+@pytest.mark.integration
+@pytest.mark.parametrize("count", [2_000, pytest.param(10_000, marks=pytest.mark.slow)])
+async def test_concurrent_calls_rabbitmq(bus: str, count: int) -> None:
+    """``count`` echo calls in flight at once (QMF v1, an agent of the test): each
+    answer is its own, none lost, nothing left behind."""
+    f = await concurrent_calls(bus, count, queues=_vhost_queues(bus))
+    _report(f)
+    _check_calls(f)
+
+
+@pytest.mark.qpidd
+@pytest.mark.parametrize("count", [2_000, pytest.param(10_000, marks=pytest.mark.slow)])
+async def test_concurrent_calls_qpidd(qpidd_stock: Any, count: int) -> None:
+    """``count`` calls of qpidd's own ``broker.echo`` in flight at once (QMF v2)."""
+    f = await concurrent_calls(qpidd_stock.url, count, qpidd=True, queues=_qpidd_queues)
+    _report(f)
+    _check_calls(f)
+
+
+# --------------------------------------------------------------------------- many agents
+
+@pytest.mark.integration
+@pytest.mark.parametrize("agents", [10, pytest.param(100, marks=pytest.mark.slow)])
+async def test_many_agents_behind_one_broker_role(bus: str, agents: int) -> None:
+    """``agents`` agents of 1,000 objects each (4 processes) attached to one
+    management-broker role: all found, one query answers every object of every agent
+    (each agent's own 0..999), every agent heartbeats again after it."""
+    f = await many_agents(bus, agents, 1000, processes=min(4, agents))
+    _report(f)
+    assert f["objects_per_agent"] == {"1000": agents}
+    assert f["objects"] == agents * 1000
+    assert f["wrong"] == []
+    assert f["agents_after"] == agents
+    # the proxies are lazy: about 0.4 kB each in the console (0.3 measured)
+    assert f["rss_mb_peak"] - f["rss_mb_before"] < 1.0 * agents + 20
+
+
+# --------------------------------------------------------------------------- event storm
+
+def _check_storm(f: dict[str, Any]) -> None:
+    # every event the agents published is read, still buffered, or counted dropped
+    assert f["accounted"] == f["published"], f
+    assert f["held_dropped"] == 0 and f["malformed"] == 0
+    assert f["disorder"] == 0  # per agent, what is read keeps the agent's order
+    assert f["agent_dropped"] == 0  # the agents waited for their send queue
+    assert f["published"] == f["raised"]
+
+
+@pytest.mark.integration
+async def test_an_event_storm_against_a_slow_console_counts_every_drop(bus: str) -> None:
+    """A short storm against a console slower than the agents (it sleeps between
+    thousands), a topic queue capped at 2,000 and a subscription of 500: events are
+    lost on both sides, and every one is counted (dead letters, ``dropped``)."""
+    f = await event_storm(bus, agents=2, processes=1, seconds=3.0, maxsize=500,
+                          topic_max_length=2_000, slow=0.1)
+    _report(f)
+    _check_storm(f)
+    assert f["topic_dropped"] > 0 and f["subscription_dropped"] > 0
+    # memory stays flat: the buffers are bounded (topic queue at the broker,
+    # prefetch and subscription here)
+    assert f["rss_growth_after_warmup_mb"] < 15
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+async def test_an_event_storm_at_full_speed(bus: str) -> None:
+    """Four agents in two processes raising events as fast as the bus takes them for
+    10 s against one console reading as fast as it can (the session's defaults)."""
+    f = await event_storm(bus, agents=4, processes=2, seconds=10.0)
+    _report(f)
+    _check_storm(f)
+    assert f["published"] > 10_000
+    assert f["rss_growth_after_warmup_mb"] < 30
+
+
+# --------------------------------------------------------------------------- soak
+
+def _check_soak(f: dict[str, Any]) -> None:
+    assert f["errors"] == {}, f["errors"]
+    done = f["done"]
+    assert min(done.get(k, 0) for k in ("calls", "queries", "raised", "events read",
+                                        "updates read")) > 0, done
+    assert not any(f["pending_after"])
+    assert f["tasks_idle_after"] == f["tasks_idle_before"]
+    assert f["fds_after"] <= f["fds_before"]
+    # in flight at any time: 5 workers, 20 calls (a task each at the console and at the
+    # agent), a query, the agent's publisher: the count stays under that bound
+    assert f["tasks_max_after_warmup"] <= f["tasks_idle_before"] + 5 + 2 * 20 + 10
+    # RSS after a gc.collect: growth after warm-up within 4 MB + 1 MB a minute
+    assert f["rss_growth_mb"] < 4 + f["seconds"] / 60
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+async def test_soak_rabbitmq(bus: str) -> None:
+    """Calls, queries, events and object updates continuously for QMF_SOAK_SECONDS."""
+    f = await soak(bus, SOAK_SECONDS)
+    _report(f)
+    _check_soak(f)
+
+
+@pytest.mark.qpidd
+@pytest.mark.slow
+async def test_soak_qpidd(qpidd_stock: Any) -> None:
+    """The same on qpidd (AMQP 1.0, QMF v2)."""
+    f = await soak(qpidd_stock.url, SOAK_SECONDS, qpidd=True)
+    _report(f)
+    _check_soak(f)
