@@ -4,6 +4,7 @@ against a real broker, with what it checked.
     python benchmarks/load.py calls  [--url URL] [--count 10000] [--qpidd URL]
     python benchmarks/load.py agents [--url URL] [--agents 100] [--objects 1000]
     python benchmarks/load.py storm  [--url URL] [--agents 4] [--seconds 10]
+    python benchmarks/load.py raw-storm [--url URL] [--processes 2] [--seconds 10]
     python benchmarks/load.py soak   [--url URL] [--seconds 60] [--qpidd URL]
 
 Every scenario prints its figures as one JSON line.  The same functions run in
@@ -20,6 +21,8 @@ run in child processes of this script (``--role``), so the console's memory is i
   against one console that reads them as fast as it can; every event published is
   either read, still buffered, or counted as dropped (the subscription's ``dropped``,
   the broker's dead-lettered overflow ``Broker.topic_dropped``).
+- ``raw-storm``: the storm's baseline: raw aiormq publishers into one queue and one
+  raw consumer, no QMF: what the bus itself carries on this machine.
 - ``soak``: a console and an agent doing calls, queries and events continuously;
   the console process's RSS and asyncio task count sampled every second.
 """
@@ -96,13 +99,13 @@ def cpu_seconds(pid: int | str = "self") -> float:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
-def broker_pid() -> int | None:
-    """The process id of a local RabbitMQ node (``beam.smp``) or qpidd, if one runs."""
+def broker_pid(name: str = "beam.smp") -> int | None:
+    """The process id of a local process named ``name`` (the RabbitMQ node), if any."""
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 with open(f"/proc/{entry}/comm") as f:
-                    if f.read().strip() in ("beam.smp", "qpidd"):
+                    if f.read().strip() == name:
                         return int(entry)
             except OSError:
                 continue
@@ -334,7 +337,8 @@ async def role_storm(url: str, prefix: str, first: int, count: int, seconds: flo
                 n += 1
                 agent.raise_event("tick", source=first + i, n=n)
             if queue.qsize() > limit:  # the bus is slower: wait for the sender
-                while queue.qsize() > limit // 2 and time.monotonic() < end:
+                # the agent's send queue signals nothing when it drains: poll it
+                while queue.qsize() > limit // 2 and time.monotonic() < end:  # noqa: ASYNC110
                     await asyncio.sleep(0.001)
             else:
                 await asyncio.sleep(0)
@@ -350,7 +354,83 @@ async def role_storm(url: str, prefix: str, first: int, count: int, seconds: flo
     await _until_terminated()
 
 
+async def role_raw_storm(url: str, queue: str, seconds: float, size: int) -> None:
+    """The storm's baseline publisher: raw aiormq, ``size``-byte bodies to ``queue``
+    (through ``amq.direct``, no publisher confirms) for ``seconds`` after ``go``; then
+    one JSON line with the count."""
+    import aiormq
+
+    conn = await aiormq.connect(url)
+    ch = await conn.channel(publisher_confirms=False)
+    print("ready", flush=True)
+    reader = asyncio.StreamReader()
+    await asyncio.get_running_loop().connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    assert (await reader.readline()).strip() == b"go"
+    body = b"x" * size
+    sent = 0
+    started = time.monotonic()
+    end = started + seconds
+    while time.monotonic() < end:
+        for _ in range(50):
+            await ch.basic_publish(body, exchange="amq.direct", routing_key=queue)
+        sent += 50
+    await conn.close()
+    print(json.dumps({"published": sent, "seconds": time.monotonic() - started}), flush=True)
+    await _until_terminated()
+
+
 # --------------------------------------------------------------------------- scenarios
+
+
+async def raw_storm(url: str, *, processes: int = 2, seconds: float = 10.0, size: int = 64
+                    ) -> dict[str, Any]:
+    """The bus's own ceiling on this machine for the storm's shape: ``processes`` raw
+    aiormq publishers (no QMF) into one queue, one raw consumer (``no_ack``) counting.
+
+    Returns the figures: published, received, their rates, CPU per process.
+    """
+    import aiormq
+
+    conn = await aiormq.connect(url)
+    try:
+        ch = await conn.channel()
+        queue = f"load-raw-{uuid.uuid4().hex[:8]}"
+        await ch.queue_declare(queue, exclusive=True, auto_delete=True)
+        await ch.queue_bind(queue, "amq.direct", routing_key=queue)
+        got = 0
+        last = time.monotonic()
+
+        async def on_message(_msg: Any) -> None:
+            nonlocal got, last
+            got += 1
+            last = time.monotonic()
+
+        await ch.basic_consume(queue, on_message, no_ack=True)
+        specs = [["rawstorm", url, queue, str(seconds), str(size)] for _ in range(processes)]
+        async with children(specs, 30.0) as kids:
+            beam = broker_pid()
+            cpu0 = (cpu_seconds(), [cpu_seconds(k.proc.pid) for k in kids],
+                    cpu_seconds(beam) if beam else 0.0)
+            started = time.monotonic()
+            for kid in kids:
+                kid.say("go")
+            reports = [json.loads(await kid.line(seconds + 60.0)) for kid in kids]
+            cpu_pub = sum(cpu_seconds(k.proc.pid) - c for k, c in zip(kids, cpu0[1], strict=True))
+            published = sum(r["published"] for r in reports)
+            with contextlib.suppress(AssertionError):
+                await wait_until(lambda: got >= published, 60.0, "every raw message",
+                                 interval=0.1)
+            cpu_con = cpu_seconds() - cpu0[0]
+            cpu_broker = (cpu_seconds(beam) - cpu0[2]) if beam else None
+    finally:
+        await conn.close()
+    return {"scenario": "raw-storm", "processes": processes, "seconds": seconds,
+            "body_bytes": size, "published": published,
+            "offered_per_s": round(published / max(r["seconds"] for r in reports)),
+            "received": got, "received_per_s": round(got / max(1e-9, last - started)),
+            "cpu_s": {"publishers": round(cpu_pub, 2), "consumer": round(cpu_con, 2),
+                      "broker": None if cpu_broker is None else round(cpu_broker, 2)}}
 
 @contextlib.asynccontextmanager
 async def _echo_target(url: str, qpidd: bool) -> AsyncIterator[tuple[Session, QmfObject]]:
@@ -448,7 +528,8 @@ async def many_agents(url: str, agents: int, objects: int, *, processes: int = 4
     counter = HeartbeatCounter()
     async with children([["role", url, str(interval)]], 60.0):
         async with Session(console=counter, timeout=300.0, agent_interval=interval,
-                           missed_heartbeats=5, rcv_objects=False, max_objects=2 * agents * objects) as session:
+                           missed_heartbeats=5, rcv_objects=False,
+                           max_objects=2 * agents * objects) as session:
             await session.add_broker(url, timeout=10.0)
             started = time.monotonic()
             async with children(specs, 300.0):
@@ -554,7 +635,8 @@ async def event_storm(url: str, *, agents: int = 4, processes: int = 2, seconds:
                     for kid in kids:
                         kid.say("go")
                     reports = [json.loads(await kid.line(seconds + 120.0)) for kid in kids]
-                    cpu_agents = sum(cpu_seconds(k.proc.pid) - c for k, c in zip(kids, cpu0[1]))
+                    cpu_agents = sum(cpu_seconds(k.proc.pid) - c
+                                     for k, c in zip(kids, cpu0[1], strict=True))
                     sent = [a for r in reports for a in r["agents"]]
                     published = sum(a["published"] for a in sent)
 
@@ -756,6 +838,8 @@ async def _run_role(args: list[str]) -> None:
     elif kind == "agents":
         await role_agents(rest[0], rest[1], int(rest[2]), int(rest[3]), int(rest[4]),
                           float(rest[5]))
+    elif kind == "rawstorm":
+        await role_raw_storm(rest[0], rest[1], float(rest[2]), int(rest[3]))
     elif kind == "storm":
         await role_storm(rest[0], rest[1], int(rest[2]), int(rest[3]), float(rest[4]))
     else:
@@ -769,7 +853,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         asyncio.run(_run_role(argv[1:]))
         return 0
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("scenario", choices=["calls", "agents", "storm", "soak"])
+    p.add_argument("scenario", choices=["calls", "agents", "storm", "raw-storm", "soak"])
     p.add_argument("--url", default=DEFAULT_URL, help="RabbitMQ URL (AMQP 0-9-1)")
     p.add_argument("--qpidd", help="a qpidd URL: run calls or soak there (QMF v2)")
     p.add_argument("--count", type=int, default=10_000, help="calls in flight")
@@ -791,6 +875,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         figures = asyncio.run(event_storm(ns.url, agents=ns.agents or 4,
                                           processes=ns.processes or 2,
                                           seconds=ns.seconds or 10.0))
+    elif ns.scenario == "raw-storm":
+        figures = asyncio.run(raw_storm(ns.url, processes=ns.processes or 2,
+                                        seconds=ns.seconds or 10.0))
     else:
         figures = asyncio.run(soak(url, ns.seconds or 60.0, qpidd=bool(ns.qpidd),
                                    trace=ns.trace))
