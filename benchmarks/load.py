@@ -3,9 +3,10 @@ against a real broker, with what it checked.
 
     python benchmarks/load.py calls  [--url URL] [--count 10000] [--qpidd URL]
     python benchmarks/load.py agents [--url URL] [--agents 100] [--objects 1000]
+                                     [--rcv-objects] [--trace]
     python benchmarks/load.py storm  [--url URL] [--agents 4] [--seconds 10]
     python benchmarks/load.py raw-storm [--url URL] [--processes 2] [--seconds 10]
-    python benchmarks/load.py soak   [--url URL] [--seconds 60] [--qpidd URL]
+    python benchmarks/load.py soak   [--url URL] [--seconds 60] [--qpidd URL] [--trace]
 
 Every scenario prints its figures as one JSON line.  The same functions run in
 ``tests/test_load.py``, which asserts on the figures (nothing lost, nothing swapped,
@@ -505,13 +506,25 @@ class HeartbeatCounter(Console):
 
     def __init__(self) -> None:
         self.beats: collections.Counter[str] = collections.Counter()
+        #: agents that left: (when, label, why)
+        self.left: list[tuple[float, str, str | None]] = []
+        self.lag: list[float] = []
 
     def heartbeat(self, agent: RemoteAgent, timestamp: int) -> None:
         self.beats[agent.label] += 1
+        #: how late heartbeats are handled (wall clock at the agent to here), seconds
+        self.lag.append(time.time() - timestamp / 1e9)
+
+    def del_agent(self, agent: RemoteAgent) -> None:
+        broker = agent.broker
+        why = broker._departed_why((agent.broker_bank, agent.agent_bank)) \
+            if isinstance(broker, Broker) else None
+        self.left.append((time.monotonic(), agent.label, why))
 
 
 async def many_agents(url: str, agents: int, objects: int, *, processes: int = 4,
-                      interval: float = 2.0, trace: bool = False) -> dict[str, Any]:
+                      interval: float = 2.0, trace: bool = False, rcv_objects: bool = False
+                      ) -> dict[str, Any]:
     """``agents`` agents of ``objects`` items behind one management-broker role (child
     processes); one ``get_objects`` of all; then every agent must heartbeat again.
 
@@ -528,7 +541,7 @@ async def many_agents(url: str, agents: int, objects: int, *, processes: int = 4
     counter = HeartbeatCounter()
     async with children([["role", url, str(interval)]], 60.0):
         async with Session(console=counter, timeout=300.0, agent_interval=interval,
-                           missed_heartbeats=5, rcv_objects=False,
+                           missed_heartbeats=5, rcv_objects=rcv_objects,
                            max_objects=2 * agents * objects) as session:
             await session.add_broker(url, timeout=10.0)
             started = time.monotonic()
@@ -566,8 +579,20 @@ async def many_agents(url: str, agents: int, objects: int, *, processes: int = 4
                 def silent() -> list[str]:
                     return [f"{prefix}-{i}" for i in range(agents)
                             if counter.beats[f"{prefix}-{i}"] <= beats.get(f"{prefix}-{i}", 0)]
-                await wait_until(lambda: not silent(), 5 * interval,
-                                 "a heartbeat from each agent after the query")
+                try:
+                    await wait_until(lambda: not silent(), 5 * interval,
+                                     "a heartbeat from each agent after the query")
+                except AssertionError as exc:
+                    quiet = silent()
+                    known = {a.label for a in session.get_agents()}
+                    raise AssertionError(
+                        f"{exc}: {len(quiet)} silent, e.g. {quiet[:5]}; of those known to "
+                        f"the session: {len([q for q in quiet if q in known])}; beats before "
+                        f"the query: {[beats.get(q, 0) for q in quiet[:5]]}; query "
+                        f"{t0 - started:.1f} to {t0 + took - started:.1f} s; left: "
+                        f"{[(round(t - started, 1), w) for t, _, w in counter.left[:5]]}; "
+                        f"heartbeat lag max {max(counter.lag):.1f} s"
+                    ) from None
                 still = len([a for a in session.get_agents() if a.label.startswith(prefix)])
     return {"scenario": "agents", "agents": agents, "objects_each": objects,
             "processes": len(specs), "found_s": round(found_after, 2),
@@ -861,6 +886,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--objects", type=int, default=1000, help="objects per agent")
     p.add_argument("--processes", type=int, help="agent processes (default 4; storm 2)")
     p.add_argument("--seconds", type=float, help="storm or soak duration (10; 60)")
+    p.add_argument("--rcv-objects", action="store_true",
+                   help="agents: the console also receives the agents' object publications")
     p.add_argument("--trace", action="store_true",
                    help="agents: the tracemalloc peak too; soak: what grew (tracemalloc)")
     ns = p.parse_args(argv)
@@ -870,7 +897,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         figures = asyncio.run(concurrent_calls(url, ns.count, qpidd=bool(ns.qpidd)))
     elif ns.scenario == "agents":
         figures = asyncio.run(many_agents(ns.url, ns.agents or 100, ns.objects,
-                                          processes=ns.processes or 4, trace=ns.trace))
+                                          processes=ns.processes or 4, trace=ns.trace,
+                                          rcv_objects=ns.rcv_objects))
     elif ns.scenario == "storm":
         figures = asyncio.run(event_storm(ns.url, agents=ns.agents or 4,
                                           processes=ns.processes or 2,

@@ -14,19 +14,25 @@ The figures printed (``-s``) are the ones in docs/reliability.md, section Load.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
+import time
+import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import pytest
 
 from benchmarks.load import concurrent_calls, event_storm, many_agents, soak
-from qmf_async import Session
+from qmf_async import Broker, Console, QmfObject, RemoteAgent, Session
 
-from ._util import private_vhost, rabbitmqctl_output
+from ._util import private_vhost, rabbitmqctl_output, wait_until
+
+ROOT = Path(__file__).resolve().parent.parent
 
 SOAK_SECONDS = float(os.environ.get("QMF_SOAK_SECONDS", "20"))
 
@@ -181,3 +187,73 @@ async def test_soak_qpidd(qpidd_stock: Any) -> None:
     f = await soak(qpidd_stock.url, SOAK_SECONDS, qpidd=True)
     _report(f)
     _check_soak(f)
+
+
+# --------------------------------------------------------------------------- a busy console
+
+class SlowConsole(Console):
+    """Spends ``per_object`` seconds (blocking) on each object publication it gets,
+    and notes every agent that leaves."""
+
+    def __init__(self, per_object: float) -> None:
+        self.per_object = per_object
+        self.objects = 0
+        self.left: list[tuple[float, RemoteAgent]] = []
+
+    def object_props(self, broker: Broker, obj: QmfObject) -> None:
+        self.objects += 1
+        time.sleep(self.per_object)  # a console busy with what it receives
+
+    def del_agent(self, agent: RemoteAgent) -> None:
+        self.left.append((time.monotonic(), agent))
+
+
+@pytest.mark.integration
+async def test_a_busy_console_does_not_age_out_live_agents(bus: str) -> None:
+    """A console that needs longer than ``missed_heartbeats`` x the heartbeat interval
+    to handle what it received keeps the agents whose heartbeats wait behind it; an
+    agent that stops is still aged out soon after.
+
+    The agent (a child process, heartbeat 0.5 s; 3 missed = 1.5 s) publishes 300
+    objects at once; the console spends 20 ms on each (6 s in all), with the agent's
+    heartbeats queued behind them.
+    """
+    count, interval = 300, 0.5
+    slow = SlowConsole(0.02)
+    async with Session(console=slow, agent_interval=interval, missed_heartbeats=3,
+                       broker_timeout=0.5) as session:
+        await session.add_broker(bus, timeout=10.0)
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "tests.fault_agent", bus, str(count), str(interval),
+            f"load-busy-{uuid.uuid4().hex[:8]}", stdout=asyncio.subprocess.PIPE,
+            cwd=str(ROOT))
+        try:
+            assert proc.stdout is not None
+            ready = (await asyncio.wait_for(proc.stdout.readline(), 30.0)).decode().split()
+            assert ready[:1] == ["ready"], ready
+            banks = (int(ready[1]), int(ready[2]))
+
+            def known() -> RemoteAgent | None:
+                return next((a for a in session.get_agents()
+                             if (a.broker_bank, a.agent_bank) == banks), None)
+            await wait_until(lambda: slow.objects >= count, 60.0, interval=0.1,
+                             message=f"{count} objects handled")
+            busy = slow.objects * slow.per_object
+            assert busy > 3 * 3 * interval  # longer than the aging limit, three times over
+            assert slow.left == [], f"a live agent was aged out: {slow.left}"
+            assert known() is not None
+            # the agent stops: it is aged out within its limit and a probe's round trip
+            slow.per_object = 0.0
+            proc.kill()
+            await proc.wait()
+            killed = time.monotonic()
+            await wait_until(lambda: slow.left, 10.0, interval=0.05, message="aged out")
+            aged = slow.left[0][0] - killed
+            assert known() is None
+            assert aged < 3 * interval + 1.0
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+    _report({"scenario": "busy console", "objects": count, "busy_s": round(busy, 1),
+             "limit_s": 3 * interval, "aged_out_after_kill_s": round(aged, 2)})
