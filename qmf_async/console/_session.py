@@ -217,6 +217,9 @@ class Broker:
         self._drained_at = time.monotonic()
         #: when the last drain probe was sent (None: none in flight)
         self._probe_sent: float | None = None
+        #: deliveries dispatched so far, and when the probe in flight was sent
+        self._dispatched = 0
+        self._probe_dispatched = 0
         #: the known agents, as the core's directory has them (same order)
         self._agents: dict[tuple[int, int], RemoteAgent] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -551,8 +554,10 @@ class Broker:
         missed.  Over AMQP 0-9-1, when an agent is overdue, a probe is sent through
         the topic endpoint; when it comes back (read, or dropped from the queue's
         head: everything queued before it was handled or counted) the agents are
-        aged as of its sending.  Over AMQP 1.0, as of the last moment the transport
-        had nothing buffered.
+        aged as of its sending (a probe not back after ``_PROBE_RETRY`` seconds with
+        nothing received meanwhile was lost: the agents are aged at once).  Over
+        AMQP 1.0 (and other transports), as of the last moment the transport had
+        nothing buffered.
         """
         core, session = self._core, self.session
         # the session's limits may have been changed since this broker was added
@@ -561,10 +566,16 @@ class Broker:
         core.missed_heartbeats = session.missed_heartbeats
         core.max_held = session.max_held
         transport = self._runtime.transport
-        if self._loss_queue is not None and self._topic_queue is not None:
+        if self._topic_queue is not None and self._loss_queue is not None \
+                and getattr(transport, "protocol", None) == "0-9-1":
             if core.overdue(now) and self.connected and transport is not None:
                 sent = self._probe_sent
-                if sent is None or now - sent > _PROBE_RETRY:
+                if sent is not None and now - sent > _PROBE_RETRY \
+                        and self._dispatched == self._probe_dispatched:
+                    # nothing came in since the probe left: it was lost, the input is
+                    # idle, and the overdue agents are silent indeed
+                    self._drained_at = now
+                elif sent is None or now - sent > _PROBE_RETRY:
                     self._send_probe(transport, self._topic_queue, now)
                 now = self._drained_at
             else:
@@ -582,6 +593,7 @@ class Broker:
     def _send_probe(self, transport: TransportProtocol, topic: str, now: float) -> None:
         """Send a drain probe (its sending time inside) to the topic endpoint."""
         self._probe_sent = now
+        self._probe_dispatched = self._dispatched
 
         async def send() -> None:
             try:
@@ -617,6 +629,7 @@ class Broker:
     # ------------------------------------------------------------------ dispatch
 
     def _dispatch(self, delivery: Delivery) -> None:
+        self._dispatched += 1
         if delivery.value is not None and self._v2 is not None:
             self._v2.dispatch(delivery)
             return
