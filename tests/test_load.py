@@ -257,3 +257,48 @@ async def test_a_busy_console_does_not_age_out_live_agents(bus: str) -> None:
                 await proc.wait()
     _report({"scenario": "busy console", "objects": count, "busy_s": round(busy, 1),
              "limit_s": 3 * interval, "aged_out_after_kill_s": round(aged, 2)})
+
+
+@pytest.mark.integration
+async def test_a_lost_drain_probe_still_ages_a_silent_agent_out(
+        bus: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A drain probe that never comes back (here: never sent) while nothing else
+    arrives does not keep a dead agent: it is aged out once the probe is given up."""
+    from qmf_async.console import _session
+
+    monkeypatch.setattr(_session, "_PROBE_RETRY", 1.0)
+    def lost_probe(self: Broker, transport: Any, topic: str, now: float) -> None:
+        self._probe_sent = now  # noted as sent, never published
+        self._probe_dispatched = self._dispatched
+
+    monkeypatch.setattr(_session.Broker, "_send_probe", lost_probe)
+    interval = 0.5
+    slow = SlowConsole(0.0)
+    async with Session(console=slow, agent_interval=interval, missed_heartbeats=3,
+                       broker_timeout=0.5) as session:
+        broker = await session.add_broker(bus, timeout=10.0)
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "tests.fault_agent", bus, "1", str(interval),
+            f"load-lost-{uuid.uuid4().hex[:8]}", stdout=asyncio.subprocess.PIPE,
+            cwd=str(ROOT))
+        try:
+            assert proc.stdout is not None
+            ready = (await asyncio.wait_for(proc.stdout.readline(), 30.0)).decode().split()
+            banks = (int(ready[1]), int(ready[2]))
+            await wait_until(lambda: any((a.broker_bank, a.agent_bank) == banks
+                                         for a in session.get_agents()), 10.0,
+                             message="the agent known")
+            proc.kill()
+            await proc.wait()
+            killed = time.monotonic()
+            await wait_until(lambda: slow.left, 10.0, interval=0.05, message="aged out")
+            aged = slow.left[0][0] - killed
+            assert broker._probe_sent is not None  # a probe was "sent" and never came back
+            # its limit, the probe given up (1 s), the ager's tick
+            assert 3 * interval - 0.2 < aged < 3 * interval + 1.0 + 1.0
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+    _report({"scenario": "lost probe", "limit_s": 3 * interval, "probe_retry_s": 1.0,
+             "aged_out_after_kill_s": round(aged, 2)})
