@@ -302,3 +302,22 @@ async def test_a_lost_drain_probe_still_ages_a_silent_agent_out(
                 await proc.wait()
     _report({"scenario": "lost probe", "limit_s": 3 * interval, "probe_retry_s": 1.0,
              "aged_out_after_kill_s": round(aged, 2)})
+
+
+def test_overdue_agrees_with_age() -> None:
+    """``ConsoleProtocol.overdue(now)`` is True exactly when ``age(now)`` would make an
+    agent leave; the management broker's own agent never is."""
+    from qmf_async.protocol import ConsoleProtocol
+    from qmf_async.wire import SchemaRegistry
+
+    core = ConsoleProtocol(SchemaRegistry(), agent_interval=1.0, missed_heartbeats=3)
+    core.has_management = True
+    core.see_agent(1, 0, 0.0, label="broker")
+    core.see_agent(7, 5, 0.0, label="a")
+    core.see_agent(7, 6, 2.0, label="b")
+    assert not core.overdue(2.9)
+    assert core.age(2.9) == []
+    assert core.overdue(3.1)  # a: 3.1 s silent, more than 3 x 1 s
+    assert [ev.agent_bank for ev in core.age(3.1)] == [5]
+    assert not core.overdue(4.9)  # b: seen at 2.0; the broker's own agent never ages
+    assert core.overdue(5.1)
