@@ -22,6 +22,8 @@ run in child processes of this script (``--role``), so the console's memory is i
   against one console that reads them as fast as it can; every event published is
   either read, still buffered, or counted as dropped (the subscription's ``dropped``,
   the broker's dead-lettered overflow ``Broker.topic_dropped``).
+  On a vhost shared with other agents their dropped messages are counted too: give
+  the storm a vhost of its own (``--url amqp://.../VHOST``) for an exact account.
 - ``raw-storm``: the storm's baseline: raw aiormq publishers into one queue and one
   raw consumer, no QMF: what the bus itself carries on this machine.
 - ``soak``: a console and an agent doing calls, queries and events continuously;
@@ -546,12 +548,11 @@ async def many_agents(url: str, agents: int, objects: int, *, processes: int = 4
             await session.add_broker(url, timeout=10.0)
             started = time.monotonic()
             async with children(specs, 300.0):
-                ours = await wait_until(
-                    lambda: (len([a for a in session.get_agents()
-                                  if a.label.startswith(prefix)]) == agents) or None,
+                await wait_until(
+                    lambda: len([a for a in session.get_agents()
+                                 if a.label.startswith(prefix)]) == agents,
                     120.0, f"{agents} agents known")
                 found_after = time.monotonic() - started
-                del ours
                 gc.collect()
                 rss0 = rss()
                 if trace:
