@@ -4,7 +4,7 @@ against a real broker, with what it checked.
     python benchmarks/load.py calls  [--url URL] [--count 10000] [--qpidd URL]
     python benchmarks/load.py agents [--url URL] [--agents 100] [--objects 1000]
                                      [--rcv-objects] [--trace]
-    python benchmarks/load.py storm  [--url URL] [--agents 4] [--seconds 10]
+    python benchmarks/load.py storm  [--url URL] [--agents 4] [--seconds 10] [--qpidd URL]
     python benchmarks/load.py raw-storm [--url URL] [--processes 2] [--seconds 10]
     python benchmarks/load.py soak   [--url URL] [--seconds 60] [--qpidd URL] [--trace]
 
@@ -312,12 +312,14 @@ async def role_agents(url: str, prefix: str, first: int, count: int, objects: in
         await asyncio.gather(*(a.stop(2.0) for a in agents))
 
 
-async def role_storm(url: str, prefix: str, first: int, count: int, seconds: float) -> None:
-    """``count`` agents raising ``tick`` events: one each at once (the warm-up), the
-    storm for ``seconds`` after ``go`` on stdin, as fast as each agent's send queue
-    takes them; then one JSON line of counts per agent."""
+async def role_storm(url: str, prefix: str, first: int, count: int, seconds: float,
+                     version: int = 1) -> None:
+    """``count`` agents (QMF ``version``) raising ``tick`` events: one each at once (the
+    warm-up), the storm for ``seconds`` after ``go`` on stdin, as fast as each agent's
+    send queue takes them; then one JSON line of counts per agent."""
     agents = [_item_agent(url, f"{prefix}-{i}", 0, source=i, interval=3600.0,
-                          max_outgoing=2_000) for i in range(first, first + count)]
+                          max_outgoing=2_000, qmf_versions=(version,))
+              for i in range(first, first + count)]
     await asyncio.gather(*(a.start() for a in agents))
     for i, a in enumerate(agents):
         a.raise_event("tick", source=first + i, n=0)
@@ -332,7 +334,7 @@ async def role_storm(url: str, prefix: str, first: int, count: int, seconds: flo
     end = started + seconds
 
     async def storm(i: int, agent: Agent) -> None:
-        queue = agent._outgoing
+        queue: asyncio.Queue[Any] = agent._v2_out if version == 2 else agent._outgoing
         limit = queue.maxsize // 2
         n = 0
         while time.monotonic() < end:
@@ -607,19 +609,20 @@ async def many_agents(url: str, agents: int, objects: int, *, processes: int = 4
 
 async def event_storm(url: str, *, agents: int = 4, processes: int = 2, seconds: float = 10.0,
                       maxsize: int = 10_000, topic_max_length: int = 100_000,
-                      slow: float = 0.0) -> dict[str, Any]:
+                      slow: float = 0.0, qpidd: bool = False) -> dict[str, Any]:
     """Agents in ``processes`` child processes raise ``tick`` events for ``seconds``
     as fast as the bus takes them; one console reads them (sleeping ``slow`` seconds
     per 1,000 read, to make it the slower side).  Every event published must be
-    read, buffered, or counted dropped.
+    read, buffered, or counted dropped.  With ``qpidd``, QMF v2 agents on qpidd
+    (AMQP 1.0: the link credit bounds what qpidd sends ahead; no dead letters).
 
     Returns the figures: offered and received rates, the accounting, per-source order
     checks, and the console's RSS sampled every 0.25 s.
     """
     prefix = _label("storm")
     per = -(-agents // processes)
-    specs = [["storm", url, prefix, str(first), str(min(per, agents - first)), str(seconds)]
-             for first in range(0, agents, per)]
+    specs = [["storm", url, prefix, str(first), str(min(per, agents - first)), str(seconds),
+              "2" if qpidd else "1"] for first in range(0, agents, per)]
     async with Session(timeout=30.0, agent_interval=3600.0, topic_max_length=topic_max_length,
                        rcv_objects=False) as session:
         broker = await session.add_broker(url, timeout=10.0)
@@ -653,7 +656,7 @@ async def event_storm(url: str, *, agents: int = 4, processes: int = 2, seconds:
                 dropped0 = broker.topic_dropped
                 held0, bad0 = session.held_dropped, session.malformed
                 samples: list[tuple[float, int]] = []
-                beam = broker_pid()
+                beam = None if qpidd else broker_pid()  # (several qpidd may run)
                 cpu0 = (cpu_seconds(), [cpu_seconds(k.proc.pid) for k in kids],
                         cpu_seconds(beam) if beam else 0.0)
                 with RssSampler(0.25) as mem:
@@ -867,7 +870,8 @@ async def _run_role(args: list[str]) -> None:
     elif kind == "rawstorm":
         await role_raw_storm(rest[0], rest[1], float(rest[2]), int(rest[3]))
     elif kind == "storm":
-        await role_storm(rest[0], rest[1], int(rest[2]), int(rest[3]), float(rest[4]))
+        await role_storm(rest[0], rest[1], int(rest[2]), int(rest[3]), float(rest[4]),
+                         int(rest[5]))
     else:
         raise SystemExit(f"unknown role {kind}")
 
@@ -881,7 +885,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("scenario", choices=["calls", "agents", "storm", "raw-storm", "soak"])
     p.add_argument("--url", default=DEFAULT_URL, help="RabbitMQ URL (AMQP 0-9-1)")
-    p.add_argument("--qpidd", help="a qpidd URL: run calls or soak there (QMF v2)")
+    p.add_argument("--qpidd", help="a qpidd URL: run calls, storm or soak there (QMF v2)")
     p.add_argument("--count", type=int, default=10_000, help="calls in flight")
     p.add_argument("--agents", type=int, help="agents (default 100; storm 4)")
     p.add_argument("--objects", type=int, default=1000, help="objects per agent")
@@ -901,9 +905,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                                           processes=ns.processes or 4, trace=ns.trace,
                                           rcv_objects=ns.rcv_objects))
     elif ns.scenario == "storm":
-        figures = asyncio.run(event_storm(ns.url, agents=ns.agents or 4,
+        figures = asyncio.run(event_storm(url, agents=ns.agents or 4,
                                           processes=ns.processes or 2,
-                                          seconds=ns.seconds or 10.0))
+                                          seconds=ns.seconds or 10.0, qpidd=bool(ns.qpidd)))
     elif ns.scenario == "raw-storm":
         figures = asyncio.run(raw_storm(ns.url, processes=ns.processes or 2,
                                         seconds=ns.seconds or 10.0))

@@ -153,6 +153,30 @@ async def test_an_event_storm_at_full_speed(bus: str) -> None:
     assert f["rss_growth_after_warmup_mb"] < 30
 
 
+@pytest.mark.qpidd
+async def test_an_event_storm_on_qpidd_against_a_slow_console_counts_every_drop(
+        qpidd_stock: Any) -> None:
+    """The same on qpidd (AMQP 1.0, QMF v2 agents): the link credit bounds what qpidd
+    sends ahead, so the losses are the subscription's own, every one counted."""
+    f = await event_storm(qpidd_stock.url, agents=2, processes=1, seconds=3.0, maxsize=500,
+                          slow=0.5, qpidd=True)
+    _report(f)
+    _check_storm(f)
+    assert f["topic_dropped"] == 0 and f["subscription_dropped"] > 0
+    assert f["rss_growth_after_warmup_mb"] < 15
+
+
+@pytest.mark.qpidd
+@pytest.mark.slow
+async def test_an_event_storm_on_qpidd_at_full_speed(qpidd_stock: Any) -> None:
+    """Four QMF v2 agents in two processes for 10 s against one console on qpidd."""
+    f = await event_storm(qpidd_stock.url, agents=4, processes=2, seconds=10.0, qpidd=True)
+    _report(f)
+    _check_storm(f)
+    assert f["published"] > 10_000
+    assert f["rss_growth_after_warmup_mb"] < 30
+
+
 # --------------------------------------------------------------------------- soak
 
 def _check_soak(f: dict[str, Any]) -> None:
