@@ -719,6 +719,8 @@ async def soak(url: str, seconds: float, *, qpidd: bool = False, every: float = 
     less the median of the first three.  With ``trace``, the traced memory
     (tracemalloc) at the same points and the allocation sites that grew most.
     """
+    if seconds < 6:
+        raise ValueError(f"a soak needs at least 6 s (3 of warm-up), not {seconds}")
     label = _label("soak")
     versions = (2,) if qpidd else (1,)
     agent = _item_agent(url, label, 200, interval=1.0, qmf_versions=versions)
