@@ -716,8 +716,11 @@ async def soak(url: str, seconds: float, *, qpidd: bool = False, every: float = 
 
     Returns the figures: the work done, errors, the samples and the growth after a
     warm-up (the first fifth, at least 3 s): the median of the last three samples
-    less the median of the first three.  With ``trace``, the traced memory
-    (tracemalloc) at the same points and the allocation sites that grew most.
+    less the median of the first three.  With ``trace``, the allocation sites that
+    grew most from the end of the warm-up to the end (tracemalloc; it slows the run).
+
+    Raises:
+        ValueError: ``seconds`` is under 6.
     """
     if seconds < 6:
         raise ValueError(f"a soak needs at least 6 s (3 of warm-up), not {seconds}")
