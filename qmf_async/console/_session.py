@@ -17,6 +17,7 @@ import contextlib
 import difflib
 import inspect
 import logging
+import struct
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -214,6 +215,13 @@ class Broker:
         #: over v2: banks of v1 agents that are also known over v2 (hidden)
         self._twins: set[tuple[int, int]] = set()
         self._loss_queue: str | None = None
+        #: every delivery received by then has been handled (see _age_agents)
+        self._drained_at = time.monotonic()
+        #: when the last drain probe was sent (None: none in flight)
+        self._probe_sent: float | None = None
+        #: deliveries dispatched so far, and when the probe in flight was sent
+        self._dispatched = 0
+        self._probe_dispatched = 0
         #: the known agents, as the core's directory has them (same order)
         self._agents: dict[tuple[int, int], RemoteAgent] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -301,6 +309,8 @@ class Broker:
                 self._loss_queue = await transport.open_endpoint(
                     loss, bindings=[(DIRECT, loss)])
             topic = f"qmf-topic-{uuid.uuid4().hex[:16]}"
+            self._probe_sent = None  # a probe of an earlier connection never comes back
+            self._drained_at = time.monotonic()
             self._topic_queue = await transport.open_endpoint(
                 topic, bindings=[(MANAGEMENT, k) for k in self._v1_keys],
                 max_length=session.topic_max_length,
@@ -540,15 +550,74 @@ class Broker:
         return self._core.departed_why(banks)
 
     def _age_agents(self, now: float) -> None:
+        """Age the agents out whose heartbeats stopped, as of the last moment this
+        console is known to have handled everything it had received.
+
+        A console busy with a large answer may have heartbeats waiting in its own
+        input (the transport's buffer, the socket, the broker's queue): they are not
+        missed.  Over AMQP 0-9-1, when an agent is overdue, a probe is sent through
+        the topic endpoint; when it comes back (read, or dropped from the queue's
+        head: everything queued before it was handled or counted) the agents are
+        aged as of its sending (a probe not back after ``_PROBE_RETRY`` seconds with
+        nothing received meanwhile was lost: the agents are aged at once).  Over
+        AMQP 1.0 (and other transports), as of the last moment the transport had
+        nothing buffered.
+        """
         core, session = self._core, self.session
         # the session's limits may have been changed since this broker was added
         core.agent_interval = session.agent_interval
         core.min_agent_interval = session.min_agent_interval
         core.missed_heartbeats = session.missed_heartbeats
         core.max_held = session.max_held
+        transport = self._runtime.transport
+        if self._topic_queue is not None and self._loss_queue is not None \
+                and getattr(transport, "protocol", None) == "0-9-1":
+            if core.overdue(now) and self.connected and transport is not None:
+                sent = self._probe_sent
+                if sent is not None and now - sent > _PROBE_RETRY \
+                        and self._dispatched == self._probe_dispatched:
+                    # nothing came in since the probe left: it was lost, the input is
+                    # idle, and the overdue agents are silent indeed
+                    self._drained_at = now
+                elif sent is None or now - sent > _PROBE_RETRY:
+                    self._send_probe(transport, self._topic_queue, now)
+                now = self._drained_at
+            else:
+                self._drained_at = now
+        else:
+            backlog = getattr(transport, "backlog", 0) if transport is not None else 0
+            if isinstance(backlog, int) and backlog > 0:
+                now = min(now, self._drained_at)
+            else:
+                self._drained_at = now
         self._handle(core.age(now))
         if self._v2 is not None:
             self._v2.age(now)
+
+    def _send_probe(self, transport: TransportProtocol, topic: str, now: float) -> None:
+        """Send a drain probe (its sending time inside) to the topic endpoint."""
+        self._probe_sent = now
+        self._probe_dispatched = self._dispatched
+
+        async def send() -> None:
+            try:
+                await transport.publish(_PROBE + struct.pack("!d", now), exchange="",
+                                        routing_key=topic, content_type=None)
+            except QmfError as exc:  # the loss, if any, is reported by the runtime
+                log.debug("drain probe to %s failed: %s", self.where, exc)
+                self._probe_sent = None
+        task = asyncio.get_running_loop().create_task(send())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _probe_back(self, body: bytes) -> bool:
+        """True when ``body`` is a drain probe (then noted as come back)."""
+        if len(body) != len(_PROBE) + 8 or not body.startswith(_PROBE):
+            return False
+        (sent,) = struct.unpack("!d", body[len(_PROBE):])
+        self._drained_at = max(self._drained_at, min(sent, time.monotonic()))
+        self._probe_sent = None
+        return True
 
     def _forget_agents(self) -> None:
         self._handle(self._core.forget_agents("broker removed"))
@@ -564,10 +633,15 @@ class Broker:
     # ------------------------------------------------------------------ dispatch
 
     def _dispatch(self, delivery: Delivery) -> None:
+        self._dispatched += 1
         if delivery.value is not None and self._v2 is not None:
             self._v2.dispatch(delivery)
             return
+        if delivery.routing_key == self._topic_queue and self._probe_back(delivery.body):
+            return
         if delivery.endpoint == self._loss_queue:
+            if self._probe_back(delivery.body):
+                return
             self.topic_dropped += 1
             if self.topic_dropped in (1, 100) or self.topic_dropped % 10_000 == 0:
                 log.warning("console too slow for %s: %d unsolicited messages dropped so far",
@@ -810,6 +884,10 @@ _RECORD_CHANGES = {"c": Change.PROPERTIES, "i": Change.STATISTICS,
 
 #: how many departed agents a broker remembers (to fail calls to them at once)
 _MAX_DEPARTED = 4096
+#: the drain probe a console sends itself before aging agents out (then its time)
+_PROBE = b"qmf-async drain probe "
+#: seconds after which a probe that did not come back is sent again
+_PROBE_RETRY = 5.0
 
 #: first half of an object id -> ((broker bank, agent bank), routing key of its agent);
 #: cleared when full (a few entries per agent boot)

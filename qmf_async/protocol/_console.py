@@ -420,6 +420,14 @@ class ConsoleProtocol:
         self.correlator.fail_agent(banks, error, events)
         events.append(AgentLeft(banks[0], banks[1], why))
 
+    def overdue(self, now: float) -> bool:
+        """Whether :meth:`age` at ``now`` would make some agent leave."""
+        limit_of = self.missed_heartbeats
+        floor = self.min_agent_interval
+        return any(now - info.last_seen > limit_of * max(info.interval, floor)
+                   for banks, info in self.agents.items()
+                   if not (banks == (1, 0) and self.has_management))
+
     def age(self, now: float) -> list[Any]:
         """Agents whose heartbeats stopped by ``now`` leave (their requests fail)."""
         events: list[Any] = []

@@ -109,6 +109,13 @@ class AutoTransport:
         return found if isinstance(found, str) else None
 
     @property
+    def backlog(self) -> int:
+        """Deliveries received but not yet handed to the dispatcher (0 before
+        :meth:`connect`)."""
+        found = getattr(self._inner, "backlog", 0)
+        return found if isinstance(found, int) else 0
+
+    @property
     def server_selectors(self) -> bool:
         """True when ``bind(selector=...)`` is applied by the broker."""
         return bool(getattr(self._inner, "server_selectors", False))
