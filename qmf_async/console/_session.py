@@ -219,6 +219,8 @@ class Broker:
         self._drained_at = time.monotonic()
         #: when the last drain probe was sent (None: none in flight)
         self._probe_sent: float | None = None
+        #: the drain probe's routing key (over AMQP 0-9-1, once connected)
+        self._probe_key: str | None = None
         #: deliveries dispatched so far, and when the probe in flight was sent
         self._dispatched = 0
         self._probe_dispatched = 0
@@ -311,8 +313,12 @@ class Broker:
             topic = f"qmf-topic-{uuid.uuid4().hex[:16]}"
             self._probe_sent = None  # a probe of an earlier connection never comes back
             self._drained_at = time.monotonic()
+            # the drain probe's own key on qpid.management (where a console may publish
+            # already): it reaches this topic queue only
+            self._probe_key = f"qmf-async.probe.{topic}" if loss else None
+            probe = [(MANAGEMENT, self._probe_key)] if self._probe_key else []
             self._topic_queue = await transport.open_endpoint(
-                topic, bindings=[(MANAGEMENT, k) for k in self._v1_keys],
+                topic, bindings=[(MANAGEMENT, k) for k in self._v1_keys] + probe,
                 max_length=session.topic_max_length,
                 dead_letter_exchange=DIRECT if loss else None,
                 dead_letter_routing_key=loss, no_ack=False)
@@ -570,7 +576,7 @@ class Broker:
         core.missed_heartbeats = session.missed_heartbeats
         core.max_held = session.max_held
         transport = self._runtime.transport
-        if self._topic_queue is not None and self._loss_queue is not None \
+        if self._probe_key is not None and self._loss_queue is not None \
                 and getattr(transport, "protocol", None) == "0-9-1":
             if core.overdue(now) and self.connected and transport is not None:
                 sent = self._probe_sent
@@ -580,7 +586,7 @@ class Broker:
                     # idle, and the overdue agents are silent indeed
                     self._drained_at = now
                 elif sent is None or now - sent > _PROBE_RETRY:
-                    self._send_probe(transport, self._topic_queue, now)
+                    self._send_probe(transport, self._probe_key, now)
                 now = self._drained_at
             else:
                 self._drained_at = now
@@ -594,18 +600,22 @@ class Broker:
         if self._v2 is not None:
             self._v2.age(now)
 
-    def _send_probe(self, transport: TransportProtocol, topic: str, now: float) -> None:
-        """Send a drain probe (its sending time inside) to the topic endpoint."""
+    def _send_probe(self, transport: TransportProtocol, key: str, now: float) -> None:
+        """Send a drain probe (its sending time inside) to the topic endpoint, on
+        ``qpid.management`` under its own ``key``."""
         self._probe_sent = now
         self._probe_dispatched = self._dispatched
 
         async def send() -> None:
             try:
-                await transport.publish(_PROBE + struct.pack("!d", now), exchange="",
-                                        routing_key=topic, content_type=None)
+                await transport.publish(_PROBE + struct.pack("!d", now),
+                                        exchange=MANAGEMENT, routing_key=key,
+                                        content_type=None)
             except QmfError as exc:  # the loss, if any, is reported by the runtime
+                # without a probe, age as before: as of now
                 log.debug("drain probe to %s failed: %s", self.where, exc)
                 self._probe_sent = None
+                self._drained_at = time.monotonic()
         task = asyncio.get_running_loop().create_task(send())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -637,7 +647,7 @@ class Broker:
         if delivery.value is not None and self._v2 is not None:
             self._v2.dispatch(delivery)
             return
-        if delivery.routing_key == self._topic_queue and self._probe_back(delivery.body):
+        if delivery.routing_key == self._probe_key and self._probe_back(delivery.body):
             return
         if delivery.endpoint == self._loss_queue:
             if self._probe_back(delivery.body):
