@@ -38,7 +38,7 @@ from types import ModuleType
 if __package__ in (None, ""):  # run as a file: make ``fuzz`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fuzz import CORPUS, REGRESSIONS, ROOT, TARGETS, WORK  # noqa: E402
+from fuzz import CORPUS, REGRESSIONS, ROOT, TARGETS, WORK
 
 
 def _target(name: str, instrument: bool) -> ModuleType:
@@ -50,7 +50,7 @@ def _target(name: str, instrument: bool) -> ModuleType:
         return importlib.import_module(f"fuzz.{name}")
     if "qmf_async" in sys.modules:
         raise SystemExit("qmf_async was imported before instrumentation")
-    import atheris
+    import atheris  # type: ignore[import-untyped]
 
     with atheris.instrument_imports(include=["qmf_async"]):
         return importlib.import_module(f"fuzz.{name}")

@@ -49,7 +49,8 @@ def _base() -> tuple[SchemaRegistry, dict[int, tuple[SchemaClass, SchemaMethod]]
         if isinstance(msg, MethodRequest):
             schema = registry.get(msg.class_key)
             known = {m.name: m for m in schema.methods} if schema is not None else {}
-            if msg.method in known:  # one captured request names a method that is not
+            # (one captured request names a method that its class does not have)
+            if schema is not None and msg.method in known:
                 methods[msg.seq] = (schema, known[msg.method])
     return registry, methods
 

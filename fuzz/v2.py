@@ -3,10 +3,12 @@ then :func:`~qmf_async.wire.decode_v2`, then back.
 
 The first input byte picks the carrier, the rest is the payload:
 
-* even -- an AMQP 1.0 message (``decode_amqp10_message``, as the qpidd transport
-  receives it): an amqp-value map or list body goes to ``decode_v2`` with the
-  message's application properties, subject and correlation id.  The message and
+* even, bit 1 clear -- an AMQP 1.0 message (``decode_amqp10_message``, as the qpidd
+  transport receives it): an amqp-value map or list body goes to ``decode_v2`` with
+  the message's application properties, subject and correlation id.  The message and
   each of its values are re-encoded and must decode equal.
+* even, bit 1 set -- one AMQP 1.0 value (``decode_amqp10_value``), which must
+  re-encode to bytes that decode equal.
 * odd -- an ``amqp/map`` (bit 1 clear) or ``amqp/list`` (bit 1 set) AMQP 0-10 body
   (``decode_v2_body``, as the 0-9-1 transport receives it) after a second byte that
   picks the application properties: one of :data:`OPCODES`, with and without
@@ -101,14 +103,8 @@ def _amqp10(payload: bytes) -> None:
     body = message.body
     # every value of the message re-encodes and decodes equal
     for value in (body, message.application_properties, message.correlation_id):
-        if message.body_kind == "data" and value is body:
-            continue
-        try:
-            raw = encode_amqp10_value(value)
-        except EncodeError:
-            continue
-        back, end = decode_amqp10_value(raw)
-        assert end == len(raw) and _same(back, value), f"AMQP 1.0 value {value!r} -> {back!r}"
+        if not (message.body_kind == "data" and value is body):
+            _check_value(value)
     if message.body_kind == "value" and isinstance(body, (dict, list)):
         _v2(message.application_properties, body, message.subject,
             _text_cid(message.correlation_id))
@@ -126,6 +122,24 @@ def _amqp10(payload: bytes) -> None:
     assert _same(back.body, body) and _same(back.application_properties,
                                             message.application_properties), (
         f"AMQP 1.0 message {payload.hex()} changed on re-encode")
+
+
+def _check_value(value: Any) -> None:
+    """An AMQP 1.0 value re-encodes to bytes that decode equal."""
+    try:
+        raw = encode_amqp10_value(value)
+    except EncodeError:
+        return
+    back, end = decode_amqp10_value(raw)
+    assert end == len(raw) and _same(back, value), f"AMQP 1.0 value {value!r} -> {back!r}"
+
+
+def _amqp10_value(payload: bytes) -> None:
+    try:
+        value, _ = decode_amqp10_value(payload)
+    except DecodeError:
+        return
+    _check_value(value)
 
 
 def _text_cid(value: Any) -> Any:
@@ -166,6 +180,8 @@ def one_input(data: bytes) -> None:
     mode, payload = data[0], data[1:]
     if mode & 1:
         _amqp010(mode, payload[0], payload[1:])
+    elif mode & 2:
+        _amqp10_value(payload)
     else:
         _amqp10(payload)
 
@@ -181,6 +197,7 @@ def seeds() -> list[bytes]:
         out.append(b"\x00" + encode_amqp10_message(
             body, subject="qmf.default.topic", reply_to="qmf.default.direct/reply",
             correlation_id=cid, application_properties=props, body_kind="value"))
+        out.append(b"\x02" + encode_amqp10_value(body))
         content_type, raw = encode_v2_body(body)
         opcode = OPCODES.index(props["qmf.opcode"]) if props["qmf.opcode"] in OPCODES else 9
         selector = opcode + len(OPCODES) * (("qmf.agent" in props)
