@@ -11,10 +11,10 @@ Commands::
     seed TARGET [--out DIR]
         Write the target's seed inputs (real captures, encoder output, test texts)
         to DIR (fuzz/work/TARGET-seeds).
-    merge TARGET [DIR ...]
-        Minimize the kept corpus with libFuzzer's -merge=1: the inputs of
-        fuzz/corpus/TARGET and of each DIR that add coverage become the new
-        fuzz/corpus/TARGET.
+    merge TARGET [--set-cover] [DIR ...]
+        Minimize the kept corpus with libFuzzer's -merge=1 (-set_cover_merge=1: the
+        same features in fewer files): the inputs of fuzz/corpus/TARGET and of each
+        DIR that add coverage become the new fuzz/corpus/TARGET.
     check [TARGET ...]
         Run every corpus and regression input once through the targets, without
         atheris (what tests/test_fuzz_corpus.py does).
@@ -118,7 +118,8 @@ def cmd_merge(opts: argparse.Namespace) -> None:
     pid = os.fork()
     if pid == 0:  # libFuzzer exits the process when the merge is done
         try:
-            _libfuzzer(opts.target, ["-merge=1", f"-max_len={opts.max_len}",
+            how = "-set_cover_merge=1" if opts.set_cover else "-merge=1"
+            _libfuzzer(opts.target, [how, f"-max_len={opts.max_len}",
                                      f"-timeout={opts.timeout}", str(merged), *sources])
         finally:
             os._exit(1)
@@ -180,6 +181,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     merge.add_argument("dirs", nargs="*", help="more inputs to consider")
     merge.add_argument("--max-len", type=int, default=1 << 20)
     merge.add_argument("--timeout", type=int, default=30)
+    merge.add_argument("--set-cover", action="store_true",
+                       help="-set_cover_merge=1: the same features in fewer files")
     check = sub.add_parser("check", help="run the corpus once, without atheris")
     check.add_argument("targets", nargs="*", choices=[*TARGETS, []])
     opts, extra = parser.parse_known_args(argv)
