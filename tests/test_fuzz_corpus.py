@@ -60,21 +60,11 @@ def test_every_target_has_a_corpus() -> None:
 
 
 @pytest.mark.parametrize("target", TARGETS)
-def test_corpus(target: str) -> None:
+def test_corpus_and_regressions(target: str) -> None:
     one_input = MODULES[target].one_input
-    for path in _files(CORPUS, target):
+    for path in _files(CORPUS, target) + _files(REGRESSIONS, target):
         with cpu_limit(5.0):
             one_input(path.read_bytes())
-
-
-REGRESSION_FILES = [(t, p) for t in TARGETS for p in _files(REGRESSIONS, t)]
-
-
-@pytest.mark.parametrize(("target", "path"), REGRESSION_FILES,
-                         ids=[f"{t}/{p.name}" for t, p in REGRESSION_FILES])
-def test_regression(target: str, path: Path) -> None:
-    with cpu_limit(5.0):
-        MODULES[target].one_input(path.read_bytes())
 
 
 def _raise(exc: BaseException) -> Any:
