@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from qmf_async._logging import warn_limited
+from qmf_async.logs import warn_limited
 
 
 def test_a_flood_of_bad_input_logs_ten_warnings_then_one_per_thousand(

@@ -38,7 +38,6 @@ from typing import Any
 import attrs
 
 from .. import wire as codec
-from .._logging import warn_limited
 from ..errors import (
     ArgumentError,
     ConnectionLostError,
@@ -52,6 +51,7 @@ from ..errors import (
     UnknownClassError,
     UsageError,
 )
+from ..logs import warn_limited
 from ..protocol import (
     LOCATE_SUBJECT,
     STATUS_TEXT,

@@ -21,8 +21,8 @@ from urllib.parse import quote
 import attrs
 
 from .. import wire as codec
-from .._logging import warn_limited
 from ..errors import DecodeError, EncodeError, QmfError, UsageError
+from ..logs import warn_limited
 from ..runtime import Correlator, PeerRuntime
 from ..transport import (
     DIRECT_EXCHANGE,

@@ -24,7 +24,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from typing import Any, cast
 
 from .. import wire as codec
-from .._logging import warn_limited
 from ..errors import (
     AgentGoneError,
     CommandError,
@@ -41,6 +40,7 @@ from ..errors import (
     UnknownClassError,
     UsageError,
 )
+from ..logs import warn_limited
 from ..protocol import (
     BROKER_AGENT_CLASS,
     AgentArrived,

@@ -30,7 +30,6 @@ from typing import Any, Final, Protocol
 
 import attrs
 
-from .._logging import warn_limited
 from ..errors import (
     AgentGoneError,
     DecodeError,
@@ -40,6 +39,7 @@ from ..errors import (
     QmfError,
     QmfTimeout,
 )
+from ..logs import warn_limited
 from ..protocol import (
     TOPIC_EXCHANGE,
     AgentArrivedV2,

@@ -51,7 +51,6 @@ from proton import (
 from proton import Delivery as PnDelivery
 from proton import Transport as PnTransport
 
-from .._logging import warn_limited
 from ..errors import (
     AuthenticationError,
     ConnectionLostError,
@@ -63,6 +62,7 @@ from ..errors import (
     TransportError,
     UsageError,
 )
+from ..logs import warn_limited
 from ..wire import decode_amqp10_message, encode_amqp10_message
 from ._aiormq import _ssl_context
 from ._base import (

@@ -1,4 +1,5 @@
-"""Logging shared by every layer: warnings about bad input that cannot flood the logs."""
+"""Logging shared by every layer: warnings about bad input that cannot flood the logs
+(``warn_limited``)."""
 
 from __future__ import annotations
 
