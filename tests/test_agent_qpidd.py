@@ -248,6 +248,7 @@ async def test_console_over_amqp10_gets_objects_calls_and_receives_events(
             Session.connect(qpidd_url, _transport_factory=ProtonTransport,
                             qmf_version=version) as session:
         events = session.events(_class="counterReset")
+        await events.ready()
         if version is None and 2 in agent_versions:  # found by its heartbeat, over v2
             await wait_until(lambda: agent.v2_name in [a.name for a in session.get_agents()],
                              timeout=15.0, message="the agent's v2 heartbeat")

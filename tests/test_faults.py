@@ -683,6 +683,7 @@ async def test_qpidd_a_console_that_stops_reading_keeps_a_bounded_buffer(
         async with Session(timeout=10.0) as session:
             await session.add_broker(qpidd.url, timeout=10.0)
             ticks = session.events(_class="tick", maxsize=maxsize)
+            await ticks.ready()
             found = await wait_until(
                 lambda: next((a for a in session.get_agents() if a.name == agent.v2_name),
                              None), 15.0, message="the ticker known")

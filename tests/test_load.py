@@ -126,16 +126,20 @@ def _check_storm(f: dict[str, Any]) -> None:
 
 @pytest.mark.integration
 async def test_an_event_storm_against_a_slow_console_counts_every_drop(bus: str) -> None:
-    """A short storm against a console slower than the agents (it sleeps 0.5 s after
-    every 1,000 events it reads: at most 2,000 a second), a topic queue capped at 2,000
-    and a subscription of 500: events are lost on both sides (the queue overflows at
-    the broker; the session fills the subscription at the bus's pace while the reader
-    sleeps), and every one is counted (dead letters, ``dropped``)."""
+    """A short storm against a console slower than the agents (it sleeps 1 s after
+    every 1,000 events it reads: at most 1,000 a second), a topic queue capped at 2,000
+    and a subscription of 500: what the reader cannot take is lost at the broker's
+    capped queue (when the session's transport drains it slower than the agents fill
+    it), in the subscription (while the reader sleeps), or both, depending on the
+    machine's pace; every event lost is counted (dead letters, ``dropped``)."""
     f = await event_storm(bus, agents=2, processes=1, seconds=3.0, maxsize=500,
-                          topic_max_length=2_000, slow=0.5)
+                          topic_max_length=2_000, slow=1.0)
     _report(f)
     _check_storm(f)
-    assert f["topic_dropped"] > 0 and f["subscription_dropped"] > 0
+    # the console was the slower side, so events were lost (and _check_storm showed
+    # every one counted), whichever buffer lost them
+    assert f["published"] > f["read"] + f["buffered"]
+    assert f["topic_dropped"] + f["subscription_dropped"] > 0
     # memory stays flat: the buffers are bounded (topic queue at the broker,
     # prefetch and subscription here)
     assert f["rss_growth_after_warmup_mb"] < 15
@@ -159,9 +163,10 @@ async def test_an_event_storm_on_qpidd_against_a_slow_console_counts_every_drop(
     """The same on qpidd (AMQP 1.0, QMF v2 agents): the link credit bounds what qpidd
     sends ahead, so the losses are the subscription's own, every one counted."""
     f = await event_storm(qpidd_stock.url, agents=2, processes=1, seconds=3.0, maxsize=500,
-                          slow=0.5, qpidd=True)
+                          slow=1.0, qpidd=True)
     _report(f)
     _check_storm(f)
+    assert f["published"] > f["read"] + f["buffered"]  # the console was the slower side
     assert f["topic_dropped"] == 0 and f["subscription_dropped"] > 0
     assert f["rss_growth_after_warmup_mb"] < 15
 

@@ -478,6 +478,8 @@ async def test_an_agent_whose_schemas_cannot_be_fetched_delays_only_itself(
     async with Session.connect(qpidd_stock.url, schema_timeout=8.0) as session:
         events = session.events(_class="queueDeclare")
         updates = session.object_updates()
+        await events.ready()
+        await updates.ready()
         rogue = ProtonTransport(qpidd_stock.url)
         await rogue.connect()
         try:

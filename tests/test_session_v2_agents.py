@@ -23,6 +23,8 @@ async def _exercise(session: Session, agent: Any) -> None:
     """What a user does with an agent: list, call (with a reference), hear events."""
     resets = session.events(_class="counterReset")
     updates = session.object_updates(_class="counter")
+    await resets.ready()
+    await updates.ready()
     await wait_until(lambda: agent.v2_name in [a.name for a in session.get_agents()],
                      timeout=15.0, message="the agent's heartbeat")
 
