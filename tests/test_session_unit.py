@@ -1027,6 +1027,16 @@ async def test_ready_waits_for_the_binding_changes_of_the_subscription() -> None
     gate.set()
     await asyncio.wait_for(waiting, 1.0)
     assert task.done() and sub._binding == []
+    # an ``async with`` whose bindings never come is left closed
+    closed: list[Subscription[int]] = []
+    late: Subscription[int] = Subscription(10, on_close=closed.append)
+    late._binding = [asyncio.create_task(asyncio.sleep(3600))]
+    late.ready = lambda timeout=0.05: Subscription.ready(late, 0.05)  # type: ignore[method-assign]
+    with pytest.raises(QmfTimeout):
+        async with late:
+            pytest.fail("entered without its bindings")
+    assert late.closed and closed == [late]
+    late._binding[0].cancel()
 
 
 async def test_malformed_bodies_are_counted_and_ignored(make_session: Any) -> None:

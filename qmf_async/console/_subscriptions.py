@@ -120,7 +120,11 @@ class Subscription(Generic[T]):
         self._binding = []
 
     async def __aenter__(self) -> Subscription[T]:
-        await self.ready()
+        try:
+            await self.ready()
+        except BaseException:
+            self.close()  # never entered: nothing else would close it
+            raise
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
