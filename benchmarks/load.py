@@ -55,6 +55,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run from a checkout without installing
     sys.path.insert(0, str(ROOT))
 
+from benchmarks._common import _broker_pids, _proc_cpu  # noqa: E402
 from qmf_async import Broker, Console, QmfObject, QmfTimeout, RemoteAgent, Session  # noqa: E402
 from qmf_async.agent import (  # noqa: E402
     Agent,
@@ -89,30 +90,15 @@ def rss() -> int:
         return int(f.read().split()[1]) * PAGE
 
 
-CLK_TCK = os.sysconf("SC_CLK_TCK")
+def cpu_seconds(pid: int | None = None) -> float:
+    """CPU seconds process ``pid`` (this one by default) used so far."""
+    return _proc_cpu(os.getpid() if pid is None else pid)
 
 
-def cpu_seconds(pid: int | str = "self") -> float:
-    """User and system CPU seconds of process ``pid`` so far (``/proc/PID/stat``)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
-
-
-def broker_pid(name: str = "beam.smp") -> int | None:
-    """The process id of a local process named ``name`` (the RabbitMQ node), if any."""
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/comm") as f:
-                    if f.read().strip() == name:
-                        return int(entry)
-            except OSError:
-                continue
-    return None
+def broker_pid() -> int | None:
+    """The process id of the local RabbitMQ node, if any (not a rabbitmqctl run)."""
+    pids = _broker_pids()
+    return pids[0] if pids else None
 
 
 def fd_count() -> int:
