@@ -25,7 +25,7 @@ from qmf_async.errors import (
 from qmf_async.transport._aiormq import Delivery, TlsOptions, Transport
 from qmf_async.transport._base import parse_url
 
-from ._util import wait_until
+from ._util import rabbitmqctl, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -271,6 +271,49 @@ async def test_topic_bindings_route_by_key(transport: Transport) -> None:
     assert [d.routing_key for d in rec.deliveries if d.endpoint == objects] == [keys[0], keys[6]]
     # the keys that matched nothing were published before the last one, which arrived
     assert len(rec.deliveries) == 4
+
+
+def _watermark() -> str | None:
+    """RabbitMQ's memory high watermark as ``rabbitmqctl eval`` prints it, or None."""
+    ctl = shutil.which("rabbitmqctl") or shutil.which("rabbitmqctl", path="/usr/sbin:/sbin")
+    if ctl is None:
+        return None
+    out = subprocess.run([ctl, "-q", "eval", "vm_memory_monitor:get_vm_memory_high_watermark()."],
+                         capture_output=True, text=True, timeout=60, check=False)
+    value = out.stdout.strip()
+    return value if out.returncode == 0 and value.replace(".", "", 1).isdigit() else None
+
+
+async def test_close_waits_until_a_blocked_broker_has_read_every_publish(
+        amqp_url: str, transport: Transport) -> None:
+    """Bodies published (no confirms) into a broker that stopped reading (a memory
+    alarm) are not lost by ``close``: it waits for a round trip on the publish channel
+    (bounded by its timeout) before closing the socket, which aiormq alone does 2 s
+    after its Connection.Close whether the broker has read that far or not."""
+    configured = _watermark()
+    if configured is None or "localhost" not in amqp_url and "127.0.0.1" not in amqp_url:
+        pytest.skip("needs rabbitmqctl for the local broker (to raise a memory alarm)")
+    rec = Recorder()
+    transport.set_dispatcher(rec)
+    ep = await transport.open_endpoint()
+    await transport.bind(ep, "amq.direct", ep)
+    sender = Transport(amqp_url, name=f"qmf-test-{_token()}")
+    await sender.connect()
+    n = 5_000
+    await sender.publish(b"0", exchange="amq.direct", routing_key=ep)
+    await wait_until(lambda: rec.deliveries, 10.0)
+    assert rabbitmqctl("set_vm_memory_high_watermark", "absolute", "1MB")
+    try:
+        for i in range(1, n):
+            await sender.publish(b"%d" % i + b"." * 200, exchange="amq.direct", routing_key=ep)
+        closing = asyncio.create_task(sender.close(30.0))
+        # the broker reads nothing for longer than aiormq waits for Close-Ok
+        await asyncio.sleep(3.5)
+    finally:
+        assert rabbitmqctl("set_vm_memory_high_watermark", configured)
+    await closing
+    await wait_until(lambda: len(rec.deliveries) >= n, 30.0)
+    assert [int(b.split(b".")[0]) for b in rec.bodies(ep)] == list(range(n))
 
 
 async def test_unbind_stops_delivery(transport: Transport) -> None:

@@ -845,6 +845,8 @@ class AiormqTransport:
     async def close(self, timeout: float = 5.0) -> None:
         """Close the connection; idempotent, bounded by ``timeout``, shielded.
 
+        Every body published before is read by the broker before the socket closes
+        (one round trip, within ``timeout``; a warning says when it was not).
         Deliveries not yet dispatched are dropped; ``on_lost`` callbacks are not
         called.  Cancelling the caller does not interrupt the cleanup.
 
@@ -868,6 +870,8 @@ class AiormqTransport:
             setup.cancel()
             await asyncio.wait({setup}, timeout=max(0.0, deadline - loop.time()))
         conn = self._conn
+        if was == "open" and conn is not None and not conn.is_closed:
+            await self._publishes_through(max(0.01, deadline - loop.time()))
         if conn is not None and not conn.is_closed:
             try:
                 await asyncio.wait_for(conn.close(None), max(0.01, deadline - loop.time()))
@@ -888,6 +892,23 @@ class AiormqTransport:
         self._buffer.clear()
         if self._state != "lost":
             self._state = "closed"
+
+    async def _publishes_through(self, timeout: float) -> None:
+        """Wait (at most ``timeout``) until the broker has read every body published so
+        far: one round trip on the publish channel, answered after the publishes before
+        it.  Without it, bodies still in the socket buffers when the connection is
+        closed can be lost: aiormq closes the socket 2 s after its ``Connection.Close``
+        even when a busy broker (flow control, a memory alarm) has not read that far."""
+        ch = self._publish_ch
+        if ch is None or ch.is_closed:
+            return
+        try:
+            await asyncio.wait_for(ch.basic_qos(prefetch_count=0), timeout)
+        except TimeoutError:
+            log.warning("closing %s: the broker did not read the last publishes within "
+                        "%.1f s; some may be lost", self.where, timeout)
+        except Exception as exc:  # the channel or connection went: nothing more to wait for
+            log.debug("closing %s: publish round trip failed: %r", self.where, exc)
 
     async def __aenter__(self) -> AiormqTransport:
         await self.connect()
