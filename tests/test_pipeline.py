@@ -499,6 +499,18 @@ def _html_images(report: Path) -> list[str]:
     return re.findall(r'<img src="([^"]+)"', report.read_text(encoding="utf-8"))
 
 
+def test_legend_names_keep_head_and_tail() -> None:
+    from qmf_async.tools.pipeline._report import _short
+    assert _short("orders") == "orders"
+    name = "qmf-async console-a8e6e93c172f_qmf-topic2-ce99242e899b49b4-10"
+    short = _short(name)
+    assert len(short) == 40 and "\u2026" in short
+    head, tail = short.split("\u2026")
+    assert name.startswith(head) and name.endswith(tail) and tail.endswith("b4-10")
+    # two generated names that differ only at the end stay apart
+    assert _short(name[:-2] + "-9") != short
+
+
 def test_run_pipeline_end_to_end(spark: Any, dataset: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     summary = run_pipeline(spark, str(dataset), str(out), top_n=3)

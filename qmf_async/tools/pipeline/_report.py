@@ -78,6 +78,15 @@ def _runs(points: Sequence[tuple[int, float, bool]], gap_ns: float
     return runs, partial
 
 
+def _short(label: str, width: int = 40) -> str:
+    """A legend entry of at most ``width`` characters: a long name keeps its head and
+    its tail (where generated names differ), the middle cut to an ellipsis."""
+    if len(label) <= width:
+        return label
+    tail = (width - 1) * 3 // 5
+    return label[:width - 1 - tail] + "\u2026" + label[-tail:]
+
+
 def _plot(path: str, title: str, ylabel: str,
           series: Mapping[str, Sequence[tuple[int, float]] | PlotSeries], *,
           stacked_bars: bool = False, bar_width_s: float = 60.0,
@@ -98,7 +107,7 @@ def _plot(path: str, title: str, ylabel: str,
     def x_of(ts: float) -> float:
         return origin + ts / 86_400e9
 
-    fig = Figure(figsize=(10, 4.2), dpi=100)
+    fig = Figure(figsize=(11, 4.2), dpi=100)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
     ax.set_title(title)
@@ -117,7 +126,7 @@ def _plot(path: str, title: str, ylabel: str,
             xs = [x_of(ts) for ts, *_ in points]
             ys = [float(p[1]) for p in points]
             base = [bottom[p[0]] for p in points]
-            ax.bar(xs, ys, width=width, bottom=base, label=label, align="edge")
+            ax.bar(xs, ys, width=width, bottom=base, label=_short(label), align="edge")
             for ts, v, *_ in points:
                 bottom[ts] += float(v)
             plotted = True
@@ -133,13 +142,13 @@ def _plot(path: str, title: str, ylabel: str,
             for run in runs:
                 xs = [x_of(ts + half) for ts, _ in run]
                 ax.plot(xs, [v for _, v in run], color=color, marker="o", markersize=3,
-                        label=None if labelled else label)
+                        label=None if labelled else _short(label))
                 labelled = True
             if partial:
                 any_partial = True
                 ax.plot([x_of(ts + half) for ts, _ in partial], [v for _, v in partial],
                         linestyle="none", marker="o", markersize=6, markerfacecolor="none",
-                        color=color, label=None if labelled else label)
+                        color=color, label=None if labelled else _short(label))
             plotted = True
     if plotted:
         stamps = [p[0] for points in series.values() for p in points]
@@ -150,11 +159,15 @@ def _plot(path: str, title: str, ylabel: str,
         locator = AutoDateLocator(tz=_dt.UTC)  # type: ignore[no-untyped-call]
         ax.xaxis.set_major_locator(locator)
         formatter = ConciseDateFormatter(locator, tz=_dt.UTC)  # type: ignore[no-untyped-call]
+        # ticks a few seconds apart read as clock times ("23:34:30"), not bare seconds
+        formatter.formats[5] = "%H:%M:%S"
         ax.xaxis.set_major_formatter(formatter)
         ax.set_xlabel("time (UTC)" + ("; open circles: partial windows (not joined)"
                                       if any_partial else ""))
         if len(series) <= 12:
-            ax.legend(fontsize="small", loc="best")
+            # beside the plot, so that it never hides a line
+            ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                      borderaxespad=0.0)
     else:
         ax.text(0.5, 0.5, "no data in the period", ha="center", va="center",
                 transform=ax.transAxes, fontsize=14, color="gray")
