@@ -523,6 +523,101 @@ async def test_an_agent_whose_schemas_cannot_be_fetched_delays_only_itself(
         updates.close()
 
 
+async def _queue_data_from_a_rogue(session: Session, rogue_name: str, queue: str
+                                   ) -> tuple[Any, Any]:
+    """A raw QMF v2 peer on the session's qpidd and a data indication of ``queue`` (of
+    qpidd's own queue class) from ``rogue_name``, for the tests of agents not (yet)
+    in the directory."""
+    from qmf_async.transport import ProtonTransport
+    from qmf_async.wire import V2DataIndication
+
+    key = next(k for k in await session.get_classes("org.apache.qpid.broker")
+               if k.name == "queue")
+    await session.get_schema(key)  # the objects need no fetch: only their agent is late
+    rogue = ProtonTransport(session.brokers[0].url)
+    await rogue.connect()
+    data = V2Data({"name": queue, "msgDepth": 3}, V2ObjectId(f"rogue:{queue}"),
+                  V2SchemaId(key.package, key.name, "_data", uuid.UUID(bytes=key.hash)))
+    return rogue, V2DataIndication([data], rogue_name)
+
+
+async def _send_v2(rogue: Any, msg: Any, subject: str) -> None:
+    from qmf_async.wire import encode_v2
+    headers, body, _cid = encode_v2(msg)
+    await rogue.publish(body, exchange="qmf.default.topic", routing_key=subject,
+                        headers=headers)
+
+
+@pytest.mark.qpidd
+async def test_objects_that_come_before_their_agent_wait_for_it(qpidd_stock: Any) -> None:
+    """An agent's data can be handled before its heartbeat (over AMQP 1.0 each binding
+    is its own queue at qpidd, so their order is not kept), or while the agent was
+    just aged out: the objects wait (a locate is sent) until the agent is known, then
+    are delivered; nothing is dropped."""
+    import time as _time
+
+    from qmf_async.wire import V2AgentHeartbeat
+
+    rogue_name = "rogue.org:late:1"
+    queue = _name("late")
+    async with Session.connect(qpidd_stock.url) as session:
+        updates = session.object_updates(_class="queue")
+        await updates.ready()
+        link = session.brokers[0]._v2
+        rogue, indication = await _queue_data_from_a_rogue(session, rogue_name, queue)
+        try:
+            await _send_v2(rogue, indication,
+                           "agent.ind.data.org_apache_qpid_broker.queue.rogue_org.late.1")
+            # handled and waiting for its agent (not dropped)
+            await wait_until(lambda: (rogue_name, False) in link._agent_waits, timeout=10.0,
+                             message="the object waits for its agent")
+            assert session.held_dropped == 0
+            await _send_v2(rogue, V2AgentHeartbeat(rogue_name, {
+                "_timestamp": _time.time_ns(), "_heartbeat_interval": 10, "_epoch": 1}),
+                "agent.ind.heartbeat.rogue_org.late.1")
+
+            async def delivered() -> QmfObject | None:
+                obj = await updates.get(timeout=10.0)
+                return obj if obj.name == queue else None
+            obj = await wait_until(delivered, timeout=15.0, message="the waiting object")
+            assert obj.msgDepth == 3 and obj.get_agent().name == rogue_name
+            assert session.held_dropped == 0 and not link._agent_waits
+            # properties and statistics came together: nothing to complete
+            assert session.completion_queries == 0
+        finally:
+            await rogue.close()
+        updates.close()
+
+
+@pytest.mark.qpidd
+async def test_objects_whose_agent_never_comes_are_dropped_and_counted(
+        qpidd_stock: Any) -> None:
+    """The wait for an unknown agent lasts the session's ``timeout``: then its objects
+    are dropped and counted in ``held_dropped``, and later ones wait afresh."""
+    rogue_name = "rogue.org:never:1"
+    async with Session(timeout=2.0) as session:
+        await session.add_broker(qpidd_stock.url)
+        updates = session.object_updates(_class="queue")
+        await updates.ready()
+        link = session.brokers[0]._v2
+        rogue, indication = await _queue_data_from_a_rogue(session, rogue_name,
+                                                          _name("never"))
+        try:
+            for _ in range(2):
+                dropped = session.held_dropped
+                await _send_v2(rogue, indication,
+                               "agent.ind.data.org_apache_qpid_broker.queue.rogue_org.never.1")
+                await wait_until(lambda: (rogue_name, False) in link._agent_waits,
+                                 timeout=10.0, message="the object waits for its agent")
+                await wait_until(lambda: session.held_dropped == dropped + 1
+                                 and not link._agent_waits, timeout=10.0,  # noqa: B023
+                                 message="the object dropped and counted")
+            assert not link._held
+        finally:
+            await rogue.close()
+        updates.close()
+
+
 @pytest.mark.qpidd
 async def test_proxies_from_before_a_reconnection_still_call_over_v2(qpidd_fresh: Any) -> None:
     qpidd = qpidd_fresh(False)

@@ -1361,7 +1361,8 @@ class Session:
 
     def _object_update(self, broker: Broker, agent: RemoteAgent | None,
                        rec: RawObjectRecord) -> None:
-        """A ``c`` or ``i`` from the topic: deliver it merged with the object's view,
+        """A ``c`` or ``i`` from the topic (or a QMF v2 object with both parts, a
+        ``g``): deliver it merged with the object's view,
         or, for a live object whose properties (an ``i`` arrived) or statistics (a
         ``c`` arrived, and its class has statistics) were never received, hold it
         until the missing part arrives or a completion query brings it (updates of
@@ -1385,9 +1386,11 @@ class Session:
                 known = self._gone.get(key)
             if rec.opcode == "i":
                 missing = known is None or known[0] is None
-            else:
+            elif rec.opcode == "c":
                 missing = (known is None or known[1] is None) \
                     and bool(rec.codec.schema.statistics)
+            else:  # a "g" (QMF v2 data with both parts) is whole
+                missing = False
             if missing:
                 failed = self._failed_at.get(key)
                 if failed is None or time.monotonic() - failed >= self.completion_timeout:

@@ -472,6 +472,10 @@ class V2Link:
         self._held_count = 0
         #: the schema fetch of each lane whose indications are held
         self._fetching: dict[_Lane, asyncio.Task[Any]] = {}
+        #: lanes whose objects wait for their agent to be in the directory (False: the
+        #: wait is over, what still waits is dropped)
+        self._agent_waits: dict[_Lane, bool] = {}
+        self._locating: asyncio.Task[None] | None = None
         #: classes whose schema could not be fetched: (when, seconds before asking again)
         self._failed: dict[ClassKey, tuple[float, float]] = {}
         self.topic_queue: str | None = None
@@ -550,6 +554,7 @@ class V2Link:
         self._streams.clear()
         self._held.clear()
         self._held_count = 0
+        self._agent_waits.clear()
 
     def close(self, error: QmfError) -> None:
         """The broker is removed: as :meth:`connection_lost` (which ends the answers'
@@ -558,6 +563,8 @@ class V2Link:
         for task in self._fetching.values():
             task.cancel()
         self._fetching.clear()
+        if self._locating is not None:
+            self._locating.cancel()
 
     def age(self, now: float) -> None:
         """Age the agent directory (agents that stopped beating leave)."""
@@ -663,6 +670,9 @@ class V2Link:
             self._located.set()
             session._agent_arrived(agent)
             self.host._v2_agent_arrived(agent)
+            lane = (ev.name, False)
+            if self._agent_waits.pop(lane, None) is not None:
+                self._pump(lane)  # its objects waited for it
         elif kind is AgentLeftV2:
             known = self._banks.get(ev.name)
             gone = self.host._agents.pop(known, None) if known is not None else None
@@ -880,6 +890,9 @@ class V2Link:
         held = self._held.get(lane)
         while held:
             items = held[0]
+            agent = self.agent(name)
+            if agent is None and not lane[1] and self._wait_for_agent(lane):
+                return
             if self._missing(items):
                 task = self._fetching.get(lane)
                 if task is None or task.done():
@@ -891,13 +904,15 @@ class V2Link:
                 return
             held.popleft()
             self._held_count -= 1
-            agent = self.agent(name)
             for item in items:
                 if isinstance(item, V2Event):
                     session._event(self.host, self.event(item, agent))
                     continue
-                if agent is None:
-                    continue  # an agent not (or no longer) in the directory
+                if agent is None:  # its agent did not come in time
+                    session.held_dropped += 1
+                    warn_limited(log, session.held_dropped, "QMF v2 object from %s dropped: "
+                                 "its agent %r is not known there", self.host.where, name)
+                    continue
                 try:
                     rec = self.record(item, (agent.broker_bank, agent.agent_bank))
                 except DecodeError as exc:
@@ -910,6 +925,41 @@ class V2Link:
                 session._object_update(self.host, agent, rec)
         if held is not None and not held:
             del self._held[lane]
+            self._agent_waits.pop(lane, None)
+
+    def _wait_for_agent(self, lane: _Lane) -> bool:
+        """Whether the objects at the head of ``lane``, whose agent is not in the
+        directory, wait for it.  An agent's data can come before its first heartbeat
+        or locate answer, or just after it was aged out and before its next
+        heartbeat; dropping them would lose an update that is never sent again (qpidd
+        publishes an unchanged object once).  The first call sends a locate and gives
+        the agent the session's ``timeout``: its arrival resumes the lane, and the end
+        of that time drops what still waits (counted in ``held_dropped``).  False for
+        objects without an agent name, and once the time is out."""
+        if lane[0] is None:
+            return False
+        waiting = self._agent_waits.get(lane)
+        if waiting is None:
+            loop = asyncio.get_running_loop()
+            self._agent_waits[lane] = True
+            loop.call_later(self.host.session.timeout, self._agent_wait_over, lane)
+            if self._locating is None or self._locating.done():
+                self._locating = loop.create_task(self._locate())
+            return True
+        return waiting
+
+    def _agent_wait_over(self, lane: _Lane) -> None:
+        if self._agent_waits.get(lane):
+            self._agent_waits[lane] = False
+            self._pump(lane)
+
+    async def _locate(self) -> None:
+        """An agent locate, for objects from an agent not in the directory (its
+        answer adds the agent; a failure leaves it to the agent's next heartbeat)."""
+        try:
+            await self._publish(self.host._check(), self.core.send_locate(time.monotonic()))
+        except QmfError as exc:
+            log.debug("agent locate on %s not sent: %s", self.host.where, exc)
 
     async def _fetch_then_pump(self, keys: set[ClassKey], lane: _Lane) -> None:
         try:
