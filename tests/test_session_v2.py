@@ -609,8 +609,8 @@ async def test_objects_whose_agent_never_comes_are_dropped_and_counted(
                                "agent.ind.data.org_apache_qpid_broker.queue.rogue_org.never.1")
                 await wait_until(lambda: (rogue_name, False) in link._agent_waits,
                                  timeout=10.0, message="the object waits for its agent")
-                await wait_until(lambda: session.held_dropped == dropped + 1
-                                 and not link._agent_waits, timeout=10.0,  # noqa: B023
+                await wait_until(lambda d=dropped: session.held_dropped == d + 1
+                                 and not link._agent_waits, timeout=10.0,
                                  message="the object dropped and counted")
             assert not link._held
         finally:

@@ -291,7 +291,7 @@ async def test_close_waits_until_a_blocked_broker_has_read_every_publish(
     (bounded by its timeout) before closing the socket, which aiormq alone does 2 s
     after its Connection.Close whether the broker has read that far or not."""
     configured = _watermark()
-    if configured is None or "localhost" not in amqp_url and "127.0.0.1" not in amqp_url:
+    if configured is None or ("localhost" not in amqp_url and "127.0.0.1" not in amqp_url):
         pytest.skip("needs rabbitmqctl for the local broker (to raise a memory alarm)")
     rec = Recorder()
     transport.set_dispatcher(rec)
