@@ -472,9 +472,9 @@ class V2Link:
         self._held_count = 0
         #: the schema fetch of each lane whose indications are held
         self._fetching: dict[_Lane, asyncio.Task[Any]] = {}
-        #: lanes whose objects wait for their agent to be in the directory (False: the
-        #: wait is over, what still waits is dropped)
-        self._agent_waits: dict[_Lane, bool] = {}
+        #: lanes whose objects wait for their agent to be in the directory: the timer
+        #: that ends the wait (None: it is over, what still waits is dropped)
+        self._agent_waits: dict[_Lane, asyncio.TimerHandle | None] = {}
         self._locating: asyncio.Task[None] | None = None
         #: classes whose schema could not be fetched: (when, seconds before asking again)
         self._failed: dict[ClassKey, tuple[float, float]] = {}
@@ -554,7 +554,8 @@ class V2Link:
         self._streams.clear()
         self._held.clear()
         self._held_count = 0
-        self._agent_waits.clear()
+        for lane in list(self._agent_waits):
+            self._end_agent_wait(lane)
 
     def close(self, error: QmfError) -> None:
         """The broker is removed: as :meth:`connection_lost` (which ends the answers'
@@ -671,7 +672,7 @@ class V2Link:
             session._agent_arrived(agent)
             self.host._v2_agent_arrived(agent)
             lane = (ev.name, False)
-            if self._agent_waits.pop(lane, None) is not None:
+            if self._end_agent_wait(lane):
                 self._pump(lane)  # its objects waited for it
         elif kind is AgentLeftV2:
             known = self._banks.get(ev.name)
@@ -925,7 +926,7 @@ class V2Link:
                 session._object_update(self.host, agent, rec)
         if held is not None and not held:
             del self._held[lane]
-            self._agent_waits.pop(lane, None)
+            self._end_agent_wait(lane)
 
     def _wait_for_agent(self, lane: _Lane) -> bool:
         """Whether the objects at the head of ``lane``, whose agent is not in the
@@ -938,20 +939,28 @@ class V2Link:
         objects without an agent name, and once the time is out."""
         if lane[0] is None:
             return False
-        waiting = self._agent_waits.get(lane)
-        if waiting is None:
-            loop = asyncio.get_running_loop()
-            self._agent_waits[lane] = True
-            loop.call_later(self.host.session.timeout, self._agent_wait_over, lane)
-            if self._locating is None or self._locating.done():
-                self._locating = loop.create_task(self._locate())
-            return True
-        return waiting
+        if lane in self._agent_waits:
+            return self._agent_waits[lane] is not None
+        loop = asyncio.get_running_loop()
+        self._agent_waits[lane] = loop.call_later(self.host.session.timeout,
+                                                  self._agent_wait_over, lane)
+        if self._locating is None or self._locating.done():
+            self._locating = loop.create_task(self._locate())
+        return True
 
     def _agent_wait_over(self, lane: _Lane) -> None:
-        if self._agent_waits.get(lane):
-            self._agent_waits[lane] = False
-            self._pump(lane)
+        self._agent_waits[lane] = None
+        self._pump(lane)
+
+    def _end_agent_wait(self, lane: _Lane) -> bool:
+        """Forget the lane's wait for its agent (its timer cancelled); whether there
+        was one."""
+        if lane not in self._agent_waits:
+            return False
+        timer = self._agent_waits.pop(lane)
+        if timer is not None:
+            timer.cancel()
+        return True
 
     async def _locate(self) -> None:
         """An agent locate, for objects from an agent not in the directory (its
