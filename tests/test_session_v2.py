@@ -435,6 +435,13 @@ def test_a_query_predicate_joins_the_selector_and_the_equality_filters() -> None
         "and", ["eq", "name", ["quote", "q1"]], ["eq", "durable", ["quote", True]]]
 
 
+async def _send_v2(rogue: Any, msg: Any, subject: str) -> None:
+    from qmf_async.wire import encode_v2
+    headers, body, _cid = encode_v2(msg)
+    await rogue.publish(body, exchange="qmf.default.topic", routing_key=subject,
+                        headers=headers)
+
+
 @pytest.mark.qpidd
 async def test_malformed_v2_messages_are_counted_and_dropped(qpidd_stock: Any) -> None:
     from qmf_async.transport import ProtonTransport
@@ -472,7 +479,7 @@ async def test_an_agent_whose_schemas_cannot_be_fetched_delays_only_itself(
     import time as _time
 
     from qmf_async.transport import ProtonTransport
-    from qmf_async.wire import V2AgentHeartbeat, V2DataIndication, encode_v2
+    from qmf_async.wire import V2AgentHeartbeat, V2DataIndication
 
     rogue_name = "rogue.org:silent:1"
     async with Session.connect(qpidd_stock.url, schema_timeout=8.0) as session:
@@ -483,20 +490,16 @@ async def test_an_agent_whose_schemas_cannot_be_fetched_delays_only_itself(
         rogue = ProtonTransport(qpidd_stock.url)
         await rogue.connect()
         try:
-            async def send(msg: Any, subject: str) -> None:
-                headers, body, _cid = encode_v2(msg)
-                await rogue.publish(body, exchange="qmf.default.topic", routing_key=subject,
-                                    headers=headers)
-            await send(V2AgentHeartbeat(rogue_name, {"_timestamp": _time.time_ns(),
-                                                     "_heartbeat_interval": 10, "_epoch": 1}),
-                       "agent.ind.heartbeat.rogue_org.silent.1")
+            await _send_v2(rogue, V2AgentHeartbeat(rogue_name, {
+                "_timestamp": _time.time_ns(), "_heartbeat_interval": 10, "_epoch": 1}),
+                "agent.ind.heartbeat.rogue_org.silent.1")
             await wait_until(lambda: rogue_name in [a.name for a in session.get_agents()],
                              timeout=10.0, message="the rogue agent")
             await wait_until(lambda: ("agent.ind.data.#", None) in session.brokers[0]
                              ._v2.bindings, timeout=5.0, message="the data binding")
             unknown = V2Data({"x": 1}, V2ObjectId("rogue:thing:1"),
                              V2SchemaId("rogue", "thing", "_data", uuid.uuid4()))
-            await send(V2DataIndication([unknown], rogue_name),
+            await _send_v2(rogue, V2DataIndication([unknown], rogue_name),
                        "agent.ind.data.rogue.thing.rogue_org.silent.1")
             # the rogue's schema is being asked for (8 s); qpidd's events still flow
             qpidd = next(a for a in session.get_agents()
@@ -539,13 +542,6 @@ async def _queue_data_from_a_rogue(session: Session, rogue_name: str, queue: str
     data = V2Data({"name": queue, "msgDepth": 3}, V2ObjectId(f"rogue:{queue}"),
                   V2SchemaId(key.package, key.name, "_data", uuid.UUID(bytes=key.hash)))
     return rogue, V2DataIndication([data], rogue_name)
-
-
-async def _send_v2(rogue: Any, msg: Any, subject: str) -> None:
-    from qmf_async.wire import encode_v2
-    headers, body, _cid = encode_v2(msg)
-    await rogue.publish(body, exchange="qmf.default.topic", routing_key=subject,
-                        headers=headers)
 
 
 @pytest.mark.qpidd
