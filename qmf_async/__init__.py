@@ -1,4 +1,5 @@
-"""qmf-async: an asyncio SDK for the Qpid Management Framework (QMF v1)."""
+"""qmf-async: an asyncio SDK for the Qpid Management Framework (QMF v1 and v2), for qpidd
+over AMQP 1.0 and RabbitMQ over AMQP 0-9-1."""
 
 from __future__ import annotations
 

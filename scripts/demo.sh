@@ -10,7 +10,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
-bash scripts/setup.sh
+bash scripts/setup.sh cli bridge
 bash scripts/rabbitmq.sh
 
 URL="${QMF_URL:-amqp://guest:guest@localhost:5672/}"

@@ -16,6 +16,20 @@
 # at run time (not persisted: the script sets them again after a restart). Queues
 # and channels that existed before keep the interval they started with.
 #
+# A private node (the test suite gives each pytest-xdist worker one, so that a test may
+# restart, stall or fill its broker without touching another worker's tests):
+#
+#   scripts/rabbitmq.sh --node NAME --port N --api-port N --dist-port N --dir DIR
+#       start (or find running) node NAME@localhost with AMQP on 127.0.0.1:N, its
+#       management API on 127.0.0.1:API_PORT, data, logs and configuration in DIR
+#       (made when absent, owned by the rabbitmq user: DIR and its parents must be
+#       readable by that user); Erlang distribution on DIST_PORT (default N + 20000);
+#       same statistics interval
+#   scripts/rabbitmq.sh --stop --node NAME --dir DIR
+#       stop that node and remove DIR (idempotent)
+#
+# rabbitmqctl and rabbitmq-plugins reach a private node when RABBITMQ_NODENAME names it.
+#
 # Environment:
 #   RABBITMQ_WAIT            seconds to wait for the broker to come up (default 120)
 #   RABBITMQ_STATS_INTERVAL  statistics interval in whole seconds (default 1; 5 is
@@ -24,9 +38,9 @@ set -euo pipefail
 
 HOST=127.0.0.1
 PORT=5672
+API_PORT=15672
 DEADLINE_S="${RABBITMQ_WAIT:-120}"
 STATS_S="${RABBITMQ_STATS_INTERVAL:-1}"
-API=http://127.0.0.1:15672/api/overview
 LOG_DIR="${TMPDIR:-/tmp}"
 INSTALL_LOG="$LOG_DIR/qmf-async-rabbitmq-install.log"
 START_LOG="$LOG_DIR/qmf-async-rabbitmq-start.log"
@@ -36,6 +50,44 @@ die() {
     echo "rabbitmq.sh: $*" >&2
     exit 1
 }
+
+NODE=""
+NODE_DIR=""
+DIST_PORT=""
+STOP=no
+while [ "$#" -gt 0 ]; do
+    case "$1" in
+        --node) NODE="${2:?--node needs a name}"; shift 2 ;;
+        --port) PORT="${2:?--port needs a number}"; shift 2 ;;
+        --api-port) API_PORT="${2:?--api-port needs a number}"; shift 2 ;;
+        --dist-port) DIST_PORT="${2:?--dist-port needs a number}"; shift 2 ;;
+        --dir) NODE_DIR="${2:?--dir needs a folder}"; shift 2 ;;
+        --stop) STOP=yes; shift ;;
+        *) die "unknown argument: $1 (see the comment at the top of this script)" ;;
+    esac
+done
+API="http://127.0.0.1:$API_PORT/api/overview"
+
+if [ -n "$NODE" ]; then
+    [ -n "$NODE_DIR" ] || die "--node needs --dir"
+    export RABBITMQ_NODENAME="$NODE@localhost"
+    export RABBITMQ_NODE_PORT="$PORT" RABBITMQ_DIST_PORT="${DIST_PORT:-$((PORT + 20000))}"
+    export RABBITMQ_NODE_IP_ADDRESS="$HOST"
+    export RABBITMQ_CONFIG_FILE="$NODE_DIR/rabbitmq.conf"
+    export RABBITMQ_MNESIA_BASE="$NODE_DIR/mnesia" RABBITMQ_LOG_BASE="$NODE_DIR/log"
+    export RABBITMQ_ENABLED_PLUGINS_FILE="$NODE_DIR/enabled_plugins"
+    export RABBITMQ_PID_FILE="$NODE_DIR/rabbitmq.pid"
+    START_LOG="$NODE_DIR/start.log"
+    if [ "$STOP" = yes ]; then
+        if command -v rabbitmqctl >/dev/null 2>&1; then
+            rabbitmqctl -q stop >/dev/null 2>&1 || true
+        fi
+        rm -rf "$NODE_DIR"
+        exit 0
+    fi
+elif [ "$STOP" = yes ]; then
+    die "--stop needs --node and --dir (the default node is left running)"
+fi
 
 port_open() {
     # bash's /dev/tcp; the subshell keeps the descriptor from leaking.
@@ -108,6 +160,11 @@ if port_open && api_up && stats_interval_set; then
 fi
 
 if ! command -v rabbitmq-server >/dev/null 2>&1; then
+    # several private nodes may be set up at once: one installs, the others wait
+    exec 9>"$LOG_DIR/qmf-async-rabbitmq-install.lock"
+    flock 9
+fi
+if ! command -v rabbitmq-server >/dev/null 2>&1; then
     command -v apt-get >/dev/null 2>&1 \
         || die "rabbitmq-server is not installed and apt-get is not available; install RabbitMQ and retry"
     : >"$INSTALL_LOG"
@@ -119,6 +176,15 @@ if ! command -v rabbitmq-server >/dev/null 2>&1; then
     fi
     command -v rabbitmq-server >/dev/null 2>&1 \
         || die "rabbitmq-server still not found after installation; log: $INSTALL_LOG"
+fi
+
+if [ -n "$NODE" ]; then
+    mkdir -p "$NODE_DIR/mnesia" "$NODE_DIR/log"
+    printf 'listeners.tcp.default = %s\nmanagement.tcp.port = %s\nmanagement.tcp.ip = %s\n' \
+        "$PORT" "$API_PORT" "$HOST" >"$RABBITMQ_CONFIG_FILE"
+    [ -f "$RABBITMQ_ENABLED_PLUGINS_FILE" ] \
+        || echo '[rabbitmq_management].' >"$RABBITMQ_ENABLED_PLUGINS_FILE"
+    chown -R rabbitmq:rabbitmq "$NODE_DIR" 2>/dev/null || true
 fi
 
 # Another start may be under way (or the node runs but its listener is not up yet):

@@ -8,13 +8,14 @@
 # Idempotent and quiet: nothing is printed on success; the pip log is shown on failure.
 # The install is skipped when pyproject.toml and the extras did not change since the
 # last successful run (delete .venv/.qmf-setup-stamp to force it).
-# Environment: PYTHON (default python3) is the interpreter the venv is made from.
+# Environment: PYTHON (default python3) is the interpreter the venv is made from; VENV
+# (default .venv in the repository root) the venv.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 PYTHON="${PYTHON:-python3}"
-VENV="$ROOT/.venv"
+VENV="${VENV:-$ROOT/.venv}"
 LOG="${TMPDIR:-/tmp}/qmf-async-setup.$$.log"
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore PIP_NO_INPUT=1
 

@@ -1,12 +1,21 @@
 #!/usr/bin/env bash
-# Run the test suite: set up .venv, make sure a local RabbitMQ runs, then pytest.
+# Run the tests: set up .venv, make sure a local RabbitMQ runs (and qpidd's libraries
+# are there), then pytest, in parallel.
 #
-#   scripts/test.sh                         -> all tests
-#   scripts/test.sh tests/test_transport.py -> arguments go to pytest
+#   scripts/test.sh                         -> everything CI checks: the whole suite,
+#                                              then the broker-free tiers on Python 3.12
+#                                              and 3.13 (scripts/test_pythons.sh), then
+#                                              the wheel and sdist as users install them
+#                                              (scripts/check_wheel.sh)
+#   scripts/test.sh tests/test_transport.py -> arguments go to pytest (that run only)
 #   scripts/test.sh -m "not slow"
 #
+# The suite runs on QMF_TEST_WORKERS pytest-xdist workers (default 4: the tests mostly
+# wait on brokers and timers), each with a RabbitMQ node and qpidds of its own
+# (tests/conftest.py); QMF_TEST_WORKERS=0 runs it in this process, one test at a time.
 # QMF_TEST_URL (default amqp://guest:guest@localhost:5672/) names the broker; a local
-# RabbitMQ is started only when it points at this machine.  Exits with pytest's code.
+# RabbitMQ is started only when it points at this machine.  Exits non-zero when any
+# part failed.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -26,6 +35,24 @@ if [ -n "${QPIDD_HOME:-}" ] || [ -d "$ROOT/../shared/qpidd" ]; then
     bash scripts/qpidd.sh install
 fi
 
+full=no
+[ "$#" -eq 0 ] && full=yes
+workers="${QMF_TEST_WORKERS:-4}"
+xdist=()
+if [ "$workers" != 0 ]; then
+    # worksteal: an idle worker takes tests queued on a busy one, so the long tests
+    # do not leave the others waiting at the end
+    xdist=(-n "$workers" --dist worksteal)
+fi
+
 set +e
-.venv/bin/python -m pytest "$@"
-exit $?
+status=0
+.venv/bin/python -m pytest "${xdist[@]}" "$@" || status=$?
+if [ "$full" = yes ]; then
+    echo
+    bash scripts/test_pythons.sh || status=1
+    echo
+    echo "== the package as users install it (scripts/check_wheel.sh)"
+    bash scripts/check_wheel.sh || status=1
+fi
+exit "$status"

@@ -8,6 +8,7 @@ import os
 import shutil
 import socket
 import subprocess
+import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import NoReturn
@@ -20,9 +21,100 @@ from .qpidd import ROOT, Qpidd, QpiddError, qpidd_home
 DEFAULT_URL = "amqp://guest:guest@localhost:5672/"
 
 
+# --- a RabbitMQ node per pytest-xdist worker -----------------------------------------
+#
+# Under pytest-xdist (``scripts/test.sh`` runs the suite with ``-n``) each worker gets a
+# private RabbitMQ node (``scripts/rabbitmq.sh --node``), so a test may restart, stall,
+# fill or reconfigure its broker, or list all of its queues and connections, without
+# touching the tests of another worker.  The worker's environment names that node from
+# the start: ``QMF_TEST_URL`` (AMQP), ``QMF_RABBITMQ_API`` (management API) and
+# ``RABBITMQ_NODENAME`` (what rabbitmqctl and rabbitmq-plugins reach), and subprocesses
+# the tests start inherit it; the node itself is started by the first test that asks
+# for ``amqp_url`` (a worker that runs no RabbitMQ test starts none) and stopped when
+# the worker ends.  Without xdist, when ``QMF_TEST_URL`` names another host, or with
+# ``QMF_TEST_SHARED_BROKER=1``, every test uses that one broker, as before.
+
+_private_node: dict[str, str] = {}
+_private_node_started: list[bool] = []
+
+
+def _free_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [int(sock.getsockname()[1]) for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def _wants_private_node() -> bool:
+    if not os.environ.get("PYTEST_XDIST_WORKER") or os.environ.get("QMF_TEST_SHARED_BROKER"):
+        return False
+    host = urlsplit(os.environ.get("QMF_TEST_URL", DEFAULT_URL)).hostname
+    if host not in ("localhost", "127.0.0.1", None):
+        return False
+    return bool(shutil.which("rabbitmq-server")
+                or shutil.which("rabbitmq-server", path="/usr/sbin:/sbin"))
+
+
+def _rabbitmq_script(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", str(ROOT / "scripts" / "rabbitmq.sh"), *args],
+                          capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not _wants_private_node():
+        return
+    worker = os.environ["PYTEST_XDIST_WORKER"]
+    name = f"qmf-test-{worker}-{os.getpid()}"
+    amqp, api, dist = _free_ports(3)
+    # the rabbitmq user runs the node: its folder lies directly in the (world-readable)
+    # temporary directory, not under pytest's private one
+    _private_node.update(
+        name=name, dir=str(Path(tempfile.gettempdir()) / name),
+        amqp=str(amqp), api=str(api), dist=str(dist))
+    os.environ["QMF_TEST_URL"] = f"amqp://guest:guest@localhost:{amqp}/"
+    os.environ["QMF_RABBITMQ_API"] = f"http://guest:guest@localhost:{api}/"
+    os.environ["RABBITMQ_NODENAME"] = f"{name}@localhost"
+    os.environ["RABBITMQ_ENABLED_PLUGINS_FILE"] = f"{_private_node['dir']}/enabled_plugins"
+
+
+def _start_private_node() -> None:
+    """Start this worker's node (once).
+
+    Raises:
+        pytest.fail: the node did not start (with the script's reason).
+    """
+    if _private_node_started:
+        return
+    node = _private_node
+    try:
+        done = _rabbitmq_script("--node", node["name"], "--port", node["amqp"],
+                                "--api-port", node["api"], "--dist-port", node["dist"],
+                                "--dir", node["dir"], timeout=300)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the RabbitMQ node {node['name']} did not start within 300 s",
+                    pytrace=False)
+    _private_node_started.append(True)  # stopped at the end even when it half started
+    if done.returncode != 0:
+        pytest.fail(f"the RabbitMQ node {node['name']} did not start: "
+                    f"{done.stderr.strip()[-2000:]}", pytrace=False)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _private_node_started:
+        _rabbitmq_script("--stop", "--node", _private_node["name"], "--dir",
+                         _private_node["dir"], timeout=120)
+        _private_node_started.clear()
+
+
 @pytest.fixture(scope="session")
 def amqp_url() -> str:
     """URL of the test broker (``QMF_TEST_URL``); fails when nothing answers there."""
+    if _private_node:
+        _start_private_node()
     url = os.environ.get("QMF_TEST_URL", DEFAULT_URL)
     parts = urlsplit(url)
     host = parts.hostname or "localhost"

@@ -1,8 +1,9 @@
 """``qmf``: command-line tools on the public qmf-async API.
 
-Subcommands: shell, repl, stat, config, events, queue-stats, collect, pipeline
-(``qmf --help``).
-Needs the ``cli`` extra: ``pip install 'qmf-async[cli]'``.
+Subcommands: shell, repl, stat, config, events, queue-stats, route, collect, pipeline,
+bridge (``qmf --help``).  They need the ``cli`` extra (``pip install 'qmf-async[cli]'``),
+some one more (``EXTRAS``); a subcommand whose extra is missing says which one when it is
+run, and the others work.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from ... import __version__
 from ._common import EXIT_USAGE, EXPECTED_ERRORS, fail
@@ -35,15 +37,52 @@ SUBCOMMANDS = {
     "bridge": "bridge",
 }
 
+#: the extras a subcommand needs (what ``pip install 'qmf-async[...]'`` names when one of
+#: their packages is missing)
+EXTRAS = {
+    "pipeline": "pipeline",
+    "collect": "collector",
+    "bridge": "cli,bridge",
+}
+
+#: the top-level packages of the extras (a missing one means an extra is not installed;
+#: any other missing module is a real bug and is raised)
+_EXTRA_PACKAGES = frozenset({
+    "rich", "prompt_toolkit", "aiohttp", "pyarrow", "pyspark", "matplotlib", "pandas",
+    "proton", "prometheus_client",
+})
+
+
+def _missing_extra(subparsers: Any, name: str, exc: ModuleNotFoundError) -> None:
+    """Register ``name`` as a subcommand that only says which extra to install."""
+    extra = EXTRAS.get(name, "cli")
+    hint = f"pip install 'qmf-async[{extra}]'"
+    parser = subparsers.add_parser(name, help=f"(needs {hint})", add_help=False)
+    parser.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    parser.set_defaults(missing_extra=extra)
+
+    async def run(args: argparse.Namespace) -> int:
+        print(f"qmf {name}: needs the {extra} extra ({hint}): "
+              f"no module named {(exc.name or '?').split('.')[0]!r}", file=sys.stderr)
+        return EXIT_USAGE
+
+    parser.set_defaults(run=run)
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="qmf", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"qmf-async {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for module_name in SUBCOMMANDS.values():
-        module = importlib.import_module(f".{module_name}", __name__)
-        module.add_parser(sub)
+    for name, module_name in SUBCOMMANDS.items():
+        # a subcommand whose extra is missing says so when it is run, and never stops
+        # the others (or ``qmf --version``) from working
+        try:
+            importlib.import_module(f".{module_name}", __name__).add_parser(sub)
+        except ModuleNotFoundError as exc:
+            if (exc.name or "").split(".")[0] not in _EXTRA_PACKAGES:
+                raise
+            _missing_extra(sub, name, exc)
     # each subcommand's parser, to report its own usage on an unknown option
     parser.subcommands = dict(sub.choices)  # type: ignore[attr-defined]
     return parser
@@ -59,16 +98,10 @@ def _quiet_logging() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``qmf``; returns the exit code (0 ok, see ``_common`` for the others)."""
-    try:
-        parser = _parser()
-    except ModuleNotFoundError as exc:
-        if (exc.name or "").split(".")[0] not in ("rich", "prompt_toolkit"):
-            raise
-        print(f"qmf: the command-line tools need the cli extra "
-              f"(pip install 'qmf-async[cli]'): {exc}", file=sys.stderr)
-        return EXIT_USAGE
+    parser = _parser()
     args, extra = parser.parse_known_args(argv)
-    if extra:  # reported with the subcommand's usage, not qmf's
+    if extra and not getattr(args, "missing_extra", None):
+        # reported with the subcommand's usage, not qmf's
         sub = parser.subcommands.get(args.command, parser)  # type: ignore[attr-defined]
         sub.error(f"unrecognized arguments: {' '.join(extra)}")
     _quiet_logging()

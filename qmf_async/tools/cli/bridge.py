@@ -10,6 +10,7 @@ shell, the dashboard and the collector see the real broker.  Same as
 from __future__ import annotations
 
 import argparse
+import importlib.util
 from typing import Any
 
 from ._render import help_text
@@ -18,6 +19,14 @@ __all__ = ["add_parser", "run"]
 
 
 def add_parser(subparsers: Any) -> None:
+    """Add ``qmf bridge``.
+
+    Raises:
+        ModuleNotFoundError: aiohttp (the ``bridge`` extra) is not installed; nothing
+            was added.
+    """
+    if importlib.util.find_spec("aiohttp") is None:
+        raise ModuleNotFoundError("No module named 'aiohttp'", name="aiohttp")
     parser = subparsers.add_parser(
         "bridge", help="serve another broker's own objects over QMF (rabbitmq)",
         description=help_text(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)

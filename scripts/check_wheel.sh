@@ -1,0 +1,228 @@
+#!/usr/bin/env bash
+# The package as users get it: build the sdist and the wheel, check their metadata
+# (twine check), install the wheel into a new venv outside the repository once per
+# extra set a user would pick, and run a smoke check from each:
+#
+#   core          import qmf_async; qmf --version; a tool says which extra it needs
+#   cli,amqp10    (a qpidd operator) qmf stat -b HOST:PORT -q --json against a stock
+#                 qpidd, on Python 3.11 and on 3.13
+#   cli           (RabbitMQ) qmf stat -b against RabbitMQ with the management-broker
+#                 role and an agent (examples/demo_agent.py) started from the same venv;
+#                 against qpidd: one line naming the amqp10 extra
+#   collector     qmf collect --help
+#   bridge        python -m qmf_async.bridge.rabbitmq --help; qmf bridge names its extra
+#   web           import aiohttp and qmf_async together
+#
+# Needs a running RabbitMQ on localhost:5672 (scripts/rabbitmq.sh) and qpidd
+# (../shared/qpidd or $QPIDD_HOME; scripts/qpidd.sh); without qpidd the qpidd checks are
+# skipped with a note, except when $CI is set, where that is a failure.
+# Prints one line per check; exits non-zero on the first failure, with its output.
+# Environment: WHEEL_CHECK_AMQP_URL (default amqp://guest:guest@localhost:5672/) is the
+# RabbitMQ the cli check uses; PYTHON (default python3) and PYTHON313 (default: pyenv's 3.13, else
+# python3.13) are the interpreters; WHEEL_CHECK_DIR (default a new temporary folder).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PYTHON="${PYTHON:-python3}"
+WORK="${WHEEL_CHECK_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/qmf-wheel-check.XXXXXX")}"
+RABBIT_URL="${WHEEL_CHECK_AMQP_URL:-amqp://guest:guest@localhost:5672/}"
+export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore PIP_NO_INPUT=1
+mkdir -p "$WORK"
+LOG="$WORK/check.log"
+QPIDD_DIR=""
+PIDS=()
+
+cleanup() {
+    local pid
+    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; done
+    [ -n "$QPIDD_DIR" ] && bash "$ROOT/scripts/qpidd.sh" stop "$QPIDD_DIR" >/dev/null 2>&1
+    return 0
+}
+trap cleanup EXIT
+
+die() {
+    echo "check_wheel.sh: $*" >&2
+    exit 1
+}
+
+# run WHAT CMD...: the command's output goes to the log; on failure the log is shown
+run() {
+    local what="$1"
+    shift
+    : >"$LOG"
+    if ! "$@" >>"$LOG" 2>&1; then
+        cat "$LOG" >&2
+        die "failed: $what ($*)"
+    fi
+}
+
+# expect_fail WHAT PATTERN CMD...: the command fails with exit 2 and one line on stderr
+# matching PATTERN
+expect_missing_extra() {
+    local what="$1" pattern="$2" rc=0
+    shift 2
+    "$@" >"$WORK/out" 2>"$WORK/err" || rc=$?
+    if [ "$rc" -ne 2 ] || [ "$(wc -l <"$WORK/err")" -ne 1 ] || ! grep -q -- "$pattern" "$WORK/err"; then
+        echo "exit $rc; stdout:" >&2
+        cat "$WORK/out" >&2
+        echo "stderr:" >&2
+        cat "$WORK/err" >&2
+        die "failed: $what: expected exit 2 and one line matching '$pattern'"
+    fi
+}
+
+python313() {
+    if [ -n "${PYTHON313:-}" ]; then
+        echo "$PYTHON313"
+        return
+    fi
+    local candidate
+    for candidate in "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.13*/bin/python3.13; do
+        [ -x "$candidate" ] && { echo "$candidate"; return; }
+    done
+    command -v python3.13 || true
+}
+
+# --- build and check the distributions ------------------------------------------------
+run "a venv for build and twine" "$PYTHON" -m venv "$WORK/tools"
+run "installing build and twine" "$WORK/tools/bin/pip" install -q build twine
+run "building the sdist and the wheel" \
+    "$WORK/tools/bin/python" -m build --outdir "$WORK/dist" "$ROOT"
+WHEEL="$(ls "$WORK"/dist/qmf_async-*.whl)"
+SDIST="$(ls "$WORK"/dist/qmf_async-*.tar.gz)"
+run "twine check" "$WORK/tools/bin/twine" check --strict "$WHEEL" "$SDIST"
+echo "check_wheel: built and twine-checked $(basename "$WHEEL") and $(basename "$SDIST")"
+# the wheel holds the package data the tools and the bridge read at run time
+run "the wheel's contents" "$WORK/tools/bin/python" - "$WHEEL" <<'PY'
+import sys, zipfile
+names = set(zipfile.ZipFile(sys.argv[1]).namelist())
+for need in ("qmf_async/py.typed", "qmf_async/__init__.py", "qmf_async/tools/cli/__init__.py"):
+    assert need in names, f"{need} is missing from the wheel"
+assert any(n.startswith("qmf_async/bridge/") and n.endswith(".xml") for n in names), \
+    "the bridge's schema XML is missing from the wheel"
+assert not any(n.startswith(("tests/", "benchmarks/", "examples/")) for n in names), \
+    "the wheel carries test or example files"
+PY
+
+# --- a stock qpidd -------------------------------------------------------------------
+QPIDD_PORT=""
+if [ -n "${QPIDD_HOME:-}" ] || [ -x "$ROOT/../shared/qpidd/bin/qpidd" ]; then
+    out="$(bash "$ROOT/scripts/qpidd.sh" start --qmf1 no --dir "$WORK/qpidd")" \
+        || die "qpidd did not start"
+    QPIDD_DIR="$WORK/qpidd"
+    QPIDD_PORT="$(sed -n 's/^QPIDD_PORT=//p' <<<"$out")"
+elif [ -n "${CI:-}" ]; then
+    die "no qpidd (../shared/qpidd or \$QPIDD_HOME), and CI must run the qpidd checks"
+else
+    echo "check_wheel: no qpidd (../shared/qpidd or \$QPIDD_HOME): the qpidd checks are skipped"
+fi
+
+# venv NAME PYTHON EXTRAS: a new venv outside the repository with the wheel installed
+venv() {
+    local name="$1" python="$2" extras="$3" spec="$WHEEL"
+    [ -n "$extras" ] && spec="$WHEEL[$extras]"
+    run "a venv for $name" "$python" -m venv "$WORK/venv-$name"
+    run "installing $spec" "$WORK/venv-$name/bin/pip" install -q "$spec"
+}
+
+# stat_qpidd NAME: qmf stat -q --json against the stock qpidd lists its queues
+stat_qpidd() {
+    local bin="$WORK/venv-$1/bin"
+    [ -n "$QPIDD_PORT" ] || return 0
+    run "qmf stat -q --json against qpidd ($1)" \
+        "$bin/qmf" stat -b "127.0.0.1:$QPIDD_PORT" -q --json --timeout 20
+    "$bin/python" - "$LOG" <<'PY' || die "qmf stat -q --json ($1) printed no queue list"
+import json, sys
+rows = json.load(open(sys.argv[1]))
+assert isinstance(rows, list), rows
+PY
+}
+
+cd "$WORK"  # nothing of the repository is importable from here
+
+# core alone
+venv core "$PYTHON" ""
+bin="$WORK/venv-core/bin"
+run "import qmf_async (core)" "$bin/python" -c "import qmf_async, qmf_async.wire, qmf_async.agent"
+run "qmf --version (core)" "$bin/qmf" --version
+expect_missing_extra "qmf stat without the cli extra" "pip install 'qmf-async\[cli\]'" \
+    "$bin/qmf" stat -b 127.0.0.1:5672
+echo "check_wheel: core: import, qmf --version, qmf stat names the cli extra"
+
+# a qpidd operator, on 3.11 and 3.13
+for py in "$PYTHON" "$(python313)"; do
+    if [ -z "$py" ]; then
+        [ -n "${CI:-}" ] && die "no Python 3.13 (pyenv's 3.13 or python3.13; set PYTHON313)"
+        echo "check_wheel: no Python 3.13: the 3.13 check is skipped"
+        continue
+    fi
+    ver="$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+    venv "cli-amqp10-$ver" "$py" "cli,amqp10"
+    bin="$WORK/venv-cli-amqp10-$ver/bin"
+    run "qmf --version (cli,amqp10, $ver)" "$bin/qmf" --version
+    expect_missing_extra "qmf bridge without the bridge extra ($ver)" \
+        "pip install 'qmf-async\[cli,bridge\]'" "$bin/qmf" bridge rabbitmq
+    stat_qpidd "cli-amqp10-$ver"
+    echo "check_wheel: cli,amqp10 on Python $ver: qmf --version, qmf stat -q --json on a stock qpidd"
+done
+
+# a RabbitMQ user: the cli extra alone
+venv cli "$PYTHON" "cli"
+bin="$WORK/venv-cli/bin"
+# start_ready LOG CMD...: start a process, wait for its "ready" line (30 s at most)
+start_ready() {
+    local log="$1" deadline=$((SECONDS + 30))
+    shift
+    "$@" >"$log" 2>&1 &
+    PIDS+=($!)
+    until grep -q "ready" "$log"; do
+        kill -0 "${PIDS[-1]}" 2>/dev/null || { cat "$log" >&2; die "exited: $*"; }
+        [ "$SECONDS" -lt "$deadline" ] || { cat "$log" >&2; die "not ready in 30 s: $*"; }
+        sleep 0.2
+    done
+}
+# the management-broker role and the demo agent (a script beside the package, as a user
+# would run one of their own) from the same venv
+start_ready "$WORK/role.log" "$bin/python" -m qmf_async.agent.broker --url "$RABBIT_URL" \
+    --interval 1
+start_ready "$WORK/agent.log" "$bin/python" "$ROOT/examples/demo_agent.py" --url "$RABBIT_URL" \
+    --interval 1
+run "qmf stat -b against RabbitMQ (cli)" \
+    "$bin/qmf" stat -b "$RABBIT_URL" -q --json --timeout 20
+"$bin/python" - "$LOG" <<'PY' || die "qmf stat -q --json (cli, RabbitMQ) did not list the demo agent's queues"
+import json, sys
+rows = json.load(open(sys.argv[1]))
+assert isinstance(rows, list) and rows, rows
+PY
+for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
+PIDS=()
+if [ -n "$QPIDD_PORT" ]; then
+    expect_missing_extra "qmf stat against qpidd without amqp10" "qmf-async\[amqp10\]" \
+        "$bin/qmf" stat -b "127.0.0.1:$QPIDD_PORT" -q --timeout 20
+fi
+echo "check_wheel: cli: qmf stat on RabbitMQ with the role; against qpidd it names amqp10"
+
+# the collector
+venv collector "$PYTHON" "collector"
+run "qmf collect --help (collector)" "$WORK/venv-collector/bin/qmf" collect --help
+run "the collector imports pyarrow" "$WORK/venv-collector/bin/python" -c \
+    "import pyarrow, qmf_async.tools.collector"
+echo "check_wheel: collector: qmf collect --help"
+
+# the RabbitMQ bridge
+venv bridge "$PYTHON" "bridge"
+bin="$WORK/venv-bridge/bin"
+run "the bridge's --help (bridge)" "$bin/python" -m qmf_async.bridge.rabbitmq --help
+run "qmf --version (bridge)" "$bin/qmf" --version
+expect_missing_extra "qmf bridge without the cli extra" "pip install 'qmf-async\[cli,bridge\]'" \
+    "$bin/qmf" bridge rabbitmq
+echo "check_wheel: bridge: python -m qmf_async.bridge.rabbitmq --help; qmf bridge names its extra"
+
+# the web backend
+venv web "$PYTHON" "web"
+run "import aiohttp with qmf_async (web)" "$WORK/venv-web/bin/python" -c \
+    "import aiohttp, qmf_async; assert qmf_async.Session"
+run "qmf --version (web)" "$WORK/venv-web/bin/qmf" --version
+echo "check_wheel: web: aiohttp and qmf_async import together"
+
+echo "check_wheel: all checks passed ($WORK)"

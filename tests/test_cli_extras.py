@@ -1,0 +1,60 @@
+"""``qmf`` without an extra: the subcommands that need it say which one to install, in
+one line, and every other subcommand (and ``qmf --version``) keeps working."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _qmf_without(missing: list[str], *argv: str) -> subprocess.CompletedProcess[str]:
+    """Run ``qmf ARGV`` in a new interpreter where the ``missing`` packages cannot be
+    imported (as when their extra is not installed)."""
+    code = (
+        "import sys\n"
+        f"for name in {missing!r}:\n"
+        "    sys.modules[name] = None\n"
+        "from qmf_async.tools.cli import main\n"
+        f"sys.exit(main({list(argv)!r}))\n"
+    )
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, cwd=ROOT, check=False)
+
+
+@pytest.mark.parametrize("missing", [["aiohttp"], ["rich", "prompt_toolkit", "aiohttp"]])
+def test_version_works_without_the_extras(missing: list[str]) -> None:
+    done = _qmf_without(missing, "--version")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("qmf-async ")
+
+
+def test_bridge_without_aiohttp_names_its_extra_and_stat_still_works() -> None:
+    done = _qmf_without(["aiohttp"], "bridge", "rabbitmq", "--interval", "1")
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "qmf bridge: needs the cli,bridge extra (pip install 'qmf-async[cli,bridge]'): "
+        "no module named 'aiohttp'"]
+    # the other subcommands are whole: their own usage errors, not the extra's
+    done = _qmf_without(["aiohttp"], "stat", "--no-such-option")
+    assert done.returncode == 2
+    assert "qmf stat: error: unrecognized arguments: --no-such-option" in done.stderr
+    assert "extra" not in done.stderr
+
+
+def test_without_the_cli_extra_every_tool_names_it() -> None:
+    for command in ("stat", "config", "events"):
+        done = _qmf_without(["rich", "prompt_toolkit"], command, "-b", "localhost:5672",
+                            "--help")
+        assert done.returncode == 2, (command, done.stderr)
+        assert done.stderr.splitlines() == [
+            f"qmf {command}: needs the cli extra (pip install 'qmf-async[cli]'): "
+            "no module named 'rich'"], command
+    # the help lists the subcommand with what it needs
+    done = _qmf_without(["rich", "prompt_toolkit"], "--help")
+    assert done.returncode == 0
+    assert "(needs pip install 'qmf-async[cli]')" in done.stdout
