@@ -74,7 +74,9 @@ async def main(url: str, events_wanted: int, timeout: float,
             try:
                 await amqp_broker.create("nosuchtype", "x", {}, False)
             except MethodError as exc:
-                print(f"broker.create('nosuchtype', 'x') -> MethodError {exc.status}: {exc.text}")
+                # an agent's refusal arrives as a typed error with its status and text
+                print(f"broker.create('nosuchtype', 'x') -> refused, as it should be: "
+                      f"MethodError {exc.status}: {exc.text}")
             (created,) = await session.get_objects(_class="queue", name=name, _agent=demo,
                                                    _timeout=timeout)
             await created.purge(0)

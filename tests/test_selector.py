@@ -25,7 +25,14 @@ from qmf_async.protocol._selector import (
 )
 
 T, F, U = True, False, None  # U: UNKNOWN
-MISSING = object()  # marker: leave the name out of the environment
+class _Missing:
+    """Marker: leave the name out of the environment."""
+
+    def __repr__(self) -> str:  # a stable test id (pytest-xdist workers compare them)
+        return "<missing>"
+
+
+MISSING = _Missing()
 
 
 def env_of(**values: Any) -> dict[str, Any]:
