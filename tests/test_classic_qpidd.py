@@ -1,0 +1,202 @@
+"""The classic API (qmf.console) against a genuine qpidd, with the classic console
+itself (Python 2.7, ../shared/classic-tools/lib) as the oracle: the same script on the
+same qpidd prints the same lines through both."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import _python27
+from tests.qpidd import Qpidd, send_messages
+
+pytestmark = pytest.mark.qpidd
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPTS = Path(__file__).resolve().parent / "classic_scripts"
+CLASSIC_LIB = ROOT.parent / "shared" / "classic-tools" / "lib"
+
+
+@pytest.fixture(scope="module")
+def classic_python(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., str]:
+    """``run(script, *args) -> stdout`` with Python 2.7 and the classic console."""
+    py2 = _python27()
+    if py2 is None or not CLASSIC_LIB.exists():
+        pytest.skip("the classic console needs Python 2.7 and ../shared/classic-tools/lib")
+    lib = tmp_path_factory.mktemp("classic") / "lib"
+    shutil.copytree(CLASSIC_LIB, lib)  # the 0-10 spec cache is written beside the spec
+
+    def run(script: str, *args: str) -> str:
+        done = subprocess.run([py2, str(SCRIPTS / script), *args], capture_output=True,
+                              text=True, timeout=90, env={**os.environ, "PYTHONPATH": str(lib)},
+                              check=False)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    return run
+
+
+def run_ours(script: str, *args: str) -> str:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, str(SCRIPTS / script), *args], capture_output=True,
+                          text=True, timeout=90, env=env, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def _py2_text(out: str) -> str:
+    """Python 2's unicode literals print as u'...': the only difference print syntax makes."""
+    return out.replace("u'", "'").replace('u"', '"')
+
+
+def _make_queues(qpidd: Qpidd, prefix: str, depths: list[int]) -> None:
+    from qmf.console import Session
+    with Session() as sess:
+        sess.addBroker(qpidd.address)
+        (br,) = sess.getObjects(_class="broker")
+        for i, depth in enumerate(depths):
+            name = f"{prefix}-{i}"
+            assert br.create("queue", name, {}, False).status == 0
+            if depth:
+                send_messages(qpidd.address, name, depth)
+
+
+def test_the_tutorial_session_prints_what_the_classic_console_prints(
+        qpidd_stock: Qpidd, classic_python: Callable[..., str]) -> None:
+    prefix = f"oracle-{uuid.uuid4().hex[:8]}"
+    _make_queues(qpidd_stock, prefix, [0, 3, 1])
+    classic = _py2_text(classic_python("oracle_session.py", qpidd_stock.address, prefix))
+    ours = run_ours("oracle_session.py", qpidd_stock.address, prefix)
+    assert f"{prefix}-1 3 False False False" in ours
+    assert ours.splitlines() == classic.splitlines()
+
+
+def test_a_console_subclass_sees_events_and_may_call_back(qpidd_stock: Qpidd) -> None:
+    prefix = f"watch-{uuid.uuid4().hex[:8]}"
+    out = run_ours("watch_events.py", qpidd_stock.address, prefix)
+    assert "connected True" in out
+    assert "create 0" in out
+    assert f"event queueDeclare {prefix}-ev" in out
+    assert "seen True" in out
+
+
+def test_queue_depths_by_regular_expression(qpidd_stock: Qpidd) -> None:
+    import re
+
+    from qmf.console import Session
+    prefix = f"depth-{uuid.uuid4().hex[:8]}"
+    _make_queues(qpidd_stock, prefix, [2, 0, 5])
+    sess = Session()
+    try:
+        sess.addBroker(qpidd_stock.address)
+        pattern = re.compile(rf"^{prefix}-\d$")
+        depths = {q.name: q.msgDepth for q in sess.getObjects(_class="queue")
+                  if pattern.match(q.name)}
+        assert depths == {f"{prefix}-0": 2, f"{prefix}-1": 0, f"{prefix}-2": 5}
+        (q,) = sess.getObjects(_class="queue", name=f"{prefix}-2")
+        r = q.purge(2)
+        assert (r.status, r.text) == (0, "OK")
+        q.update()
+        assert q.msgDepth == 3
+    finally:
+        sess.close()
+
+
+def test_async_method_calls_answer_through_method_response(qpidd_stock: Qpidd) -> None:
+    from qmf.console import Console, Session
+
+    answers: dict[int, object] = {}
+    done = threading.Event()
+
+    class Responses(Console):
+        def methodResponse(self, broker, seq, response):  # type: ignore[no-untyped-def]
+            answers[seq] = response
+            if len(answers) == 20:
+                done.set()
+
+    sess = Session(Responses(), rcvObjects=False, rcvEvents=False, rcvHeartbeats=False)
+    try:
+        sess.addBroker(qpidd_stock.address)
+        (br,) = sess.getObjects(_class="broker")
+        seqs = {br.echo(i, f"body-{i}", _async=True): i for i in range(20)}
+        assert len(seqs) == 20 and all(isinstance(s, int) for s in seqs)
+        assert done.wait(20)
+        for seq, i in seqs.items():
+            result = answers[seq]
+            assert (result.status, result.sequence, result.body) == (0, i, f"body-{i}")
+    finally:
+        sess.close()
+
+
+def test_concurrent_threads_never_see_each_others_results(qpidd_stock: Qpidd) -> None:
+    from qmf.console import Session
+    sess = Session()
+    errors: list[str] = []
+    try:
+        sess.addBroker(qpidd_stock.address)
+        (br,) = sess.getObjects(_class="broker")
+
+        def worker(n: int) -> None:
+            for i in range(15):
+                r = br.echo(n * 1000 + i, f"t{n}-{i}")
+                if (r.sequence, r.body) != (n * 1000 + i, f"t{n}-{i}"):
+                    errors.append(f"{n}/{i}: {r}")
+
+        threads = [threading.Thread(target=worker, args=(n,)) for n in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert not any(t.is_alive() for t in threads)
+        assert errors == []
+    finally:
+        sess.close()
+
+
+def test_manage_connections_across_a_broker_restart(
+        qpidd_fresh: Callable[[bool], Qpidd]) -> None:
+    from qmf.console import Console, Session
+    broker = qpidd_fresh(False)
+    events: list[str] = []
+
+    class Watch(Console):
+        def brokerConnected(self, b):  # type: ignore[no-untyped-def]
+            events.append("up")
+
+        def brokerDisconnected(self, b):  # type: ignore[no-untyped-def]
+            events.append("down")
+
+    sess = Session(Watch(), manageConnections=True, reconnect_min_delay=0.1,
+                   reconnect_max_delay=0.5)
+    try:
+        b = sess.addBroker(broker.address)
+        deadline = time.monotonic() + 10
+        while not b.isConnected() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert b.isConnected()
+        broker.restart()
+        deadline = time.monotonic() + 30
+        while events.count("up") < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert events[:1] == ["up"] and "down" in events and events.count("up") >= 2
+        deadline = time.monotonic() + 10
+        found: list[object] = []
+        while not found and time.monotonic() < deadline:
+            try:
+                found = sess.getObjects(_class="broker", _timeout=5)
+            except Exception:
+                time.sleep(0.1)
+        assert len(found) == 1
+    finally:
+        t0 = time.monotonic()
+        sess.close()
+        assert time.monotonic() - t0 < 10
