@@ -200,3 +200,43 @@ def test_manage_connections_across_a_broker_restart(
         t0 = time.monotonic()
         sess.close()
         assert time.monotonic() - t0 < 10
+
+
+def test_broker_agent_manages_queues_exchanges_and_bindings(qpidd_stock: Qpidd) -> None:
+    from qpidtoollibs import BrokerAgent
+    name = f"tl-{uuid.uuid4().hex[:8]}"
+
+    class Conn:  # what callers pass today: a connection object with host and port
+        host, port = "127.0.0.1", qpidd_stock.port
+
+    agent = BrokerAgent(Conn())
+    try:
+        assert agent.echo(5, "ping") == {"sequence": 5, "body": "ping"}
+        agent.addQueue(name, {"qpid.max_count": 10})
+        agent.addExchange("topic", f"{name}-x")
+        agent.bind(f"{name}-x", name, "k.#")
+        send_messages(qpidd_stock.address, name, 4)
+        q = agent.getQueue(name)
+        assert q is not None and (q.name, q.msgDepth) == (name, 4)
+        assert q.arguments == {"qpid.max_count": 10}
+        assert q.vhostRef == "org.apache.qpid.broker:broker:amqp-broker,/"
+        assert q.getObjectId() == f"org.apache.qpid.broker:queue:{name}"
+        assert [repr(b) for b in agent.getAllBindings() if b.bindingKey == "k.#"] == [
+            "Binding key: k.#"]
+        agent.addQueue(f"{name}-2")
+        agent.queueMoveMessages(name, f"{name}-2", 3)
+        q.update()
+        assert q.msgDepth == 1
+        q.purge(0)
+        q.update()
+        assert q.msgDepth == 0
+        assert agent.getLogLevel()["level"]
+        assert agent.getExchange(f"{name}-x").type == "topic"
+        assert agent.getBroker().name == "amqp-broker"
+        agent.unbind(f"{name}-x", name, "k.#")
+        agent.delQueue(f"{name}-2", if_empty=False)
+        agent.delQueue(name)
+        agent.delExchange(f"{name}-x")
+        assert agent.getQueue(name) is None
+    finally:
+        agent.close()

@@ -1,7 +1,6 @@
 # A classic qmf.console script (the Qpid console tutorial's synchronous session), run
 # unchanged by Python 2.7 with the classic console and by Python 3 with qmf-async.
 # usage: oracle_session.py BROKER QUEUE-PREFIX
-from __future__ import print_function
 
 import re
 import sys

@@ -1,6 +1,5 @@
 # A classic Console subclass printing events and queue updates (the tutorial's
 # asynchronous session).  usage: watch_events.py BROKER QUEUE-PREFIX
-from __future__ import print_function
 
 import sys
 import threading
