@@ -335,7 +335,7 @@ class Session:
                              not connectArgs.get("ssl_skip_hostname_check", False))
         if url.user is None:
             url = BrokerURL(scheme=url.scheme, user="guest", password="guest", host=url.host,
-                            port=url.port)
+                            port=url.port, path=url.path)
         wait = float(timeout) if timeout is not None else self.default_timeout
         broker = self._call(self.wrapped.add_broker(url.url(), timeout=wait, tls=tls,
                                                     sasl_mechanisms=mechanisms), wait)

@@ -224,7 +224,7 @@ class BrokerURL:
     """
 
     _RE = re.compile(r"^(?:([^:/@]+)://)?(?:([^:/@]+)(?:[/:]([^@]+))?@)?"
-                     r"(?:([^@:/\[]+)|\[([a-fA-F0-9:.]+)\])(?::([0-9]+))?/?$")
+                     r"(?:([^@:/\[]+)|\[([a-fA-F0-9:.]+)\])(?::([0-9]+))?(/.*)?$")
     AMQPS = "amqps"
     AMQP = "amqp"
     scheme: str | None
@@ -232,21 +232,27 @@ class BrokerURL:
     password: str | None
     host: str
     port: int
+    path: str
 
     def __init__(self, s: str | BrokerURL | None = None, *, scheme: str | None = None,
                  user: str | None = None, password: str | None = None,
-                 host: str | None = None, port: int | None = None) -> None:
+                 host: str | None = None, port: int | None = None, path: str = "") -> None:
         if isinstance(s, BrokerURL):
             scheme, user, password, host, port = s.scheme, s.user, s.password, s.host, s.port
+            path = s.path
         elif s is not None:
             m = self._RE.match(s.strip())
             if m is None:
                 raise UsageError(f"not a broker address: {s!r}")
-            scheme, user, password, host4, host6, p = m.groups()
-            host, port = host4 or host6, int(p) if p else None
+            scheme, user, password, host4, host6, p, path = m.groups()
+            host, port, path = host4 or host6, int(p) if p else None, path or ""
+            if user is not None and password is None and ":" in user:
+                user, _, password = user.partition(":")
         if host is None:
             raise UsageError("Host required for url")
         self.scheme, self.user, self.password, self.host = scheme, user, password, host
+        #: a vhost path (``/vhost``, percent-encoded) after the port: RabbitMQ's vhosts
+        self.path = "" if path == "/" else path
         self.port = port if port is not None else (5671 if scheme == self.AMQPS else 5672)
         self.authName = user or None
         self.authPass = password or None
@@ -264,14 +270,14 @@ class BrokerURL:
                 auth += ":" + quote(self.password, safe="")
             auth += "@"
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{self.scheme or 'amqp'}://{auth}{host}:{self.port}"
+        return f"{self.scheme or 'amqp'}://{auth}{host}:{self.port}{self.path}"
 
     def __str__(self) -> str:
         s = f"{self.scheme}://" if self.scheme else ""
         if self.user:
             s += self.user + (f"/{self.password}" if self.password else "") + "@"
         s += f"[{self.host}]" if ":" in self.host else self.host
-        return s + (f":{self.port}" if self.port else "")
+        return s + (f":{self.port}" if self.port else "") + self.path
 
     def __repr__(self) -> str:
         return f"URL({str(self)!r})"
