@@ -5,6 +5,7 @@ same qpidd prints the same lines through both."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -86,12 +87,15 @@ def test_a_console_subclass_sees_events_and_may_call_back(qpidd_stock: Qpidd) ->
     assert "connected True" in out
     assert "create 0" in out
     assert f"event queueDeclare {prefix}-ev" in out
+    # the classic console's event line: UTC time, severity, class, broker, arguments
+    line = re.compile(r"^line \w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4} INFO  "
+                      r"org\.apache\.qpid\.broker:queueDeclare broker=127\.0\.0\.1:\d+ "
+                      rf".*\bqName={prefix}-ev\b.* durable=F\b", re.M)
+    assert line.search(out), out
     assert "seen True" in out
 
 
 def test_queue_depths_by_regular_expression(qpidd_stock: Qpidd) -> None:
-    import re
-
     from qmf.console import Session
     prefix = f"depth-{uuid.uuid4().hex[:8]}"
     _make_queues(qpidd_stock, prefix, [2, 0, 5])
@@ -240,3 +244,52 @@ def test_broker_agent_manages_queues_exchanges_and_bindings(qpidd_stock: Qpidd) 
         assert agent.getQueue(name) is None
     finally:
         agent.close()
+
+
+def test_qmf_v1_objects_read_and_call_the_same(qpidd_v1: Qpidd) -> None:
+    from qmf.console import Session
+    prefix = f"v1-{uuid.uuid4().hex[:8]}"
+    _make_queues(qpidd_v1, prefix, [2])
+    sess = Session(qmf_version=1)
+    try:
+        sess.addBroker(qpidd_v1.address)
+        (q,) = sess.getObjects(_class="queue", name=f"{prefix}-0")
+        oid = q.getObjectId()
+        assert not oid.isV2 and repr(oid).startswith("0-") and oid.getObject().isdigit()
+        assert repr(q) == f"org.apache.qpid.broker:queue[{oid!r}] {q.getIndex()}"
+        assert q.getIndex().endswith(f":{prefix}-0")
+        assert [p.name for p, _ in q.getProperties()][:2] == ["vhostRef", "name"]
+        assert q.msgDepth == 2 and q._vhostRef_.name == "/"
+        (same,) = sess.getObjects(_objectId=oid)
+        assert same.getObjectId() == oid and hash(same.getObjectId()) == hash(oid)
+        (br,) = sess.getObjects(_class="broker")
+        r = br.echo(3, "v1")
+        assert (r.status, r.sequence, r.body) == (0, 3, "v1")
+        assert [repr(a) for a in sess.getAgents()][:1] == ["Agent(v1) at bank 1.0 (BrokerAgent)"]
+    finally:
+        sess.close()
+
+
+def test_an_unreachable_broker_with_managed_connections_never_blocks() -> None:
+    import socket
+
+    from qmf.console import Console, Session
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    failed = threading.Event()
+
+    class Watch(Console):
+        def brokerConnectionFailed(self, broker):  # type: ignore[no-untyped-def]
+            failed.set()
+
+    sess = Session(Watch(), manageConnections=True, reconnect_min_delay=0.1)
+    t0 = time.monotonic()
+    b = sess.addBroker(f"127.0.0.1:{port}", timeout=2)
+    assert time.monotonic() - t0 < 5
+    assert not b.isConnected() and repr(b) == "Disconnected Broker"
+    assert failed.wait(5)
+    t0 = time.monotonic()
+    sess.delBroker(b)
+    sess.close()
+    assert time.monotonic() - t0 < 5

@@ -1,6 +1,7 @@
 # A classic qmf.console script (the Qpid console tutorial's synchronous session), run
 # unchanged by Python 2.7 with the classic console and by Python 3 with qmf-async.
 # usage: oracle_session.py BROKER QUEUE-PREFIX
+from __future__ import print_function  # noqa: UP010 (the script runs on Python 2.7 too)
 
 import re
 import sys

@@ -1,5 +1,6 @@
 # A classic Console subclass printing events and queue updates (the tutorial's
 # asynchronous session).  usage: watch_events.py BROKER QUEUE-PREFIX
+from __future__ import print_function  # noqa: UP010 (the script runs on Python 2.7 too)
 
 import sys
 import threading
@@ -18,6 +19,7 @@ class EventConsole(Console):
         args = event.getArguments()
         if str(args.get("qName", "")).startswith(prefix):
             print("event", event.getClassKey().getClassName(), args["qName"])
+            print("line", event)
             seen.set()
 
     def objectProps(self, broker, record):
