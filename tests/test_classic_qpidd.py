@@ -293,3 +293,38 @@ def test_an_unreachable_broker_with_managed_connections_never_blocks() -> None:
     sess.delBroker(b)
     sess.close()
     assert time.monotonic() - t0 < 5
+
+
+def test_user_bindings_deliver_only_the_bound_class(qpidd_stock: Qpidd) -> None:
+    from qmf.console import Console, DebugConsole, Session
+    classes: list[str] = []
+    agents: list[str] = []
+
+    class Objects(Console):
+        def objectProps(self, broker, record):  # type: ignore[no-untyped-def]
+            classes.append(record.getClassKey().getClassName())
+
+        def objectStats(self, broker, record):  # type: ignore[no-untyped-def]
+            classes.append(record.getClassKey().getClassName())
+            assert record.name  # statistics come with the properties known
+
+        def newAgent(self, agent):  # type: ignore[no-untyped-def]
+            agents.append(repr(agent))
+
+    assert isinstance(DebugConsole(), Console)
+    sess = Session(Objects(), userBindings=True, rcvEvents=False)
+    try:
+        sess.addBroker(qpidd_stock.address)
+        sess.bindClass("org.apache.qpid.broker", "queue")
+        deadline = time.monotonic() + 15  # the fixture's qpidd publishes every second
+        while len(classes) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(classes) >= 3 and set(classes) == {"queue"}
+        assert "Agent(v2) at bank 1.0 (BrokerAgent)" in agents
+        key = sess.getClasses("org.apache.qpid.broker")
+        (queue_key,) = [k for k in key if k.getClassName() == "queue"]
+        made = sess.makeObject(queue_key, name="draft", durable=True)
+        assert (made.name, made.durable, made.isManaged()) == ("draft", True, False)
+        assert repr(made).startswith("org.apache.qpid.broker:queue[unmanaged]")
+    finally:
+        sess.close()
