@@ -143,3 +143,14 @@ def test_the_classic_modules_are_thin_re_exports() -> None:
     assert qpidtoollibs.EventHelper().eventAddress("org.apache.qpid.broker", "queueDeclare") == (
         "qmf.default.topic/agent.ind.event.org_apache_qpid_broker.queueDeclare.*.#")
     assert qpidtoollibs.Commas(1234567) == "1,234,567" and qpidtoollibs.YN(0) == "N"
+
+
+def test_values_survive_copy_and_pickle() -> None:
+    import copy
+    import pickle
+    r = MethodResult(0, "OK", {"body": "x"})
+    assert pickle.loads(pickle.dumps(r)).body == "x" and copy.deepcopy(r).outArgs == r.outArgs
+    oid = ObjectId.create("0", "org.apache.qpid.broker:queue:q1", 1)
+    assert pickle.loads(pickle.dumps(oid)) == oid
+    key = ClassKey("org.apache.qpid.broker:queue:_data(84ce326e-2cbd-6899-80d7-6267d3327e0f)")
+    assert copy.copy(key) == key

@@ -54,6 +54,9 @@ def _lookup(schema: SchemaClass) -> dict[str, tuple[str, Any]]:
     return table
 
 
+_SLOTS = frozenset(("_ctx", "_obj", "_schema", "_set", "_oid"))
+
+
 class Object:
     """A proxy of a managed object: properties and statistics as attributes (None when
     an optional one is absent), schema methods as blocking calls, ``_ref_`` to follow a
@@ -92,6 +95,8 @@ class Object:
         return value
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name in _SLOTS:  # copy, pickle, a half-built object
+            raise AttributeError(name)
         entry = _lookup(self._schema).get(name)
         if entry is None:
             raise AttributeError(f"{self._schema.classKey.cname} object has no attribute "

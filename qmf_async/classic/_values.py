@@ -303,9 +303,10 @@ class MethodResult:
         self.outArgs = dict(outArgs)
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
+        out = self.__dict__.get("outArgs")
+        if name.startswith("__") or out is None:
             raise AttributeError(name)
-        return self.__dict__["outArgs"].get(name)
+        return out.get(name)
 
     def __repr__(self) -> str:
         return f"{self.text} ({self.status}) - {self.outArgs}"
