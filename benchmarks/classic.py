@@ -91,6 +91,39 @@ def run_classic(port: int, expect: int, repeat: int) -> dict[str, Any]:
             "max_rss_mib": _rss_mib()}
 
 
+def run_alternating(port: int, expect: int, repeat: int) -> dict[str, Any]:
+    """One classic Session; alternately its asyncio Session's get_objects (timed on the
+    loop thread) and the classic getObjects (timed by the caller): the layer's own
+    cost on the same connection, the machine's load shared evenly."""
+    from qmf.console import Session
+    sess = Session(timeout=300)
+    raw, classic = [], []
+    try:
+        sess.addBroker(f"127.0.0.1:{port}", timeout=30)
+
+        async def timed() -> float:
+            t0 = time.perf_counter()
+            qs = await sess.wrapped.get_objects(_class="queue",
+                                                _package="org.apache.qpid.broker",
+                                                _timeout=300)
+            if len(qs) < expect:
+                raise SystemExit(f"{len(qs)} queues, expected >= {expect}")
+            return time.perf_counter() - t0
+
+        for _ in range(repeat):
+            raw.append(sess.loop.call(timed(), 600))
+            t0 = time.perf_counter()
+            qs = sess.getObjects(_class="queue", _package="org.apache.qpid.broker",
+                                 _timeout=300)
+            classic.append(time.perf_counter() - t0)
+            if len(qs) < expect:
+                raise SystemExit(f"{len(qs)} queues, expected >= {expect}")
+            del qs
+    finally:
+        sess.close()
+    return {"asyncio_runs": raw, "classic_runs": classic, "max_rss_mib": _rss_mib()}
+
+
 def client(name: str, port: int, pid: int, expect: int, repeat: int) -> dict[str, Any]:
     """Run one client in its own process; its JSON result."""
     if name == "classic_py27":
@@ -119,12 +152,16 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--json", type=Path)
     p.add_argument("--skip-py27", action="store_true", help="leave the classic console out")
-    p.add_argument("--client", choices=("asyncio", "classic"), help=argparse.SUPPRESS)
+    p.add_argument("--alternate", type=int, default=6,
+                   help="pairs of alternating calls on one connection (0: none)")
+    p.add_argument("--client", choices=("asyncio", "classic", "alternate"),
+                   help=argparse.SUPPRESS)
     p.add_argument("--port", type=int, help=argparse.SUPPRESS)
     p.add_argument("--expect", type=int, default=0, help=argparse.SUPPRESS)
     opts = p.parse_args()
     if opts.client:
-        run = run_asyncio if opts.client == "asyncio" else run_classic
+        run = {"asyncio": run_asyncio, "classic": run_classic,
+               "alternate": run_alternating}[opts.client]
         print(json.dumps(run(opts.port, opts.expect, opts.repeat)))
         return
     clients = [c for c in CLIENTS if not (opts.skip_py27 and c == "classic_py27")]
@@ -140,6 +177,15 @@ def main() -> None:
                 results[c].append(res)
                 print(f"round {r + 1} {c:13s} {res['seconds']:.3f} s "
                       f"rss {res['max_rss_mib']:.0f} MiB", flush=True)
+        alt: dict[str, Any] | None = None
+        if opts.alternate:
+            cmd = [sys.executable, __file__, "--client", "alternate", "--port", str(q.port),
+                   "--expect", str(expect), "--repeat", str(opts.alternate)]
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=3600,
+                                  check=False)
+            if done.returncode != 0:
+                raise SystemExit(f"alternate failed: {done.stderr.strip()[-800:]}")
+            alt = json.loads(done.stdout.strip().splitlines()[-1])
     best = {c: min(x["seconds"] for x in results[c]) for c in clients}
     rss = {c: max(x["max_rss_mib"] for x in results[c]) for c in clients}
     print(f"\n{opts.queues} queues, best of {opts.rounds} rounds x {opts.repeat}:")
@@ -149,8 +195,18 @@ def main() -> None:
         print(f"| {c} | {best[c]:.3f} | {best[c] / best['asyncio']:.2f}x | {rss[c]:.0f} |")
     reads = min(x["read_seconds"] for x in results["classic"])
     print(f"\nclassic: reading name and msgDepth of every object once: {reads:.3f} s")
+    if alt is not None:
+        import statistics
+        a, c = alt["asyncio_runs"], alt["classic_runs"]
+        ratios = [y / x for x, y in zip(a, c, strict=True)]
+        print(f"\nalternating on one connection, {len(a)} pairs: asyncio median "
+              f"{statistics.median(a):.3f} s (best {min(a):.3f}), classic median "
+              f"{statistics.median(c):.3f} s (best {min(c):.3f}); classic/asyncio per pair: "
+              f"median {statistics.median(ratios):.2f}x, "
+              f"range {min(ratios):.2f}-{max(ratios):.2f}x")
     if opts.json:
-        opts.json.write_text(json.dumps({"queues": opts.queues, "results": results}, indent=1))
+        opts.json.write_text(json.dumps({"queues": opts.queues, "results": results,
+                                         "alternating": alt}, indent=1))
 
 
 if __name__ == "__main__":
