@@ -323,6 +323,8 @@ def test_user_bindings_deliver_only_the_bound_class(qpidd_stock: Qpidd) -> None:
         assert "Agent(v2) at bank 1.0 (BrokerAgent)" in agents
         key = sess.getClasses("org.apache.qpid.broker")
         (queue_key,) = [k for k in key if k.getClassName() == "queue"]
+        assert sess.getSchema(repr(queue_key)).getKey() == queue_key  # the text form too
+        assert sess.getObjects(_key=repr(queue_key))
         made = sess.makeObject(queue_key, name="draft", durable=True)
         assert (made.name, made.durable, made.isManaged()) == ("draft", True, False)
         assert repr(made).startswith("org.apache.qpid.broker:queue[unmanaged]")

@@ -380,6 +380,8 @@ class Session:
 
     def getSchema(self, classKey: ClassKey | str | WireClassKey) -> SchemaClass | None:
         """The schema of a class; None when nobody knows it."""
+        if isinstance(classKey, str):
+            classKey = ClassKey(classKey)
         key = classKey.wire() if isinstance(classKey, ClassKey) else classKey
         try:
             return self._schema_w(self._call(self.wrapped.get_schema(key)))
@@ -429,6 +431,7 @@ class Session:
         schema = kwargs.pop("_schema", None)
         key = kwargs.pop("_key", None) or (schema.getKey() if schema is not None else None)
         if key is not None:
+            key = ClassKey(key) if isinstance(key, str) else key
             kw["_key"] = key.wire() if isinstance(key, ClassKey) else key
         agent = kwargs.pop("_agent", None)
         if agent is not None:
