@@ -330,3 +330,19 @@ def test_user_bindings_deliver_only_the_bound_class(qpidd_stock: Qpidd) -> None:
         assert repr(made).startswith("org.apache.qpid.broker:queue[unmanaged]")
     finally:
         sess.close()
+
+
+def test_exit_with_an_open_connection_closes_cleanly(qpidd_stock: Qpidd) -> None:
+    # a script that never calls close(): the session is closed at exit, before the
+    # AMQP 1.0 library releases its objects (closing after that crashed the process)
+    code = ("import sys\n"
+            "from qmf.console import Session\n"
+            "s = Session()\n"
+            "s.addBroker(sys.argv[1])\n"
+            "print(len(s.getObjects(_class='broker')))\n")
+    t0 = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", code, qpidd_stock.address],
+                          capture_output=True, text=True, timeout=30, cwd=ROOT, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "1" and "Fatal" not in done.stderr
+    assert time.monotonic() - t0 < 20
