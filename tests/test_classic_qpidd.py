@@ -346,3 +346,12 @@ def test_exit_with_an_open_connection_closes_cleanly(qpidd_stock: Qpidd) -> None
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "1" and "Fatal" not in done.stderr
     assert time.monotonic() - t0 < 20
+
+
+def test_a_qpidtoollibs_script_prints_what_the_classic_library_prints(
+        qpidd_stock: Qpidd, classic_python: Callable[..., str]) -> None:
+    name = f"otl-{uuid.uuid4().hex[:8]}"  # each run creates and deletes it
+    classic = _py2_text(classic_python("oracle_toollibs.py", qpidd_stock.address, name))
+    ours = run_ours("oracle_toollibs.py", qpidd_stock.address, name)
+    assert f"{name} False False False 0 org.apache.qpid.broker:broker:amqp-broker,/" in ours
+    assert ours.splitlines() == classic.splitlines()
