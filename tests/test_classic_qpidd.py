@@ -300,6 +300,8 @@ def test_user_bindings_deliver_only_the_bound_class(qpidd_stock: Qpidd) -> None:
     classes: list[str] = []
     agents: list[str] = []
 
+    called: list[object] = []
+
     class Objects(Console):
         def objectProps(self, broker, record):  # type: ignore[no-untyped-def]
             classes.append(record.getClassKey().getClassName())
@@ -307,6 +309,10 @@ def test_user_bindings_deliver_only_the_bound_class(qpidd_stock: Qpidd) -> None:
         def objectStats(self, broker, record):  # type: ignore[no-untyped-def]
             classes.append(record.getClassKey().getClassName())
             assert record.name  # statistics come with the properties known
+            if not called:  # a callback calls back into the session: no deadlock
+                record.update()
+                (br,) = broker.session.getObjects(_class="broker")
+                called.append((record.name, br.echo(1, "from a callback").body))
 
         def newAgent(self, agent):  # type: ignore[no-untyped-def]
             agents.append(repr(agent))
@@ -320,6 +326,7 @@ def test_user_bindings_deliver_only_the_bound_class(qpidd_stock: Qpidd) -> None:
         while len(classes) < 3 and time.monotonic() < deadline:
             time.sleep(0.05)
         assert len(classes) >= 3 and set(classes) == {"queue"}
+        assert called and called[0][1] == "from a callback"
         assert "Agent(v2) at bank 1.0 (BrokerAgent)" in agents
         key = sess.getClasses("org.apache.qpid.broker")
         (queue_key,) = [k for k in key if k.getClassName() == "queue"]
