@@ -71,12 +71,15 @@ def _make_queues(qpidd: Qpidd, prefix: str, depths: list[int]) -> None:
                 send_messages(qpidd.address, name, depth)
 
 
+@pytest.mark.parametrize("mgmt", ["stock", "v1"])
 def test_the_tutorial_session_prints_what_the_classic_console_prints(
-        qpidd_stock: Qpidd, classic_python: Callable[..., str]) -> None:
+        mgmt: str, request: pytest.FixtureRequest, classic_python: Callable[..., str]) -> None:
+    # a stock qpidd (QMF v2 only) and one with QMF v1 on too: both consoles speak v2
+    qpidd: Qpidd = request.getfixturevalue("qpidd_stock" if mgmt == "stock" else "qpidd_v1")
     prefix = f"oracle-{uuid.uuid4().hex[:8]}"
-    _make_queues(qpidd_stock, prefix, [0, 3, 1])
-    classic = _py2_text(classic_python("oracle_session.py", qpidd_stock.address, prefix))
-    ours = run_ours("oracle_session.py", qpidd_stock.address, prefix)
+    _make_queues(qpidd, prefix, [0, 3, 1])
+    classic = _py2_text(classic_python("oracle_session.py", qpidd.address, prefix))
+    ours = run_ours("oracle_session.py", qpidd.address, prefix)
     assert f"{prefix}-1 3 False False False" in ours
     assert ours.splitlines() == classic.splitlines()
 
