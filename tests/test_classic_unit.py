@@ -154,3 +154,18 @@ def test_values_survive_copy_and_pickle() -> None:
     assert pickle.loads(pickle.dumps(oid)) == oid
     key = ClassKey("org.apache.qpid.broker:queue:_data(84ce326e-2cbd-6899-80d7-6267d3327e0f)")
     assert copy.copy(key) == key
+
+
+def test_closed_sessions_leave_no_threads_behind() -> None:
+    from qmf.console import Session
+    before = {t.name for t in threading.enumerate()}
+    for _ in range(5):
+        s = Session()
+        assert any(t.name == "qmf-classic-loop" for t in threading.enumerate())
+        s.close()
+        s.close()  # idempotent
+    left = [t for t in threading.enumerate()
+            if t.name.startswith("qmf-classic") and t.name not in before]
+    assert left == []
+    with pytest.raises(UsageError):
+        s.getPackages()  # a closed session refuses calls at once
