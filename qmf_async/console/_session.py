@@ -78,6 +78,7 @@ from ..transport import (
 from ..wire import (
     ClassIndication,
     ClassKey,
+    ClassKind,
     ClassQuery,
     CommandComplete,
     GetQuery,
@@ -92,6 +93,7 @@ from ..wire import (
     SchemaMethod,
     SchemaRequest,
     SchemaResponse,
+    V2ObjectId,
     make_oid,
 )
 from ._objects import Change, Event, MethodResult, QmfObject, RemoteAgent
@@ -639,6 +641,13 @@ class Broker:
     def agents(self) -> list[RemoteAgent]:
         """The agents currently known on this broker."""
         return list(self._agents.values())
+
+    def v2_object_id(self, object_id: ObjectId) -> V2ObjectId | None:
+        """The QMF v2 id (``_object_name`` ...) that ``object_id``, an id of an object
+        received on this connection over QMF v2, stands for; None over v1 or when the
+        id is not one of this connection's."""
+        v2 = self._v2
+        return None if v2 is None else v2.oids.get(object_id.raw)
 
     # ------------------------------------------------------------------ dispatch
 
@@ -1713,6 +1722,12 @@ class Session:
             if isinstance(msg, ClassIndication):
                 self._class_seen(msg.kind, msg.class_key)
         return sorted((k for k in self._classes if k.package == package), key=str)
+
+    def class_kind(self, class_key: ClassKey) -> ClassKind | None:
+        """Whether a class the bus announced is an object class or an event class
+        (None when it was not announced yet: see :meth:`get_classes`)."""
+        kind = self._classes.get(class_key)
+        return None if kind is None else ClassKind(kind)
 
     async def get_schema(self, class_key: ClassKey | str, *, _timeout: float | None = None
                          ) -> SchemaClass:

@@ -1,0 +1,1 @@
+"""The classic ``qmf`` package name, provided by qmf-async (see ``qmf.console``)."""
