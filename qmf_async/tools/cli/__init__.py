@@ -1,6 +1,6 @@
 """``qmf``: command-line tools on the public qmf-async API.
 
-Subcommands: shell, repl, stat, config, events, queue-stats, collect, pipeline
+Subcommands: shell, repl, stat, config, events, queue-stats, collect, pipeline, exporter
 (``qmf --help``).
 Needs the ``cli`` extra: ``pip install 'qmf-async[cli]'``.
 """
@@ -33,6 +33,7 @@ SUBCOMMANDS = {
     "collect": "collect",
     "route": "route",
     "bridge": "bridge",
+    "exporter": "exporter",
 }
 
 
