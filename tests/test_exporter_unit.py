@@ -325,3 +325,19 @@ def test_without_the_extra_one_line_and_exit_2_and_the_rest_works() -> None:
     assert version.returncode == 0 and "qmf-async" in version.stdout
     helped = _qmf("exporter", "--help", block_prometheus=True)
     assert helped.returncode == 0 and "--listen" in helped.stdout
+
+
+def test_a_connection_opened_and_closed_between_publications_counts_both() -> None:
+    store = LiveStore(filters=Filters(connection_exclude=("10.9.*",)))
+    store.since_ns[B] = 1000
+    store.update(B, Obj("connection", 5, {"address": "10.0.0.1:4000"}, created=2000,
+                        deleted=True), 1.0)
+    hidden = Obj("connection", 6, {"address": "10.9.0.1:1"}, created=2000)
+    store.update(B, hidden, 1.0)
+    store.update(B, hidden, 2.0)  # filtered: counted once, not per update
+    hidden.deleted = True
+    store.update(B, hidden, 3.0)
+    text = store.render()
+    assert samples(text, "qpidd_connections_opened_total") == {(("broker", B),): 2}
+    assert samples(text, "qpidd_connections_closed_total") == {(("broker", B),): 2}
+    assert store.filtered == 1 and store.objects() == 0

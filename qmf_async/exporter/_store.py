@@ -192,6 +192,8 @@ class LiveStore:
         self._generic: dict[tuple[str, str], _ClassState] = {}
         #: (broker, object id) -> the object's name (references resolve through it)
         self._names: dict[tuple[str, ObjectId], str] = {}
+        #: objects the filters left out (their later updates are not looked at)
+        self._skipped: set[tuple[str, ObjectId]] = set()
         #: (broker, agent) -> last update (monotonic seconds)
         self.agents: dict[tuple[str, str], float] = {}
         #: (broker, agent) -> when it left (monotonic seconds)
@@ -252,17 +254,26 @@ class LiveStore:
         self._gone.pop(akey, None)
         key = (broker, obj.get_object_id())
         entries = state.entries
+        skipped = key in self._skipped
         if obj.is_deleted():
             self._names.pop(key, None)
-            if entries.pop(key, None) is not None:
+            self._skipped.discard(key)
+            known = entries.pop(key, None) is not None or skipped
+            # created and deleted between two publications: seen once, deleted
+            new = not known and not snapshot and self._is_new(broker, obj)
+            if new:
+                self._count(broker, cmap.name, "created")
+            if known or new:
                 self._count(broker, cmap.name, "deleted")
+            return
+        if skipped:
             return
         entry = entries.get(key)
         changes = obj.get_changes()
         if entry is None:
             entry = _Entry(akey)
             changes |= Change.PROPERTIES
-            if not snapshot and obj.get_timestamps()[1] >= self.since_ns.get(broker, 0):
+            if not snapshot and self._is_new(broker, obj):
                 self._count(broker, cmap.name, "created")
         elif Change.PROPERTIES in changes:
             entry.agent = akey
@@ -273,6 +284,7 @@ class LiveStore:
             labels = self._labels(broker, obj, cmap)
             if labels is None:
                 entries.pop(key, None)
+                self._skipped.add(key)
                 self.filtered += 1
                 return
             entry.labels = labels
@@ -281,6 +293,9 @@ class LiveStore:
         entry.values = [_read(obj, spec) for spec in state.value_specs]
         entry.updated = now
         entries[key] = entry
+
+    def _is_new(self, broker: str, obj: ObjectLike) -> bool:
+        return obj.get_timestamps()[1] >= self.since_ns.get(broker, 0)
 
     def _count(self, broker: str, class_name: str, what: str) -> None:
         if class_name in ("connection", "queue"):
@@ -334,6 +349,7 @@ class LiveStore:
                 del state.entries[k]
                 self._names.pop(k, None)
             dropped += len(stale)
+        self._skipped = {k for k in self._skipped if k[0] != broker}
         return dropped
 
     def expire(self, now: float, stale_after: float) -> int:
