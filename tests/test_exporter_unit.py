@@ -49,6 +49,7 @@ class Obj:
         self.oid = ObjectId.from_ints(n, n)
         self.values, self.changes, self.deleted = values, changes, deleted
         self.agent, self.created, self.schema = agent, created, schema
+        self.sampled = 0
 
     def get_class_key(self) -> ClassKey:
         return self.key
@@ -73,7 +74,7 @@ class Obj:
         return self.agent
 
     def get_timestamps(self) -> tuple[int, int, int]:
-        return (0, self.created, 0)
+        return (self.sampled, self.created, 0)
 
     def is_deleted(self) -> bool:
         return self.deleted
@@ -341,3 +342,15 @@ def test_a_connection_opened_and_closed_between_publications_counts_both() -> No
     assert samples(text, "qpidd_connections_opened_total") == {(("broker", B),): 2}
     assert samples(text, "qpidd_connections_closed_total") == {(("broker", B),): 2}
     assert store.filtered == 1 and store.objects() == 0
+
+
+def test_an_older_answer_never_takes_a_counter_back() -> None:
+    store = LiveStore()
+    newer = queue(2, "orders", msgTotalEnqueues=50)
+    newer.sampled = 2_000
+    store.update(B, newer, 1.0)
+    older = queue(2, "orders", msgTotalEnqueues=40)  # a snapshot answer sampled before
+    older.sampled = 1_000
+    store.update(B, older, 2.0, snapshot=True)
+    assert list(samples(store.render(), "qpidd_queue_messages_enqueued_total").values()) == [50]
+    assert store.stale_updates == 1

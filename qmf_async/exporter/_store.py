@@ -129,14 +129,15 @@ class _Family:
 
 
 class _Entry:
-    __slots__ = ("agent", "cut", "info", "labels", "updated", "values")
+    __slots__ = ("agent", "info", "labels", "sampled", "updated", "values")
 
     def __init__(self, agent: tuple[str, str]) -> None:
         self.agent = agent
         self.labels = ""
         self.info = ""
         self.values: list[float | None] = []
-        self.updated = 0.0
+        self.updated = 0.0   #: when the store took the values (monotonic seconds)
+        self.sampled = 0     #: the agent's time of the values (ns since the epoch)
 
 
 class _ClassState:
@@ -203,6 +204,8 @@ class LiveStore:
         #: broker -> objects created before this time (ns) are not counted as new
         self.since_ns: dict[str, int] = {}
         self.updates = 0
+        #: updates older than the values held (left out)
+        self.stale_updates = 0
         self.filtered = 0
         self.series = 0
         self.series_cut = 0
@@ -269,6 +272,12 @@ class LiveStore:
         if skipped:
             return
         entry = entries.get(key)
+        sampled = obj.get_timestamps()[0]
+        if entry is not None and sampled < entry.sampled:
+            # older than what the store has (a query answer overtaken by an update):
+            # a counter must not go back, Prometheus would take it for a reset
+            self.stale_updates += 1
+            return
         changes = obj.get_changes()
         if entry is None:
             entry = _Entry(akey)
@@ -292,6 +301,7 @@ class LiveStore:
                                   for n, e in cmap.info)
         entry.values = [_read(obj, spec) for spec in state.value_specs]
         entry.updated = now
+        entry.sampled = sampled
         entries[key] = entry
 
     def _is_new(self, broker: str, obj: ObjectLike) -> bool:
