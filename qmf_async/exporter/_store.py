@@ -129,12 +129,17 @@ class _Family:
 
 
 class _Entry:
-    __slots__ = ("agent", "info", "labels", "sampled", "updated", "values")
+    """One object: its label strings and, per family of its class, its sample lines
+    (written when it is updated, so a scrape only joins them) and how many."""
+
+    __slots__ = ("agent", "counts", "info", "labels", "sampled", "texts", "updated", "values")
 
     def __init__(self, agent: tuple[str, str]) -> None:
         self.agent = agent
         self.labels = ""
         self.info = ""
+        self.texts: list[str] = []
+        self.counts: list[int] = []
         self.values: list[float | None] = []
         self.updated = 0.0   #: when the store took the values (monotonic seconds)
         self.sampled = 0     #: the agent's time of the values (ns since the epoch)
@@ -143,11 +148,13 @@ class _Entry:
 class _ClassState:
     """A class map with its families and its live objects."""
 
-    __slots__ = ("cmap", "entries", "families", "value_specs")
+    __slots__ = ("cmap", "entries", "families", "readers", "value_specs")
 
     def __init__(self, cmap: ClassMap) -> None:
         self.cmap = cmap
         self.value_specs = [m for m in cmap.metrics if m.kind != INFO]
+        #: (element, state meaning 1 or "", scale) of each value
+        self.readers = [(*m.element.partition(":")[::2], m.scale) for m in self.value_specs]
         families: dict[str, _Family] = {}
         for m in cmap.metrics:
             fam = families.setdefault(m.name, _Family(m))
@@ -159,13 +166,47 @@ class _ClassState:
         #: (broker, object id) -> entry
         self.entries: dict[tuple[str, ObjectId], _Entry] = {}
 
+    def read(self, obj: ObjectLike) -> list[float | None]:
+        """The values of ``obj``, in ``value_specs`` order (None: not there)."""
+        get = obj.get
+        out: list[float | None] = []
+        for element, state, scale in self.readers:
+            value = get(element)
+            kind = type(value)
+            if (kind is int or kind is float) and not state:
+                out.append(value if scale == 1.0 else value * scale)
+            elif state:  # a state compared with the value that means 1
+                out.append(None if value is None else int(_text(value) == state))
+            else:
+                out.append(_number(value, scale))
+        return out
 
-def _read(obj: ObjectLike, spec: MetricSpec) -> float | None:
-    element, _, arg = spec.element.partition(":")
-    value = obj.get(element)
-    if arg:  # a state compared with the value that means 1
-        return None if value is None else int(_text(value) == arg)
-    return _number(value, spec.scale)
+    def write(self, entry: _Entry, values: list[float | None], relabelled: bool) -> None:
+        """Write ``entry``'s sample lines of the families whose values changed (of all
+        of them when ``relabelled``)."""
+        labels, old = entry.labels, entry.values
+        if relabelled or len(old) != len(values):
+            entry.texts = [""] * len(self.families)
+            entry.counts = [0] * len(self.families)
+            changed = None
+        else:
+            changed = old
+        texts, counts = entry.texts, entry.counts
+        for fi, fam in enumerate(self.families):
+            name = fam.name
+            if fam.kind == INFO:
+                if changed is None:
+                    texts[fi] = (f"{name}{{{labels},{entry.info}}} 1\n" if entry.info
+                                 else f"{name}{{{labels}}} 1\n")
+                    counts[fi] = 1
+                continue
+            if changed is not None and all(changed[i] == values[i] for i, _ in fam.members):
+                continue
+            lines = [f"{name}{{{labels}{extra}}} {format_value(v)}\n"
+                     for i, extra in fam.members if (v := values[i]) is not None]
+            texts[fi] = "".join(lines)
+            counts[fi] = len(lines)
+        entry.values = values
 
 
 class LiveStore:
@@ -286,7 +327,8 @@ class LiveStore:
                 self._count(broker, cmap.name, "created")
         elif Change.PROPERTIES in changes:
             entry.agent = akey
-        if Change.PROPERTIES in changes or not entry.labels:
+        relabelled = Change.PROPERTIES in changes or not entry.labels
+        if relabelled:
             name = obj.get("name", obj.get("address"))
             if isinstance(name, str):
                 self._names[key] = name
@@ -299,7 +341,7 @@ class LiveStore:
             entry.labels = labels
             entry.info = ",".join(f'{n}="{escape_label(self._element(broker, obj, e))}"'
                                   for n, e in cmap.info)
-        entry.values = [_read(obj, spec) for spec in state.value_specs]
+        state.write(entry, state.read(obj), relabelled)
         entry.updated = now
         entry.sampled = sampled
         entries[key] = entry
@@ -416,27 +458,26 @@ class LiveStore:
                 if seen is None or e.updated >= seen.updated:
                     live[e.labels] = e
             entries = list(live.values())
-            for fam in state.families:
-                if budget <= 0:
-                    cut += len(entries) * max(1, len(fam.members))
+            for fi, fam in enumerate(state.families):
+                total = sum(e.counts[fi] for e in entries)
+                if not total:
                     continue
-                lines: list[str] = []
-                name = fam.name
-                if fam.kind == INFO:
-                    lines = [f"{name}{{{e.labels},{e.info}}} 1\n" if e.info
-                             else f"{name}{{{e.labels}}} 1\n" for e in entries]
-                else:
-                    for i, extra in fam.members:
-                        lines.extend(f"{name}{{{e.labels}{extra}}} {format_value(v)}\n"
-                                     for e in entries if (v := e.values[i]) is not None)
-                if len(lines) > budget:
-                    cut += len(lines) - budget
-                    lines = lines[:budget]
-                budget -= len(lines)
-                written += len(lines)
-                if lines:
+                if total <= budget:
+                    parts = [e.texts[fi] for e in entries]
+                    taken = total
+                else:  # whole objects, while the budget lasts
+                    parts, taken = [], 0
+                    for e in entries:
+                        n = e.counts[fi]
+                        if n and taken + n <= budget:
+                            parts.append(e.texts[fi])
+                            taken += n
+                    cut += total - taken
+                budget -= taken
+                written += taken
+                if taken:
                     out.append(fam.header)
-                    out.extend(lines)
+                    out.extend(parts)
         self.series = written
         self.series_cut = cut
         self.series_cut_total += cut
