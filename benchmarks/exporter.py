@@ -162,6 +162,7 @@ def main() -> int:
                 "writer_ratio": round(generic / max(1e-9, _value(
                     body, "qmf_exporter_scrape_duration_seconds")), 1),
                 "rss_mib": round(_rss_mib(exporter.pid), 1),
+                "load_average": os.getloadavg(),
                 "up": len(re.findall(r"^qpidd_up\{.*\} 1(\.0)?$", body, re.M)),
             })
         finally:

@@ -41,6 +41,8 @@ __all__ = ["Exporter", "INSTALL_HINT", "OWN_METRICS"]
 log = logging.getLogger("qmf_async.exporter")
 
 INSTALL_HINT: Final = "pip install 'qmf-async[prometheus]'"
+#: objects taken in one go before the loop gets a turn
+_BATCH: Final = 500
 
 #: the exporter's own families: name -> (type, labels, help)
 OWN_METRICS: Final = {
@@ -90,6 +92,7 @@ class Exporter:
         self.snapshots = 0
         self._registry = _own_registry(self)
         self._subs: list[Subscription[QmfObject]] = []
+        self._agent_sub: Subscription[tuple[str, Any]] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._snapshots: dict[int, asyncio.Task[None]] = {}
         #: id(broker) -> (connected, reconnects) last seen
@@ -119,9 +122,8 @@ class Exporter:
                                                               maxsize=self.maxsize))
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._follow(sub)) for sub in self._subs]
-        agents = self.session.agent_changes()
-        self._subs_agents = agents
-        self._tasks.append(loop.create_task(self._follow_agents(agents)))
+        self._agent_sub = self.session.agent_changes()
+        self._tasks.append(loop.create_task(self._follow_agents(self._agent_sub)))
         self._tasks.append(loop.create_task(self._housekeeping()))
 
     async def stop(self) -> None:
@@ -134,9 +136,9 @@ class Exporter:
                 await task
         for sub in self._subs:
             sub.close()
-        if self._tasks:
-            self._subs_agents.close()
-        self._tasks, self._subs, self._snapshots = [], [], {}
+        if self._agent_sub is not None:
+            self._agent_sub.close()
+        self._tasks, self._subs, self._snapshots, self._agent_sub = [], [], {}, None
 
     # ------------------------------------------------------------------ following
 
@@ -150,12 +152,16 @@ class Exporter:
         return label
 
     async def _follow(self, sub: Subscription[QmfObject]) -> None:
-        store = self.store
+        store, run = self.store, 0
         async for obj in sub:
             try:
                 store.update(self.broker_label(obj.get_broker()), obj, time.monotonic())
             except QmfError as exc:  # a malformed value: that object's update only
                 log.info("object update left out: %s", exc)
+            run += 1
+            if run >= _BATCH and len(sub):  # a backlog: let scrapes and the bus in
+                run = 0
+                await asyncio.sleep(0)
 
     async def _follow_agents(self, sub: Subscription[tuple[str, Any]]) -> None:
         async for change, agent in sub:
@@ -197,7 +203,7 @@ class Exporter:
         store.since_ns[label] = time.time_ns()
         for sub in self._subs:
             with contextlib.suppress(QmfError):
-                await asyncio.wait_for(sub.ready(), self.snapshot_timeout)
+                await sub.ready(self.snapshot_timeout)
         wanted: list[tuple[str, str]] = [(c.package, c.name) for c in QPIDD_CLASSES]
         if store.generic:
             wanted += await self._generic_classes()
@@ -213,10 +219,11 @@ class Exporter:
                 complete = False
                 log.info("snapshot of %s:%s on %s failed: %s", package, name, label, exc)
                 continue
-            now = time.monotonic()
-            for obj in objects:
+            for i, obj in enumerate(objects, 1):
                 with contextlib.suppress(QmfError):
-                    store.update(label, obj, now, snapshot=True)
+                    store.update(label, obj, time.monotonic(), snapshot=True)
+                if i % _BATCH == 0:  # 10,000 queues: let scrapes and the bus in
+                    await asyncio.sleep(0)
         if complete:
             store.sweep(label, started)
         self.snapshots += 1

@@ -132,7 +132,8 @@ class _Entry:
     """One object: its label strings and, per family of its class, its sample lines
     (written when it is updated, so a scrape only joins them) and how many."""
 
-    __slots__ = ("agent", "counts", "info", "labels", "sampled", "texts", "updated", "values")
+    __slots__ = ("agent", "counts", "info", "labels", "sampled", "texts", "total", "updated",
+                 "values")
 
     def __init__(self, agent: tuple[str, str]) -> None:
         self.agent = agent
@@ -141,6 +142,7 @@ class _Entry:
         self.texts: list[str] = []
         self.counts: list[int] = []
         self.values: list[float | None] = []
+        self.total = 0       #: samples in texts
         self.updated = 0.0   #: when the store took the values (monotonic seconds)
         self.sampled = 0     #: the agent's time of the values (ns since the epoch)
 
@@ -207,6 +209,7 @@ class _ClassState:
             texts[fi] = "".join(lines)
             counts[fi] = len(lines)
         entry.values = values
+        entry.total = sum(counts)
 
 
 class LiveStore:
@@ -458,21 +461,24 @@ class LiveStore:
                 if seen is None or e.updated >= seen.updated:
                     live[e.labels] = e
             entries = list(live.values())
+            in_class = sum(e.total for e in entries)
+            if in_class <= budget:  # the common case: every sample, no counting
+                for fi, fam in enumerate(state.families):
+                    chunk = "".join([e.texts[fi] for e in entries])
+                    if chunk:
+                        out.append(fam.header)
+                        out.append(chunk)
+                budget -= in_class
+                written += in_class
+                continue
             for fi, fam in enumerate(state.families):
-                total = sum(e.counts[fi] for e in entries)
-                if not total:
-                    continue
-                if total <= budget:
-                    parts = [e.texts[fi] for e in entries]
-                    taken = total
-                else:  # whole objects, while the budget lasts
-                    parts, taken = [], 0
-                    for e in entries:
-                        n = e.counts[fi]
-                        if n and taken + n <= budget:
-                            parts.append(e.texts[fi])
-                            taken += n
-                    cut += total - taken
+                parts, taken = [], 0
+                for e in entries:  # whole objects, while the budget lasts
+                    n = e.counts[fi]
+                    if n and taken + n <= budget:
+                        parts.append(e.texts[fi])
+                        taken += n
+                cut += sum(e.counts[fi] for e in entries) - taken
                 budget -= taken
                 written += taken
                 if taken:
