@@ -354,3 +354,29 @@ def test_an_older_answer_never_takes_a_counter_back() -> None:
     store.update(B, older, 2.0, snapshot=True)
     assert list(samples(store.render(), "qpidd_queue_messages_enqueued_total").values()) == [50]
     assert store.stale_updates == 1
+
+
+def test_a_scrape_reusing_unchanged_families_writes_what_a_fresh_one_would() -> None:
+    def feed(store: LiveStore, step: int) -> None:
+        if step == 0:
+            store.update(B, VHOST, 1.0)
+            for n in range(2, 8):
+                store.update(B, queue(n, f"q{n}"), 1.0)
+        elif step == 1:
+            changed = queue(3, "q3", msgTotalEnqueues=99, discardsRing=5)
+            changed.changes = Change.STATISTICS
+            store.update(B, changed, 2.0)
+        elif step == 2:
+            gone = queue(4, "q4")
+            gone.deleted = True
+            store.update(B, gone, 3.0)
+            store.update(B, queue(20, "q20"), 3.0)
+
+    scraped = LiveStore()
+    for step in range(3):
+        feed(scraped, step)
+        scraped.render()  # caches every family
+        fresh = LiveStore()
+        for again in range(step + 1):
+            feed(fresh, again)
+        assert sorted(scraped.render().splitlines()) == sorted(fresh.render().splitlines())

@@ -150,7 +150,7 @@ class _Entry:
 class _ClassState:
     """A class map with its families and its live objects."""
 
-    __slots__ = ("cmap", "entries", "families", "readers", "value_specs")
+    __slots__ = ("chunks", "cmap", "entries", "families", "readers", "value_specs")
 
     def __init__(self, cmap: ClassMap) -> None:
         self.cmap = cmap
@@ -167,6 +167,13 @@ class _ClassState:
         self.families = list(families.values())
         #: (broker, object id) -> entry
         self.entries: dict[tuple[str, ObjectId], _Entry] = {}
+        #: per family, the joined lines of every entry as the last scrape wrote them
+        #: (None: an entry's lines changed since, or entries came or went)
+        self.chunks: list[str | None] = [None] * len(self.families)
+
+    def invalidate(self) -> None:
+        """Entries came or went: every family's text is joined again."""
+        self.chunks = [None] * len(self.families)
 
     def read(self, obj: ObjectLike) -> list[float | None]:
         """The values of ``obj``, in ``value_specs`` order (None: not there)."""
@@ -191,6 +198,7 @@ class _ClassState:
             entry.texts = [""] * len(self.families)
             entry.counts = [0] * len(self.families)
             changed = None
+            self.invalidate()
         else:
             changed = old
         texts, counts = entry.texts, entry.counts
@@ -206,6 +214,7 @@ class _ClassState:
                 continue
             lines = [f"{name}{{{labels}{extra}}} {format_value(v)}\n"
                      for i, extra in fam.members if (v := values[i]) is not None]
+            self.chunks[fi] = None
             texts[fi] = "".join(lines)
             counts[fi] = len(lines)
         entry.values = values
@@ -305,7 +314,10 @@ class LiveStore:
         if obj.is_deleted():
             self._names.pop(key, None)
             self._skipped.discard(key)
-            known = entries.pop(key, None) is not None or skipped
+            known = entries.pop(key, None) is not None
+            if known:
+                state.invalidate()
+            known = known or skipped
             # created and deleted between two publications: seen once, deleted
             new = not known and not snapshot and self._is_new(broker, obj)
             if new:
@@ -337,7 +349,8 @@ class LiveStore:
                 self._names[key] = name
             labels = self._labels(broker, obj, cmap)
             if labels is None:
-                entries.pop(key, None)
+                if entries.pop(key, None) is not None:
+                    state.invalidate()
                 self._skipped.add(key)
                 self.filtered += 1
                 return
@@ -400,6 +413,8 @@ class LiveStore:
         dropped = 0
         for state in self._states():
             stale = [k for k, e in state.entries.items() if k[0] == broker and e.updated < before]
+            if stale:
+                state.invalidate()
             for k in stale:
                 del state.entries[k]
                 self._names.pop(k, None)
@@ -416,6 +431,8 @@ class LiveStore:
         dropped = 0
         for state in self._states():
             keys = [k for k, e in state.entries.items() if e.agent in old]
+            if keys:
+                state.invalidate()
             for k in keys:
                 del state.entries[k]
                 self._names.pop(k, None)
@@ -463,8 +480,15 @@ class LiveStore:
             entries = list(live.values())
             in_class = sum(e.total for e in entries)
             if in_class <= budget:  # the common case: every sample, no counting
+                # families no entry changed since the last scrape are reused as joined
+                cache = len(entries) == len(state.entries)
+                chunks = state.chunks
                 for fi, fam in enumerate(state.families):
-                    chunk = "".join([e.texts[fi] for e in entries])
+                    chunk = chunks[fi] if cache else None
+                    if chunk is None:
+                        chunk = "".join([e.texts[fi] for e in entries])
+                        if cache:
+                            chunks[fi] = chunk
                     if chunk:
                         out.append(fam.header)
                         out.append(chunk)
