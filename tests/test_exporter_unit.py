@@ -380,3 +380,50 @@ def test_a_scrape_reusing_unchanged_families_writes_what_a_fresh_one_would() -> 
         for again in range(step + 1):
             feed(fresh, again)
         assert sorted(scraped.render().splitlines()) == sorted(fresh.render().splitlines())
+
+
+def test_the_web_dashboard_example_leaves_the_console_queues_out_too() -> None:
+    pytest.importorskip("aiohttp")
+    from ._util import import_example
+
+    app = import_example("web_dashboard", ROOT / "examples" / "web_dashboard" / "app.py")
+    mine, console = queue(2, "orders"), queue(3, "qmf-async console-1_qmf-topic-ab12-3")
+    default = app.Dashboard("amqp://127.0.0.1:1/")
+    assert default.shows(mine) and not default.shows(console)
+    everything = app.Dashboard("amqp://127.0.0.1:1/", console_queues=True)
+    assert everything.shows(console)
+
+
+async def test_the_http_server_answers_metrics_and_holds_the_updates_meanwhile() -> None:
+    import asyncio
+
+    from qmf_async.exporter import CONTENT_TYPE, serve_metrics
+
+    calls: list[bool] = []
+    server = await serve_metrics(lambda: b"x_total 1\n", "127.0.0.1", 0, pause=calls.append)
+    port = server.sockets[0].getsockname()[1]
+
+    async def ask(request: bytes) -> bytes:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(request)
+        answer = await asyncio.wait_for(reader.read(), 5)
+        writer.close()
+        return answer
+
+    try:
+        got = await ask(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert got.startswith(b"HTTP/1.1 200 OK\r\n") and got.endswith(b"\r\n\r\nx_total 1\n")
+        assert f"Content-Type: {CONTENT_TYPE}".encode() in got
+        assert calls == [True, False]
+        head = await ask(b"HEAD /metrics HTTP/1.1\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200") and head.endswith(b"\r\n\r\n")
+        assert (await ask(b"GET /nope HTTP/1.1\r\n\r\n")).startswith(b"HTTP/1.1 404")
+        assert (await ask(b"POST /metrics HTTP/1.1\r\n\r\n")).startswith(b"HTTP/1.1 405")
+        # a client that connects and sends nothing holds nothing
+        _, silent = await asyncio.open_connection("127.0.0.1", port)
+        await asyncio.sleep(0.05)
+        assert calls.count(True) == calls.count(False) == 4
+        silent.close()
+    finally:
+        server.close()
+        await server.wait_closed()

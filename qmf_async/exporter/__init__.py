@@ -26,7 +26,15 @@ from ._metrics import (
     metric_table,
     snake,
 )
-from ._store import CONSOLE_QUEUES, Filters, LiveStore, ObjectLike, escape_label, format_value
+from ._store import (
+    CONSOLE_QUEUES,
+    Filters,
+    LiveStore,
+    ObjectLike,
+    escape_label,
+    format_value,
+    is_console_queue,
+)
 
 __all__ = [
     "Exporter",
@@ -38,6 +46,7 @@ __all__ = [
     "INSTALL_HINT",
     "OWN_METRICS",
     "CONSOLE_QUEUES",
+    "is_console_queue",
     "ClassMap",
     "MetricSpec",
     "QPIDD_CLASSES",

@@ -41,6 +41,8 @@ __all__ = ["Exporter", "INSTALL_HINT", "OWN_METRICS"]
 log = logging.getLogger("qmf_async.exporter")
 
 INSTALL_HINT: Final = "pip install 'qmf-async[prometheus]'"
+#: seconds a scrape may hold the updates at most
+MAX_HOLD: Final = 5.0
 #: objects taken in one go before the loop gets a turn
 _BATCH: Final = 500
 
@@ -98,6 +100,9 @@ class Exporter:
         #: id(broker) -> (connected, reconnects) last seen
         self._seen: dict[int, tuple[bool, int]] = {}
         self._labels: dict[str, str] = {}
+        #: scrapes being answered; the updates wait while there are any
+        self._scrapes = 0
+        self._resume: asyncio.Event | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -159,7 +164,9 @@ class Exporter:
             except QmfError as exc:  # a malformed value: that object's update only
                 log.info("object update left out: %s", exc)
             run += 1
-            if run >= _BATCH and len(sub):  # a backlog: let scrapes and the bus in
+            if self._scrapes and self._resume is not None:
+                await self._resume.wait()  # a scrape first: the updates wait buffered
+            elif run >= _BATCH and len(sub):  # a backlog: let scrapes and the bus in
                 run = 0
                 await asyncio.sleep(0)
 
@@ -224,6 +231,8 @@ class Exporter:
                     store.update(label, obj, time.monotonic(), snapshot=True)
                 if i % _BATCH == 0:  # 10,000 queues: let scrapes and the bus in
                     await asyncio.sleep(0)
+                    if self._scrapes and self._resume is not None:
+                        await self._resume.wait()
         if complete:
             store.sweep(label, started)
         self.snapshots += 1
@@ -244,6 +253,20 @@ class Exporter:
         return list(dict.fromkeys(out))
 
     # ------------------------------------------------------------------ exposition
+
+    def pause(self, scraping: bool) -> None:
+        """A scrape starts (True) or ends (False): following the updates waits while
+        one is being answered (they stay in the subscriptions' buffers)."""
+        if self._resume is None:
+            self._resume = asyncio.Event()
+        self._scrapes += 1 if scraping else -1
+        if self._scrapes > 0:
+            self._resume.clear()
+            # a client slow to read its answer holds the updates for MAX_HOLD at most
+            asyncio.get_running_loop().call_later(MAX_HOLD, self._resume.set)
+        else:
+            self._scrapes = 0
+            self._resume.set()
 
     def dropped(self) -> int:
         """Updates lost: subscription buffers overrun and the brokers' topic drops."""

@@ -31,9 +31,12 @@ def _response(status: str, body: bytes, content_type: str, head: bool = False) -
     return header if head else header + body
 
 
-async def serve_metrics(render: Callable[[], bytes], host: str, port: int) -> asyncio.Server:
+async def serve_metrics(render: Callable[[], bytes], host: str, port: int, *,
+                        pause: Callable[[bool], None] | None = None) -> asyncio.Server:
     """Serve ``render()`` at ``GET /metrics`` on ``host:port`` (port 0: any free port;
-    read it from the server's sockets).
+    read it from the server's sockets).  ``pause(True)`` is called when a request has
+    been read and ``pause(False)`` when it is answered (the exporter holds its update
+    work meanwhile, so a busy bus does not delay the scrape).
 
     Raises:
         OSError: the address cannot be bound.
@@ -41,11 +44,21 @@ async def serve_metrics(render: Callable[[], bytes], host: str, port: int) -> as
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            try:
-                request = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"),
-                                                 REQUEST_TIMEOUT)
-            except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError):
-                return
+            request = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), REQUEST_TIMEOUT)
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError,
+                ConnectionError, OSError):
+            writer.close()
+            return
+        if pause is not None:
+            pause(True)
+        try:
+            await answer(request, writer)
+        finally:
+            if pause is not None:
+                pause(False)
+
+    async def answer(request: bytes, writer: asyncio.StreamWriter) -> None:
+        try:
             line = request.split(b"\r\n", 1)[0].decode("latin-1").split()
             method, path = (line[0], line[1]) if len(line) >= 2 else ("", "")
             path = path.split("?", 1)[0]

@@ -23,6 +23,7 @@ from ._metrics import INFO, QPIDD_CLASSES, ClassMap, MetricSpec, generic_class_m
 
 __all__ = [
     "CONSOLE_QUEUES",
+    "is_console_queue",
     "Filters",
     "LiveStore",
     "ObjectLike",
@@ -34,6 +35,11 @@ __all__ = [
 #: ``qmfc-v2-...`` and ``reply-``/``topic-`` queues): left out unless asked for
 CONSOLE_QUEUES: Final = ("*qmf-reply-*", "*qmf-topic-*", "*qmf-topic2-*", "*qmf-loss-*",
                          "qmfc-v2-*", "reply-*", "topic-*")
+
+
+def is_console_queue(name: str) -> bool:
+    """Whether ``name`` is a console's own reply or topic queue (:data:`CONSOLE_QUEUES`)."""
+    return any(fnmatch.fnmatchcase(name, p) for p in CONSOLE_QUEUES)
 
 
 class ObjectLike(Protocol):

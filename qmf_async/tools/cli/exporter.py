@@ -136,7 +136,7 @@ async def run(args: argparse.Namespace) -> int:
         async with Exporter(session, store, stale_after=args.stale_after, tick=args.tick,
                             snapshot_timeout=args.snapshot_timeout) as exporter:
             host, port = args.listen
-            server = await serve_metrics(exporter.render, host, port)
+            server = await serve_metrics(exporter.render, host, port, pause=exporter.pause)
             bound = server.sockets[0].getsockname()
             if not args.quiet:
                 note("exporter", f"serving http://{bound[0]}:{bound[1]}/metrics")
