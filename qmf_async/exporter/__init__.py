@@ -1,7 +1,8 @@
 """qmf_async.exporter: Prometheus metrics of qpidd and every QMF agent (docs/prometheus.md).
 
 ``LiveStore`` (pure) holds the latest values of the exported objects and writes the text
-exposition; ``Exporter`` keeps it current from a Session; ``serve_metrics`` serves it.
+exposition; ``Exporter`` keeps it current from a Session; ``serve_metrics`` serves it
+(from a thread; the text is rendered on the event loop).
 The package imports without prometheus-client (extra ``prometheus``); making an
 ``Exporter`` needs it.  ``rules.yml`` (alert rules) and ``dashboard.json`` (Grafana) ship
 with it: :func:`resource_path`.
@@ -12,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ._exporter import INSTALL_HINT, OWN_METRICS, Exporter
-from ._http import CONTENT_TYPE, serve_metrics
+from ._http import CONTENT_TYPE, MetricsServer, serve_metrics
 from ._metrics import (
     COUNTER,
     GAUGE,
@@ -42,6 +43,7 @@ __all__ = [
     "Filters",
     "ObjectLike",
     "serve_metrics",
+    "MetricsServer",
     "CONTENT_TYPE",
     "INSTALL_HINT",
     "OWN_METRICS",

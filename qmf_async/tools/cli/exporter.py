@@ -137,7 +137,7 @@ async def run(args: argparse.Namespace) -> int:
                             snapshot_timeout=args.snapshot_timeout) as exporter:
             host, port = args.listen
             server = await serve_metrics(exporter.render, host, port, pause=exporter.pause)
-            bound = server.sockets[0].getsockname()
+            bound = server.address
             if not args.quiet:
                 note("exporter", f"serving http://{bound[0]}:{bound[1]}/metrics")
             try:
@@ -152,8 +152,7 @@ async def run(args: argparse.Namespace) -> int:
                     loop.call_later(args.duration, stop.set)
                 await stop.wait()
             finally:
-                server.close()
-                await server.wait_closed()
+                await server.close()
     finally:
         for sig in handled:
             loop.remove_signal_handler(sig)
