@@ -157,6 +157,7 @@ def main() -> int:
                 "scrape_s_median": round(statistics.median(times), 3),
                 "scrape_s_max": round(max(times), 3),
                 "render_s": _value(body, "qmf_exporter_scrape_duration_seconds"),
+                "render_cpu_s": _value(body, "qmf_exporter_scrape_cpu_seconds"),
                 "samples": samples, "body_mib": round(len(body) / 2**20, 2),
                 "prometheus_client_writer_s": round(generic, 3),
                 "writer_ratio": round(generic / max(1e-9, _value(

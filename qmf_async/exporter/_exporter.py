@@ -64,6 +64,8 @@ OWN_METRICS: Final = {
         "counter", "", "Samples left out of scrapes by the series limit"),
     "qmf_exporter_scrape_duration_seconds": (
         "gauge", "", "Seconds the previous scrape took to render"),
+    "qmf_exporter_scrape_cpu_seconds": (
+        "gauge", "", "CPU seconds the previous scrape took to render"),
 }
 
 
@@ -91,6 +93,7 @@ class Exporter:
         self.snapshot_timeout = snapshot_timeout
         self.maxsize = maxsize
         self.scrape_seconds = 0.0
+        self.scrape_cpu_seconds = 0.0
         self.snapshots = 0
         self._registry = _own_registry(self)
         self._subs: list[Subscription[QmfObject]] = []
@@ -277,9 +280,10 @@ class Exporter:
         """The whole exposition: the objects' families, then the exporter's own."""
         from prometheus_client import generate_latest
 
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.thread_time()
         body = self.store.render().encode() + generate_latest(self._registry)
         self.scrape_seconds = time.perf_counter() - started
+        self.scrape_cpu_seconds = time.thread_time() - cpu
         return body
 
     def own_families(self) -> Iterator[Any]:
@@ -303,7 +307,8 @@ class Exporter:
                   "qmf_exporter_objects_filtered_total": store.filtered,
                   "qmf_exporter_series": store.series,
                   "qmf_exporter_series_cut_total": store.series_cut_total,
-                  "qmf_exporter_scrape_duration_seconds": self.scrape_seconds}
+                  "qmf_exporter_scrape_duration_seconds": self.scrape_seconds,
+                  "qmf_exporter_scrape_cpu_seconds": self.scrape_cpu_seconds}
         for name, value in values.items():
             kind, _, help_text = OWN_METRICS[name]
             if kind == "counter":
