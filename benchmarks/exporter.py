@@ -17,6 +17,7 @@ their own.  Prints one JSON document.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import platform
@@ -51,10 +52,14 @@ def _rss_mib(pid: int) -> float:
 
 
 def _scrape(url: str) -> tuple[float, str]:
+    """(seconds, text) of one scrape as Prometheus makes it (gzip accepted)."""
     started = time.perf_counter()
-    with urllib.request.urlopen(url, timeout=60) as r:
-        body = r.read().decode()
-    return time.perf_counter() - started, body
+    request = urllib.request.Request(url, headers={"Accept-Encoding": "gzip"})
+    with urllib.request.urlopen(request, timeout=60) as r:
+        raw = r.read()
+        zipped = r.headers.get("Content-Encoding") == "gzip"
+    seconds = time.perf_counter() - started
+    return seconds, (gzip.decompress(raw) if zipped else raw).decode()
 
 
 def _value(body: str, name: str) -> float:

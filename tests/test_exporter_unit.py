@@ -5,6 +5,7 @@ table and the CLI without the extra."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -415,6 +416,10 @@ async def test_the_http_server_answers_metrics_and_holds_the_updates_meanwhile()
         assert got.startswith(b"HTTP/1.1 200 OK\r\n") and got.endswith(b"\r\n\r\nx_total 1\n")
         assert f"Content-Type: {CONTENT_TYPE}".encode() in got
         assert calls == [True, False]
+        zipped = await ask(b"GET /metrics HTTP/1.1\r\nAccept-Encoding: gzip\r\n\r\n")
+        header, _, body = zipped.partition(b"\r\n\r\n")
+        assert b"Content-Encoding: gzip" in header
+        assert gzip.decompress(body) == b"x_total 1\n"
         head = await ask(b"HEAD /metrics HTTP/1.1\r\n\r\n")
         assert head.startswith(b"HTTP/1.1 200") and head.endswith(b"\r\n\r\n")
         assert (await ask(b"GET /nope HTTP/1.1\r\n\r\n")).startswith(b"HTTP/1.1 404")
@@ -422,7 +427,7 @@ async def test_the_http_server_answers_metrics_and_holds_the_updates_meanwhile()
         # a client that connects and sends nothing holds nothing
         _, silent = await asyncio.open_connection("127.0.0.1", port)
         await asyncio.sleep(0.05)
-        assert calls.count(True) == calls.count(False) == 2
+        assert calls.count(True) == calls.count(False) == 3
         silent.close()
     finally:
         await server.close()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gzip
 import http.server
 import logging
 import threading
@@ -49,15 +50,22 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 log.warning("scrape failed: %s", exc)
                 self._send(503, b"the exporter is stopping\n", "text/plain", head)
                 return
-            self._send(200, body, CONTENT_TYPE, head)
+            encoding = None
+            if "gzip" in self.headers.get("Accept-Encoding", ""):
+                # as Prometheus asks: about a tenth of the bytes; zlib runs without the GIL
+                body, encoding = gzip.compress(body, compresslevel=1), "gzip"
+            self._send(200, body, CONTENT_TYPE, head, encoding)
         elif path == "/":
             self._send(200, _INDEX, "text/html", head)
         else:
             self._send(404, b"not found\n", "text/plain", head)
 
-    def _send(self, status: int, body: bytes, content_type: str, head: bool) -> None:
+    def _send(self, status: int, body: bytes, content_type: str, head: bool,
+              encoding: str | None = None) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
+        if encoding is not None:
+            self.send_header("Content-Encoding", encoding)
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Connection", "close")
         self.end_headers()
