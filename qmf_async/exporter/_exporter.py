@@ -87,7 +87,7 @@ class Exporter:
         if min(stale_after, tick, snapshot_timeout) <= 0:
             raise UsageError("stale_after, tick and snapshot_timeout must be positive")
         self.session = session
-        self.store = store or LiveStore()
+        self.store = store if store is not None else LiveStore()
         self.stale_after = stale_after
         self.tick = tick
         self.snapshot_timeout = snapshot_timeout
