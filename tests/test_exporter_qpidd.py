@@ -4,6 +4,7 @@ on the same qpidd exported generically from its schema."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator
@@ -15,7 +16,7 @@ from qmf_async.exporter import Exporter, LiveStore
 
 from ._util import wait_until
 from .agent_v2_helpers import PKG, counter_agent
-from .qpidd import Qpidd
+from .qpidd import Qpidd, send_messages
 
 pytest.importorskip("proton")
 pytest.importorskip("prometheus_client")
@@ -31,6 +32,15 @@ async def _exporter(url: str, store: LiveStore) -> AsyncIterator[tuple[Session, 
             await session.add_broker(url, timeout=10)
             exporter.check_brokers()
             yield session, exporter
+
+
+def _broker_total(text: str, where: str,
+                  metric: str = "qpidd_broker_messages_enqueued_total") -> float | None:
+    prefix = f'{metric}{{broker="{where}"}} '
+    for line in text.splitlines():
+        if line.startswith(prefix):
+            return float(line[len(prefix):])
+    return None
 
 
 @pytest.mark.parametrize("v1", [False, True], ids=["stock-v2-only", "qmf1-on"])
@@ -49,9 +59,22 @@ async def test_queues_come_update_and_go(v1: bool, request: pytest.FixtureReques
         series = f'qpidd_queue_messages{{broker="{where}",vhost="/",queue="{name}"}} 0'
         await wait_until(lambda: series in exporter.render().decode(), 20,
                          message="the new queue's series")
+        await asyncio.to_thread(send_messages, where, name, 25)
+        enqueued = (f'qpidd_queue_messages_enqueued_total{{broker="{where}",vhost="/",'
+                    f'queue="{name}"}} 25')
+        await wait_until(lambda: enqueued in exporter.render().decode(), 20,
+                         message="the 25 messages counted")
+        total = await wait_until(lambda: _broker_total(exporter.render().decode(), where), 10)
         await qmf_broker.delete("queue", name, {})
         await wait_until(lambda: f'queue="{name}"' not in exporter.render().decode(), 20,
                          message="the deleted queue leaves")
+        # the broker-wide counter keeps the deleted queue's messages: rate() stays right
+        # (read after two more publications of the broker object)
+        uptime = "qpidd_broker_uptime_seconds"
+        deleted_at = _broker_total(exporter.render().decode(), where, uptime) or 0.0
+        await wait_until(lambda: (_broker_total(exporter.render().decode(), where, uptime)
+                                  or 0.0) >= deleted_at + 2, 20, message="two publications")
+        assert (_broker_total(exporter.render().decode(), where) or 0) >= total >= 25
         text = exporter.render().decode()
         assert f'qpidd_queues_declared_total{{broker="{where}"}}' in text
         assert f'qpidd_queues_deleted_total{{broker="{where}"}}' in text
