@@ -97,7 +97,10 @@ def test_rates_match_the_known_traffic(traffic_run: dict[str, Any], metric: str,
     if times == "sent":  # the one message of the connecting client, when in the window
         truth += 1 / WINDOW_S if traffic_run["extra_sent"] > at - WINDOW_S else 0
     nominal = RATE_IN if times == "sent" else RATE_OUT
-    assert abs(truth - nominal) <= TOLERANCE * nominal, (truth, nominal)
+    # the client keeps its pace on a quiet machine; on a loaded one the truth is what
+    # it achieved, and the exporter must match that
+    assert truth >= nominal / 2, (truth, nominal)
+    print(f"{metric}: rate() {rate:.1f}/s, truth {truth:.1f}/s, nominal {nominal:.0f}/s")
     assert abs(rate - truth) <= TOLERANCE * truth, (metric, rate, truth)
 
 
