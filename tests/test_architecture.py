@@ -20,7 +20,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "qmf_async"
 #: subpackages whose modules count as one layer each (tools' members are their own packages)
 LAYER_PACKAGES = ("wire", "protocol", "transport", "runtime", "console", "agent", "classic",
                   "tools.cli",
-                  "tools.pipeline", "tools")
+                  "tools.pipeline", "tools", "exporter")
 CLIENT_LIBRARIES = ("aiormq", "pamqp", "proton")
 
 

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: every subcommand that takes one broker (the positional URL and -b/--broker)
 ONE_BROKER = ("stat", "queue-stats", "shell", "repl")
-MULTI_BROKER = ("events", "collect")
+MULTI_BROKER = ("events", "collect", "exporter")
 EXTRA = {"collect": ["--out", "/nonexistent-dataset"]}
 
 

@@ -472,6 +472,23 @@ def test_top_queues(samples: Any) -> None:
                     ("b2", "qa"): 3, ("b1", "qe"): 1}
 
 
+def test_top_queues_leave_the_console_queues_out(spark: Any, samples: Any) -> None:
+    from pyspark.sql import functions as F
+
+    from qmf_async.exporter import CONSOLE_QUEUES
+    from qmf_async.tools.pipeline._jobs import names_regex
+
+    kept = rows(top_queues(samples, n=100, exclude=("qb", "q[cd]")))
+    assert {r["name"] for r in kept} == {"qa", "qe"}
+    # the default patterns, as Spark's rlike reads them (Java regular expressions)
+    names = ["orders", "qmf-async console-1a_qmf-reply-2b-3", "x_qmf-topic2-9-1",
+             "qmfc-v2-ui-host.1", "reply-1234", "my-reply-queue", "topic-x", "topical"]
+    frame = spark.createDataFrame([(n,) for n in names], ["name"])
+    left = {r["name"] for r in frame.filter(
+        ~F.col("name").rlike(names_regex(CONSOLE_QUEUES))).collect()}
+    assert left == {"orders", "my-reply-queue", "topical"}
+
+
 def test_event_counts_per_minute(events: Any) -> None:
     got = {(r["window_start"], r["event_name"], r["severity"], r["severity_name"]):
            r["count"] for r in rows(event_counts(events))}

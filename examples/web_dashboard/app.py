@@ -68,6 +68,7 @@ from qmf_async import (
     UnknownClassError,
     UsageError,
 )
+from qmf_async.exporter import is_console_queue
 from qmf_async.transport import add_connection_arguments, connection_arguments
 
 __all__ = ["STATIC", "Dashboard", "create_app", "encode_object", "jsonable", "main"]
@@ -224,8 +225,11 @@ class Dashboard:
     def __init__(self, url: str, *, request_timeout: float = 5.0, history: int = 120,
                  client_buffer: int = 1000, updates_buffer: int = 10_000,
                  session_options: Mapping[str, Any] | None = None,
-                 connection: Mapping[str, Any] | None = None) -> None:
+                 connection: Mapping[str, Any] | None = None,
+                 console_queues: bool = False) -> None:
         self.url = url
+        #: show the consoles' own reply and topic queues too (left out by default)
+        self.console_queues = console_queues
         self.request_timeout = request_timeout
         self.history = history
         self.client_buffer = client_buffer
@@ -299,8 +303,19 @@ class Dashboard:
             self.series.pop(oid, None)
         self.broadcast("agent_gone", {"agent": _agent_text(agent), "objects": gone})
 
+    def shows(self, obj: QmfObject) -> bool:
+        """Whether the page shows this queue: not a console's own reply or topic queue
+        (qmf_async.exporter.CONSOLE_QUEUES, as ``qmf exporter`` leaves them out), unless
+        ``console_queues``."""
+        if self.console_queues:
+            return True
+        name = obj.get("name")
+        return not (isinstance(name, str) and is_console_queue(name))
+
     async def _read_updates(self, updates: Subscription[QmfObject]) -> None:
         async for obj in updates:
+            if not self.shows(obj):
+                continue
             try:
                 message = self.sample(obj)
             except Exception:  # one odd object must not stop the stream
@@ -547,18 +562,20 @@ async def index(request: web.Request) -> web.FileResponse:
 def create_app(url: str, *, request_timeout: float = 5.0,
                session_options: Mapping[str, Any] | None = None,
                connection: Mapping[str, Any] | None = None,
-               history: int = 120, client_buffer: int = 1000) -> web.Application:
+               history: int = 120, client_buffer: int = 1000,
+               console_queues: bool = False) -> web.Application:
     """The dashboard application for the QMF bus at ``url``.
 
     ``request_timeout`` bounds every bus request of an HTTP request;
     ``session_options`` go to :class:`~qmf_async.Session` (e.g. ``agent_interval``,
     ``reconnect_max_delay``), ``connection`` to ``add_broker`` (``tls``,
     ``sasl_mechanisms``); ``history`` is the number of samples kept per queue and
-    ``client_buffer`` the events buffered per SSE client before the oldest is dropped.
+    ``client_buffer`` the events buffered per SSE client before the oldest is dropped;
+    ``console_queues`` shows the consoles' own reply and topic queues too.
     """
     dash = Dashboard(url, request_timeout=request_timeout, history=history,
                      client_buffer=client_buffer, session_options=session_options,
-                     connection=connection)
+                     connection=connection, console_queues=console_queues)
     app = web.Application(middlewares=[_errors])
     app[DASHBOARD] = dash
     app.on_startup.append(dash.startup)
@@ -583,6 +600,8 @@ def _parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--port", type=int, default=8080, help="port (default 8080)")
     parser.add_argument("--timeout", type=float, default=5.0,
                         help="timeout of the bus requests of one HTTP request (default 5 s)")
+    parser.add_argument("--console-queues", action="store_true",
+                        help="show the consoles' own reply and topic queues too")
     parser.add_argument("-v", "--verbose", action="store_true", help="log more")
     add_connection_arguments(parser)
     args = parser.parse_args(argv)
@@ -603,7 +622,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        app = create_app(args.url, request_timeout=args.timeout, connection=args.connection)
+        app = create_app(args.url, request_timeout=args.timeout, connection=args.connection,
+                         console_queues=args.console_queues)
     except QmfError as exc:
         print(f"web_dashboard: {exc}", file=sys.stderr)
         return 1

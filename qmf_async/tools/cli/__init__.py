@@ -1,9 +1,9 @@
 """``qmf``: command-line tools on the public qmf-async API.
 
 Subcommands: shell, repl, stat, config, events, queue-stats, route, collect, pipeline,
-bridge (``qmf --help``).  They need the ``cli`` extra (``pip install 'qmf-async[cli]'``),
-some one more (``EXTRAS``); a subcommand whose extra is missing says which one when it is
-run, and the others work.
+bridge, exporter (``qmf --help``).  They need the ``cli`` extra
+(``pip install 'qmf-async[cli]'``), some one more (``EXTRAS``); a subcommand whose extra
+is missing says which one when it is run, and the others work.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ SUBCOMMANDS = {
     "collect": "collect",
     "route": "route",
     "bridge": "bridge",
+    "exporter": "exporter",
 }
 
 #: the extras a subcommand needs (what ``pip install 'qmf-async[...]'`` names when one of
@@ -43,6 +44,7 @@ EXTRAS = {
     "pipeline": "pipeline",
     "collect": "collector",
     "bridge": "cli,bridge",
+    "exporter": "cli,prometheus",
 }
 
 #: the top-level packages of the extras (a missing one means an extra is not installed;

@@ -49,6 +49,9 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--until", metavar="ISO|NS", help="end time (exclusive)")
     parser.add_argument("--top", type=int, default=10, metavar="N",
                         help="queues in the top lists (default 10)")
+    parser.add_argument("--console-queues", action="store_true",
+                        help="keep the consoles' own reply and topic queues in the top "
+                             "lists (left out by default)")
     parser.add_argument("--window", metavar="SIZE", default=None,
                         help="the report's window: 30s, 5m, 1h ... (default: chosen from "
                              "the period and the sample interval)")
@@ -97,7 +100,8 @@ def _work(args: argparse.Namespace, since: int | None, until: int | None,
         raise ToolError(f"{exc}", EXIT_USAGE) from None
     try:
         return run_pipeline(spark, args.dataset, args.out, since=since, until=until,
-                            top_n=args.top, max_gap=args.max_gap, window=args.window_s)
+                            top_n=args.top, max_gap=args.max_gap, window=args.window_s,
+                            console_queues=args.console_queues)
     finally:
         spark.stop()
 

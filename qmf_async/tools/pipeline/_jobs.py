@@ -5,9 +5,11 @@ All timestamps are integer nanoseconds since the epoch (UTC), as in the dataset.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import fnmatch
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from ...exporter import CONSOLE_QUEUES
 from ._spark import require_pyspark
 
 if TYPE_CHECKING:
@@ -30,6 +32,7 @@ __all__ = [
     "rolling_windows",
     "statistic_samples",
     "top_queues",
+    "names_regex",
     "window_label",
     "window_seconds",
 ]
@@ -368,12 +371,24 @@ def rolling_windows(samples: DataFrame, rates: DataFrame | None = None, *,
         "window_start", "window_end", "count", "avg", "min", "max", "coverage", "partial")
 
 
+def names_regex(patterns: Sequence[str]) -> str:
+    """One Java/Python regular expression matching a whole name that matches one of
+    the ``fnmatch`` ``patterns`` (for Spark's ``rlike``)."""
+    return "^(?:" + "|".join(fnmatch.translate(p) for p in patterns) + ")"
+
+
 def top_queues(samples: DataFrame, rates: DataFrame | None = None, *, n: int = 10,
                queue_class: str = "queue", enqueue_statistic: str = "msgTotalEnqueues",
                depth_statistic: str = "msgDepth", names: DataFrame | None = None,
-               max_gap: float = DEFAULT_MAX_GAP) -> DataFrame:
+               max_gap: float = DEFAULT_MAX_GAP,
+               exclude: Sequence[str] = CONSOLE_QUEUES) -> DataFrame:
     """The ``n`` queues with the highest enqueue rate and the ``n`` with the largest depth
     growth over the period.
+
+    Queues whose name matches an ``exclude`` pattern (``fnmatch``) are left out: by
+    default the consoles' own reply and topic queues
+    (``qmf_async.exporter.CONSOLE_QUEUES``, as ``qmf exporter`` leaves them out), which
+    carry the bus's own traffic and would otherwise crowd the lists; ``()`` keeps them.
 
     * ``enqueue_rate``: total ``msgTotalEnqueues`` delta of the rate steps divided by
       their total time (messages/s over the time the queue was observed with rates);
@@ -420,6 +435,9 @@ def top_queues(samples: DataFrame, rates: DataFrame | None = None, *, n: int = 1
                       "first_ts", "last_ts")
               .filter(F.col("delta") > 0))
     both = _with_names(enq.unionByName(depths), names)
+    if exclude:
+        both = both.filter(F.col("name").isNull()
+                           | ~F.col("name").rlike(names_regex(tuple(exclude))))
     ranking = Window.partitionBy("metric").orderBy(
         F.col("value").desc(), F.col("name").asc(), F.col("object_id").asc(),
         F.col("broker").asc())

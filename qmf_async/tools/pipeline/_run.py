@@ -8,6 +8,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 from ... import SEVERITY_NAMES
+from ...exporter import CONSOLE_QUEUES
 from ._dataset import read_dataset
 from ._jobs import (
     DEFAULT_MAX_GAP,
@@ -96,8 +97,8 @@ def _parquet_rows(path: str) -> int:
 
 def run_pipeline(spark: SparkSession, dataset_dir: str, out_dir: str, *,
                  since: Any = None, until: Any = None, top_n: int = 10,
-                 max_gap: float = DEFAULT_MAX_GAP, window: int | None = None
-                 ) -> dict[str, Any]:
+                 max_gap: float = DEFAULT_MAX_GAP, window: int | None = None,
+                 console_queues: bool = False) -> dict[str, Any]:
     """Run every job on a dataset and write the tables and the report.
 
     Reads ``dataset_dir`` (the collector's layout), keeps samples whose ``sample_ts``
@@ -108,7 +109,8 @@ def run_pipeline(spark: SparkSession, dataset_dir: str, out_dir: str, *,
     must be a local path of the driver (and, on a cluster, shared with the executors).
     The report's window is ``window`` seconds, or chosen from the period and the sample
     interval (:func:`~qmf_async.tools.pipeline.choose_window`); the ``windows`` table
-    holds it besides 1 minute, 5 minutes and 1 hour.
+    holds it besides 1 minute, 5 minutes and 1 hour.  The top lists leave the consoles'
+    own reply and topic queues out unless ``console_queues``.
 
     Returns a summary: ``rows`` (table -> rows), ``paths`` (table or ``report`` ->
     path), ``plots`` (PNG paths), ``inputs`` (samples/events rows in the period),
@@ -171,7 +173,8 @@ def run_pipeline(spark: SparkSession, dataset_dir: str, out_dir: str, *,
         rolling_windows(clean, rates, names=names, windows=sizes,
                         interval_ns=interval_ns).write.mode("overwrite").parquet(
             paths["windows"])
-        top_queues(clean, rates, n=top_n, names=names).coalesce(1).write.mode(
+        top_queues(clean, rates, n=top_n, names=names,
+                   exclude=() if console_queues else CONSOLE_QUEUES).coalesce(1).write.mode(
             "overwrite").parquet(paths["top_queues"])
         event_counts(events).coalesce(1).write.mode("overwrite").parquet(
             paths["event_counts"])

@@ -1,0 +1,86 @@
+"""qmf_async.exporter: Prometheus metrics of qpidd and every QMF agent (docs/prometheus.md).
+
+``LiveStore`` (pure) holds the latest values of the exported objects and writes the text
+exposition; ``Exporter`` keeps it current from a Session; ``serve_metrics`` serves it
+(from a thread; the text is rendered on the event loop).
+The package imports without prometheus-client (extra ``prometheus``); making an
+``Exporter`` needs it.  ``rules.yml`` (alert rules) and ``dashboard.json`` (Grafana) ship
+with it: :func:`resource_path`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ._exporter import INSTALL_HINT, OWN_METRICS, Exporter
+from ._http import CONTENT_TYPE, MetricsServer, serve_metrics
+from ._metrics import (
+    COUNTER,
+    GAUGE,
+    GENERIC_PREFIX,
+    INFO,
+    QPIDD_CLASSES,
+    QPIDD_PREFIX,
+    ClassMap,
+    MetricSpec,
+    generic_class_map,
+    metric_table,
+    snake,
+)
+from ._store import (
+    CONSOLE_QUEUES,
+    Filters,
+    LiveStore,
+    ObjectLike,
+    escape_label,
+    format_value,
+    is_console_queue,
+)
+
+__all__ = [
+    "Exporter",
+    "LiveStore",
+    "Filters",
+    "ObjectLike",
+    "serve_metrics",
+    "MetricsServer",
+    "CONTENT_TYPE",
+    "INSTALL_HINT",
+    "OWN_METRICS",
+    "CONSOLE_QUEUES",
+    "is_console_queue",
+    "ClassMap",
+    "MetricSpec",
+    "QPIDD_CLASSES",
+    "QPIDD_PREFIX",
+    "GENERIC_PREFIX",
+    "COUNTER",
+    "GAUGE",
+    "INFO",
+    "generic_class_map",
+    "metric_table",
+    "snake",
+    "escape_label",
+    "format_value",
+    "resource_path",
+    "full_metric_table",
+]
+
+
+def resource_path(name: str) -> Path:
+    """The path of a file shipped with the package: ``rules.yml`` or ``dashboard.json``."""
+    return Path(__file__).resolve().parent / name
+
+
+def full_metric_table() -> str:
+    """The metric table of docs/prometheus.md: qpidd's families and the exporter's own."""
+    return metric_table(QPIDD_CLASSES, {
+        **{"qpidd_connections_opened_total": ("counter", "broker",
+                                              "Connections the exporter saw opened"),
+           "qpidd_connections_closed_total": ("counter", "broker",
+                                              "Connections the exporter saw closed"),
+           "qpidd_queues_declared_total": ("counter", "broker",
+                                           "Queues the exporter saw declared"),
+           "qpidd_queues_deleted_total": ("counter", "broker",
+                                          "Queues the exporter saw deleted")},
+        **OWN_METRICS})
