@@ -6,40 +6,5 @@
 
 from __future__ import annotations
 
-from qmf_async.classic import (
-    Agent,
-    Broker,
-    BrokerURL,
-    ClassKey,
-    Console,
-    DebugConsole,
-    Event,
-    MethodResult,
-    Object,
-    ObjectId,
-    SchemaArgument,
-    SchemaClass,
-    SchemaMethod,
-    SchemaProperty,
-    SchemaStatistic,
-    Session,
-)
-
-__all__ = [
-    "Session",
-    "Broker",
-    "Agent",
-    "Object",
-    "Event",
-    "Console",
-    "DebugConsole",
-    "ClassKey",
-    "ObjectId",
-    "BrokerURL",
-    "MethodResult",
-    "SchemaClass",
-    "SchemaProperty",
-    "SchemaStatistic",
-    "SchemaMethod",
-    "SchemaArgument",
-]
+from qmf_async.classic import *  # noqa: F403  (the classic module's names, re-exported)
+from qmf_async.classic import __all__ as __all__

@@ -11,6 +11,8 @@
 #                 against qpidd: one line naming the amqp10 extra
 #   collector     qmf collect --help
 #   bridge        python -m qmf_async.bridge.rabbitmq --help; qmf bridge names its extra
+#   cli,amqp10,prometheus  qmf exporter --help; the rules and dashboard are installed
+#   classic       import qmf.console and qpidtoollibs; a classic script on the qpidd
 #   web           import aiohttp and qmf_async together
 #
 # Needs a running RabbitMQ on localhost:5672 (scripts/rabbitmq.sh) and qpidd
@@ -217,6 +219,39 @@ run "qmf --version (bridge)" "$bin/qmf" --version
 expect_missing_extra "qmf bridge without the cli extra" "pip install 'qmf-async\[cli,bridge\]'" \
     "$bin/qmf" bridge rabbitmq
 echo "check_wheel: bridge: python -m qmf_async.bridge.rabbitmq --help; qmf bridge names its extra"
+
+# the classic synchronous API (qmf.console, qpidtoollibs), as an old script uses it
+venv classic "$PYTHON" "classic"
+run "import qmf.console and qpidtoollibs (classic)" "$WORK/venv-classic/bin/python" -c \
+    "import qmf.console, qpidtoollibs; assert qmf.console.Session and qpidtoollibs.BrokerAgent"
+if [ -n "$QPIDD_PORT" ]; then
+    run "a classic script against qpidd (classic)" "$WORK/venv-classic/bin/python" - \
+        "127.0.0.1:$QPIDD_PORT" <<'PY'
+import sys
+from qmf.console import Session
+sess = Session()
+try:
+    broker = sess.addBroker(sys.argv[1])
+    queues = sess.getObjects(_class="queue", _package="org.apache.qpid.broker")
+    assert isinstance(queues, list), queues
+    (b,) = sess.getObjects(_class="broker")
+    result = b.echo(1, "hello")
+    assert result.status == 0 and result.body == "hello", result
+finally:
+    sess.close()
+PY
+fi
+echo "check_wheel: classic: import qmf.console and qpidtoollibs; getObjects and echo on qpidd"
+
+# the Prometheus exporter, as a qpidd operator adds it
+venv exporter "$PYTHON" "cli,amqp10,prometheus"
+run "qmf exporter --help (cli,amqp10,prometheus)" "$WORK/venv-exporter/bin/qmf" exporter --help
+run "the exporter's rules and dashboard are in the wheel" "$WORK/venv-exporter/bin/python" -c \
+    "import importlib.resources as r; f = r.files('qmf_async.exporter'); \
+assert f.joinpath('rules.yml').read_text() and f.joinpath('dashboard.json').read_text()"
+expect_missing_extra "qmf exporter without the prometheus extra" "qmf-async\[prometheus\]" \
+    "$WORK/venv-cli/bin/qmf" exporter -b 127.0.0.1:5672
+echo "check_wheel: cli,amqp10,prometheus: qmf exporter --help; without the extra it names it"
 
 # the web backend
 venv web "$PYTHON" "web"

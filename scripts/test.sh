@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Run the tests: set up .venv, make sure a local RabbitMQ runs (and qpidd's libraries
-# are there), then pytest, in parallel.
+# Run the tests: set up .venv, make sure a local RabbitMQ runs (and qpidd's libraries,
+# Chromium and Prometheus are there), then pytest, in parallel.
 #
 #   scripts/test.sh                         -> everything CI checks: the whole suite,
 #                                              then the broker-free tiers on Python 3.12
@@ -21,8 +21,9 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
-bash scripts/setup.sh test cli collector pipeline connect docs web amqp10 bridge
+bash scripts/setup.sh test cli collector pipeline connect docs web amqp10 bridge classic prometheus
 bash scripts/browser.sh
+bash scripts/prometheus.sh
 export QMF_TEST_URL="${QMF_TEST_URL:-amqp://guest:guest@localhost:5672/}"
 case "$QMF_TEST_URL" in
     *@localhost[:/]* | *@127.0.0.1[:/]* | *://localhost[:/]* | *://127.0.0.1[:/]* \
@@ -40,9 +41,8 @@ full=no
 workers="${QMF_TEST_WORKERS:-4}"
 xdist=()
 if [ "$workers" != 0 ]; then
-    # worksteal: an idle worker takes tests queued on a busy one, so the long tests
-    # do not leave the others waiting at the end
-    xdist=(-n "$workers" --dist worksteal)
+    # a test module is one unit of work, the longest first (tests/conftest.py)
+    xdist=(-n "$workers" --dist loadscope --no-loadscope-reorder)
 fi
 
 set +e

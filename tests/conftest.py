@@ -11,7 +11,7 @@ import subprocess
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
 import pytest
@@ -108,6 +108,78 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         _rabbitmq_script("--stop", "--node", _private_node["name"], "--dir",
                          _private_node["dir"], timeout=120)
         _private_node_started.clear()
+
+
+# --- how the suite is spread over the workers ------------------------------------------
+#
+# ``scripts/test.sh`` runs ``-n N --dist loadscope``, and here that means: each test
+# module is one unit of work (its module-scoped brokers, vhosts and event loops are set
+# up once), the Spark modules share one unit (one worker runs their JVMs, one at a
+# time), and the units are handed out longest first, so that the long ones do not end
+# the run on one worker while the others wait.  (pytest-xdist's own ``loadgroup`` does
+# not group on this pytest: it renames node ids, which pytest 9 no longer reads.)
+
+#: modules that run on one worker, one after the other (Spark's JVMs are heavy)
+_SHARED_WORKER = {
+    "test_pipeline": "spark", "test_pipeline_qpidd": "spark", "test_pipeline_cluster": "spark",
+    "test_pipeline_connect": "spark", "test_bench_telemetry": "spark",
+}
+
+#: the longest units, in the order they are started (measured: a run with
+#: ``--durations=0``); every other module follows in collection order
+_LONGEST_FIRST = [
+    "spark", "test_load", "test_faults", "test_hostile", "test_security", "test_slow_consumer",
+    "test_bridge_rabbitmq", "test_session_v2", "test_tools_stock_qpidd", "test_session_qpidd",
+    "test_examples", "test_web_dashboard", "test_cli_tools", "test_parity_stat_qpidd",
+    "test_session_integration", "test_static_checks", "test_docs", "test_classic_qpidd",
+]
+
+
+#: units that keep a core busy (JVMs, floods, storms, TLS handshakes, type checking):
+#: at most ``_MAX_HEAVY`` of them run at once, so the timing of the others holds
+_HEAVY = frozenset({"spark", "test_load", "test_hostile", "test_faults", "test_security",
+                    "test_static_checks", "test_docs"})
+_MAX_HEAVY = 2
+
+
+def _unit(module: str) -> str:
+    return _SHARED_WORKER.get(module, module)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    if config.getoption("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        """A module (or a group of modules) is a unit of work."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
+            return _unit(module)
+
+        def _assign_work_unit(self, node: Any) -> None:
+            # the first unit in the queue, unless it is heavy and enough heavy ones run
+            running = sum(1 for work in self.assigned_work.values()
+                          for scope, tests in work.items()
+                          if scope in _HEAVY and not all(tests.values()))
+            scope = next(iter(self.workqueue))
+            if scope in _HEAVY and running >= _MAX_HEAVY:
+                scope = next((s for s in self.workqueue if s not in _HEAVY), scope)
+            work_unit = self.workqueue.pop(scope)
+            self.assigned_work.setdefault(node, {})[scope] = work_unit
+            collection = self.registered_collections[node]
+            node.send_runtest_some([collection.index(nodeid)
+                                    for nodeid, done in work_unit.items() if not done])
+
+    return ModuleScheduling(config, log)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # every worker sorts alike, so they all send the same collection
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        rank = {name: i for i, name in enumerate(_LONGEST_FIRST)}
+        items.sort(key=lambda item: rank.get(_unit(item.path.stem), len(rank)))  # stable
 
 
 @pytest.fixture(scope="session")
