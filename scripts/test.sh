@@ -10,9 +10,11 @@
 #   scripts/test.sh tests/test_transport.py -> arguments go to pytest (that run only)
 #   scripts/test.sh -m "not slow"
 #
-# The suite runs on QMF_TEST_WORKERS pytest-xdist workers (default 4: the tests mostly
-# wait on brokers and timers), each with a RabbitMQ node and qpidds of its own
-# (tests/conftest.py); QMF_TEST_WORKERS=0 runs it in this process, one test at a time.
+# The suite runs in this process, one test at a time, by default; QMF_TEST_WORKERS=N runs
+# it on N pytest-xdist workers, each with a RabbitMQ node and qpidds of its own
+# (tests/conftest.py).  On a 2-core machine the suite is CPU-bound (Spark, the CLI
+# subprocesses, floods): 4 workers ran its longest quarter in 20 min with two timing
+# failures, so the parallel mode is not CI's yet (docs/benchmarks.md, "Test suite").
 # QMF_TEST_URL (default amqp://guest:guest@localhost:5672/) names the broker; a local
 # RabbitMQ is started only when it points at this machine.  Exits non-zero when any
 # part failed.
@@ -38,7 +40,7 @@ fi
 
 full=no
 [ "$#" -eq 0 ] && full=yes
-workers="${QMF_TEST_WORKERS:-4}"
+workers="${QMF_TEST_WORKERS:-0}"
 xdist=()
 if [ "$workers" != 0 ]; then
     # a test module is one unit of work, the longest first (tests/conftest.py)
