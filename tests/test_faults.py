@@ -453,9 +453,11 @@ class QpiddEnv:
 
 
 @contextlib.asynccontextmanager
-async def qpidd_env(qpidd: Any, objects: int = 1) -> AsyncIterator[QpiddEnv]:
+async def qpidd_env(qpidd: Any, objects: int = 1, heartbeat: int = 1
+                    ) -> AsyncIterator[QpiddEnv]:
     """An agent of the test (``holder`` objects, ``echo`` held by a gate) on ``qpidd``;
-    a session through a fault proxy with ``heartbeat=1`` (AMQP 1.0 idle timeout 2 s)."""
+    a session through a fault proxy with ``heartbeat`` (AMQP 1.0 idle timeout twice
+    that)."""
     gate = Gate()
     gate.open.set()
     # QMF v2 only: a v1 twin (its v1 heartbeats carry no label on qpidd, so the session
@@ -473,7 +475,8 @@ async def qpidd_env(qpidd: Any, objects: int = 1) -> AsyncIterator[QpiddEnv]:
                               reconnect_min_delay=0.1, reconnect_max_delay=0.5,
                               agent_interval=0.5, missed_heartbeats=100, timeout=10.0)
             try:
-                broker = await session.add_broker(with_heartbeat(proxy.url(qpidd.url), 1),
+                broker = await session.add_broker(
+                    with_heartbeat(proxy.url(qpidd.url), heartbeat),
                                                   timeout=10.0)
                 env = QpiddEnv(qpidd, proxy, session, broker, agent, gate, recorder)
                 await wait_until(env.remote, 15.0, message="the test agent known")
@@ -637,7 +640,11 @@ def _stopped(pid: int) -> bool:
 async def test_qpidd_killed_mid_stream_keeps_what_arrived(qpidd_fresh: Any) -> None:
     count = 20_000
     qpidd = qpidd_fresh(False)
-    async with qpidd_env(qpidd, objects=count) as env:
+    # the agent is in this process: answering 20,000 objects holds the event loop for
+    # seconds on a slow machine, longer than a 2 s idle timeout (the session's or
+    # qpidd's, which then closes the connection): this test is about the kill, not
+    # about idle timeouts, so it leaves them a margin
+    async with qpidd_env(qpidd, objects=count, heartbeat=5) as env:
         # the schema first (one object, selected at the agent): v2 data of a class whose
         # schema is unknown waits for it, and would all arrive before the first is handed out
         assert len(await env.session.get_objects(_class="holder", _agent=env.remote(),
