@@ -125,8 +125,8 @@ _SHARED_WORKER = {
     "test_pipeline_connect": "spark", "test_bench_telemetry": "spark",
 }
 
-#: the longest units, in the order they are started (measured: a run with
-#: ``--durations=0``); every other module follows in collection order
+#: the longest units, in the order they are started (from the runs in
+#: docs/benchmarks.md, "Test suite"); every other module follows in collection order
 _LONGEST_FIRST = [
     "spark", "test_load", "test_faults", "test_hostile", "test_security", "test_slow_consumer",
     "test_bridge_rabbitmq", "test_session_v2", "test_tools_stock_qpidd", "test_session_qpidd",
@@ -146,6 +146,7 @@ def _unit(module: str) -> str:
     return _SHARED_WORKER.get(module, module)
 
 
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: absent without it
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
     if config.getoption("dist") != "loadscope":
         return None
