@@ -50,6 +50,7 @@ __all__ = [
     "print_json",
     "note",
     "ConnectionNotes",
+    "positive_float",
 ]
 
 DEFAULT_URL = "amqp://guest:guest@localhost:5672/"
@@ -226,3 +227,18 @@ class ConnectionNotes(Console):
         if not self.quiet:
             note(self.tool, f"lost the connection to {broker.where} ({broker.error}); "
                             "reconnecting")
+
+
+def positive_float(text: str) -> float:
+    """An argparse type: a number above 0 (seconds, mostly).
+
+    Raises:
+        argparse.ArgumentTypeError: not a number, or not above 0.
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
+    return value

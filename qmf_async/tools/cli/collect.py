@@ -31,6 +31,7 @@ from ._common import (
     add_broker_option,
     connection_arguments,
     note,
+    positive_float,
     print_json,
     resolve_urls,
 )
@@ -52,16 +53,6 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
-    return value
-
-
 def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "collect", help="write samples and events to a Parquet dataset (for qmf pipeline)",
@@ -74,21 +65,21 @@ def add_parser(subparsers: Any) -> None:
                         help="dataset root directory (created if missing)")
     parser.add_argument("--batch-rows", type=_positive_int, default=10_000, metavar="N",
                         help="rows per file and partition at most (default 10000)")
-    parser.add_argument("--batch-seconds", type=_positive_float, default=5.0, metavar="S",
+    parser.add_argument("--batch-seconds", type=positive_float, default=5.0, metavar="S",
                         help="write a partition's rows after S seconds at the latest "
                              "(default 5)")
     parser.add_argument("--max-buffer", type=_positive_int, default=100_000, metavar="N",
                         help="rows held in memory at most (default 100000)")
-    parser.add_argument("--duration", type=_positive_float, default=None, metavar="S",
+    parser.add_argument("--duration", type=positive_float, default=None, metavar="S",
                         help="stop after S seconds (default: run until interrupted)")
     parser.add_argument("--class", dest="class_name", metavar="NAME", default=None,
                         help="only this class: an object class (queue) or an event "
                              "(queueDeclare)")
     parser.add_argument("--package", metavar="NAME", default=None,
                         help="only classes and events of this package")
-    parser.add_argument("-t", "--timeout", type=_positive_float, default=10.0, metavar="S",
+    parser.add_argument("-t", "--timeout", type=positive_float, default=10.0, metavar="S",
                         help="seconds to wait for each first connection (default 10)")
-    parser.add_argument("--connect-timeout", dest="timeout", type=_positive_float,
+    parser.add_argument("--connect-timeout", dest="timeout", type=positive_float,
                         help=argparse.SUPPRESS)  # the former name of -t/--timeout
     parser.add_argument("--no-snapshot", dest="snapshot", action="store_false",
                         help="do not ask the agents for the objects of each class seen "

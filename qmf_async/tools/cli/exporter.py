@@ -26,6 +26,7 @@ from ._common import (
     add_broker_option,
     connection_arguments,
     note,
+    positive_float,
     resolve_urls,
 )
 from ._render import help_text, setup_logging
@@ -44,16 +45,6 @@ def _listen(text: str) -> tuple[str, int]:
     if not 0 <= number <= 65535:
         raise argparse.ArgumentTypeError(f"no such port: {text!r}")
     return host.strip("[]") or "0.0.0.0", number
-
-
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
-    return value
 
 
 def add_parser(subparsers: Any) -> None:
@@ -88,15 +79,15 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--package", action="append", default=[], metavar="NAME",
                         help="with --generic: only this package (repeatable); without "
                              "it the broker passes every agent's updates")
-    parser.add_argument("--stale-after", type=_positive, default=300.0, metavar="S",
+    parser.add_argument("--stale-after", type=positive_float, default=300.0, metavar="S",
                         help="drop the series of an agent that left (or of a broker that "
                              "is down) after S seconds (default 300)")
-    parser.add_argument("-t", "--timeout", type=_positive, default=10.0, metavar="S",
+    parser.add_argument("-t", "--timeout", type=positive_float, default=10.0, metavar="S",
                         help="seconds to wait for each first connection (default 10)")
-    parser.add_argument("--snapshot-timeout", type=_positive, default=60.0, metavar="S",
+    parser.add_argument("--snapshot-timeout", type=positive_float, default=60.0, metavar="S",
                         help="seconds an object query of a class may take (default 60)")
-    parser.add_argument("--tick", type=_positive, default=1.0, help=argparse.SUPPRESS)
-    parser.add_argument("--duration", type=_positive, default=None, metavar="S",
+    parser.add_argument("--tick", type=positive_float, default=1.0, help=argparse.SUPPRESS)
+    parser.add_argument("--duration", type=positive_float, default=None, metavar="S",
                         help="stop after S seconds (default: run until interrupted)")
     parser.add_argument("--quiet", action="store_true", help="no notes on stderr")
     parser.add_argument("-v", "--verbose", action="store_true", help="log what happens")
