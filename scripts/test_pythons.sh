@@ -28,14 +28,17 @@ TIERS=(
     tests/test_selector.py tests/test_fuzz_corpus.py
 )
 
+# A candidate counts only when it runs: pyenv puts a shim for every version it has on
+# PATH, and a shim for a version that is not selected exits 127 ("command not found").
 find_python() {
     local ver="$1" candidate
-    if command -v "python$ver" >/dev/null 2>&1; then
-        command -v "python$ver"
-        return
-    fi
-    for candidate in "${PYENV_ROOT:-$HOME/.pyenv}"/versions/"$ver".*/bin/"python$ver"; do
-        [ -x "$candidate" ] && { echo "$candidate"; return; }
+    for candidate in "$(command -v "python$ver" 2>/dev/null || true)" \
+            "${PYENV_ROOT:-$HOME/.pyenv}"/versions/"$ver".*/bin/"python$ver"; do
+        if [ -n "$candidate" ] && [ -x "$candidate" ] \
+                && "$candidate" -c 'import sys' >/dev/null 2>&1; then
+            echo "$candidate"
+            return
+        fi
     done
 }
 
