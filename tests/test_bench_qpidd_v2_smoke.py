@@ -1,7 +1,9 @@
 """Smoke runs of the QMF v2 benchmarks at a tiny size: ``benchmarks/qpidd_v2.py --quick``
-(get_objects over v2: ours, a raw proton query, the classic console and qpid-stat) and
+(get_objects over v2: ours, a raw proton query, the classic console and qpid-stat),
 ``benchmarks/v2_filter.py --quick`` (indications with and without server-side
-filtering).  Needs the shared qpidd build and a Python 2.7 (the classic tools)."""
+filtering) and ``benchmarks/default_path.py --quick`` (the default Session's fast
+path against v2, v1 and the classic console).  Needs the shared qpidd build and a
+Python 2.7 (the classic tools)."""
 
 from __future__ import annotations
 
@@ -42,6 +44,18 @@ def test_get_objects_v2_quick_run(needs_qpidd: None, tmp_path: Path) -> None:
     assert all(v is not None for v in s["ratios"].values())
     decode = s["decode"]["objects_per_cpu_second"]
     assert decode and all(v > 0 for v in decode.values())
+
+
+def test_default_path_quick_run(needs_qpidd: None, tmp_path: Path) -> None:
+    s = run("default_path.py", tmp_path / "default.json")
+    assert s["queues"] == 200  # --quick
+    assert set(s["results"]) == {"default", "v2", "v1", "classic_py27"}
+    (default,), (v2,), (v1,) = s["results"]["default"], s["results"]["v2"], s["results"]["v1"]
+    # the default session answered over v1 without falling back; v2 and v1 forced
+    # never take the fast path
+    assert default["fast_path_queries"] == 1 and default["fallbacks"] == 0
+    assert v2["fast_path_queries"] == 0 and v1["fast_path_queries"] == 0
+    assert all(best > 0 for best in s["best"].values())
 
 
 def test_filter_quick_run(needs_qpidd: None, tmp_path: Path) -> None:

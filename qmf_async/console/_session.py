@@ -98,6 +98,7 @@ from ..wire import (
 )
 from ._objects import Change, Event, MethodResult, QmfObject, RemoteAgent
 from ._subscriptions import Subscription
+from ._v1route import QPIDD_AGENT, RouteWait, V1Route
 from ._v2 import Interest, V2Link, V2Wait, v2_bindings
 from ._waits import Wait, Waits
 
@@ -212,6 +213,8 @@ class Broker:
         self.qmf_version: int | None = None
         #: the v2 side of the current connection (None when it speaks v1)
         self._v2: V2Link | None = None
+        #: over v2, queries to qpidd's agent sent over v1 (None when it speaks v1)
+        self._route: V1Route | None = None
         #: the v1 binding keys of the current connection's topic endpoint
         self._v1_keys: list[str] = []
         #: over v2: banks of v1 agents that are also known over v2 (hidden)
@@ -300,6 +303,7 @@ class Broker:
             # over v2, the v1 topic serves the agents that speak v1 only: their
             # heartbeats and, per agent, their objects and events (_v1_agent_keys)
             self._v2 = V2Link(self, self._v2) if version == 2 else None
+            self._route = V1Route(self) if version == 2 else None
             self._twins = set()
             self._v1_keys = (session._binding_keys() if version == 1
                              else ["console.heartbeat.#", *_V1_AGENT_LIST])
@@ -453,8 +457,11 @@ class Broker:
             raise
         return wait
 
-    def _discard(self, wait: Wait | V2Wait) -> None:
+    def _discard(self, wait: Wait | V2Wait | RouteWait) -> None:
         """Forget a wait (done, timed out, cancelled) and its request in the core."""
+        if isinstance(wait, RouteWait):
+            wait.cancel()
+            return
         if isinstance(wait, V2Wait):
             if self._v2 is not None:
                 self._v2.discard(wait)
@@ -486,14 +493,14 @@ class Broker:
                      timeout: float) -> list[Message]:
         if agent.name and self._v2 is not None:  # a v2 agent: its records, as over v1
             records: list[Any] = []
-            wait = await self._v2.send_query(agent, query, records.append)
+            wait = await self._send_query(agent, query, records.append)
             try:
                 await asyncio.wait_for(asyncio.shield(wait.future), timeout)
             except TimeoutError:
                 raise QmfTimeout(f"no complete answer from {agent} on {self.where} "
                                  f"within {timeout}s") from None
             finally:
-                self._v2.discard(wait)
+                self._discard(wait)
             return records
         found: list[Message] = await self._request(
             agent, lambda seq: GetQuery(seq, dict(query)), agent.key, query=True, expect="",
@@ -512,10 +519,18 @@ class Broker:
             NotConnectedError, TransportError: not sent.
         """
         if agent.name and self._v2 is not None:
+            route = self._route
+            if route is not None and route.takes(agent, query):
+                return route.start(agent, query, sink, where)  # type: ignore[return-value]
             return await self._v2.send_query(agent, query, sink,  # type: ignore[return-value]
                                              where=where)
+        return await self._send_v1_query((agent.broker_bank, agent.agent_bank), query, sink)
+
+    async def _send_v1_query(self, banks: tuple[int, int], query: Mapping[str, Any],
+                             sink: Callable[[Message | RawObjectRecord], None]) -> Wait:
+        """Send a v1 ``G`` to the agent of ``banks``; as :meth:`_send_query`."""
         transport = self._check()
-        out = self._core.send_query((agent.broker_bank, agent.agent_bank), query, sink=sink)
+        out = self._core.send_query(banks, query, sink=sink)
         return await self._send(transport, out)
 
     async def _fetch_v1_schema(self, key: ClassKey, timeout: float,
@@ -844,7 +859,9 @@ class Broker:
 
     async def _fetch_schema(self, key: ClassKey, agent: RemoteAgent | None) -> None:
         targets: list[tuple[RemoteAgent | None, str]] = []
-        if agent is not None:
+        # over v2, qpidd's agent (banks 1.0, whose queries go over v1) does not answer
+        # a v1 ``S`` of its own: the management broker does
+        if agent is not None and not (agent.name and agent.name.startswith(_QPIDD_AGENT)):
             targets.append((agent, agent.key))
         if self.has_management:
             targets.append((None, "broker"))
@@ -886,7 +903,7 @@ def _schema_of(reply: SchemaResponse, key: ClassKey, who: str) -> bool:
 
 
 #: qpidd's v2 agent names start with this
-_QPIDD_AGENT = "apache.org:qpidd:"
+_QPIDD_AGENT = QPIDD_AGENT
 
 #: the v1 binding that keeps the list of v1 agents current (the broker's agent objects)
 _V1_AGENT_LIST = ("console.obj.*.*.org.apache.qpid.broker.agent",)

@@ -462,6 +462,7 @@ class V2Link:
         self._next_bank = 1
         #: v1 object id bytes -> the v2 object id (for methods and _objectId queries)
         self.oids: dict[bytes, V2ObjectId] = {}
+        self._prefixes: dict[tuple[int, int], bytes] = {}
         if previous is not None:
             self._banks = previous._banks
             self._next_bank = previous._next_bank
@@ -754,14 +755,24 @@ class V2Link:
 
     def object_id(self, banks: tuple[int, int], oid: V2ObjectId) -> bytes:
         """The v1 id bytes standing for ``oid`` on this connection (remembered)."""
-        digest = hashlib.blake2b(oid.object_name.encode("utf-8", "surrogatepass"),
-                                 digest_size=8).digest()
-        raw = ObjectId.make(broker_bank=banks[0], agent_bank=banks[1],
-                            object=int.from_bytes(digest, "big")).raw
-        if raw not in self.oids:
-            if len(self.oids) >= _MAX_OIDS:
-                del self.oids[next(iter(self.oids))]
-            self.oids[raw] = oid
+        return self.name_id(banks, oid.object_name, oid=oid)
+
+    def name_id(self, banks: tuple[int, int], name: str, epoch: int | None = None, *,
+                oid: V2ObjectId | None = None) -> bytes:
+        """The v1 id bytes standing for the object named ``name`` on this connection,
+        remembered with its v2 id (``oid``, else the name and ``epoch``): the agent's
+        banks, then a 64-bit digest of the name."""
+        prefix = self._prefixes.get(banks)
+        if prefix is None:
+            prefix = self._prefixes[banks] = ObjectId.make(
+                broker_bank=banks[0], agent_bank=banks[1]).raw[:8]
+        raw = prefix + hashlib.blake2b(name.encode("utf-8", "surrogatepass"),
+                                       digest_size=8).digest()
+        oids = self.oids
+        if raw not in oids:
+            if len(oids) >= _MAX_OIDS:
+                del oids[next(iter(oids))]
+            oids[raw] = oid if oid is not None else V2ObjectId(name, None, epoch)
         return raw
 
     def _value(self, name: str, t: QmfType, value: Any, banks: tuple[int, int]) -> Any:

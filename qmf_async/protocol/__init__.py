@@ -102,6 +102,7 @@ from ._events_v2 import (
     RequestExpired,
     RequestFailedV2,
 )
+from ._qpidd_names import qpidd_object_name
 from ._selector import Selector, SelectorError, compile_selector
 
 __all__ = [
@@ -188,6 +189,7 @@ __all__ = [
     "V2Send",
     "keyify",
     "object_name",
+    "qpidd_object_name",
     "v2_schema_id",
     "v2_schema_map",
     "check_arguments",
