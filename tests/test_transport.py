@@ -660,3 +660,12 @@ async def test_a_refused_connect_is_one_error_and_no_aiormq_line() -> None:
         root.removeHandler(user)
     assert [r for r in user.records
             if r.name.startswith("aiormq") and r.levelno >= logging.WARNING] == []
+
+
+async def test_a_silent_broker_is_lost_after_two_heartbeat_intervals() -> None:
+    from qmf_async.transport._aiormq import _Connection
+    for heartbeat in (1, 2, 10):
+        conn = _Connection(f"amqp://guest:guest@127.0.0.1:1/?heartbeat={heartbeat}")
+        assert conn.heartbeat_grace == 2 * heartbeat
+    # heartbeats off: aiormq's own value stays (it is never checked)
+    assert _Connection("amqp://guest:guest@127.0.0.1:1/?heartbeat=0").heartbeat_grace == 2

@@ -104,11 +104,29 @@ _V2_CONTENT_TYPES: Final = frozenset({"amqp/map", "amqp/list"})
 
 
 class _Connection(aiormq.Connection):
-    """aiormq's connection, declaring a silent broker lost after ``2 * (heartbeat + 1)``
-    seconds (AMQP 0-9-1: a peer silent for two heartbeat intervals is gone) instead of
-    aiormq's ``3 * (heartbeat + 1)``; checked every ``max(1, heartbeat // 2)`` seconds."""
+    """aiormq's connection, declaring a silent broker lost once nothing arrived for
+    two heartbeat intervals (AMQP 0-9-1, section 4.2.7: a peer silent that long is
+    gone) instead of aiormq's ``3 * (heartbeat + 1)`` seconds.  aiormq checks every
+    ``max(1, heartbeat // 2)`` seconds: the loss is noticed between ``2 * heartbeat``
+    and that much later."""
 
     HEARTBEAT_GRACE_MULTIPLIER = 2
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.heartbeat_timeout > 0 and hasattr(self, _GRACE):
+            setattr(self, _GRACE, 2 * self.heartbeat_timeout)
+
+    @property
+    def heartbeat_grace(self) -> float | None:
+        """Seconds of silence after which the broker is declared lost (None: aiormq
+        keeps it where this class cannot reach)."""
+        found = getattr(self, _GRACE, None)
+        return float(found) if isinstance(found, (int, float)) else None
+
+
+#: where aiormq keeps the silence it tolerates (a private name of aiormq.Connection)
+_GRACE: Final = "_Connection__heartbeat_grace_timeout"
 
 
 #: aiormq's loggers that report connection setup and loss (records are created on each
