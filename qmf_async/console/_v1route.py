@@ -31,6 +31,7 @@ from ..wire import (
     QmfType,
     RawObjectRecord,
     RecordLayout,
+    SchemaMethod,
 )
 
 if TYPE_CHECKING:
@@ -114,9 +115,10 @@ class V1Route:
         self.v1_ids: dict[bytes, bytes] = {}
         #: classes whose answers could not all be named: they keep the v2 path
         self.v2_only: set[str] = set()
-        #: queries answered over v1, and those sent over v2 instead
+        #: queries answered over v1, those sent over v2 instead, method calls over v1
         self.queries = 0
         self.fallbacks = 0
+        self.calls = 0
         self._refs: dict[ClassKey, tuple[tuple[int, str], ...]] = {}
 
     # ------------------------------------------------------------------ routing
@@ -226,6 +228,44 @@ class V1Route:
             link.discard(inner)
         if not wait.future.done():
             wait.future.set_result(None)
+
+    # ------------------------------------------------------------------ methods
+
+    def method_target(self, raw_oid: bytes, method: SchemaMethod, args: Mapping[str, Any]
+                      ) -> tuple[bytes, dict[str, Any]] | None:
+        """qpidd's v1 id of the object this path handed out as ``raw_oid``, and
+        ``args`` with each reference as qpidd's v1 id: a call to send over v1 (None:
+        not an object of this path, or a reference it cannot translate; call over
+        v2)."""
+        broker = self.broker
+        v1 = self.v1_ids.get(raw_oid)
+        if v1 is None or not broker.has_management or broker.session.qmf_version is not None:
+            return None
+        out = dict(args)
+        for arg in method.in_args:
+            value = out.get(arg.name)
+            if arg.type == QmfType.REF and isinstance(value, ObjectId) \
+                    and value.raw != _ZERO:
+                ref = self.v1_ids.get(value.raw)
+                if ref is None:
+                    return None
+                out[arg.name] = ObjectId(ref)
+        self.calls += 1
+        return v1, out
+
+    def out_args(self, method: SchemaMethod, args: Mapping[str, Any],
+                 banks: tuple[int, int]) -> dict[str, Any]:
+        """A v1 answer's output arguments with each reference as the id v2 gives the
+        object (left as qpidd's v1 id when its name is not known)."""
+        link = self.broker._v2
+        out = dict(args)
+        for arg in method.out_args:
+            value = out.get(arg.name)
+            if link is not None and arg.type == QmfType.REF and isinstance(value, ObjectId):
+                name = self.names.get(value.raw)
+                if name is not None:
+                    out[arg.name] = ObjectId(link.name_id(banks, name, _epoch(value.raw)))
+        return out
 
     # ------------------------------------------------------------------ naming
 
