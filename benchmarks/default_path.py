@@ -2,11 +2,11 @@
 between and the classic console, in one run.
 
     python benchmarks/default_path.py [--queues 10000] [--rounds 3] [--repeat 3]
-                                      [--skip-py27] [--quick] [--json FILE]
+                                      [--skip-py27] [--qmf1] [--quick] [--json FILE]
 
-One fresh qpidd with the stock management settings (QMF v1 publications off, v2 on)
-gets ``--queues`` queues.  Each client runs in its own process, once per round (the
-rounds interleave the clients), and reports the best of ``--repeat``
+One fresh qpidd with the stock management settings (QMF v1 publications off, v2 on;
+``--qmf1``: both on) gets ``--queues`` queues.  Each client runs in its own process,
+once per round (the rounds interleave the clients), and reports the best of ``--repeat``
 ``get_objects(_class="queue")``, with the CPU qpidd spent on it (``/proc``):
 
 - ``default``: ``Session()``: v2 for what qpidd publishes, its queries over v1 with the
@@ -107,6 +107,7 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--json", type=Path)
     p.add_argument("--skip-py27", action="store_true", help="leave the classic console out")
+    p.add_argument("--qmf1", action="store_true", help="a qpidd with QMF v1 publications on")
     p.add_argument("--quick", action="store_true",
                    help="200 queues, one round of one query (a smoke run)")
     p.add_argument("--client", choices=tuple(_VERSION), help=argparse.SUPPRESS)
@@ -122,9 +123,10 @@ def main() -> None:
         opts.queues, opts.rounds, opts.repeat = 200, 1, 1
     clients = [c for c in CLIENTS if not (opts.skip_py27 and c == "classic_py27")]
     results: dict[str, list[dict[str, Any]]] = {c: [] for c in clients}
-    with V2Qpidd(qmf1=False) as q:
+    with V2Qpidd(qmf1=opts.qmf1) as q:
         made = create_queues(q.port, opts.queues)
-        print(f"stock qpidd {q.port}: {made['created']} queues in {made['seconds']:.1f} s",
+        kind = "qpidd with QMF v1 on" if opts.qmf1 else "stock qpidd"
+        print(f"{kind} {q.port}: {made['created']} queues in {made['seconds']:.1f} s",
               flush=True)
         for r in range(opts.rounds):
             for c in clients:
@@ -133,7 +135,7 @@ def main() -> None:
                 print(f"round {r + 1} {c:13s} {res['seconds']:.3f} s "
                       f"qpidd cpu {res.get('qpidd_cpu') or 0:.3f} s", flush=True)
     best = {c: min(x["seconds"] for x in results[c]) for c in clients}
-    print(f"\n{opts.queues} queues on a stock qpidd, best of {opts.rounds} rounds x "
+    print(f"\n{opts.queues} queues on a {kind}, best of {opts.rounds} rounds x "
           f"{opts.repeat}:")
     print("| client | get_objects s | vs default | qpidd CPU s |")
     print("|---|---:|---:|---:|")
@@ -142,7 +144,8 @@ def main() -> None:
         print(f"| {c} | {best[c]:.3f} | {best[c] / best['default']:.1f}x | "
               f"{run.get('qpidd_cpu') or 0:.3f} |")
     if opts.json:
-        opts.json.write_text(json.dumps({"queues": opts.queues, "results": results,
+        opts.json.write_text(json.dumps({"queues": opts.queues, "qmf1": opts.qmf1,
+                                         "results": results,
                                          "best": best}, indent=2))
 
 
