@@ -5,7 +5,8 @@
 - no private module or private name crosses a package line: a module imports another
   subpackage only through that package's public names;
 - the codec (``wire``) and the protocol core (``protocol``) import neither asyncio nor a
-  client library; nothing outside ``transport`` imports aiormq or pamqp.
+  client library; nothing outside ``transport`` imports aiormq or pamqp;
+- the console generates no code (``exec``/``compile``/``eval``): that is the codec's.
 """
 
 from __future__ import annotations
@@ -182,6 +183,23 @@ def test_only_transport_imports_client_libraries() -> None:
         if mod.split(".")[0] in CLIENT_LIBRARIES
     ]
     assert offenders == []
+
+
+def test_the_console_generates_no_code() -> None:
+    """Code is compiled per schema in the codec (``wire``) alone: no module of the
+    console calls ``exec`` or ``compile`` (issue 25)."""
+    offenders = [
+        f"{MODULES[name].relative_to(PACKAGE.parent)}:{node.lineno}: {node.func.id}()"
+        for name in MODULES if _package_of(name) == "qmf_async.console"
+        for node in ast.walk(ast.parse(MODULES[name].read_text(), str(MODULES[name])))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+        and node.func.id in ("exec", "compile", "eval")
+    ]
+    assert offenders == []
+    # the check sees generated code where there is some
+    assert any(isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+               and node.func.id == "exec"
+               for node in ast.walk(ast.parse(MODULES["qmf_async.wire._compile"].read_text())))
 
 
 def test_the_rules_see_the_package() -> None:

@@ -27,16 +27,14 @@ from qmf_async.console._v2 import Interest, V2Link, keyify, v2_bindings
 from qmf_async.errors import DecodeError
 from qmf_async.wire import (
     ObjectId,
-    SchemaClass,
-    SchemaProperty,
     SchemaRegistry,
-    SchemaStatistic,
     V2Data,
     V2ObjectId,
     V2SchemaId,
 )
 
 from ._util import wait_until
+from .test_v2records import KEY, SCHEMA
 
 BROKER_PKG = "org.apache.qpid.broker"
 
@@ -147,16 +145,8 @@ def test_an_unknown_qmf_version_is_a_usage_error() -> None:
 
 # ---------------------------------------------------------------------------- conversion
 
-KEY = ClassKey("com.acme", "widget", bytes(range(16)))
-SCHEMA = SchemaClass(
-    1, KEY,
-    properties=(SchemaProperty("name", "sstr", index=True),
-                SchemaProperty("owner", "ref"),
-                SchemaProperty("note", "lstr", optional=True),
-                SchemaProperty("size", "uint32"),
-                SchemaProperty("tags", "map")),
-    statistics=(SchemaStatistic("hits", "uint64"), SchemaStatistic("ratio", "double")),
-)
+# the class of tests/test_v2records.py, which checks the conversion itself; here the
+# console's part: the ids remembered with their v2 ids, the schema looked up
 
 
 class _Host:

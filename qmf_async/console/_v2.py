@@ -7,7 +7,9 @@ session's one object view, its proxies and its subscriptions serve both versions
 
 - a v2 object (``V2Data``) becomes a :class:`~qmf_async.wire.RawObjectRecord` of its v1
   schema (qpidd has no v2 schema query: the schema comes from the v1 ``S``, as the
-  classic console does), with texts decoded (qpidd sends them as binary);
+  classic console does), with texts decoded (qpidd sends them as binary), by the wire
+  layer's :class:`~qmf_async.wire.V2RecordConverter`; this module keeps what is
+  connection state (ids, banks, schemas fetched, indications held, answers streamed);
 - its object id is a v1 id made from the agent's banks on this connection and a 64-bit
   digest of the v2 object name (stable across agent restarts, as qpidd's names are);
   the v2 id is kept to address methods and ``_objectId`` queries;
@@ -28,12 +30,9 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, Protocol
 
-import attrs
-
 from ..errors import (
     AgentGoneError,
     DecodeError,
-    EncodeError,
     MethodError,
     ObjectGoneError,
     QmfError,
@@ -66,16 +65,17 @@ from ..wire import (
     ObjectId,
     QmfType,
     RawObjectRecord,
-    RecordLayout,
     SchemaClass,
     SchemaMethod,
-    SchemaRegistry,
     V2Data,
     V2Event,
     V2ObjectId,
+    V2RecordConverter,
     V2SchemaId,
+    v2_class_key,
 )
 from ._objects import Event, MethodResult, RemoteAgent
+from ._v2bindings import Interest, keyify, v2_bindings
 
 __all__ = ["Interest", "V2Link", "V2Wait", "keyify", "v2_bindings"]
 
@@ -87,163 +87,6 @@ _MAX_OIDS: Final = 2_000_000
 _QPIDD_PREFIX: Final = "apache.org:qpidd:"
 #: longest wait (s) before a schema that could not be fetched is asked for again
 _MAX_RETRY: Final = 60.0
-
-_INTS = frozenset({QmfType.UINT8, QmfType.UINT16, QmfType.UINT32, QmfType.UINT64,
-                   QmfType.INT8, QmfType.INT16, QmfType.INT32, QmfType.INT64,
-                   QmfType.ABSTIME, QmfType.DELTATIME})
-_TEXTS = frozenset({QmfType.SSTR, QmfType.LSTR})
-
-
-def keyify(name: str) -> str:
-    """A name as v2 subjects carry it (dots become ``_``)."""
-    return name.replace(".", "_")
-
-
-def _quote(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
-@attrs.frozen(slots=True)
-class Interest:
-    """What one subscription follows over v2: ``kind`` ``data`` or ``event``, narrowed
-    to a package, a class (object or event class) or one agent."""
-
-    kind: str
-    package: str | None = None
-    class_name: str | None = None
-    agent: RemoteAgent | None = None
-
-
-def v2_bindings(interests: Iterable[Interest], user_keys: Iterable[str],
-                agent_name: Callable[[RemoteAgent | tuple[int, int]], str | None]
-                ) -> list[tuple[str, str | None]]:
-    """The ``qmf.default.topic`` bindings (key, selector) of one connection that
-    receive what ``interests`` follow and what the v1 user binding keys
-    ``user_keys`` (``Session(user_bindings=True)``) ask for.
-
-    Classes and packages map onto subject patterns (qpidd's subjects are
-    ``agent.ind.<data|event>.<package>.<class>.<vendor>.<product>.<instance>``,
-    dots in names as ``_``); one agent maps onto a selector on ``qmf.agent``, which
-    qpidd applies at the source.  ``agent_name`` gives the v2 name of an agent (a
-    RemoteAgent, or the banks of a v1 key) on this connection, None when it is not
-    known here over v2: such an interest binds nothing.  Heartbeats are always
-    bound: the agent directory lives on them.
-
-    No message matches two of the bindings returned: over AMQP 1.0 each binding is a
-    subscription of its own, and a message both match would arrive twice.  A binding
-    that another covers is left out, and two that overlap become one that covers both
-    (the console filters what it receives anyway).
-    """
-    out: dict[tuple[str, str | None], None] = {("agent.ind.heartbeat.#", None): None}
-    for it in interests:
-        selector = None
-        if it.agent is not None:
-            name = agent_name(it.agent)
-            if name is None:
-                continue
-            selector = f"qmf.agent = {_quote(name)}"
-        package = keyify(it.package) if it.package else "*"
-        if it.class_name:
-            key = f"agent.ind.{it.kind}.{package}.{it.class_name}.#"
-        elif it.package:
-            key = f"agent.ind.{it.kind}.{package}.#"
-        else:
-            key = f"agent.ind.{it.kind}.#"
-        out[(key, selector)] = None
-    for key in user_keys:
-        parts = key.split(".")
-        if parts[:1] != ["console"] or len(parts) < 3 or parts[1] not in ("obj", "event"):
-            continue
-        kind = "data" if parts[1] == "obj" else "event"
-        if len(parts) == 3:  # console.obj.# / console.event.#
-            out[(f"agent.ind.{kind}.#", None)] = None
-            continue
-        banks, rest = parts[2:4], parts[4:]
-        if banks != ["*", "*"]:
-            try:
-                agent = agent_name((int(banks[0]), int(banks[1])))
-            except ValueError:
-                agent = None
-            if agent is not None:
-                out[(f"agent.ind.{kind}.#", f"qmf.agent = {_quote(agent)}")] = None
-            continue
-        if not rest or rest == ["#"]:
-            out[(f"agent.ind.{kind}.#", None)] = None
-        elif rest[-1] in ("#", "*"):
-            out[(f"agent.ind.{kind}.{keyify('.'.join(rest[:-1]))}.#", None)] = None
-        else:
-            package, cls = ".".join(rest[:-1]), rest[-1]
-            out[(f"agent.ind.{kind}.{keyify(package)}.{cls}.#", None)] = None
-    return _disjoint(list(out))
-
-
-Binding = tuple[str, str | None]
-
-
-def _covers(a: Binding, b: Binding) -> bool:
-    """Every message ``b`` matches, ``a`` matches (patterns ending in ``#``)."""
-    (key_a, sel_a), (key_b, sel_b) = a, b
-    if sel_a is not None and sel_a != sel_b:
-        return False
-    words_a, words_b = key_a.split("."), key_b.split(".")
-    if words_a[-1] != "#":
-        return a == b
-    for i, word in enumerate(words_a[:-1]):
-        if i >= len(words_b) or words_b[i] == "#":
-            return False
-        if word not in ("*", words_b[i]):
-            return False
-    return True
-
-
-def _overlap(a: Binding, b: Binding) -> bool:
-    """Some message matches both (selectors name one agent each)."""
-    (key_a, sel_a), (key_b, sel_b) = a, b
-    if sel_a is not None and sel_b is not None and sel_a != sel_b:
-        return False
-    for word_a, word_b in zip(key_a.split("."), key_b.split("."), strict=False):
-        if "#" in (word_a, word_b):
-            return True
-        if word_a != word_b and "*" not in (word_a, word_b):
-            return False
-    return len(key_a.split(".")) == len(key_b.split("."))
-
-
-def _join(a: Binding, b: Binding) -> Binding:
-    """A binding that covers both: the words they share, then ``#``."""
-    shared = []
-    for word_a, word_b in zip(a[0].split("."), b[0].split("."), strict=False):
-        if word_a != word_b or word_a == "#":
-            break
-        shared.append(word_a)
-    return (".".join([*shared, "#"]), a[1] if a[1] == b[1] else None)
-
-
-def _disjoint(bindings: list[Binding]) -> list[Binding]:
-    """``bindings`` with no two that match one message (order kept where it can be)."""
-    out = list(dict.fromkeys(bindings))
-    changed = True
-    while changed:
-        changed = False
-        for i, a in enumerate(out):
-            for j in range(i + 1, len(out)):
-                b = out[j]
-                if _covers(a, b):
-                    del out[j]
-                elif _covers(b, a):
-                    out[i] = b
-                    del out[j]
-                elif _overlap(a, b):
-                    out[i] = _join(a, b)
-                    del out[j]
-                else:
-                    continue
-                changed = True
-                break
-            if changed:
-                break
-        out = list(dict.fromkeys(out))
-    return out
 
 
 class V2Host(Protocol):
@@ -283,79 +126,6 @@ class V2Wait:
 
     def __repr__(self) -> str:
         return f"<V2Wait cid={self.cid} done={self.future.done()}>"
-
-
-class _Converter:
-    """Turns ``_values`` maps of one class into the value lists of its v1 record
-    sections (a function compiled per section: texts decoded from the binary qpidd
-    sends, references and uuids made v1 values, absent elements given their type's
-    zero, or None when optional)."""
-
-    __slots__ = ("codec", "has_stats", "pnames", "props", "snames", "stats")
-
-    def __init__(self, schema: SchemaClass, registry: SchemaRegistry,
-                 link: V2Link) -> None:
-        self.codec = registry.codec(schema)
-        self.props = _compile_section(
-            [(p.name, QmfType(p.type), p.optional) for p in schema.properties], link,
-            f"{schema.class_key} properties")
-        self.stats = _compile_section(
-            [(st.name, QmfType(st.type), False) for st in schema.statistics], link,
-            f"{schema.class_key} statistics")
-        self.pnames = frozenset(p.name for p in schema.properties)
-        self.snames = frozenset(st.name for st in schema.statistics)
-        self.has_stats = bool(schema.statistics)
-
-
-def _default(t: QmfType) -> Any:
-    """The value of an absent, non-optional element of type ``t``."""
-    if t in _TEXTS:
-        return ""
-    if t in (QmfType.FLOAT, QmfType.DOUBLE):
-        return 0.0
-    if t == QmfType.BOOL:
-        return False
-    if t == QmfType.REF:
-        return ObjectId(bytes(16))
-    if t == QmfType.UUID:
-        return uuid.UUID(int=0)
-    if t == QmfType.MAP:
-        return {}
-    if t in (QmfType.LIST, QmfType.ARRAY):
-        return []
-    return 0
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value).decode("utf-8", "replace")
-    return value if isinstance(value, str) else str(value)
-
-
-def _compile_section(fields: list[tuple[str, QmfType, bool]], link: V2Link,
-                     what: str) -> Callable[[Mapping[str, Any], tuple[int, int]], list[Any]]:
-    """``convert(values, banks) -> list`` for one section's ``fields`` (name, type,
-    optional), generated once per class (the conversion is the hot path of a large
-    v2 answer)."""
-    env: dict[str, Any] = {"_text": _text, "_other": link._value, "_bytes": bytes}
-    lines = ["def convert(values, banks):", "    g = values.get", "    out = []",
-             "    add = out.append"]
-    for i, (name, t, optional) in enumerate(fields):
-        env[f"d{i}"] = None if optional else _default(t)
-        lines.append(f"    v = g({name!r})")
-        if t in _TEXTS:
-            expr = "v.decode('utf-8', 'replace') if type(v) is _bytes else _text(v)"
-        elif t in _INTS:
-            expr = "v"
-        else:
-            env[f"t{i}"] = t
-            expr = f"_other({name!r}, t{i}, v, banks)"
-        lines.append(f"    add(d{i} if v is None else {expr})")
-    lines.append("    return out")
-    code = compile("\n".join(lines), f"<qmf v2 converter {what}>", "exec")
-    exec(code, env)
-    fn: Callable[[Mapping[str, Any], tuple[int, int]], list[Any]] = env["convert"]
-    return fn
 
 
 #: where held indications queue: (agent name, events rather than objects)
@@ -467,7 +237,7 @@ class V2Link:
             self._banks = previous._banks
             self._next_bank = previous._next_bank
             self.oids = previous.oids
-        self._converters: dict[ClassKey, _Converter] = {}
+        self._converters: dict[ClassKey, V2RecordConverter] = {}
         #: per (agent, events or objects): indication messages waiting for schemas
         self._held: dict[_Lane, collections.deque[list[Any]]] = {}
         self._held_count = 0
@@ -702,12 +472,7 @@ class V2Link:
     @staticmethod
     def class_key(sid: V2SchemaId | None) -> ClassKey | None:
         """The v1 class key of a v2 schema id (None without a usable hash)."""
-        if sid is None or sid.hash is None:
-            return None
-        digest = sid.hash.bytes if isinstance(sid.hash, uuid.UUID) else bytes(sid.hash)
-        if len(digest) != 16:
-            return None
-        return ClassKey(sid.package, sid.class_name, digest)
+        return v2_class_key(sid)
 
     def _schema(self, key: ClassKey) -> SchemaClass | None:
         found: SchemaClass | None = self.host.session.schemas.get(key)
@@ -742,15 +507,6 @@ class V2Link:
                 log.log(level, "schema %s of QMF v2 data from %s could not be fetched: %s",
                         key, self.host.where, schema)
 
-    def _converter(self, key: ClassKey) -> _Converter | None:
-        conv = self._converters.get(key)
-        if conv is None:
-            schema = self._schema(key)
-            if schema is None:
-                return None
-            conv = self._converters[key] = _Converter(schema, self.host.session.schemas, self)
-        return conv
-
     # ------------------------------------------------------------------ conversion
 
     def object_id(self, banks: tuple[int, int], oid: V2ObjectId) -> bytes:
@@ -775,68 +531,23 @@ class V2Link:
             oids[raw] = oid if oid is not None else V2ObjectId(name, None, epoch)
         return raw
 
-    def _value(self, name: str, t: QmfType, value: Any, banks: tuple[int, int]) -> Any:
-        if t in _TEXTS:
-            if isinstance(value, (bytes, bytearray, memoryview)):
-                return bytes(value).decode("utf-8", "replace")
-            return value if isinstance(value, str) else str(value)
-        if t in _INTS:
-            if isinstance(value, bool):
-                return int(value)
-            return value
-        if t == QmfType.REF:
-            if isinstance(value, Mapping):
-                ref = V2ObjectId.from_map(value, name)
-                return ObjectId(self.object_id(banks, ref))
-            if isinstance(value, ObjectId):
-                return value
-            raise DecodeError(f"QMF v2 reference {name!r} is not an object id map")
-        if t == QmfType.UUID:
-            if isinstance(value, (bytes, bytearray)) and len(value) == 16:
-                return uuid.UUID(bytes=bytes(value))
-            return value
-        if t == QmfType.BOOL:
-            return bool(value)
-        if t in (QmfType.FLOAT, QmfType.DOUBLE):
-            return float(value)
-        return value
-
     def record(self, data: V2Data, banks: tuple[int, int]) -> RawObjectRecord | None:
         """``data`` as a v1 record of its class (None: its schema is not known).
 
         Raises:
             DecodeError: no object or schema id, or values that do not fit the schema.
         """
-        key = self.class_key(data.schema_id)
+        key = v2_class_key(data.schema_id)
         if key is None or data.object_id is None:
             raise DecodeError("QMF v2 object without an object id or schema hash")
-        conv = self._converter(key)
+        conv = self._converters.get(key)
         if conv is None:
-            return None
-        values = data.values
-        has_p = not conv.pnames.isdisjoint(values)
-        has_s = conv.has_stats and not conv.snames.isdisjoint(values)
-        opcode = "g" if has_p and has_s else ("i" if has_s else "c")
-        props = conv.props(values, banks) if opcode != "i" else None
-        stats = conv.stats(values, banks) if opcode != "c" else None
-        if opcode == "c" and not conv.has_stats:
-            stats = None
-        oid = self.object_id(banks, data.object_id)
-        enc_props = conv.codec.properties[1]
-        enc_stats = conv.codec.statistics[1]
-        out = bytearray(RecordLayout.header(data.update_ts or 0, data.create_ts or 0,
-                                            data.delete_ts or 0, oid))
-        try:
-            if props is not None:
-                enc_props(out, props)
-            sofs = len(out)
-            if stats is not None:
-                enc_stats(out, stats)
-        except (EncodeError, TypeError, ValueError, OverflowError, AttributeError,
-                UnicodeError) as exc:
-            raise DecodeError(f"QMF v2 object {data.object_id.object_name!r} does not fit "
-                              f"its schema {key}: {exc}") from exc
-        return RawObjectRecord(opcode, 0, conv.codec, bytes(out), sofs)
+            schema = self._schema(key)
+            if schema is None:
+                return None
+            conv = self._converters[key] = V2RecordConverter(
+                schema, self.host.session.schemas.codec(schema), self.object_id)
+        return conv.record(data, banks)
 
     def event(self, ev: V2Event, agent: RemoteAgent | None) -> Event:
         """A v2 event as the session's :class:`Event` (texts decoded by its schema when

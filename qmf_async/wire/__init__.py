@@ -80,6 +80,7 @@ from ._v2 import (
     encode_v2,
     encode_v2_body,
 )
+from ._v2records import RefId, V2RecordConverter, v2_class_key, v2_default, v2_value
 from ._values import SEVERITY_NAMES, Access, ClassKey, ClassKind, ObjectId, QmfType
 
 __all__ = [
@@ -165,4 +166,9 @@ __all__ = [
     "encode_v2",
     "decode_v2_body",
     "encode_v2_body",
+    "RefId",
+    "V2RecordConverter",
+    "v2_class_key",
+    "v2_default",
+    "v2_value",
 ]

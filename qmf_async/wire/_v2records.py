@@ -1,0 +1,221 @@
+"""QMF v2 objects as v1 object records of their class.  Pure: no I/O.
+
+A console that speaks v2 serves the same object view as over v1: each v2 object
+(:class:`~qmf_async.wire.V2Data`) becomes a :class:`~qmf_async.wire.RawObjectRecord`
+of its class's v1 schema (qpidd has no v2 schema query; the v1 ``S`` gives it):
+
+- values are read from the object's ``_values`` map by name: texts decoded (qpidd
+  sends them as binary), uuids sent as 16 bytes made uuids, booleans and floats made
+  so, references (v2 object id maps) made v1 object ids; integers and the other types
+  as received;
+- an absent element is None when optional, else its type's zero;
+- the opcode is ``g`` when the map holds properties and statistics, ``i`` when only
+  statistics, else ``c``.
+
+The v1 object ids (of the object and of its references) are not made here: they
+belong to the connection (which agent banks, which v2 id each stands for), so the
+caller passes ``ref_id(banks, v2 object id) -> 16 id bytes``.  A converter is compiled
+once per schema (the conversion is the hot path of a large v2 answer).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from ..errors import DecodeError, EncodeError
+from ._classcodec import ClassCodec, RawObjectRecord
+from ._compile import _compile_source
+from ._record import RecordLayout
+from ._schema import SchemaClass
+from ._v2 import V2Data, V2ObjectId, V2SchemaId
+from ._values import ClassKey, ObjectId, QmfType
+
+__all__ = ["RefId", "V2RecordConverter", "v2_class_key", "v2_default", "v2_value"]
+
+#: ``ref_id(agent banks, v2 object id) -> v1 object id bytes`` (16)
+RefId = Callable[[tuple[int, int], V2ObjectId], bytes]
+#: ``convert(values, banks) -> the values of one record section, in schema order``
+_Section = Callable[[Mapping[str, Any], tuple[int, int]], list[Any]]
+
+_INTS: Final = frozenset({QmfType.UINT8, QmfType.UINT16, QmfType.UINT32, QmfType.UINT64,
+                          QmfType.INT8, QmfType.INT16, QmfType.INT32, QmfType.INT64,
+                          QmfType.ABSTIME, QmfType.DELTATIME})
+_TEXTS: Final = frozenset({QmfType.SSTR, QmfType.LSTR})
+_FLOATS: Final = frozenset({QmfType.FLOAT, QmfType.DOUBLE})
+#: what a value that does not fit its type raises in conversion or encoding
+_MISFITS: Final = (EncodeError, TypeError, ValueError, OverflowError, AttributeError,
+                   UnicodeError)
+
+
+def v2_class_key(sid: V2SchemaId | None) -> ClassKey | None:
+    """The v1 class key of a v2 schema id (None without a 16-byte hash)."""
+    if sid is None or sid.hash is None:
+        return None
+    digest = sid.hash.bytes if isinstance(sid.hash, uuid.UUID) else bytes(sid.hash)
+    if len(digest) != 16:
+        return None
+    return ClassKey(sid.package, sid.class_name, digest)
+
+
+def v2_default(t: QmfType) -> Any:
+    """The value of an absent, non-optional element of type ``t``."""
+    if t in _TEXTS:
+        return ""
+    if t in _FLOATS:
+        return 0.0
+    if t == QmfType.BOOL:
+        return False
+    if t == QmfType.REF:
+        return ObjectId(bytes(16))
+    if t == QmfType.UUID:
+        return uuid.UUID(int=0)
+    if t == QmfType.MAP:
+        return {}
+    if t in (QmfType.LIST, QmfType.ARRAY):
+        return []
+    return 0
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).decode("utf-8", "replace")
+    return value if isinstance(value, str) else str(value)
+
+
+def _uuid(value: Any) -> Any:
+    if isinstance(value, (bytes, bytearray)) and len(value) == 16:
+        return uuid.UUID(bytes=bytes(value))
+    return value
+
+
+def _ref(name: str, value: Any, banks: tuple[int, int], ref_id: RefId) -> ObjectId:
+    if isinstance(value, Mapping):
+        return ObjectId(ref_id(banks, V2ObjectId.from_map(value, name)))
+    if isinstance(value, ObjectId):
+        return value
+    raise DecodeError(f"QMF v2 reference {name!r} is not an object id map")
+
+
+def v2_value(name: str, t: QmfType, value: Any, banks: tuple[int, int],
+             ref_id: RefId) -> Any:
+    """The v1 value of the element ``name`` of type ``t`` received as ``value`` (not
+    None) from the agent of ``banks``.
+
+    Raises:
+        DecodeError: a reference that is not an object id map (or a broken one).
+        TypeError, ValueError: a float or double that is not a number.
+    """
+    if t in _TEXTS:
+        return _text(value)
+    if t in _INTS:
+        return int(value) if isinstance(value, bool) else value
+    if t == QmfType.REF:
+        return _ref(name, value, banks, ref_id)
+    if t == QmfType.UUID:
+        return _uuid(value)
+    if t == QmfType.BOOL:
+        return bool(value)
+    if t in _FLOATS:
+        return float(value)
+    return value
+
+
+def _compile_section(fields: list[tuple[str, QmfType, bool]], ref_id: RefId,
+                     what: str) -> _Section:
+    """``convert(values, banks) -> list`` for one section's ``fields`` (name, type,
+    optional): one line per field, the value rules of :func:`v2_value` inlined."""
+
+    def ref(name: str, value: Any, banks: tuple[int, int]) -> ObjectId:
+        return _ref(name, value, banks, ref_id)
+
+    env: dict[str, Any] = {"_text": _text, "_uuid16": _uuid, "_ref": ref, "_bytes": bytes}
+    lines = ["def convert(values, banks):", "    g = values.get", "    out = []",
+             "    add = out.append"]
+    for i, (name, t, optional) in enumerate(fields):
+        env[f"d{i}"] = None if optional else v2_default(t)
+        lines.append(f"    v = g({name!r})")
+        if t in _TEXTS:
+            expr = "v.decode('utf-8', 'replace') if type(v) is _bytes else _text(v)"
+        elif t == QmfType.REF:
+            expr = f"_ref({name!r}, v, banks)"
+        elif t == QmfType.UUID:
+            expr = "_uuid16(v)"
+        elif t == QmfType.BOOL:
+            expr = "_bool(v)"
+        elif t in _FLOATS:
+            expr = "_float(v)"
+        else:  # integers (as received, as over v1) and maps, lists, objects
+            expr = "v"
+        lines.append(f"    add(d{i} if v is None else {expr})")
+    lines.append("    return out")
+    fn: _Section = _compile_source("convert", lines, env, f"v2 {what}")
+    return fn
+
+
+class V2RecordConverter:
+    """Turns v2 objects of one class into v1 records of ``schema`` (encoded by
+    ``codec``, the registry's codec of that schema); ``ref_id`` makes the v1 ids."""
+
+    __slots__ = ("codec", "has_stats", "key", "pnames", "props", "ref_id", "snames",
+                 "stats")
+
+    def __init__(self, schema: SchemaClass, codec: ClassCodec, ref_id: RefId) -> None:
+        self.key = schema.class_key
+        self.codec = codec
+        self.ref_id = ref_id
+        self.props = _compile_section(
+            [(p.name, QmfType(p.type), p.optional) for p in schema.properties], ref_id,
+            f"{schema.class_key} properties")
+        self.stats = _compile_section(
+            [(st.name, QmfType(st.type), False) for st in schema.statistics], ref_id,
+            f"{schema.class_key} statistics")
+        self.pnames = frozenset(p.name for p in schema.properties)
+        self.snames = frozenset(st.name for st in schema.statistics)
+        self.has_stats = bool(schema.statistics)
+
+    def opcode(self, values: Mapping[str, Any]) -> str:
+        """``g`` (properties and statistics), ``i`` (statistics only) or ``c``."""
+        has_p = not self.pnames.isdisjoint(values)
+        has_s = self.has_stats and not self.snames.isdisjoint(values)
+        return "g" if has_p and has_s else ("i" if has_s else "c")
+
+    def record(self, data: V2Data, banks: tuple[int, int]) -> RawObjectRecord:
+        """``data``, an object of this class from the agent of ``banks``, as a v1
+        record (its id, and those of its references, from ``ref_id``, the references
+        asked first).
+
+        Raises:
+            DecodeError: no object id, or values that do not fit the schema.
+        """
+        v2_oid = data.object_id
+        if v2_oid is None:
+            raise DecodeError("QMF v2 object without an object id or schema hash")
+        values = data.values
+        opcode = self.opcode(values)
+        try:
+            props = self.props(values, banks) if opcode != "i" else None
+            stats = self.stats(values, banks) if opcode == "g" or opcode == "i" \
+                else None
+        except DecodeError:
+            raise
+        except _MISFITS as exc:
+            raise self._misfit(v2_oid, exc) from exc
+        oid = self.ref_id(banks, v2_oid)
+        codec = self.codec
+        out = bytearray(RecordLayout.header(data.update_ts or 0, data.create_ts or 0,
+                                            data.delete_ts or 0, oid))
+        try:
+            if props is not None:
+                codec.properties[1](out, props)
+            sofs = len(out)
+            if stats is not None:
+                codec.statistics[1](out, stats)
+        except _MISFITS as exc:
+            raise self._misfit(v2_oid, exc) from exc
+        return RawObjectRecord(opcode, 0, codec, bytes(out), sofs)
+
+    def _misfit(self, oid: V2ObjectId, exc: BaseException) -> DecodeError:
+        return DecodeError(f"QMF v2 object {oid.object_name!r} does not fit its schema "
+                           f"{self.key}: {exc}")
