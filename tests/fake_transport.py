@@ -50,7 +50,7 @@ from qmf_async import (
     TransportError,
     wire,
 )
-from qmf_async.transport import Body, Delivery, TransportFactory, TransportProtocol
+from qmf_async.transport import Body, Capabilities, Delivery, TransportFactory, TransportProtocol
 
 MANAGEMENT = "qpid.management"
 DIRECT = "amq.direct"
@@ -177,6 +177,12 @@ class FakeTransport:
     @property
     def where(self) -> str:
         return self.url.split("@", 1)[-1]
+
+    #: a test bus: no AMQP version to name; endpoints capped and dead-lettered as on
+    #: AMQP 0-9-1, no drain probe, no selectors
+    capabilities = Capabilities("", dead_letters=True)
+    #: deliveries are handed over at once
+    backlog = 0
 
     async def connect(self, timeout: float = 10.0) -> None:
         bus = self.bus

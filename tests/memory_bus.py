@@ -33,6 +33,7 @@ from qmf_async.transport import (
     MANAGEMENT_EXCHANGE,
     QMF_CONTENT_TYPE,
     Body,
+    Capabilities,
     Delivery,
     TlsOptions,
     TransportFactory,
@@ -195,6 +196,12 @@ class MemoryTransport:
     @property
     def where(self) -> str:
         return parse_url(self.url).where if isinstance(self.url, str) else repr(self.url)
+
+    #: a test bus: no AMQP version to name; endpoints capped and dead-lettered as on
+    #: AMQP 0-9-1, no drain probe, no selectors
+    capabilities = Capabilities("", dead_letters=True)
+    #: deliveries are handed over at once
+    backlog = 0
 
     def _check(self) -> None:
         if self.state != "open":

@@ -9,7 +9,17 @@ from typing import Any
 import pytest
 
 from qmf_async import ProtocolMismatchError, Session, TransportError, UsageError
-from qmf_async.transport import AutoTransport, Delivery, _select, check_protocol, transport_factory
+from qmf_async.transport import (
+    AMQP091_CAPABILITIES,
+    AMQP10_CAPABILITIES,
+    NO_CAPABILITIES,
+    AiormqTransport,
+    AutoTransport,
+    Delivery,
+    _select,
+    check_protocol,
+    transport_factory,
+)
 
 
 class FakeInner:
@@ -21,6 +31,7 @@ class FakeInner:
         self.errors = errors
         self.is_open = False
         self.where = f"fake {protocol}"
+        self.capabilities = AMQP10_CAPABILITIES if protocol == "1.0" else AMQP091_CAPABILITIES
         self.dispatch: Callable[[Delivery], None] | None = None
         self.lost: list[Callable[[BaseException], None]] = []
         self.published: list[dict[str, Any]] = []
@@ -63,6 +74,24 @@ async def test_auto_speaks_0_9_1_first(fakes: Any) -> None:
     t = AutoTransport("amqp://h:5672/")
     await t.connect()
     assert log == ["0-9-1"] and t.protocol == "0-9-1" and t.is_open
+
+
+async def test_capabilities_are_the_connected_transports(fakes: Any) -> None:
+    _, errors = fakes
+    t = AutoTransport("amqp://h:5672/")
+    assert t.capabilities == NO_CAPABILITIES and t.capabilities.protocol == ""
+    await t.connect()
+    assert t.capabilities == AMQP091_CAPABILITIES
+    assert (t.capabilities.dead_letters, t.capabilities.server_selectors) == (True, False)
+    errors["0-9-1"] = ProtocolMismatchError("answered with 0-10", b"AMQP\x01\x01\x00\x0a")
+    one = AutoTransport("amqp://qpidd:5673/")
+    await one.connect()
+    assert one.capabilities == AMQP10_CAPABILITIES
+    assert (one.capabilities.dead_letters, one.capabilities.server_selectors) == (False, True)
+    assert AiormqTransport.capabilities.protocol == AiormqTransport.protocol == "0-9-1"
+    pytest.importorskip("proton")
+    from qmf_async.transport import ProtonTransport
+    assert ProtonTransport.capabilities.protocol == ProtonTransport.protocol == "1.0"
 
 
 async def test_auto_goes_on_over_1_0_and_remembers_the_host(fakes: Any) -> None:

@@ -13,11 +13,15 @@ from typing import TYPE_CHECKING, Any
 
 from ._aiormq import AiormqTransport, quiet_aiormq_loggers
 from ._base import (
+    AMQP091_CAPABILITIES,
+    AMQP10_CAPABILITIES,
     DIRECT_EXCHANGE,
     MANAGEMENT_EXCHANGE,
+    NO_CAPABILITIES,
     QMF_CONTENT_TYPE,
     Body,
     BrokerAddress,
+    Capabilities,
     Delivery,
     TlsOptions,
     TransportFactory,
@@ -41,8 +45,11 @@ if TYPE_CHECKING:  # for type checkers; at run time imported on first use (__get
 Transport = AiormqTransport
 
 __all__ = [
+    "AMQP10_CAPABILITIES",
+    "AMQP091_CAPABILITIES",
     "DIRECT_EXCHANGE",
     "MANAGEMENT_EXCHANGE",
+    "NO_CAPABILITIES",
     "QMF_CONTENT_TYPE",
     "PROTOCOLS",
     "AiormqTransport",
@@ -50,6 +57,7 @@ __all__ = [
     "Body",
     "ProtonTransport",
     "BrokerAddress",
+    "Capabilities",
     "Delivery",
     "TlsOptions",
     "Transport",

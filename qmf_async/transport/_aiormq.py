@@ -55,6 +55,7 @@ from ..errors import (
 )
 from ..wire import decode_v2_body, encode_v2_body
 from ._base import (
+    AMQP091_CAPABILITIES,
     MANAGEMENT_EXCHANGE,
     QMF_CONTENT_TYPE,
     Body,
@@ -216,6 +217,8 @@ class AiormqTransport:
     protocol: Final = "0-9-1"
     #: bind(selector=...) is ignored: AMQP 0-9-1 has no message selectors
     server_selectors: Final = False
+    #: what it can do (the console reads this)
+    capabilities: Final = AMQP091_CAPABILITIES
 
     def __init__(
         self,

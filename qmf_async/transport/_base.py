@@ -49,6 +49,35 @@ _DEFAULT_PORTS: Final = {"amqp": 5672, "amqps": 5671}
 
 
 @attrs.frozen
+class Capabilities:
+    """What a connected transport can do, declared by the transport (the console
+    branches on these, never on a protocol name or a transport's class).
+
+    ``protocol``: the AMQP version (``"0-9-1"``, ``"1.0"``; ``""`` before a connection);
+    ``server_selectors``: ``bind(selector=...)`` is applied by the broker;
+    ``dead_letters``: an endpoint's overflow can be dead-lettered
+    (``open_endpoint(dead_letter_exchange=...)``) and its length capped
+    (``max_length``); ``drain_probe``: a message published to ``qpid.management``
+    reaches the endpoints bound to its key behind what they already hold, in order
+    (a probe tells when an endpoint's backlog was read).
+    """
+
+    protocol: str
+    server_selectors: bool = False
+    dead_letters: bool = False
+    drain_probe: bool = False
+
+
+#: AMQP 0-9-1 (RabbitMQ): queues with length caps and dead letters, no selectors
+AMQP091_CAPABILITIES: Final = Capabilities("0-9-1", server_selectors=False,
+                                           dead_letters=True, drain_probe=True)
+#: AMQP 1.0 (qpidd): selectors applied at the source; link credit bounds an endpoint
+AMQP10_CAPABILITIES: Final = Capabilities("1.0", server_selectors=True)
+#: a transport that has not connected yet
+NO_CAPABILITIES: Final = Capabilities("")
+
+
+@attrs.frozen
 class TlsOptions:
     """TLS settings for ``amqps://`` URLs.
 
@@ -358,6 +387,17 @@ class Transport(Protocol):
     @property
     def where(self) -> str:
         """The broker address without credentials (for messages and logs)."""
+        ...
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What this transport can do (``NO_CAPABILITIES`` before it connected, for a
+        transport that picks its protocol when connecting)."""
+        ...
+
+    @property
+    def backlog(self) -> int:
+        """Deliveries received but not yet handed to the dispatcher."""
         ...
 
     async def connect(self, timeout: float = 10.0) -> None:

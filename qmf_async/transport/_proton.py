@@ -66,6 +66,7 @@ from ..logs import warn_limited
 from ..wire import decode_amqp10_message, encode_amqp10_message
 from ._aiormq import _ssl_context
 from ._base import (
+    AMQP10_CAPABILITIES,
     DIRECT_EXCHANGE,
     MANAGEMENT_EXCHANGE,
     QMF_CONTENT_TYPE,
@@ -156,6 +157,8 @@ class ProtonTransport:
     protocol: Final = "1.0"
     #: bind(selector=...) is applied by the broker
     server_selectors: Final = True
+    #: what it can do (the console reads this)
+    capabilities: Final = AMQP10_CAPABILITIES
 
     def __init__(
         self,

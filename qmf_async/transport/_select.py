@@ -23,8 +23,10 @@ from ..errors import (
 )
 from ._aiormq import AiormqTransport
 from ._base import (
+    NO_CAPABILITIES,
     QMF_CONTENT_TYPE,
     Body,
+    Capabilities,
     Delivery,
     TlsOptions,
     TransportFactory,
@@ -114,6 +116,11 @@ class AutoTransport:
         :meth:`connect`)."""
         found = getattr(self._inner, "backlog", 0)
         return found if isinstance(found, int) else 0
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What the transport that connected can do (``NO_CAPABILITIES`` before)."""
+        return NO_CAPABILITIES if self._inner is None else self._inner.capabilities
 
     @property
     def server_selectors(self) -> bool:
