@@ -207,3 +207,20 @@ def test_the_rules_see_the_package() -> None:
     for pkg in ("wire", "protocol", "transport", "console", "agent", "tools"):
         assert any(_package_of(n) == f"qmf_async.{pkg}" for n in MODULES), pkg
     assert "qmf_async.wire._codec" in _graph()["qmf_async.wire"]
+
+
+def test_the_bus_names_are_defined_once() -> None:
+    """Exchange names are spelled in ``qmf_async/names.py`` only; every other module
+    takes them from there (so no two modules can disagree on them)."""
+    from qmf_async import names
+    spelled = {names.MANAGEMENT_EXCHANGE, names.REPLY_EXCHANGE, names.V2_DIRECT_EXCHANGE,
+               names.V2_TOPIC_EXCHANGE}
+    found = []
+    for name, path in MODULES.items():
+        if name == "qmf_async.names":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Constant) and node.value in spelled:
+                found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} "
+                             f"{node.value!r}")
+    assert found == [], "use qmf_async.names instead:\n" + "\n".join(found)

@@ -23,6 +23,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, cast
 
+from .. import names
 from .. import wire as codec
 from ..errors import (
     AgentGoneError,
@@ -106,8 +107,8 @@ __all__ = ["Broker", "Session"]
 
 log = logging.getLogger("qmf_async.session")
 
-MANAGEMENT = "qpid.management"
-DIRECT = "amq.direct"
+MANAGEMENT = names.MANAGEMENT_EXCHANGE
+DIRECT = names.REPLY_EXCHANGE
 
 class Console:
     """Subclass and override what you need; pass an instance as ``Session(console=...)``.

@@ -24,6 +24,7 @@ from typing import Any, Final, NamedTuple, TypeVar
 
 import attrs
 
+from .. import names
 from ..errors import DecodeError, EncodeError, UsageError
 from ..wire import (
     AttachRequest,
@@ -76,9 +77,9 @@ __all__ = [
 log = logging.getLogger("qmf_async.agent")
 
 #: the exchange of QMF v1 requests, indications and broadcasts
-MANAGEMENT: Final = "qpid.management"
+MANAGEMENT: Final = names.MANAGEMENT_EXCHANGE
 #: the exchange of replies whose reply key names no exchange
-DIRECT: Final = "amq.direct"
+DIRECT: Final = names.REPLY_EXCHANGE
 
 #: the text of each ``m``/``z`` status code
 STATUS_TEXT: Final = {

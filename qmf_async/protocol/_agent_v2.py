@@ -41,6 +41,7 @@ from typing import Any, Final, NamedTuple
 
 import attrs
 
+from .. import names
 from ..errors import DecodeError, EncodeError, UsageError
 from ..wire import (
     Access,
@@ -96,9 +97,9 @@ __all__ = [
 ]
 
 #: exchange of v2 requests addressed to one agent (subject: the agent's name)
-V2_DIRECT_EXCHANGE: Final = "qmf.default.direct"
+V2_DIRECT_EXCHANGE: Final = names.V2_DIRECT_EXCHANGE
 #: exchange of v2 broadcasts and indications
-V2_TOPIC_EXCHANGE: Final = "qmf.default.topic"
+V2_TOPIC_EXCHANGE: Final = names.V2_TOPIC_EXCHANGE
 #: subject of agent locate requests
 LOCATE_SUBJECT: Final = "console.request.agent_locate"
 #: severity names in event subjects, by severity (0 emerg .. 7 debug)

@@ -25,6 +25,7 @@ from typing import Any, Final
 
 import attrs
 
+from .. import names
 from ..errors import AgentGoneError, DecodeError, ProtocolError, QmfError, UsageError
 from ..wire import (
     QmfType,
@@ -75,9 +76,9 @@ __all__ = [
 ]
 
 #: exchange of v2 requests (subject: the agent's name)
-DIRECT_EXCHANGE: Final = "qmf.default.direct"
+DIRECT_EXCHANGE: Final = names.V2_DIRECT_EXCHANGE
 #: exchange of v2 broadcasts (agent locate) and indications
-TOPIC_EXCHANGE: Final = "qmf.default.topic"
+TOPIC_EXCHANGE: Final = names.V2_TOPIC_EXCHANGE
 #: subject of an agent locate request
 LOCATE_SUBJECT: Final = "console.request.agent_locate"
 #: the subject under which qpidd's own agent answers (whatever its name)

@@ -16,6 +16,7 @@ from urllib.parse import parse_qs, parse_qsl, quote, unquote, urlencode, urlspli
 
 import attrs
 
+from .. import names
 from ..errors import UsageError
 
 __all__ = [
@@ -36,9 +37,9 @@ __all__ = [
 ]
 
 #: the management topic exchange (declared durable, always with the same arguments)
-MANAGEMENT_EXCHANGE: Final = "qpid.management"
+MANAGEMENT_EXCHANGE: Final = names.MANAGEMENT_EXCHANGE
 #: where replies go: a reply key ``K`` means routing key ``K`` on this exchange
-DIRECT_EXCHANGE: Final = "amq.direct"
+DIRECT_EXCHANGE: Final = names.REPLY_EXCHANGE
 #: content type of QMF v1 bodies
 QMF_CONTENT_TYPE: Final = "x-application/qmf"
 

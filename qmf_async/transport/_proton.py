@@ -51,6 +51,7 @@ from proton import (
 from proton import Delivery as PnDelivery
 from proton import Transport as PnTransport
 
+from .. import names
 from ..errors import (
     AuthenticationError,
     ConnectionLostError,
@@ -90,7 +91,7 @@ DIRECT_FILTER: Final = "apache.org:legacy-amqp-direct-binding:string"
 TOPIC_FILTER: Final = "apache.org:legacy-amqp-topic-binding:string"
 SELECTOR_FILTER: Final = "apache.org:selector-filter:string"
 #: exchanges addressed with the direct-binding filter (the others get the topic filter)
-DIRECT_EXCHANGES: Final = frozenset({DIRECT_EXCHANGE, "qmf.default.direct"})
+DIRECT_EXCHANGES: Final = frozenset({DIRECT_EXCHANGE, names.V2_DIRECT_EXCHANGE})
 
 _READ_SIZE: Final = 256 * 1024
 _WRITE_HIGH_WATER: Final = 1 << 20
