@@ -15,25 +15,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import difflib
 import inspect
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, cast
 
 from .. import wire as codec
 from ..errors import (
     AgentGoneError,
     CommandError,
-    DecodeError,
     MethodError,
     NotConnectedError,
-    PartialResultError,
     ProtocolError,
     QmfError,
     QmfTimeout,
-    QueryTimeout,
     TransportError,
     UnknownClassError,
     UsageError,
@@ -61,19 +57,19 @@ from ..wire import (
     ObjectId,
     PackageIndication,
     PackageQuery,
-    RawObjectRecord,
     RecordLayout,
     SchemaClass,
     SchemaMethod,
     SchemaRequest,
     SchemaResponse,
-    make_oid,
 )
 from ._broker import MANAGEMENT, Broker, _method_result, _schema_of
-from ._objects import Change, Event, MethodResult, QmfObject, RemoteAgent
+from ._objects import Event, MethodResult, QmfObject, RemoteAgent
+from ._query import ObjectQueries
+from ._query import _where_predicate as _where_predicate  # re-exported (tests use it)
 from ._subscriptions import Subscription
 from ._v2 import Interest, V2Link, v2_bindings
-from ._waits import Wait
+from ._view import ObjectView
 
 __all__ = ["Broker", "Session"]
 
@@ -132,37 +128,12 @@ class Console:
 
 
 
-#: how many deleted objects' last views a session remembers
-_MAX_GONE = 4096
-
-#: an object in the session's view: (id of its Broker, its object id's 16 bytes)
-_ViewKey = tuple[int, bytes]
-
-#: what an update of each opcode carries
-_RECORD_CHANGES = {"c": Change.PROPERTIES, "i": Change.STATISTICS,
-                   "g": Change.PROPERTIES | Change.STATISTICS}
-
 #: first half of an object id -> ((broker bank, agent bank), routing key of its agent);
 #: cleared when full (a few entries per agent boot)
 _METHOD_ROUTES: dict[bytes, tuple[tuple[int, int], str]] = {}
 
 
-def _where_predicate(selector: Selector | None,
-                     equals: Mapping[str, Any]) -> list[Any] | None:
-    """The v2 ``_where`` implied by a query's selector and ``name=value`` filters
-    (strings and booleans only; None when nothing translates)."""
-    parts: list[Any] = [["eq", name, ["quote", value]] for name, value in equals.items()
-                        if isinstance(value, (str, bool))]
-    if selector is not None:
-        found = selector.qmf_where()
-        if found is not None:
-            parts.append(found)
-    if not parts:
-        return None
-    return parts[0] if len(parts) == 1 else ["and", *parts]
-
-
-class Session:
+class Session(ObjectQueries, ObjectView):
     """An asyncio QMF console session over one or more brokers.
 
     ``async with Session() as session: broker = await session.add_broker(url)``.
@@ -268,36 +239,13 @@ class Session:
         self._agent_subs: list[Subscription[tuple[str, RemoteAgent]]] = []
         # what each event or update subscription follows (QMF v2 binds only that)
         self._interests: dict[Subscription[Any], Interest] = {}
-        # The object view: (id(broker), object id bytes) -> the latest properties and
-        # statistics bytes received, merged into the proxies of c/i updates; least
-        # recently updated first, at most ``max_objects`` entries, deleted objects and
-        # objects of departed agents leave it.
-        self._latest: dict[_ViewKey, tuple[bytes | None, bytes | None]] = {}
-        # objects first seen through an i, waiting for their properties: their updates
-        # in arrival order, delivered when the completion query answers (or fails)
-        self._waiting: dict[_ViewKey, list[tuple[Broker, RemoteAgent, RawObjectRecord]]] = {}
-        # (id(broker), brokerBank, agentBank, class) -> objects for the next completion
-        # query of that agent and class (the task sending it is running)
-        # (in arrival order)
-        self._completions: dict[tuple[int, int, int, ClassKey], dict[_ViewKey, None]] = {}
-        # the last views of recently deleted objects (at most _MAX_GONE, oldest out):
-        # the rest of a deletion (agents publish its c and i) answers what was known
-        self._gone: dict[_ViewKey, tuple[bytes | None, bytes | None]] = {}
-        # objects whose completion failed -> when (retried after completion_timeout)
-        self._failed_at: dict[_ViewKey, float] = {}
+        ObjectView.__init__(self)  # the object view's state
         self._tasks: set[asyncio.Task[Any]] = set()
         self._ager: asyncio.Task[None] | None = None
         self._closed = False
         #: bodies that failed to decode, and bodies dropped while waiting for a schema
         self.malformed = 0
         self.held_dropped = 0
-        #: completion queries sent (a ``G`` per agent and class for objects first seen
-        #: through statistics), objects delivered without properties because their
-        #: completion failed or timed out, and objects evicted from the view when it
-        #: held ``max_objects``
-        self.completion_queries = 0
-        self.completion_failures = 0
-        self.objects_evicted = 0
 
     @property
     def console(self) -> Console | None:
@@ -585,213 +533,10 @@ class Session:
             sub._put(("added", agent))
 
     def _agent_left(self, agent: RemoteAgent) -> None:
-        if self._latest:
-            # its objects leave the view (they come back, completed again, if it returns)
-            bid, banks = id(agent.broker), (agent.broker_bank, agent.agent_bank)
-            for key in [k for k in self._latest
-                        if k[0] == bid and make_oid(k[1]).agent_key() == banks]:
-                del self._latest[key]
-                self._failed_at.pop(key, None)
+        self._forget_objects_of(agent)
         self._notify("del_agent", agent)
         for sub in self._agent_subs:
             sub._put(("removed", agent))
-
-    # ------------------------------------------------------------------ object view
-
-    def _object_update(self, broker: Broker, agent: RemoteAgent | None,
-                       rec: RawObjectRecord) -> None:
-        """A ``c`` or ``i`` from the topic (or a QMF v2 object with both parts, a
-        ``g``): deliver it merged with the object's view,
-        or, for a live object whose properties (an ``i`` arrived) or statistics (a
-        ``c`` arrived, and its class has statistics) were never received, hold it
-        until the missing part arrives or a completion query brings it (updates of
-        a held object queue behind it)."""
-        if not (self.console is not None or self._update_subs):
-            if self._latest or self._gone:
-                self._latest.clear()  # nobody listens: the view would go stale
-                self._gone.clear()
-                self._failed_at.clear()
-            return
-        key = (id(broker), rec.object_id_bytes)
-        waiting = self._waiting.get(key)
-        if waiting is not None:
-            waiting.append((broker, agent or waiting[0][1], rec))
-            if rec.opcode != waiting[0][2].opcode:  # the missing part arrived
-                self._release(key, None)
-            return
-        if agent is not None:
-            known = self._latest.get(key)
-            if known is None and rec.is_deleted():
-                known = self._gone.get(key)
-            if rec.opcode == "i":
-                missing = known is None or known[0] is None
-            elif rec.opcode == "c":
-                missing = (known is None or known[1] is None) \
-                    and bool(rec.codec.schema.statistics)
-            else:  # a "g" (QMF v2 data with both parts) is whole
-                missing = False
-            if missing:
-                failed = self._failed_at.get(key)
-                if failed is None or time.monotonic() - failed >= self.completion_timeout:
-                    self._await_completion(broker, agent, rec, key)
-                    return
-        self._deliver(broker, agent, rec, key)
-
-    def _deliver(self, broker: Broker, agent: RemoteAgent | None, rec: RawObjectRecord,
-                 key: _ViewKey) -> None:
-        raw, sofs = rec.raw, rec.sofs
-        latest = self._latest
-        live = not RecordLayout.is_deleted(raw)
-        # popped and put back: the dict stays ordered by last update (eviction order)
-        known = latest.pop(key, None)
-        if known is None and not live:
-            known = self._gone.get(key)
-        props, stats = known if known is not None else (None, None)
-        if rec.opcode != "i":
-            props = RecordLayout.properties(raw, sofs)
-        if rec.opcode != "c":
-            stats = RecordLayout.statistics(raw, sofs)
-        if not live:  # deleted: leaves the view (remembered a while among the gone)
-            self._failed_at.pop(key, None)
-            gone = self._gone
-            gone.pop(key, None)
-            gone[key] = (props, stats)
-            if len(gone) > _MAX_GONE:
-                del gone[next(iter(gone))]
-        else:
-            latest[key] = (props, stats)
-            if len(latest) > self.max_objects:
-                oldest = next(iter(latest))
-                del latest[oldest]
-                self._failed_at.pop(oldest, None)
-                self.objects_evicted += 1
-        # the proxy carries the newest header, properties and statistics seen
-        kind = "g" if props is not None and stats is not None else rec.opcode
-        if kind != rec.opcode:
-            assert props is not None and stats is not None
-            raw, sofs = RecordLayout.join(raw, props, stats)
-        changed = _RECORD_CHANGES[rec.opcode]
-        if not live:
-            changed |= Change.DELETED
-        obj = QmfObject._from_raw(self, broker, agent, rec.codec, raw, kind, sofs,
-                                  changed)
-        if rec.opcode == "c":
-            self._notify("object_props", broker, obj)
-        else:
-            self._notify("object_stats", broker, obj)
-        for sub in self._update_subs:
-            sub._put(obj)
-
-    def _await_completion(self, broker: Broker, agent: RemoteAgent, rec: RawObjectRecord,
-                          key: _ViewKey) -> None:
-        """Hold an object whose view lacks a part and add it to the next completion
-        query of its agent and class (one query for every object waiting on them)."""
-        self._waiting[key] = [(broker, agent, rec)]
-        class_key = rec.codec.class_key
-        ckey = (id(broker), agent.broker_bank, agent.agent_bank, class_key)
-        batch = self._completions.get(ckey)
-        if batch is not None:
-            batch[key] = None
-            return
-        batch = self._completions[ckey] = {key: None}
-        task = asyncio.get_running_loop().create_task(
-            self._complete(broker, agent, class_key, ckey, batch))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _complete(self, broker: Broker, agent: RemoteAgent, class_key: ClassKey,
-                        ckey: tuple[int, int, int, ClassKey], batch: dict[_ViewKey, None]
-                        ) -> None:
-        """Fetch the missing parts of the objects in ``batch`` with one ``G`` per
-        round; objects added while a query is out are answered by it when it holds
-        them, else by the next round.  The first round starts after the rest of the
-        current body was routed: a ``c`` and an ``i`` of a new object usually come
-        together and complete each other without a query."""
-        query = {"_class": class_key.name, "_package": class_key.package}
-        try:
-            await asyncio.sleep(0)
-            while batch:
-                keys: list[_ViewKey] = []
-                dead: list[_ViewKey] = []
-                for k in batch:
-                    held = self._waiting.get(k)
-                    if held is not None:  # else completed meanwhile
-                        (dead if held[0][2].is_deleted() else keys).append(k)
-                batch.clear()
-                for k in dead:
-                    # first seen deleted: a query would not find it; what its body held
-                    # is all there is
-                    self._release(k, None, count=False)
-                if not keys:
-                    break
-                self.completion_queries += 1
-                found: dict[bytes, tuple[bytes, bytes]] = {}
-                try:
-                    records: list[Any] = await broker._query(agent, query,
-                                                             self.completion_timeout)
-                except Exception as exc:  # QmfError mostly; nothing may leave objects held
-                    log.info("completing %d %s object(s) of %s on %s failed: %s", len(keys),
-                             class_key, agent, broker.where, exc)
-                else:
-                    for r in records:
-                        if type(r) is RawObjectRecord and r.codec.class_key == class_key:
-                            found[r.object_id_bytes] = (RecordLayout.properties(r.raw, r.sofs),
-                                                   RecordLayout.statistics(r.raw, r.sofs))
-                for k in [k for k in batch if k[1] in found]:
-                    del batch[k]
-                    keys.append(k)
-                for k in keys:
-                    if k in self._waiting:  # else a c completed it meanwhile
-                        self._release(k, found.get(k[1]))
-                self._seed_view(broker, found)
-        finally:
-            if self._completions.get(ckey) is batch:
-                del self._completions[ckey]
-
-    def _seed_view(self, broker: Broker, found: Mapping[bytes, tuple[bytes, bytes]]) -> None:
-        """Keep in the view the other objects a completion query brought: their first
-        statistics-only update then needs no query of its own (qpidd over v2 sends an
-        object's properties only when they change, so without this every object of a
-        large class would cost its class a query round)."""
-        bid = id(broker)
-        latest, waiting = self._latest, self._waiting
-        room = self.max_objects - len(latest)
-        for oid, parts in found.items():
-            if room <= 0:
-                break
-            key = (bid, oid)
-            if key not in latest and key not in waiting:
-                latest[key] = parts
-                room -= 1
-
-    def _release(self, key: _ViewKey, answer: tuple[bytes, bytes] | None, *,
-                 count: bool = True) -> None:
-        """Deliver the held updates of an object, in order, once the part it lacked
-        is known: from the first held update carrying it, else from the completion
-        query's ``answer`` (properties, statistics).  With neither the completion
-        failed: counted, and the updates delivered with what is known."""
-        held = self._waiting.pop(key)
-        need_props = held[0][2].opcode == "i"
-        part: bytes | None = None
-        for _, _, rec in held:
-            if need_props and rec.opcode != "i":
-                part = RecordLayout.properties(rec.raw, rec.sofs)
-                break
-            if not need_props and rec.opcode != "c":
-                part = RecordLayout.statistics(rec.raw, rec.sofs)
-                break
-        if part is None and answer is not None:
-            part = answer[0] if need_props else answer[1]
-        if part is None:
-            if count:
-                self.completion_failures += 1
-                self._failed_at[key] = time.monotonic()
-        else:
-            self._failed_at.pop(key, None)
-            props, stats = self._latest.get(key) or (None, None)
-            self._latest[key] = (part, stats) if need_props else (props, part)
-        for broker, agent, rec in held:
-            self._deliver(broker, agent, rec, key)
 
     def _event(self, broker: Broker, event: Event) -> None:
         self._notify("event", broker, event)
@@ -993,56 +738,6 @@ class Session:
 
     # ------------------------------------------------------------------ objects
 
-    @staticmethod
-    async def _handshakes_done(brokers: list[Broker], timeout: float) -> None:
-        """Wait (at most ``timeout``) for the handshakes of brokers still in one."""
-        waiting = [b._handshake_done.wait() for b in brokers if not b._handshake_done.is_set()]
-        if waiting:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.gather(*waiting), timeout)
-
-    def _targets(self, brokers: list[Broker], _agent: RemoteAgent | None,
-                 _objectId: ObjectId | None) -> list[tuple[Broker, RemoteAgent]]:
-        if _agent is not None:
-            broker = _agent.broker
-            if broker not in brokers:
-                if broker in self.brokers and not broker.connected:
-                    raise NotConnectedError(f"not connected to {broker.where}")
-                raise UsageError(f"{_agent} does not belong to the selected broker(s)")
-            if (_agent.broker_bank, _agent.agent_bank) not in broker._agents:
-                # aged out or deleted: nobody would answer, fail now instead of timing out
-                raise AgentGoneError(f"{_agent} on {broker.where} is gone")
-            return [(broker, _agent)]
-        targets = []
-        for b in brokers:
-            if _objectId is not None:
-                banks = _objectId.agent_key()
-                agent = b._agents.get(banks) or b._see_agent(*banks)
-                targets.append((b, agent))
-            else:
-                targets.extend((b, a) for a in b.agents())
-        return targets
-
-    def _prepare_query(self, _class: str | None, _package: str | None, _key: ClassKey | str | None,
-                       _objectId: ObjectId | str | None) -> tuple[dict[str, Any], ClassKey | None,
-                                                                  ObjectId | None]:
-        if isinstance(_key, str):
-            _key = ClassKey.parse(_key)
-        if isinstance(_objectId, str):
-            _objectId = ObjectId.parse(_objectId)
-        query: dict[str, Any] = {}
-        if _key is not None:
-            query["_class"], query["_package"] = _key.name, _key.package
-        if _class is not None:
-            query["_class"] = _class
-        if _package is not None:
-            query["_package"] = _package
-        if _objectId is not None:
-            query = {"_objectid": str(_objectId)}
-        if not query or ("_package" in query and "_class" not in query):
-            raise UsageError("get_objects needs _class, _key or _objectId")
-        return query, _key, _objectId
-
     async def get_objects(self, _class: str | None = None, _package: str | None = None,
                           _key: ClassKey | str | None = None,
                           _objectId: ObjectId | str | None = None,
@@ -1105,163 +800,6 @@ class Session:
                 task.cancel()
                 with contextlib.suppress(BaseException):
                     await task
-
-    async def _collect(self, emit: Callable[[QmfObject], None], _class: str | None,
-                       _package: str | None, _key: ClassKey | str | None,
-                       _objectId: ObjectId | str | None, _agent: RemoteAgent | None,
-                       _broker: Broker | None, _timeout: float | None,
-                       where: str | Selector | None, property_equals: Mapping[str, Any]) -> None:
-        unknown = sorted(k for k in property_equals if k.startswith("_"))
-        if unknown:
-            raise UsageError(f"get_objects has no option {', '.join(unknown)} (property "
-                             f"filters never start with '_')")
-        query, key, oid = self._prepare_query(_class, _package, _key, _objectId)
-        selector = compile_selector(where)
-        brokers = self._connected_brokers(_broker)
-        timeout = self.timeout if _timeout is None else _timeout
-        if _agent is None:
-            # a broker that has just (re)connected learns its agents in its handshake
-            await self._handshakes_done(brokers, timeout)
-        targets = self._targets(brokers, _agent, oid)
-        fan_out = _agent is None and oid is None
-        delivered: list[QmfObject] = []
-        seen = [False]  # a record of the asked class arrived (before the filters)
-        from_raw = QmfObject._from_raw
-        limit = self.max_query_items
-        over: list[ProtocolError] = []  # the answer grew past ``limit``
-
-        def on_item(broker: Broker, agent: RemoteAgent
-                    ) -> Callable[[Message | RawObjectRecord], None]:
-            filtered = bool(property_equals) or selector is not None
-
-            def take(msg: Message | RawObjectRecord) -> None:
-                if type(msg) is not RawObjectRecord or over:
-                    return
-                codec = msg.codec
-                if key is not None and codec.class_key != key:
-                    return
-                if oid is not None and msg.object_id_bytes != oid.raw:
-                    return
-                seen[0] = True
-                obj = from_raw(self, broker, agent, codec, msg.raw,
-                               msg.opcode, msg.sofs)
-                if filtered:
-                    try:
-                        for name, want in property_equals.items():
-                            if obj.get(name) != want:
-                                return
-                        if selector is not None and not selector(obj.values()):
-                            return
-                    except DecodeError as exc:
-                        self.malformed += 1
-                        log.warning("object with malformed values from %s dropped by the "
-                                    "filter: %s", broker.where, exc)
-                        return
-                if len(delivered) >= limit:
-                    # an answer this large is dropped, not kept: fail the query now
-                    error = ProtocolError(f"the answer exceeds max_query_items={limit} "
-                                          f"(the rest of it is dropped)")
-                    over.append(error)
-                    for _b, _a, e in entries:
-                        if not e.future.done():
-                            e.future.set_exception(error)
-                    return
-                delivered.append(obj)
-                emit(obj)
-            return take
-
-        entries: list[tuple[Broker, RemoteAgent, Wait]] = []
-        # what v2 agents that honour _where may drop themselves (checked here anyway)
-        predicate = _where_predicate(selector, property_equals)
-        try:
-            for broker, agent in targets:
-                entry = await broker._send_query(agent, query, on_item(broker, agent),
-                                                 predicate)
-                entries.append((broker, agent, entry))
-            if not entries:
-                where = ", ".join(b.where for b in brokers)
-                raise PartialResultError(f"no agent is known on {where} (no management broker "
-                                         f"answered and no heartbeat arrived yet; see "
-                                         f"wait_for_agents)", [], [])
-            _done, pending = await asyncio.wait([e.future for _, _, e in entries], timeout=timeout)
-            errors: list[BaseException] = []
-            for broker, agent, entry in entries:
-                if entry.future in pending:
-                    errors.append(QmfTimeout(f"{agent} on {broker.where} did not finish "
-                                             f"within {timeout}s"))
-                elif entry.future.cancelled():
-                    errors.append(QmfError(f"query to {agent} was cancelled"))
-                elif entry.future.exception() is not None:
-                    exc = entry.future.exception()
-                    if isinstance(exc, AgentGoneError) and fan_out and len(entries) > 1:
-                        # an agent that left the bus during a query to every agent has no
-                        # objects any more: the answer is what the remaining agents hold
-                        log.debug("%s left during a query; its answer is not needed", agent)
-                        continue
-                    errors.append(exc)  # type: ignore[arg-type]
-            if over and not errors:  # every answer had ended when the limit was passed
-                errors.append(over[0])
-            if errors:
-                if not delivered and len(errors) == len(entries) and all(
-                        isinstance(e, TransportError) for e in errors):
-                    # nothing arrived because the connection (or every asked agent)
-                    # went away: that is the error, not a partial result
-                    raise errors[0]
-                cls = QueryTimeout if all(isinstance(e, QmfTimeout) for e in errors) \
-                    else PartialResultError
-                failed = ", ".join(str(e) for e in errors[:3])
-                raise cls(f"{len(errors)} of {len(entries)} agent(s) failed: {failed}",
-                          list(delivered), errors) from errors[0]
-            if not seen[0] and _class is not None and oid is None:
-                await self._check_class_name(_class, _package, min(timeout, self.broker_timeout))
-        finally:
-            for broker, _agent2, entry in entries:
-                broker._discard(entry)
-
-    def _class_known(self, name: str, package: str | None) -> bool:
-        """A schema in the cache, or a class announced on the bus, has this name."""
-        keys = [s.class_key for s in self.schemas]
-        keys.extend(self._classes)
-        return any(k.name == name and (package is None or k.package == package) for k in keys)
-
-    async def _check_class_name(self, name: str, package: str | None, timeout: float) -> None:
-        """After a query by class that no agent answered with an object: raise
-        UnknownClassError when no known class has ``name`` (in ``package``).
-
-        Known classes are the schemas in the cache and the classes the bus
-        announced; when they do not have the name, the management broker (or every
-        agent, without one) is asked for its packages and classes (``P``, ``Q``)
-        first.  When that asking fails, nothing is raised: the session cannot tell.
-
-        Raises:
-            UnknownClassError: no known schema has the class or package.
-        """
-        if self._class_known(name, package):
-            return
-        try:
-            packages = await self.get_packages(_timeout=timeout)
-            asked = [package] if package is not None else packages
-            if package is None or package in packages:
-                await asyncio.gather(*(self.get_classes(p, _timeout=timeout) for p in asked))
-        except QmfError as exc:
-            log.debug("cannot tell whether class %r is known: %s", name, exc)
-            return
-        if self._class_known(name, package):
-            return
-        known_packages = sorted(self._packages | {s.class_key.package for s in self.schemas})
-        if package is not None and package not in known_packages:
-            close = difflib.get_close_matches(package, known_packages, n=3, cutoff=0.6)
-            hint = f"; close: {', '.join(close)}" if close else ""
-            raise UnknownClassError(f"no known schema has package {package!r}{hint} "
-                                    f"(known: {', '.join(known_packages) or 'none'})")
-        keys = {s.class_key for s in self.schemas} | set(self._classes)
-        names = sorted({k.name for k in keys
-                        if self._classes.get(k, 1) == 1
-                        and (package is None or k.package == package)})
-        close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
-        where = f" in package {package!r}" if package is not None else ""
-        hint = f"; close: {', '.join(close)}" if close else ""
-        raise UnknownClassError(f"no known schema has class {name!r}{where}{hint}")
 
     async def _call_method(self, obj: QmfObject, method: SchemaMethod, in_args: dict[str, Any],
                            timeout: float | None) -> MethodResult:
