@@ -295,14 +295,14 @@ async def test_a_lost_drain_probe_still_ages_a_silent_agent_out(
         bus: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A drain probe that never comes back (here: never sent) while nothing else
     arrives does not keep a dead agent: it is aged out once the probe is given up."""
-    from qmf_async.console import _session
+    from qmf_async.console import _broker
 
-    monkeypatch.setattr(_session, "_PROBE_RETRY", 1.0)
+    monkeypatch.setattr(_broker, "_PROBE_RETRY", 1.0)
     def lost_probe(self: Broker, transport: Any, topic: str, now: float) -> None:
         self._probe_sent = now  # noted as sent, never published
         self._probe_dispatched = self._dispatched
 
-    monkeypatch.setattr(_session.Broker, "_send_probe", lost_probe)
+    monkeypatch.setattr(_broker.Broker, "_send_probe", lost_probe)
     interval = 0.5
     slow = SlowConsole(0.0)
     async with Session(console=slow, agent_interval=interval, missed_heartbeats=3,

@@ -1,0 +1,892 @@
+"""One broker connection of a console :class:`~qmf_async.console._session.Session`.
+
+A :class:`Broker` owns one peer runtime (:class:`~qmf_async.runtime.PeerRuntime`:
+connection, supervision, reconnect), a reply queue (``amq.direct`` under its own
+name) and a length-capped topic queue on ``qpid.management``, and drives one
+sans-I/O protocol core (:class:`~qmf_async.protocol.ConsoleProtocol`): every delivery
+goes through one synchronous dispatcher that hands the body to the core and acts on
+the events it returns.  What it needs of its session is :class:`SessionHost`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from .. import names
+from .. import wire as codec
+from ..errors import (
+    CommandError,
+    ConnectionLostError,
+    NotConnectedError,
+    ProtocolError,
+    QmfError,
+    QmfTimeout,
+)
+from ..logs import warn_limited
+from ..protocol import (
+    BROKER_AGENT_CLASS,
+    AgentArrived,
+    AgentLeft,
+    AgentRelabeled,
+    BodyMalformed,
+    ClassSeen,
+    ConsoleProtocol,
+    EventReceived,
+    HeartbeatReceived,
+    HeldDropped,
+    ObjectUpdate,
+    Outgoing,
+    PackageSeen,
+    QueryDone,
+    Reply,
+    RequestFailed,
+    SchemaNeeded,
+    SchemaSeen,
+)
+from ..protocol import DIRECT_EXCHANGE as V2_DIRECT
+from ..runtime import PeerRuntime
+from ..transport import (
+    Delivery,
+    TlsOptions,
+    TransportFactory,
+    TransportProtocol,
+    parse_url,
+)
+from ..wire import (
+    ClassKey,
+    GetQuery,
+    Message,
+    MethodResponse,
+    ObjectId,
+    RawObjectRecord,
+    SchemaClass,
+    SchemaRequest,
+    SchemaResponse,
+    V2ObjectId,
+)
+from ._objects import Event, MethodResult, RemoteAgent
+from ._v1route import QPIDD_AGENT, RouteWait, V1Route
+from ._v2 import V2Link, V2Wait
+from ._waits import Wait, Waits
+
+__all__ = ["Broker", "SessionHost"]
+
+# the session's logger: a broker's messages are the console's
+log = logging.getLogger("qmf_async.session")
+
+MANAGEMENT = names.MANAGEMENT_EXCHANGE
+DIRECT = names.REPLY_EXCHANGE
+
+#: qpidd's v2 agent names start with this
+_QPIDD_AGENT = QPIDD_AGENT
+
+#: the v1 binding that keeps the list of v1 agents current (the broker's agent objects)
+_V1_AGENT_LIST = ("console.obj.*.*.org.apache.qpid.broker.agent",)
+
+#: how many departed agents a broker remembers (to fail calls to them at once)
+_MAX_DEPARTED = 4096
+#: the drain probe a console sends itself before aging agents out (then its time)
+_PROBE = b"qmf-async drain probe "
+#: seconds after which a probe that did not come back is sent again
+_PROBE_RETRY = 5.0
+
+
+class SessionHost(Protocol):
+    """What a :class:`Broker` needs of its session (a
+    :class:`~qmf_async.console._session.Session` is one): its settings, the schema
+    cache, counters, and the calls that hand it what the broker received."""
+
+    schemas: codec.SchemaRegistry
+    qmf_version: int | None
+    manage_connections: bool
+    prefetch: int
+    topic_max_length: int
+    max_held: int
+    agent_interval: float
+    min_agent_interval: float
+    missed_heartbeats: int
+    reconnect_min_delay: float
+    reconnect_max_delay: float
+    broker_timeout: float
+    schema_timeout: float
+    close_timeout: float
+    malformed: int
+    held_dropped: int
+    _transport_factory: TransportFactory
+
+    @property
+    def console(self) -> Any: ...
+
+    def _notify(self, name: str, *args: Any) -> None: ...
+
+    def _package_seen(self, package: str) -> None: ...
+
+    def _class_seen(self, kind: int, key: ClassKey) -> None: ...
+
+    def _schema_seen(self, schema: SchemaClass) -> None: ...
+
+    def _binding_keys(self) -> list[str]: ...
+
+    def _v2_bindings_for(self, broker: Broker) -> list[tuple[str, str | None]]: ...
+
+    def _agent_arrived(self, agent: RemoteAgent) -> None: ...
+
+    def _agent_left(self, agent: RemoteAgent) -> None: ...
+
+    def _object_update(self, broker: Broker, agent: RemoteAgent | None,
+                       rec: RawObjectRecord) -> None: ...
+
+    def _event(self, broker: Broker, event: Event) -> None: ...
+
+
+def _method_result(msg: MethodResponse) -> MethodResult:
+    return MethodResult(msg.status, msg.text, msg.arguments or {})
+
+
+class Broker:
+    """One broker connection of a :class:`Session`.
+
+    ``broker_id`` is set when a management broker answered ``B``;
+    ``has_management`` tells whether one did.  ``topic_dropped`` counts
+    unsolicited messages the broker dropped because this console was too slow.
+
+    The protocol state lives in a :class:`~qmf_async.protocol.ConsoleProtocol`
+    (``_core``); this class is its asyncio driver: it feeds deliveries to the core,
+    turns the core's events into future results, callbacks and subscription items,
+    publishes what the core builds, and owns the timers and the schema fetches.  The
+    connection is a :class:`~qmf_async.runtime.PeerRuntime`: it connects, declares, opens
+    the reply endpoint and reconnects (``manage_connections``); :meth:`_setup` opens the
+    loss and topic endpoints and runs the ``B`` handshake on every connection.
+    """
+
+    def __init__(self, session: SessionHost, url: str, *, tls: TlsOptions | None,
+                 timeout: float, sasl_mechanisms: tuple[str, ...] | None = None) -> None:
+        self.session = session
+        self.url = url
+        self.where = parse_url(url).where
+        self.tls = tls
+        self.timeout = timeout
+        self.broker_id: uuid.UUID | None = None
+        self.connected = False
+        # cleared while a connection's handshake (B, the agent list) runs
+        self._handshake_done = asyncio.Event()
+        self._handshake_done.set()
+        self.topic_dropped = 0
+        self.reconnects = 0
+        self.error: BaseException | None = None
+        self._runtime = PeerRuntime(
+            url, dispatch=self._dispatch, setup=self._setup,
+            transport_factory=session._transport_factory, tls=tls,
+            sasl_mechanisms=sasl_mechanisms, name="qmf-async console",
+            prefetch=session.prefetch, connect_timeout=timeout,
+            endpoint_prefix="qmf-reply-", reconnect=session.manage_connections,
+            min_delay=session.reconnect_min_delay, max_delay=session.reconnect_max_delay,
+            on_lost=self._on_lost, on_reconnected=self._reconnected,
+            on_connect_failed=self._connect_failed, what=f"console of {self.where}", log=log)
+        self._runtime.begin_dispatch()
+        self._core = ConsoleProtocol(
+            session.schemas, where=self.where, max_held=session.max_held,
+            agent_interval=session.agent_interval,
+            min_agent_interval=session.min_agent_interval,
+            missed_heartbeats=session.missed_heartbeats, max_departed=_MAX_DEPARTED)
+        self._waits = Waits()
+        self._reply_queue: str | None = None
+        self._topic_queue: str | None = None
+        #: the QMF version spoken on the current connection (1 or 2; None before one)
+        self.qmf_version: int | None = None
+        #: the v2 side of the current connection (None when it speaks v1)
+        self._v2: V2Link | None = None
+        #: over v2, queries to qpidd's agent sent over v1 (None when it speaks v1)
+        self._route: V1Route | None = None
+        #: the v1 binding keys of the current connection's topic endpoint
+        self._v1_keys: list[str] = []
+        #: over v2: banks of v1 agents that are also known over v2 (hidden)
+        self._twins: set[tuple[int, int]] = set()
+        self._loss_queue: str | None = None
+        #: every delivery received by then has been handled (see _age_agents)
+        self._drained_at = time.monotonic()
+        #: when the last drain probe was sent (None: none in flight)
+        self._probe_sent: float | None = None
+        #: the drain probe's routing key (over AMQP 0-9-1, once connected)
+        self._probe_key: str | None = None
+        #: deliveries dispatched so far, and when the probe in flight was sent
+        self._dispatched = 0
+        self._probe_dispatched = 0
+        #: the known agents, as the core's directory has them (same order)
+        self._agents: dict[tuple[int, int], RemoteAgent] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._closing = False
+        self._handlers: dict[type, Callable[[Any], None]] = {
+            Reply: self._on_reply,
+            QueryDone: self._on_query_done,
+            RequestFailed: self._on_request_failed,
+            AgentArrived: self._on_agent_arrived,
+            AgentRelabeled: self._on_agent_relabeled,
+            AgentLeft: self._on_agent_left,
+            HeartbeatReceived: self._on_heartbeat,
+            ObjectUpdate: self._on_object_update,
+            EventReceived: self._on_event,
+            PackageSeen: lambda ev: self.session._package_seen(ev.package),
+            ClassSeen: lambda ev: self.session._class_seen(ev.kind, ev.class_key),
+            SchemaSeen: lambda ev: self.session._schema_seen(ev.schema),
+            SchemaNeeded: self._on_schema_needed,
+            HeldDropped: self._on_held_dropped,
+            BodyMalformed: self._on_malformed,
+        }
+
+    @property
+    def has_management(self) -> bool:
+        """Whether a management broker answered ``B`` on this connection."""
+        return self._core.has_management
+
+    @has_management.setter
+    def has_management(self, value: bool) -> None:
+        self._core.has_management = value
+
+    # ------------------------------------------------------------------ connection
+
+    def __repr__(self) -> str:
+        state = "connected" if self.connected else "disconnected"
+        return f"<Broker {self.where} {state}>"
+
+    @property
+    def _transport(self) -> TransportProtocol | None:
+        """The current connection's transport (None between connections)."""
+        return self._runtime.transport
+
+    @property
+    def protocol(self) -> str | None:
+        """The AMQP version of the current connection: ``"0-9-1"`` or ``"1.0"`` (None
+        while not connected, or for a transport that does not say)."""
+        transport = self._runtime.transport
+        found = getattr(transport, "protocol", None)
+        return found if isinstance(found, str) else None
+
+    async def _connect(self) -> None:
+        """Connect once (runtime: connect, declare, reply endpoint; then :meth:`_setup`).
+
+        Raises:
+            UsageError, TransportError, QmfTimeout: as ``PeerRuntime.connect``.
+        """
+        await self._runtime.connect()
+        self._runtime.run()
+
+    async def _setup(self, transport: TransportProtocol, reply: str) -> None:
+        """Per connection: the loss and topic endpoints, then ``B`` and the agent list."""
+        session = self.session
+        self._reply_queue = reply
+        # requests can flow from here on (schema fetches for early topic messages)
+        self.connected = True
+        self._handshake_done.clear()
+        version = session.qmf_version
+        if version is None:  # v2 where qpidd is reached (AMQP 1.0), v1 on a 0-9-1 bus
+            version = 2 if getattr(transport, "protocol", None) == "1.0" else 1
+        self.qmf_version = version
+        try:
+            # over v2, the v1 topic serves the agents that speak v1 only: their
+            # heartbeats and, per agent, their objects and events (_v1_agent_keys)
+            self._v2 = V2Link(self, self._v2) if version == 2 else None
+            self._route = V1Route(self) if version == 2 else None
+            self._twins = set()
+            self._v1_keys = (session._binding_keys() if version == 1
+                             else ["console.heartbeat.#", *_V1_AGENT_LIST])
+            # the topic endpoint's overflow is dead-lettered to the loss endpoint, which
+            # counts it (topic_dropped); AMQP 1.0 has neither a length cap nor dead
+            # letters for it (the link credit bounds it), so there is no loss endpoint
+            loss: str | None = None
+            self._loss_queue = None
+            if getattr(transport, "protocol", None) != "1.0":
+                loss = f"qmf-loss-{uuid.uuid4().hex[:16]}"
+                self._loss_queue = await transport.open_endpoint(
+                    loss, bindings=[(DIRECT, loss)])
+            topic = f"qmf-topic-{uuid.uuid4().hex[:16]}"
+            self._probe_sent = None  # a probe of an earlier connection never comes back
+            self._drained_at = time.monotonic()
+            # the drain probe's own key on qpid.management (where a console may publish
+            # already): it reaches this topic queue only
+            self._probe_key = f"qmf-async.probe.{topic}" if loss else None
+            probe = [(MANAGEMENT, self._probe_key)] if self._probe_key else []
+            self._topic_queue = await transport.open_endpoint(
+                topic, bindings=[(MANAGEMENT, k) for k in self._v1_keys] + probe,
+                max_length=session.topic_max_length,
+                dead_letter_exchange=DIRECT if loss else None,
+                dead_letter_routing_key=loss, no_ack=False)
+            self.error = None
+            await self._handshake()
+            if self._v2 is not None:
+                await self._v2.setup(transport, session._v2_bindings_for(self))
+        except BaseException:
+            self.connected = False
+            raise
+        finally:
+            self._handshake_done.set()
+
+    async def _handshake(self) -> None:
+        """B/b, then the agent list of a management broker."""
+        transport = self._check()
+        out = self._core.send_broker_request()
+        wait = self._waits.open(out.seq)
+        try:
+            await transport.publish(out.body, exchange=MANAGEMENT, routing_key=out.routing_key,
+                                    reply_to=self._reply_queue)
+            msg = await asyncio.wait_for(wait.future, self.session.broker_timeout)
+        except TimeoutError:
+            self.has_management = False
+            log.info("no management broker answered B on %s; finding agents by heartbeats",
+                     self.where)
+        else:
+            self.broker_id = msg.broker_id
+            self.has_management = True
+            self.session._notify("broker_info", self)
+            await self._load_broker_agents()
+        finally:
+            self._discard(wait)
+
+    async def _load_broker_agents(self) -> None:
+        """Ask the broker's own agent (1.0) for its ``agent`` objects (the v1
+        agents attached to it)."""
+        if self._v2 is not None:  # 1.0 is the v2 agent here: asked over v1 all the same
+            self._handle(self._core.see_agent(1, 0, time.monotonic(), label="broker"))
+            agent = RemoteAgent(self, 1, 0, "broker", self.where)
+        else:
+            agent = self._see_agent(1, 0, label="broker")
+        try:
+            records = await self._query(agent,
+                                        {"_class": "agent", "_package": BROKER_AGENT_CLASS[0]},
+                                        self.session.broker_timeout)
+        except QmfError as exc:
+            log.info("agent list of %s not available: %s", self.where, exc)
+            return
+        self._handle(self._core.agent_objects(records, time.monotonic()))
+
+    def _on_lost(self, exc: BaseException) -> None:
+        if self._closing:
+            return
+        self.connected = False
+        self.error = exc
+        # read at each loss: the session's setting may have changed since
+        self._runtime.reconnect = self.session.manage_connections
+        lost = ConnectionLostError(f"connection to {self.where} lost: {exc}")
+        lost.__cause__ = exc
+        self._handle(self._core.connection_lost(lost))
+        if self._v2 is not None:
+            self._v2.connection_lost(lost)
+        self._waits.fail_all(lost)  # waits the core no longer knew (already answered)
+        self.session._notify("broker_disconnected", self)
+
+    def _start_reconnect(self) -> None:
+        """The first connection failed: let the runtime retry it with backoff."""
+        self._runtime.run(connected=False)
+
+    def _connect_failed(self, exc: BaseException, delay: float) -> None:
+        self.error = exc
+        self.session._notify("broker_connection_failed", self, exc)
+
+    def _reconnected(self) -> None:
+        self.reconnects += 1
+        self.session._notify("broker_connected", self)
+
+    async def _close(self) -> None:
+        self._closing = True
+        for task in list(self._tasks):
+            task.cancel()
+        removed = NotConnectedError(f"broker {self.where} was removed")
+        self._handle(self._core.close(removed))
+        if self._v2 is not None:
+            self._v2.close(removed)
+        self._waits.fail_all(removed)
+        self.connected = False
+        await self._runtime.stop(self.session.close_timeout, flush=0.0)
+
+    def _check(self) -> TransportProtocol:
+        """The open transport, for publishing at once (requests bypass the runtime's
+        queue: their replies are awaited, and the hot path stays one call deep).
+
+        Raises:
+            NotConnectedError: not connected (never, lost, or removed).
+        """
+        transport = self._runtime.transport
+        if not self.connected or transport is None:
+            raise NotConnectedError(f"not connected to {self.where}"
+                                    + (f" ({self.error})" if self.error else ""))
+        return transport
+
+    async def _publish(self, msg: Message, routing_key: str,
+                       methods: Mapping[int, Any] | None = None) -> None:
+        transport = self._check()
+        body = codec.encode(msg, self.session.schemas, methods=methods)
+        await transport.publish(body, exchange=MANAGEMENT, routing_key=routing_key,
+                                reply_to=self._reply_queue)
+
+    # ------------------------------------------------------------------ requests
+
+    @staticmethod
+    def _banks(agent: RemoteAgent | None) -> tuple[int, int] | None:
+        return None if agent is None else (agent.broker_bank, agent.agent_bank)
+
+    async def _send(self, transport: TransportProtocol, out: Outgoing,
+                    exchange: str = MANAGEMENT) -> Wait:
+        """Publish what the core built and open the wait for its answer.
+
+        Raises:
+            TransportError: publishing failed (the request is forgotten).
+        """
+        wait = self._waits.open(out.seq)
+        try:
+            await transport.publish(out.body, exchange=exchange, routing_key=out.routing_key,
+                                    reply_to=self._reply_queue)
+        except BaseException:
+            self._discard(wait)
+            raise
+        return wait
+
+    def _discard(self, wait: Wait | V2Wait | RouteWait) -> None:
+        """Forget a wait (done, timed out, cancelled) and its request in the core."""
+        if isinstance(wait, RouteWait):
+            wait.cancel()
+            return
+        if isinstance(wait, V2Wait):
+            if self._v2 is not None:
+                self._v2.discard(wait)
+            return
+        if self._waits.discard(wait):
+            self._core.cancel(wait.seq)
+
+    async def _request(self, agent: RemoteAgent | None, msg_factory: Callable[[int], Message],
+                       routing_key: str, *, query: bool, expect: str, timeout: float,
+                       exchange: str = MANAGEMENT) -> Any:
+        """Send one request and wait for its reply (or its indications and ``z``).
+        ``exchange``: ``qmf.default.direct`` for a v1 ``S`` to a v2 agent, which v2
+        agents answer on their v2 address (``routing_key`` their name)."""
+        transport = self._check()
+        banks = None if agent is not None and agent.name else self._banks(agent)
+        out = self._core.send_request(msg_factory, routing_key, query=query,
+                                      agent=banks, expect=expect)
+        wait = await self._send(transport, out, exchange)
+        try:
+            self._waits.expire_after(wait, timeout)
+            return await wait.future
+        except TimeoutError:
+            raise QmfTimeout(f"no complete answer from {agent or routing_key} on {self.where} "
+                             f"within {timeout}s") from None
+        finally:
+            self._discard(wait)
+
+    async def _query(self, agent: RemoteAgent, query: Mapping[str, Any],
+                     timeout: float) -> list[Message]:
+        if agent.name and self._v2 is not None:  # a v2 agent: its records, as over v1
+            records: list[Any] = []
+            wait = await self._send_query(agent, query, records.append)
+            try:
+                await asyncio.wait_for(asyncio.shield(wait.future), timeout)
+            except TimeoutError:
+                raise QmfTimeout(f"no complete answer from {agent} on {self.where} "
+                                 f"within {timeout}s") from None
+            finally:
+                self._discard(wait)
+            return records
+        found: list[Message] = await self._request(
+            agent, lambda seq: GetQuery(seq, dict(query)), agent.key, query=True, expect="",
+            timeout=timeout)
+        return found
+
+    async def _send_query(self, agent: RemoteAgent, query: Mapping[str, Any],
+                          sink: Callable[[Message | RawObjectRecord], None],
+                          where: list[Any] | None = None) -> Wait:
+        """Send a ``G`` whose records go to ``sink``; the wait completes at its ``z``.
+        ``where``: a v2 ``_where`` predicate for a v2 agent that applies it.
+
+        The caller must :meth:`_discard` the wait.
+
+        Raises:
+            NotConnectedError, TransportError: not sent.
+        """
+        if agent.name and self._v2 is not None:
+            route = self._route
+            if route is not None and route.takes(agent, query):
+                return route.start(agent, query, sink, where)  # type: ignore[return-value]
+            return await self._v2.send_query(agent, query, sink,  # type: ignore[return-value]
+                                             where=where)
+        return await self._send_v1_query((agent.broker_bank, agent.agent_bank), query, sink)
+
+    async def _send_v1_query(self, banks: tuple[int, int], query: Mapping[str, Any],
+                             sink: Callable[[Message | RawObjectRecord], None]) -> Wait:
+        """Send a v1 ``G`` to the agent of ``banks``; as :meth:`_send_query`."""
+        transport = self._check()
+        out = self._core.send_query(banks, query, sink=sink)
+        return await self._send(transport, out)
+
+    async def _fetch_v1_schema(self, key: ClassKey, timeout: float,
+                               agent: RemoteAgent | None = None) -> SchemaClass | None:
+        """The schema of ``key`` with a v1 ``S``: asked of the v2 ``agent`` on its v2
+        address (as the classic console does; v2 agents answer it there) unless it is
+        qpidd's, then of the management broker (qpidd answers it whichever QMF
+        version it publishes); None when neither can be asked.
+
+        Raises:
+            QmfTimeout, CommandError, TransportError: the last request failed.
+        """
+        if agent is not None and agent.name and not agent.name.startswith(_QPIDD_AGENT):
+            try:
+                reply = await self._request(agent, lambda seq: SchemaRequest(seq, key),
+                                            agent.name, query=False, expect="s",
+                                            timeout=timeout, exchange=V2_DIRECT)
+            except (QmfError, CommandError):
+                if not self.has_management:
+                    raise
+            else:
+                if isinstance(reply, SchemaResponse) and _schema_of(reply, key, agent.name):
+                    return reply.schema
+        if not self.has_management:
+            return None
+        reply = await self._request(None, lambda seq: SchemaRequest(seq, key), "broker",
+                                    query=False, expect="s", timeout=timeout)
+        if isinstance(reply, SchemaResponse) and _schema_of(reply, key, "broker"):
+            return reply.schema
+        return None
+
+    # ------------------------------------------------------------------ agents
+
+    def _see_agent(self, bb: int, ab: int, *, label: str | None = None) -> RemoteAgent:
+        """The agent of these banks, noted alive now (it arrives if it was not known)."""
+        self._handle(self._core.see_agent(bb, ab, time.monotonic(), label=label))
+        return self._agents[(bb, ab)]
+
+    def _departed_why(self, banks: tuple[int, int]) -> str | None:
+        return self._core.departed_why(banks)
+
+    def _age_agents(self, now: float) -> None:
+        """Age the agents out whose heartbeats stopped, as of the last moment this
+        console is known to have handled everything it had received.
+
+        A console busy with a large answer may have heartbeats waiting in its own
+        input (the transport's buffer, the socket, the broker's queue): they are not
+        missed.  Over AMQP 0-9-1, when an agent is overdue, a probe is sent through
+        the topic endpoint; when it comes back (read, or dropped from the queue's
+        head: everything queued before it was handled or counted) the agents are
+        aged as of its sending (a probe not back after ``_PROBE_RETRY`` seconds with
+        nothing received meanwhile was lost: the agents are aged at once).  Over
+        AMQP 1.0 (and other transports), as of the last moment the transport had
+        nothing buffered.
+        """
+        core, session = self._core, self.session
+        # the session's limits may have been changed since this broker was added
+        core.agent_interval = session.agent_interval
+        core.min_agent_interval = session.min_agent_interval
+        core.missed_heartbeats = session.missed_heartbeats
+        core.max_held = session.max_held
+        transport = self._runtime.transport
+        if self._probe_key is not None and self._loss_queue is not None \
+                and getattr(transport, "protocol", None) == "0-9-1":
+            if core.overdue(now) and self.connected and transport is not None:
+                sent = self._probe_sent
+                if sent is not None and now - sent > _PROBE_RETRY \
+                        and self._dispatched == self._probe_dispatched:
+                    # nothing came in since the probe left: it was lost, the input is
+                    # idle, and the overdue agents are silent indeed
+                    self._drained_at = now
+                elif sent is None or now - sent > _PROBE_RETRY:
+                    self._send_probe(transport, self._probe_key, now)
+                now = self._drained_at
+            else:
+                self._drained_at = now
+        else:
+            backlog = getattr(transport, "backlog", 0) if transport is not None else 0
+            if isinstance(backlog, int) and backlog > 0:
+                now = min(now, self._drained_at)
+            else:
+                self._drained_at = now
+        self._handle(core.age(now))
+        if self._v2 is not None:
+            self._v2.age(now)
+
+    def _send_probe(self, transport: TransportProtocol, key: str, now: float) -> None:
+        """Send a drain probe (its sending time inside) to the topic endpoint, on
+        ``qpid.management`` under its own ``key``."""
+        self._probe_sent = now
+        self._probe_dispatched = self._dispatched
+
+        async def send() -> None:
+            try:
+                await transport.publish(_PROBE + struct.pack("!d", now),
+                                        exchange=MANAGEMENT, routing_key=key,
+                                        content_type=None)
+            except QmfError as exc:  # the loss, if any, is reported by the runtime
+                # without a probe, age as before: as of now
+                log.debug("drain probe to %s failed: %s", self.where, exc)
+                self._probe_sent = None
+                self._drained_at = time.monotonic()
+        task = asyncio.get_running_loop().create_task(send())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _probe_back(self, body: bytes) -> bool:
+        """True when ``body`` is a drain probe (then noted as come back)."""
+        if len(body) != len(_PROBE) + 8 or not body.startswith(_PROBE):
+            return False
+        (sent,) = struct.unpack("!d", body[len(_PROBE):])
+        self._drained_at = max(self._drained_at, min(sent, time.monotonic()))
+        self._probe_sent = None
+        return True
+
+    def _forget_agents(self) -> None:
+        self._handle(self._core.forget_agents("broker removed"))
+        for banks, agent in list(self._agents.items()):
+            if agent.name:  # v2 agents: not in the v1 core's directory
+                del self._agents[banks]
+                self.session._agent_left(agent)
+
+    def agents(self) -> list[RemoteAgent]:
+        """The agents currently known on this broker."""
+        return list(self._agents.values())
+
+    def v2_object_id(self, object_id: ObjectId) -> V2ObjectId | None:
+        """The QMF v2 id (``_object_name`` ...) that ``object_id``, an id of an object
+        received on this connection over QMF v2, stands for; None over v1 or when the
+        id is not one of this connection's."""
+        v2 = self._v2
+        return None if v2 is None else v2.oids.get(object_id.raw)
+
+    # ------------------------------------------------------------------ dispatch
+
+    def _dispatch(self, delivery: Delivery) -> None:
+        self._dispatched += 1
+        if delivery.value is not None and self._v2 is not None:
+            self._v2.dispatch(delivery)
+            return
+        if delivery.routing_key == self._probe_key and self._probe_back(delivery.body):
+            return
+        if delivery.endpoint == self._loss_queue:
+            if self._probe_back(delivery.body):
+                return
+            self.topic_dropped += 1
+            if self.topic_dropped in (1, 100) or self.topic_dropped % 10_000 == 0:
+                log.warning("console too slow for %s: %d unsolicited messages dropped so far",
+                            self.where, self.topic_dropped)
+            return
+        events = self._core.receive(delivery.body, delivery.routing_key, time.monotonic())
+        if events:
+            self._handle(events)
+
+    def _handle(self, events: list[Any]) -> None:
+        """Act on the core's events, in order (one failing handler does not stop the rest)."""
+        handlers = self._handlers
+        for ev in events:
+            try:
+                handlers[type(ev)](ev)
+            except Exception:
+                log.exception("failed to handle %r from %s", ev, self.where)
+
+    def _on_reply(self, ev: Reply) -> None:
+        wait = self._waits.finish(ev.seq)
+        msg = ev.message
+        if wait is not None and not wait.future.done():
+            wait.future.set_result(msg)
+        if type(msg) is MethodResponse and self.session.console is not None:
+            self.session._notify("method_response", self, msg.seq, _method_result(msg))
+
+    def _on_query_done(self, ev: QueryDone) -> None:
+        wait = self._waits.finish(ev.seq)
+        if wait is None or wait.future.done():
+            return
+        if ev.code != 0:
+            exc = CommandError(ev.code, ev.text)
+            exc.partial = list(ev.items)  # type: ignore[attr-defined]
+            wait.future.set_exception(exc)
+        else:
+            wait.future.set_result(ev.items)
+
+    def _on_request_failed(self, ev: RequestFailed) -> None:
+        wait = self._waits.finish(ev.seq)
+        if wait is not None and not wait.future.done():
+            wait.future.set_exception(ev.error)
+
+    def _v2_owns(self, banks: tuple[int, int] | None) -> bool:
+        """Over v2, what v1 says of the broker's own agent (1.0), and of agents also
+        reached over v2 (their v1 twins), is left to v2."""
+        return self._v2 is not None and (banks is None or banks == (1, 0)
+                                         or banks in self._twins)
+
+    def _v2_twin(self, label: str) -> RemoteAgent | None:
+        """Over v2: the v2 agent that is the v1 agent labelled ``label`` (an agent of
+        this project speaking both versions names itself
+        ``qmf-async:<label>:<system id>`` over v2), if one is known."""
+        if self._v2 is None or not label:
+            return None
+        product = label.replace(":", "_")
+        for agent in self._agents.values():
+            parts = agent.name.split(":", 2) if agent.name else ()
+            if len(parts) == 3 and parts[0] == "qmf-async" and parts[1] == product:
+                return agent
+        return None
+
+    def _hide_v1_twin(self, banks: tuple[int, int]) -> None:
+        """A v1 agent is also known over v2: it leaves the agent list (v2 serves it)."""
+        self._twins.add(banks)
+        agent = self._agents.pop(banks, None)
+        if agent is not None:
+            self._follow_v1_agent(agent, False)
+            self.session._agent_left(agent)
+
+    def _v2_agent_arrived(self, agent: RemoteAgent) -> None:
+        """A v2 agent arrived: its v1 twin, if known, is hidden."""
+        for banks, known in list(self._agents.items()):
+            if not known.name and banks != (1, 0) and self._v2_twin(known.label) is agent:
+                self._hide_v1_twin(banks)
+
+    def _v2_agent_left(self, agent: RemoteAgent) -> None:
+        """A v2 agent left: its v1 twin, if still alive over v1, is shown again."""
+        for banks in list(self._twins):
+            info = self._core.agents.get(banks)
+            if info is None:
+                self._twins.discard(banks)
+            elif info.label.replace(":", "_") == [*agent.name.split(":", 2), "", ""][1]:
+                self._twins.discard(banks)
+                self._on_agent_arrived(AgentArrived(banks[0], banks[1], info.label))
+
+    def _on_agent_arrived(self, ev: AgentArrived) -> None:
+        banks = (ev.broker_bank, ev.agent_bank)
+        if self._v2_owns(banks):
+            return
+        if self._v2_twin(ev.label) is not None:
+            self._twins.add(banks)
+            return
+        agent = RemoteAgent(self, ev.broker_bank, ev.agent_bank, ev.label, self.where)
+        self._agents[banks] = agent
+        if self._v2 is not None:
+            self._follow_v1_agent(agent, True)
+        self.session._agent_arrived(agent)
+
+    def _follow_v1_agent(self, agent: RemoteAgent, add: bool) -> None:
+        """Over v2: bind (or unbind) the v1 objects and events of a v1-only agent."""
+        transport, topic = self._transport, self._topic_queue
+        if transport is None or topic is None or not self.connected:
+            return
+        keys = [f"console.obj.{agent.broker_bank}.{agent.agent_bank}.#",
+                f"console.event.{agent.broker_bank}.{agent.agent_bank}.#"]
+        call = transport.bind if add else transport.unbind
+
+        async def run() -> None:
+            for key in keys:
+                try:
+                    await call(topic, MANAGEMENT, key)
+                except QmfError as exc:
+                    log.info("v1 binding %s of %s on %s failed: %s", key, agent, self.where,
+                             exc)
+        task = asyncio.get_running_loop().create_task(run())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _on_agent_relabeled(self, ev: AgentRelabeled) -> None:
+        banks = (ev.broker_bank, ev.agent_bank)
+        if self._v2_owns(banks):
+            return
+        if self._v2_twin(ev.label) is not None:
+            self._hide_v1_twin(banks)
+            return
+        self._agents[banks] = RemoteAgent(self, ev.broker_bank, ev.agent_bank, ev.label,
+                                          self.where)
+
+    def _on_agent_left(self, ev: AgentLeft) -> None:
+        banks = (ev.broker_bank, ev.agent_bank)
+        if self._v2_owns(banks):
+            self._twins.discard(banks)
+            return
+        agent = self._agents.pop(banks, None)
+        if agent is not None:
+            if self._v2 is not None:
+                self._follow_v1_agent(agent, False)
+            self.session._agent_left(agent)
+
+    def _on_heartbeat(self, ev: HeartbeatReceived) -> None:
+        agent = self._agents.get((ev.broker_bank, ev.agent_bank))
+        if agent is not None and not agent.name:
+            self.session._notify("heartbeat", agent, ev.timestamp)
+
+    def _on_object_update(self, ev: ObjectUpdate) -> None:
+        banks = ev.agent
+        if self._v2_owns(banks):
+            return
+        agent = self._agents.get(banks) if banks is not None else None
+        self.session._object_update(self, agent, ev.record)
+
+    def _on_event(self, ev: EventReceived) -> None:
+        banks = ev.agent
+        if self._v2_owns(banks):
+            return
+        agent = self._agents.get(banks) if banks is not None else None
+        msg = ev.message
+        event = Event(msg.schema.class_key, msg.timestamp, msg.severity, dict(msg.arguments),
+                      agent, msg.schema)
+        self.session._event(self, event)
+
+    def _on_malformed(self, ev: BodyMalformed) -> None:
+        self.session.malformed += 1
+        warn_limited(log, self.session.malformed, "malformed QMF body from %s (%s) "
+                     "dropped: %s", self.where, ev.routing_key, ev.error)
+
+    def _on_held_dropped(self, ev: HeldDropped) -> None:
+        self.session.held_dropped += ev.count
+        # closing with a schema fetch in flight is normal; anything else is worth a warning
+        level = logging.DEBUG if self._closing else logging.WARNING
+        log.log(level, "dropped %d bodies held for unknown schemas on %s: %s", ev.count,
+                self.where, ev.why)
+
+    # ------------------------------------------------------------------ unknown schemas
+
+    def _on_schema_needed(self, ev: SchemaNeeded) -> None:
+        agent = self._agents.get(ev.agent) if ev.agent is not None else None
+        task = asyncio.get_running_loop().create_task(self._fetch_schema(ev.class_key, agent))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _fetch_schema(self, key: ClassKey, agent: RemoteAgent | None) -> None:
+        targets: list[tuple[RemoteAgent | None, str]] = []
+        # over v2, qpidd's agent (banks 1.0, whose queries go over v1) does not answer
+        # a v1 ``S`` of its own: the management broker does
+        if agent is not None and not (agent.name and agent.name.startswith(_QPIDD_AGENT)):
+            targets.append((agent, agent.key))
+        if self.has_management:
+            targets.append((None, "broker"))
+        error: BaseException | None = None
+        try:
+            for who, routing in targets:
+                try:
+                    reply = await self._request(who, lambda seq: SchemaRequest(seq, key), routing,
+                                                query=False, expect="s",
+                                                timeout=self.session.schema_timeout)
+                except (QmfError, CommandError) as exc:
+                    error = exc
+                    continue
+                if isinstance(reply, SchemaResponse):
+                    if _schema_of(reply, key, routing):
+                        self.session._schema_seen(reply.schema)
+                        return
+                    error = ProtocolError(f"{routing} answered the schema request for {key} "
+                                          f"with the schema of {reply.schema.class_key}")
+            self._handle(self._core.drop_held(f"schema {key} could not be fetched: {error}",
+                                              key))
+        finally:
+            self._core.fetch_finished(key)
+
+    def _release_held(self, key: ClassKey) -> None:
+        """The schema of ``key`` arrived: route the bodies held for it."""
+        if key in self._core.held:
+            self._handle(self._core.schema_known(key, time.monotonic()))
+
+
+def _schema_of(reply: SchemaResponse, key: ClassKey, who: str) -> bool:
+    """Whether a schema answer is for the class asked for; a schema of another class
+    or hash (an agent that lies, or is confused) is logged and not used."""
+    if reply.schema.class_key == key:
+        return True
+    log.warning("%s answered the schema request for %s with the schema of %s: not used",
+                who, key, reply.schema.class_key)
+    return False
+
