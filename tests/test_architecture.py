@@ -224,3 +224,21 @@ def test_the_bus_names_are_defined_once() -> None:
                 found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} "
                              f"{node.value!r}")
     assert found == [], "use qmf_async.names instead:\n" + "\n".join(found)
+
+
+def test_the_console_reads_the_transport_through_its_contract() -> None:
+    """The console asks a transport what it can do through ``capabilities`` and the
+    ``Transport`` protocol, never by probing attributes (``getattr``/``hasattr``) or
+    comparing protocol names."""
+    found = []
+    for name, path in MODULES.items():
+        if not name.startswith("qmf_async.console"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                    and node.func.id in ("getattr", "hasattr") and node.args \
+                    and "transport" in ast.unparse(node.args[0]).lower():
+                found.append(f"{path.name}:{node.lineno} {ast.unparse(node)}")
+            if isinstance(node, ast.Constant) and node.value in ("0-9-1", "1.0"):
+                found.append(f"{path.name}:{node.lineno} {node.value!r}")
+    assert found == [], "\n".join(found)

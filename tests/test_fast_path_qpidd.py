@@ -16,8 +16,17 @@ from typing import Any
 import pytest
 
 from qmf_async import ClassKey, QmfObject, Session
+from qmf_async.console._v1route import V1Route
 from qmf_async.protocol import qpidd_object_name
-from qmf_async.wire import ClassKind, ObjectId, QmfType, SchemaClass, SchemaProperty
+from qmf_async.wire import (
+    ClassKind,
+    ObjectId,
+    QmfType,
+    SchemaArgument,
+    SchemaClass,
+    SchemaMethod,
+    SchemaProperty,
+)
 
 from ._util import wait_until
 
@@ -64,6 +73,38 @@ def test_memory_has_a_bare_name_and_a_class_without_index_has_none() -> None:
     assert qpidd_object_name(memory, ["amqp-broker"], {}.get) == "amqp-broker"
     plain = _schema("plain", ("x", QmfType.SSTR, False))
     assert qpidd_object_name(plain, ["a"], {}.get) is None
+
+
+class _Host:
+    """What V1Route reads of its broker connection, for the method-target rules."""
+
+    where = "test"
+    _v2 = None
+    has_management = True
+
+    class session:
+        qmf_version = None
+
+    async def _send_v1_query(self, banks: Any, query: Any, sink: Any) -> Any:
+        raise AssertionError("no query in these tests")
+
+    def _discard(self, wait: Any) -> None:
+        raise AssertionError("no query in these tests")
+
+
+def test_a_call_goes_over_v1_with_its_references_as_qpidds_v1_ids() -> None:
+    route = V1Route(_Host())
+    ours, v1, ref_ours, ref_v1 = _ref(1).raw, _ref(2).raw, _ref(3).raw, _ref(4).raw
+    route.v1_ids.update({ours: v1, ref_ours: ref_v1})
+    method = SchemaMethod("move", [SchemaArgument("dest", QmfType.REF, direction="I"),
+                                   SchemaArgument("n", QmfType.UINT32, direction="I")])
+    assert route.method_target(ours, method, {"dest": ObjectId(ref_ours), "n": 5}) == (
+        v1, {"dest": ObjectId(ref_v1), "n": 5})
+    assert route.calls == 1
+    # an object or a reference this path did not hand out: the call goes over v2
+    assert route.method_target(_ref(9).raw, method, {"dest": ObjectId(ref_ours)}) is None
+    assert route.method_target(ours, method, {"dest": _ref(8), "n": 1}) is None
+    assert route.calls == 1
 
 
 # ---------------------------------------------------------------------------- qpidd
@@ -142,8 +183,14 @@ async def test_a_queried_object_its_updates_and_its_methods_agree(qpidd_stock: A
                 return obj if obj.name == name else None
             published = await wait_until(update, timeout=20.0, message="the queue's update")
             assert published.get_object_id() == queue.get_object_id()
-            # a method on the queried object reaches the queue
+            # a method on the queried object reaches the queue, over v1 too
+            route = s.brokers[0]._route
+            calls = route.calls
             assert (await queue.purge(0)).status == 0
+            assert route.calls == calls + 1
+            # and on the object its update delivered (the same id, the same path)
+            assert (await published.purge(0)).status == 0
+            assert route.calls == calls + 2
         finally:
             await broker.delete("queue", name, {})
         updates.close()
@@ -175,5 +222,7 @@ async def test_forcing_a_version_keeps_every_query_on_it(qpidd_stock: Any) -> No
     async with Session.connect(qpidd_stock.url, qmf_version=2, rcv_objects=False,
                                rcv_events=False) as s:
         assert await s.get_objects(_class="queue")
+        (broker,) = await s.get_objects(_class="broker")
+        assert (await broker.echo(3, "v2")).out_args["body"] == "v2"
         route = s.brokers[0]._route
-        assert route is not None and route.queries == 0
+        assert route is not None and route.queries == 0 and route.calls == 0

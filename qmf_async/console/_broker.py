@@ -265,8 +265,7 @@ class Broker:
         """The AMQP version of the current connection: ``"0-9-1"`` or ``"1.0"`` (None
         while not connected, or for a transport that does not say)."""
         transport = self._runtime.transport
-        found = getattr(transport, "protocol", None)
-        return found if isinstance(found, str) else None
+        return None if transport is None else transport.capabilities.protocol or None
 
     async def _connect(self) -> None:
         """Connect once (runtime: connect, declare, reply endpoint; then :meth:`_setup`).
@@ -284,9 +283,10 @@ class Broker:
         # requests can flow from here on (schema fetches for early topic messages)
         self.connected = True
         self._handshake_done.clear()
+        caps = transport.capabilities
         version = session.qmf_version
         if version is None:  # v2 where qpidd is reached (AMQP 1.0), v1 on a 0-9-1 bus
-            version = 2 if getattr(transport, "protocol", None) == "1.0" else 1
+            version = 2 if caps.qmf_v2 else 1
         self.qmf_version = version
         try:
             # over v2, the v1 topic serves the agents that speak v1 only: their
@@ -301,7 +301,7 @@ class Broker:
             # letters for it (the link credit bounds it), so there is no loss endpoint
             loss: str | None = None
             self._loss_queue = None
-            if getattr(transport, "protocol", None) != "1.0":
+            if caps.dead_letters:
                 loss = f"qmf-loss-{uuid.uuid4().hex[:16]}"
                 self._loss_queue = await transport.open_endpoint(
                     loss, bindings=[(DIRECT, loss)])
@@ -583,7 +583,7 @@ class Broker:
         core.max_held = session.max_held
         transport = self._runtime.transport
         if self._probe_key is not None and self._loss_queue is not None \
-                and getattr(transport, "protocol", None) == "0-9-1":
+                and transport is not None and transport.capabilities.drain_probe:
             if core.overdue(now) and self.connected and transport is not None:
                 sent = self._probe_sent
                 if sent is not None and now - sent > _PROBE_RETRY \
@@ -597,8 +597,7 @@ class Broker:
             else:
                 self._drained_at = now
         else:
-            backlog = getattr(transport, "backlog", 0) if transport is not None else 0
-            if isinstance(backlog, int) and backlog > 0:
+            if transport is not None and transport.backlog > 0:
                 now = min(now, self._drained_at)
             else:
                 self._drained_at = now

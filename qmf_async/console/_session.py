@@ -807,7 +807,11 @@ class Session(ObjectQueries, ObjectView):
         transport = broker._check()
         raw_oid = RecordLayout.object_id_bytes(obj._raw)  # obj.get_object_id() as bytes
         v2 = broker._v2
-        if v2 is not None and raw_oid in v2.oids:  # an object received over QMF v2
+        fast = broker._route
+        target = fast.method_target(raw_oid, method, in_args) if fast is not None else None
+        if target is not None:  # an object read over qpidd's fast path: called over v1
+            raw_oid, in_args = target
+        elif v2 is not None and raw_oid in v2.oids:  # an object received over QMF v2
             return await v2.call(raw_oid, obj._agent, obj.get_schema(), method, in_args,
                                  timeout if timeout is not None else self.timeout)
         head = raw_oid[:8]  # flags, boot sequence, broker and agent bank
@@ -846,4 +850,8 @@ class Session(ObjectQueries, ObjectView):
         assert isinstance(reply, MethodResponse)
         if reply.status != 0:
             raise MethodError(reply.status, reply.text)
+        if target is not None and fast is not None:
+            result = _method_result(reply)
+            return MethodResult(result.status, result.text,
+                                fast.out_args(method, result.out_args, banks))
         return _method_result(reply)

@@ -55,6 +55,8 @@ class Capabilities:
     branches on these, never on a protocol name or a transport's class).
 
     ``protocol``: the AMQP version (``"0-9-1"``, ``"1.0"``; ``""`` before a connection);
+    ``qmf_v2``: the brokers it reaches publish QMF v2 (qpidd over AMQP 1.0; a 0-9-1 bus
+    with the management-broker role speaks v1);
     ``server_selectors``: ``bind(selector=...)`` is applied by the broker;
     ``dead_letters``: an endpoint's overflow can be dead-lettered
     (``open_endpoint(dead_letter_exchange=...)``) and its length capped
@@ -64,6 +66,7 @@ class Capabilities:
     """
 
     protocol: str
+    qmf_v2: bool = False
     server_selectors: bool = False
     dead_letters: bool = False
     drain_probe: bool = False
@@ -73,7 +76,7 @@ class Capabilities:
 AMQP091_CAPABILITIES: Final = Capabilities("0-9-1", server_selectors=False,
                                            dead_letters=True, drain_probe=True)
 #: AMQP 1.0 (qpidd): selectors applied at the source; link credit bounds an endpoint
-AMQP10_CAPABILITIES: Final = Capabilities("1.0", server_selectors=True)
+AMQP10_CAPABILITIES: Final = Capabilities("1.0", qmf_v2=True, server_selectors=True)
 #: a transport that has not connected yet
 NO_CAPABILITIES: Final = Capabilities("")
 

@@ -107,15 +107,13 @@ class AutoTransport:
     @property
     def protocol(self) -> str | None:
         """``"0-9-1"`` or ``"1.0"`` once connected, else None."""
-        found = getattr(self._inner, "protocol", None)
-        return found if isinstance(found, str) else None
+        return None if self._inner is None else self._inner.capabilities.protocol or None
 
     @property
     def backlog(self) -> int:
         """Deliveries received but not yet handed to the dispatcher (0 before
         :meth:`connect`)."""
-        found = getattr(self._inner, "backlog", 0)
-        return found if isinstance(found, int) else 0
+        return 0 if self._inner is None else self._inner.backlog
 
     @property
     def capabilities(self) -> Capabilities:
@@ -125,7 +123,7 @@ class AutoTransport:
     @property
     def server_selectors(self) -> bool:
         """True when ``bind(selector=...)`` is applied by the broker."""
-        return bool(getattr(self._inner, "server_selectors", False))
+        return self.capabilities.server_selectors
 
     @property
     def is_open(self) -> bool:
