@@ -187,13 +187,23 @@ class V1Route:
         if v1 is None:
             return None
         try:
-            return await self._records(v1, self.broker.session.timeout)
+            # bounded by the caller, as every wait of a streamed query (it discards the
+            # RouteWait at its deadline, which cancels this task)
+            return await self._records(v1, None)
         except CommandError as exc:
             log.info("qpidd on %s refused a v1 query (%s): asked over v2", self.broker.where,
                      exc)
             return None
 
-    async def _records(self, query: Mapping[str, Any], timeout: float) -> list[RawObjectRecord]:
+    async def _records(self, query: Mapping[str, Any], timeout: float | None
+                       ) -> list[RawObjectRecord]:
+        """The records of one v1 query to qpidd's agent (``timeout`` None: the caller
+        bounds it).
+
+        Raises:
+            QmfTimeout: no complete answer within ``timeout``.
+            CommandError, NotConnectedError, TransportError: as a request.
+        """
         found: list[RawObjectRecord] = []
 
         def take(msg: Any) -> None:
