@@ -145,8 +145,13 @@ def test_steady_rates_match_the_truth(truth_run: dict[str, Any], statistic: str,
     assert abs(achieved / nominal - 1) < TOLERANCE, (achieved, nominal)  # the client kept up
     assert abs(measured / achieved - 1) < TOLERANCE, (measured, achieved)
     assert abs(measured / nominal - 1) < TOLERANCE, (measured, nominal)
-    for s in steps:  # every step, not only the mean
-        assert abs(s["rate"] / nominal - 1) < TOLERANCE, s
+    for s in steps:  # every step, not only the mean, against what the client did in it
+        # (the client's own pace wavers when the machine is busy, e.g. right after the
+        # Spark tests, and it catches up in the next step: the truth of a step is what
+        # it sent or received in that step, not the nominal rate)
+        t0, t1 = (s["ts"] - s["dt_seconds"] * NS) / NS, s["ts"] / NS
+        truth = traffic.count(times, t0, t1) / (t1 - t0)
+        assert abs(s["rate"] / truth - 1) < TOLERANCE, (s, truth, nominal)
 
 
 @pytest.mark.parametrize("statistic", ["msgTotalEnqueues", "msgTotalDequeues"])
