@@ -532,7 +532,7 @@ class Broker:
         Raises:
             QmfTimeout, CommandError, TransportError: the last request failed.
         """
-        if agent is not None and agent.name and not agent.name.startswith(_QPIDD_AGENT):
+        if agent is not None and agent.name and _answers_own_schema(agent):
             try:
                 reply = await self._request(agent, lambda seq: SchemaRequest(seq, key),
                                             agent.name, query=False, expect="s",
@@ -847,9 +847,7 @@ class Broker:
 
     async def _fetch_schema(self, key: ClassKey, agent: RemoteAgent | None) -> None:
         targets: list[tuple[RemoteAgent | None, str]] = []
-        # over v2, qpidd's agent (banks 1.0, whose queries go over v1) does not answer
-        # a v1 ``S`` of its own: the management broker does
-        if agent is not None and not (agent.name and agent.name.startswith(_QPIDD_AGENT)):
+        if agent is not None and _answers_own_schema(agent):
             targets.append((agent, agent.key))
         if self.has_management:
             targets.append((None, "broker"))
@@ -878,6 +876,13 @@ class Broker:
         """The schema of ``key`` arrived: route the bodies held for it."""
         if key in self._core.held:
             self._handle(self._core.schema_known(key, time.monotonic()))
+
+
+def _answers_own_schema(agent: RemoteAgent) -> bool:
+    """Whether a v1 ``S`` for a class of ``agent`` is asked of the agent itself: not of
+    qpidd's agent (banks 1.0, named ``apache.org:qpidd:...`` over v2), which answers no
+    ``S`` of its own: the management broker does."""
+    return not (agent.name and agent.name.startswith(_QPIDD_AGENT))
 
 
 def _schema_of(reply: SchemaResponse, key: ClassKey, who: str) -> bool:
