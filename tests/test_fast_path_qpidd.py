@@ -226,3 +226,34 @@ async def test_forcing_a_version_keeps_every_query_on_it(qpidd_stock: Any) -> No
         assert (await broker.echo(3, "v2")).out_args["body"] == "v2"
         route = s.brokers[0]._route
         assert route is not None and route.queries == 0 and route.calls == 0
+
+
+async def test_an_agent_that_does_not_know_a_class_costs_no_wait(qpidd_fresh: Any) -> None:
+    """With another agent on qpidd, the first query of one of qpidd's classes asks that
+    agent (v2) too; its schema is asked of the agent and of qpidd at once, so the
+    agent's silence (it does not know the class) does not hold the query for
+    ``schema_timeout`` (it did: 5 s before each first query of a class)."""
+    from qmf_async.agent import Agent
+
+    qpidd = qpidd_fresh(False)
+    holder = SchemaClass(ClassKind.OBJECT, ClassKey("org.qmfasync.fastpath", "holder",
+                                                    bytes(16)),
+                         properties=[SchemaProperty("n", QmfType.UINT32, index=True)])
+    agent = Agent(qpidd.url, label=f"fast-path-{uuid.uuid4().hex[:8]}", schemas=[holder],
+                  interval=0.5, attach=False, broker_bank=7, qmf_versions=(2,))
+    agent.create_object("holder", n=1)
+    await agent.start()
+    try:
+        async with Session.connect(qpidd.url, schema_timeout=30.0, rcv_objects=False,
+                                   rcv_events=False) as s:
+            await wait_until(lambda: any(a.name == agent.v2_name for a in s.get_agents()),
+                             15.0, message="the test agent known")
+            loop = asyncio.get_running_loop()
+            for cls in ("queue", "exchange", "connection"):
+                started = loop.time()
+                found = await s.get_objects(_class=cls, _package=PKG, _timeout=30.0)
+                took = loop.time() - started
+                assert found, cls
+                assert took < 3.0, f"the first {cls} query took {took:.2f}s"
+    finally:
+        await agent.stop()

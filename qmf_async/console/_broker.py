@@ -24,7 +24,6 @@ from ..errors import (
     CommandError,
     ConnectionLostError,
     NotConnectedError,
-    ProtocolError,
     QmfError,
     QmfTimeout,
 )
@@ -526,29 +525,62 @@ class Broker:
                                agent: RemoteAgent | None = None) -> SchemaClass | None:
         """The schema of ``key`` with a v1 ``S``: asked of the v2 ``agent`` on its v2
         address (as the classic console does; v2 agents answer it there) unless it is
-        qpidd's, then of the management broker (qpidd answers it whichever QMF
-        version it publishes); None when neither can be asked.
+        qpidd's, and of the management broker (qpidd answers it whichever QMF version
+        it publishes), both at once; None when neither can be asked or answers it.
 
         Raises:
-            QmfTimeout, CommandError, TransportError: the last request failed.
+            QmfTimeout, CommandError, TransportError: every request failed.
         """
+        targets: list[tuple[RemoteAgent | None, str, str]] = []
         if agent is not None and agent.name and _answers_own_schema(agent):
-            try:
-                reply = await self._request(agent, lambda seq: SchemaRequest(seq, key),
-                                            agent.name, query=False, expect="s",
-                                            timeout=timeout, exchange=V2_DIRECT)
-            except (QmfError, CommandError):
-                if not self.has_management:
-                    raise
-            else:
-                if isinstance(reply, SchemaResponse) and _schema_of(reply, key, agent.name):
-                    return reply.schema
-        if not self.has_management:
+            targets.append((agent, agent.name, V2_DIRECT))
+        if self.has_management:
+            targets.append((None, "broker", MANAGEMENT))
+        return await self._ask_schema(key, targets, timeout)
+
+    async def _ask_schema(self, key: ClassKey,
+                          targets: list[tuple[RemoteAgent | None, str, str]],
+                          timeout: float) -> SchemaClass | None:
+        """Send a v1 ``S`` for ``key`` to every target (agent, routing key, exchange) at
+        once and return the first schema of ``key`` answered; the other requests are
+        then withdrawn.  All at once, not one after the other: an agent that does not
+        know the class may stay silent, and a console that waited for it first would
+        wait out ``timeout`` before asking the management broker.  None when no target
+        answered with the schema asked for.
+
+        Raises:
+            QmfTimeout, CommandError, TransportError: every request failed (the last
+                error).
+        """
+        async def ask(who: RemoteAgent | None, routing: str, exchange: str) -> SchemaClass | None:
+            reply = await self._request(who, lambda seq: SchemaRequest(seq, key), routing,
+                                        query=False, expect="s", timeout=timeout,
+                                        exchange=exchange)
+            if isinstance(reply, SchemaResponse) and _schema_of(reply, key, routing):
+                return reply.schema
             return None
-        reply = await self._request(None, lambda seq: SchemaRequest(seq, key), "broker",
-                                    query=False, expect="s", timeout=timeout)
-        if isinstance(reply, SchemaResponse) and _schema_of(reply, key, "broker"):
-            return reply.schema
+
+        if not targets:
+            return None
+        tasks = [asyncio.ensure_future(ask(*target)) for target in targets]
+        error: BaseException | None = None
+        answered = False
+        try:
+            for next_done in asyncio.as_completed(tasks):
+                try:
+                    schema = await next_done
+                except (QmfError, CommandError) as exc:
+                    error = exc
+                    continue
+                answered = True
+                if schema is not None:
+                    return schema
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        if not answered and error is not None:
+            raise error
         return None
 
     # ------------------------------------------------------------------ agents
@@ -846,28 +878,25 @@ class Broker:
         task.add_done_callback(self._tasks.discard)
 
     async def _fetch_schema(self, key: ClassKey, agent: RemoteAgent | None) -> None:
-        targets: list[tuple[RemoteAgent | None, str]] = []
+        """Fetch the schema bodies are held for (of their agent and of the management
+        broker, at once); the bodies are dropped when it cannot be had."""
+        targets: list[tuple[RemoteAgent | None, str, str]] = []
         if agent is not None and _answers_own_schema(agent):
-            targets.append((agent, agent.key))
+            targets.append((agent, agent.key, MANAGEMENT))
         if self.has_management:
-            targets.append((None, "broker"))
-        error: BaseException | None = None
+            targets.append((None, "broker", MANAGEMENT))
+        why: str
         try:
-            for who, routing in targets:
-                try:
-                    reply = await self._request(who, lambda seq: SchemaRequest(seq, key), routing,
-                                                query=False, expect="s",
-                                                timeout=self.session.schema_timeout)
-                except (QmfError, CommandError) as exc:
-                    error = exc
-                    continue
-                if isinstance(reply, SchemaResponse):
-                    if _schema_of(reply, key, routing):
-                        self.session._schema_seen(reply.schema)
-                        return
-                    error = ProtocolError(f"{routing} answered the schema request for {key} "
-                                          f"with the schema of {reply.schema.class_key}")
-            self._handle(self._core.drop_held(f"schema {key} could not be fetched: {error}",
+            try:
+                schema = await self._ask_schema(key, targets, self.session.schema_timeout)
+            except (QmfError, CommandError) as exc:
+                why = str(exc)
+            else:
+                if schema is not None:
+                    self.session._schema_seen(schema)
+                    return
+                why = "no agent answered with it" if targets else "no agent to ask"
+            self._handle(self._core.drop_held(f"schema {key} could not be fetched: {why}",
                                               key))
         finally:
             self._core.fetch_finished(key)
