@@ -27,7 +27,6 @@ from ..errors import (
     CommandError,
     MethodError,
     NotConnectedError,
-    ProtocolError,
     QmfError,
     QmfTimeout,
     TransportError,
@@ -60,10 +59,8 @@ from ..wire import (
     RecordLayout,
     SchemaClass,
     SchemaMethod,
-    SchemaRequest,
-    SchemaResponse,
 )
-from ._broker import MANAGEMENT, Broker, _method_result, _schema_of
+from ._broker import MANAGEMENT, Broker, _method_result
 from ._objects import Event, MethodResult, QmfObject, RemoteAgent
 from ._query import ObjectQueries
 from ._query import _where_predicate as _where_predicate  # re-exported (tests use it)
@@ -718,22 +715,18 @@ class Session(ObjectQueries, ObjectView):
             return found
         errors: list[BaseException] = []
         for b in self._connected_brokers():
-            targets = [(None, "broker")] if b.has_management else [(a, a.key) for a in b.agents()]
-            for agent, routing in targets:
-                try:
-                    reply = await b._request(agent, lambda seq: SchemaRequest(seq, key), routing,
-                                             query=False, expect="s",
-                                             timeout=_timeout or self.schema_timeout)
-                except (QmfError, CommandError) as exc:
-                    errors.append(exc)
-                    continue
-                if isinstance(reply, SchemaResponse):
-                    if _schema_of(reply, key, routing):
-                        self._schema_seen(reply.schema)
-                        return reply.schema
-                    errors.append(ProtocolError(
-                        f"{routing} answered the schema request for {key} with the schema "
-                        f"of {reply.schema.class_key}"))
+            # the management broker, else every agent at once (the first right answer)
+            targets: list[tuple[RemoteAgent | None, str, str]] = (
+                [(None, "broker", MANAGEMENT)] if b.has_management
+                else [(a, a.key, MANAGEMENT) for a in b.agents()])
+            try:
+                schema = await b._ask_schema(key, targets, _timeout or self.schema_timeout)
+            except (QmfError, CommandError) as exc:
+                errors.append(exc)
+                continue
+            if schema is not None:
+                self._schema_seen(schema)
+                return schema
         raise UnknownClassError(f"no schema for {key}") from (errors[0] if errors else None)
 
     # ------------------------------------------------------------------ objects

@@ -1,0 +1,173 @@
+"""Schema fetches of a broker connection: :class:`SchemaFetches`, a mixin of
+:class:`~qmf_async.console._broker.Broker`.  A v1 ``S`` is sent to the agent of the
+class and to the management broker at once and the first right answer wins; bodies
+the core holds for an unknown schema are released when it arrives, dropped (and
+counted) when it cannot be had.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final, Protocol
+
+from .. import names
+from ..errors import CommandError, QmfError
+from ..protocol import DIRECT_EXCHANGE as V2_DIRECT
+from ..protocol import ConsoleProtocol, SchemaNeeded
+from ..wire import ClassKey, Message, SchemaClass, SchemaRequest, SchemaResponse
+from ._objects import RemoteAgent
+from ._v1route import QPIDD_AGENT
+
+__all__ = ["SchemaFetches"]
+
+log = logging.getLogger("qmf_async.session")
+
+MANAGEMENT: Final = names.MANAGEMENT_EXCHANGE
+
+
+class SchemaSession(Protocol):
+    """What the schema fetches need of the session (a part of ``SessionHost``)."""
+
+    schema_timeout: float
+
+    def _schema_seen(self, schema: SchemaClass) -> None: ...
+
+
+class SchemaFetches:
+    """Schema requests of one broker connection; the :class:`Broker` it is mixed into
+    provides the request path, the core and the agents named below."""
+
+    if TYPE_CHECKING:  # provided by the Broker
+        session: SchemaSession
+        where: str
+        _core: ConsoleProtocol
+        _agents: dict[tuple[int, int], RemoteAgent]
+        _tasks: set[asyncio.Task[Any]]
+
+        @property
+        def has_management(self) -> bool: ...
+
+        async def _request(self, agent: RemoteAgent | None,
+                           msg_factory: Callable[[int], Message], routing_key: str, *,
+                           query: bool, expect: str, timeout: float,
+                           exchange: str = MANAGEMENT) -> Any: ...
+
+        def _handle(self, events: list[Any]) -> None: ...
+
+    async def _fetch_v1_schema(self, key: ClassKey, timeout: float,
+                               agent: RemoteAgent | None = None) -> SchemaClass | None:
+        """The schema of ``key`` with a v1 ``S``: asked of the v2 ``agent`` on its v2
+        address (as the classic console does; v2 agents answer it there) unless it is
+        qpidd's, and of the management broker (qpidd answers it whichever QMF version
+        it publishes), both at once; None when neither can be asked or answers it.
+
+        Raises:
+            QmfTimeout, CommandError, TransportError: every request failed.
+        """
+        targets: list[tuple[RemoteAgent | None, str, str]] = []
+        if agent is not None and agent.name and _answers_own_schema(agent):
+            targets.append((agent, agent.name, V2_DIRECT))
+        if self.has_management:
+            targets.append((None, "broker", MANAGEMENT))
+        return await self._ask_schema(key, targets, timeout)
+
+    async def _ask_schema(self, key: ClassKey,
+                          targets: list[tuple[RemoteAgent | None, str, str]],
+                          timeout: float) -> SchemaClass | None:
+        """Send a v1 ``S`` for ``key`` to every target (agent, routing key, exchange) at
+        once and return the first schema of ``key`` answered; the other requests are
+        then withdrawn.  All at once, not one after the other: an agent that does not
+        know the class may stay silent, and a console that waited for it first would
+        wait out ``timeout`` before asking the management broker.  None when no target
+        answered with the schema asked for.
+
+        Raises:
+            QmfTimeout, CommandError, TransportError: every request failed (the last
+                error).
+        """
+        async def ask(who: RemoteAgent | None, routing: str, exchange: str) -> SchemaClass | None:
+            reply = await self._request(who, lambda seq: SchemaRequest(seq, key), routing,
+                                        query=False, expect="s", timeout=timeout,
+                                        exchange=exchange)
+            if isinstance(reply, SchemaResponse) and _schema_of(reply, key, routing):
+                return reply.schema
+            return None
+
+        if not targets:
+            return None
+        tasks = [asyncio.ensure_future(ask(*target)) for target in targets]
+        error: BaseException | None = None
+        answered = False
+        try:
+            for next_done in asyncio.as_completed(tasks):
+                try:
+                    schema = await next_done
+                except (QmfError, CommandError) as exc:
+                    error = exc
+                    continue
+                answered = True
+                if schema is not None:
+                    return schema
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        if not answered and error is not None:
+            raise error
+        return None
+
+    def _on_schema_needed(self, ev: SchemaNeeded) -> None:
+        agent = self._agents.get(ev.agent) if ev.agent is not None else None
+        task = asyncio.get_running_loop().create_task(self._fetch_schema(ev.class_key, agent))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _fetch_schema(self, key: ClassKey, agent: RemoteAgent | None) -> None:
+        """Fetch the schema bodies are held for (of their agent and of the management
+        broker, at once); the bodies are dropped when it cannot be had."""
+        targets: list[tuple[RemoteAgent | None, str, str]] = []
+        if agent is not None and _answers_own_schema(agent):
+            targets.append((agent, agent.key, MANAGEMENT))
+        if self.has_management:
+            targets.append((None, "broker", MANAGEMENT))
+        why: str
+        try:
+            try:
+                schema = await self._ask_schema(key, targets, self.session.schema_timeout)
+            except (QmfError, CommandError) as exc:
+                why = str(exc)
+            else:
+                if schema is not None:
+                    self.session._schema_seen(schema)
+                    return
+                why = "no agent answered with it" if targets else "no agent to ask"
+            self._handle(self._core.drop_held(f"schema {key} could not be fetched: {why}",
+                                              key))
+        finally:
+            self._core.fetch_finished(key)
+
+    def _release_held(self, key: ClassKey) -> None:
+        """The schema of ``key`` arrived: route the bodies held for it."""
+        if key in self._core.held:
+            self._handle(self._core.schema_known(key, time.monotonic()))
+
+
+def _answers_own_schema(agent: RemoteAgent) -> bool:
+    """Whether a v1 ``S`` for a class of ``agent`` is asked of the agent itself: not of
+    qpidd's agent (banks 1.0, named ``apache.org:qpidd:...`` over v2), which answers no
+    ``S`` of its own: the management broker does."""
+    return not (agent.name and agent.name.startswith(QPIDD_AGENT))
+
+
+def _schema_of(reply: SchemaResponse, key: ClassKey, who: str) -> bool:
+    """Whether a schema answer is for the class asked for; a schema of another class
+    or hash (an agent that lies, or is confused) is logged and not used."""
+    if reply.schema.class_key == key:
+        return True
+    log.warning("%s answered the schema request for %s with the schema of %s: not used",
+                who, key, reply.schema.class_key)
+    return False
+
