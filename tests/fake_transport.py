@@ -50,7 +50,14 @@ from qmf_async import (
     TransportError,
     wire,
 )
-from qmf_async.transport import Body, Capabilities, Delivery, TransportFactory, TransportProtocol
+from qmf_async.transport import (
+    Body,
+    Capabilities,
+    ConnectionState,
+    Delivery,
+    TransportFactory,
+    TransportProtocol,
+)
 
 MANAGEMENT = "qpid.management"
 DIRECT = "amq.direct"
@@ -170,6 +177,10 @@ class FakeTransport:
         self.management_declared = False
 
     # -- lifecycle
+    @property
+    def state(self) -> ConnectionState:
+        return ConnectionState(self._state)
+
     @property
     def is_open(self) -> bool:
         return self._state == "open"

@@ -34,6 +34,7 @@ from qmf_async.transport import (
     QMF_CONTENT_TYPE,
     Body,
     Capabilities,
+    ConnectionState,
     Delivery,
     TlsOptions,
     TransportFactory,
@@ -182,8 +183,8 @@ class MemoryTransport:
         self.url = url
         self.tls = tls
         self.prefetch = prefetch
-        self.name = name
-        self.state = "new"  # new, open, lost, closed
+        self.name = name  # new, open, lost, closed
+        self.state = ConnectionState.NEW
         self.queues: dict[str, MemoryQueue] = {}
         self._dispatch: Callable[[Delivery], None] | None = None
         self._lost_callbacks: list[Callable[[BaseException], None]] = []
@@ -215,9 +216,9 @@ class MemoryTransport:
         self.bus.connects += 1
         if self.bus.refuse_connects > 0:
             self.bus.refuse_connects -= 1
-            self.state = "closed"
+            self.state = ConnectionState.CLOSED
             raise TransportError(f"memory bus refused the connection of {self.name!r}")
-        self.state = "open"
+        self.state = ConnectionState.OPEN
         self.bus.transports.append(self)
 
     async def declare_management_exchange(self) -> None:
@@ -322,7 +323,7 @@ class MemoryTransport:
         """Drop the connection as a broker would: queues go, ``on_lost`` runs soon."""
         if self.state != "open":
             raise AssertionError(f"memory transport {self.name!r} is {self.state}")
-        self.state = "lost"
+        self.state = ConnectionState.LOST
         self._drop_queues()
         exc = ConnectionLostError(f"connection {self.name!r} to the memory bus lost")
         loop = asyncio.get_running_loop()
@@ -332,7 +333,7 @@ class MemoryTransport:
 
     async def close(self, timeout: float = 5.0) -> None:
         if self.state in ("new", "open"):
-            self.state = "closed"
+            self.state = ConnectionState.CLOSED
         self._drop_queues()
         await asyncio.sleep(0)
 

@@ -23,7 +23,7 @@ from qmf_async.errors import (
     UsageError,
 )
 from qmf_async.transport._aiormq import Delivery, TlsOptions, Transport
-from qmf_async.transport._base import parse_url
+from qmf_async.transport._base import ConnectionState, parse_url
 
 from ._util import rabbitmqctl, wait_until
 
@@ -74,11 +74,11 @@ async def transport(amqp_url: str) -> AsyncIterator[Transport]:
 
 async def test_connect_and_close(amqp_url: str) -> None:
     t = Transport(amqp_url)
-    assert not t.is_open
+    assert not t.is_open and t.state is ConnectionState.NEW
     await t.connect()
-    assert t.is_open
+    assert t.is_open and t.state is ConnectionState.OPEN
     await t.close()
-    assert not t.is_open
+    assert not t.is_open and t.state is ConnectionState.CLOSED
 
 
 async def test_async_with(amqp_url: str) -> None:
@@ -569,7 +569,7 @@ async def test_on_lost_fires_once_when_the_broker_closes_the_connection(
         if by_broker:
             assert "CONNECTION_FORCED" in str(lost[0])
             assert lost[0].__cause__ is not None
-        assert not t.is_open
+        assert not t.is_open and t.state is ConnectionState.LOST
         with pytest.raises(NotConnectedError):
             await t.publish(b"x", exchange="amq.direct", routing_key=ep)
         with pytest.raises(NotConnectedError):
@@ -581,6 +581,7 @@ async def test_on_lost_fires_once_when_the_broker_closes_the_connection(
     finally:
         await t.close()
     assert len(lost) == 1
+    assert t.state is ConnectionState.LOST  # closing a lost transport keeps what happened
 
 
 async def test_on_lost_not_called_on_close(transport: Transport) -> None:

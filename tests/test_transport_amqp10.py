@@ -19,7 +19,7 @@ from qmf_async.errors import (
     QmfTimeout,
     TransportError,
 )
-from qmf_async.transport import Delivery, TlsOptions
+from qmf_async.transport import ConnectionState, Delivery, TlsOptions
 from qmf_async.transport._proton import ProtonTransport
 from qmf_async.wire import Symbol, encode_amqp10_message, encode_amqp10_value
 
@@ -308,7 +308,7 @@ async def test_peer_closing_the_connection_fails_everything_at_once(
         assert isinstance(lost[0], ConnectionLostError)
         if not abrupt:
             assert "broker shutting down" in str(lost[0])
-        assert not t.is_open
+        assert not t.is_open and t.state is ConnectionState.LOST
         late: list[BaseException] = []
         t.on_lost(late.append)  # registered after the loss: told at once
         await wait_for(lambda: late, what="the late on_lost")
@@ -338,10 +338,13 @@ async def test_close_is_idempotent_and_bounded_when_the_peer_does_not_answer() -
 
 async def test_close_with_an_answering_peer_is_quick(peer: Amqp10Peer) -> None:
     t = ProtonTransport(peer.url())
+    assert t.state is ConnectionState.NEW
     await t.connect(timeout=5.0)
+    assert t.state is ConnectionState.OPEN
     started = time.monotonic()
     await t.close(timeout=5.0)
     assert time.monotonic() - started < 1.0
+    assert t.state is ConnectionState.CLOSED
 
 
 # ------------------------------------------------------------------ credit
@@ -434,6 +437,7 @@ async def test_connect_to_nothing_is_a_transport_error() -> None:
     with pytest.raises(TransportError) as info:
         await t.connect(timeout=5.0)
     assert not isinstance(info.value, QmfTimeout)
+    assert t.state is ConnectionState.CLOSED
     await t.close()
 
 

@@ -15,6 +15,7 @@ from qmf_async.transport import (
     NO_CAPABILITIES,
     AiormqTransport,
     AutoTransport,
+    ConnectionState,
     Delivery,
     _select,
     check_protocol,
@@ -30,6 +31,7 @@ class FakeInner:
         self.log = log
         self.errors = errors
         self.is_open = False
+        self.state = ConnectionState.NEW
         self.where = f"fake {protocol}"
         self.capabilities = AMQP10_CAPABILITIES if protocol == "1.0" else AMQP091_CAPABILITIES
         self.dispatch: Callable[[Delivery], None] | None = None
@@ -42,6 +44,7 @@ class FakeInner:
         if error is not None:
             raise error
         self.is_open = True
+        self.state = ConnectionState.OPEN
 
     def set_dispatcher(self, dispatch: Callable[[Delivery], None]) -> None:
         self.dispatch = dispatch
@@ -54,6 +57,7 @@ class FakeInner:
 
     async def close(self, timeout: float = 5.0) -> None:
         self.is_open = False
+        self.state = ConnectionState.CLOSED
 
 
 @pytest.fixture
@@ -74,6 +78,9 @@ async def test_auto_speaks_0_9_1_first(fakes: Any) -> None:
     t = AutoTransport("amqp://h:5672/")
     await t.connect()
     assert log == ["0-9-1"] and t.protocol == "0-9-1" and t.is_open
+    assert t.state is ConnectionState.OPEN  # the state of the transport that connected
+    await t.close()
+    assert t.state is ConnectionState.CLOSED
 
 
 async def test_capabilities_are_the_connected_transports(fakes: Any) -> None:
@@ -121,8 +128,13 @@ async def test_neither_version_is_a_transport_error(fakes: Any) -> None:
     _, errors = fakes
     errors["0-9-1"] = ProtocolMismatchError("not 0-9-1")
     errors["1.0"] = ProtocolMismatchError("not 1.0")
+    t = AutoTransport("amqp://odd:1234/")
+    assert t.state is ConnectionState.NEW
     with pytest.raises(TransportError, match=r"neither AMQP 0-9-1 nor 1\.0"):
-        await AutoTransport("amqp://odd:1234/").connect()
+        await t.connect()
+    assert t.state is ConnectionState.CLOSED
+    with pytest.raises(UsageError, match="twice"):  # a transport is never opened again
+        await t.connect()
 
 
 async def test_other_connect_errors_are_not_retried(fakes: Any) -> None:

@@ -67,6 +67,7 @@ from ._base import (
     parse_url,
     sasl_mechanism_list,
 )
+from ._base import ConnectionState as _S
 from ._base import Transport as TransportProtocol
 
 #: the SASL mechanisms aiormq implements, in its spelling
@@ -255,7 +256,7 @@ class AiormqTransport:
         self._name = name
         self._batch = min(_MAX_BATCH, max(1, prefetch // 2)) if prefetch else _MAX_BATCH
 
-        self._state = "new"  # new, connecting, open, lost, closing, closed
+        self._state = _S.NEW
         self._target: BrokerAddress | None = None
         self._user_id: str | None = None
         self._conn: aiormq.Connection | None = None
@@ -282,10 +283,15 @@ class AiormqTransport:
     # ------------------------------------------------------------------ properties
 
     @property
+    def state(self) -> _S:
+        """Where the connection is in its life."""
+        return self._state
+
+    @property
     def is_open(self) -> bool:
         """True while connected and not closing."""
         conn = self._conn
-        return self._state == "open" and conn is not None and not conn.is_closed
+        return self._state == _S.OPEN and conn is not None and not conn.is_closed
 
     @property
     def where(self) -> str:
@@ -311,7 +317,7 @@ class AiormqTransport:
                 credentials, unknown vhost, ...); the cause is chained.
             QmfTimeout: no connection within ``timeout`` seconds.
         """
-        if self._state != "new":
+        if self._state != _S.NEW:
             raise UsageError(f"connect() called on a transport that is {self._state}")
         target = parse_url(self._url)
         if self._tls is not None and target.scheme != "amqps":
@@ -324,7 +330,7 @@ class AiormqTransport:
         external = self._mechanism == "EXTERNAL" or (
             self._mechanism is None and "auth=external" in self._url.lower())
         self._user_id = None if external else target.user
-        self._state = "connecting"
+        self._state = _S.CONNECTING
 
         setup = asyncio.get_running_loop().create_task(self._open(target, context))
         self._setup_task = setup
@@ -338,7 +344,7 @@ class AiormqTransport:
             setup.cancel()
             await asyncio.shield(self._abandon_setup(setup))
             raise QmfTimeout(f"no connection to {target.where} within {timeout} s")
-        if setup.cancelled() or self._state != "connecting":  # close() ran meanwhile
+        if setup.cancelled() or self._state != _S.CONNECTING:  # close() ran meanwhile
             await asyncio.shield(self._abandon_setup(setup))
             raise NotConnectedError(f"transport to {target.where} closed while connecting")
         exc = setup.exception()
@@ -349,7 +355,7 @@ class AiormqTransport:
             if isinstance(exc, QmfError):
                 raise exc
             raise self._connect_error(exc) from exc
-        self._state = "open"
+        self._state = _S.OPEN
         self._reader = asyncio.get_running_loop().create_task(
             self._read_loop(), name=f"qmf-transport-reader {target.where}"
         )
@@ -378,8 +384,8 @@ class AiormqTransport:
         await asyncio.gather(setup, return_exceptions=True)
         conn, self._conn = self._conn, None
         self._consume_ch = self._publish_ch = self._control_ch = None
-        if self._state == "connecting":
-            self._state = "closed"
+        if self._state == _S.CONNECTING:
+            self._state = _S.CLOSED
         if conn is not None and not conn.is_closed:
             try:
                 await asyncio.wait_for(conn.close(None), timeout=5.0)
@@ -571,7 +577,7 @@ class AiormqTransport:
             raise self._op_error(what, exc) from exc
 
     def _op_error(self, what: str, exc: BaseException) -> QmfError:
-        if self._state != "open" or self._conn is None or self._conn.is_closed:
+        if self._state != _S.OPEN or self._conn is None or self._conn.is_closed:
             if self._lost_exc is not None:
                 return NotConnectedError(f"{what}: {self._lost_exc}")
             return NotConnectedError(f"{what}: transport to {self.where} is not open")
@@ -614,7 +620,7 @@ class AiormqTransport:
             except EncodeError as exc:
                 raise UsageError(f"cannot send this map message: {exc}") from exc
         ch = self._publish_ch
-        if self._state != "open" or ch is None or ch.is_closed:
+        if self._state != _S.OPEN or ch is None or ch.is_closed:
             ch = await self._reopen_publish_channel()
         properties = spec.Basic.Properties(
             content_type=content_type,
@@ -654,7 +660,7 @@ class AiormqTransport:
             return ch
 
     def _check_open(self) -> None:
-        if self._state != "open":
+        if self._state != _S.OPEN:
             if self._lost_exc is not None:
                 raise NotConnectedError(str(self._lost_exc)) from self._lost_exc
             raise NotConnectedError(f"transport to {self.where} is {self._state}")
@@ -729,7 +735,7 @@ class AiormqTransport:
                 dispatch = self._dispatch
                 # The reader hands each batch over without awaiting, so an empty buffer
                 # means every earlier delivery has been dispatched: go straight on.
-                if not buffer and dispatch is not None and self._state == "open":
+                if not buffer and dispatch is not None and self._state == _S.OPEN:
                     try:
                         dispatch(delivery)
                     except Exception:
@@ -761,7 +767,7 @@ class AiormqTransport:
             while not self._stop_reader:  # close(): the rest is dropped
                 dispatch = self._dispatch
                 if not buffer or dispatch is None:
-                    if self._state == "lost":  # drained what came before the loss
+                    if self._state == _S.LOST:  # drained what came before the loss
                         break
                     self._wakeup = loop.create_future()
                     try:
@@ -787,12 +793,12 @@ class AiormqTransport:
                 if buffer:
                     await asyncio.sleep(0)
         finally:
-            if self._state == "lost":
+            if self._state == _S.LOST:
                 self._fire_lost()
 
     async def _ack(self, tag: int) -> None:
         ch = self._consume_ch
-        if ch is None or ch.is_closed or self._state != "open":
+        if ch is None or ch.is_closed or self._state != _S.OPEN:
             return
         try:
             await ch.basic_ack(tag, multiple=True, wait=False)
@@ -806,7 +812,7 @@ class AiormqTransport:
         self._mark_lost(cause, "connection closed")
 
     def _on_consume_channel_closed(self, closing: asyncio.Future[Any]) -> None:
-        if self._state != "open":
+        if self._state != _S.OPEN:
             return
         cause = None if closing.cancelled() else closing.exception()
         # let a connection loss, reported in the same loop turn, win with its own words
@@ -818,9 +824,9 @@ class AiormqTransport:
         self._mark_lost(None, f"the broker cancelled the consumer of endpoint {endpoint!r}")
 
     def _mark_lost(self, cause: BaseException | None, what: str) -> None:
-        if self._state != "open":
+        if self._state != _S.OPEN:
             return  # closing on purpose, or already lost
-        self._state = "lost"
+        self._state = _S.LOST
         if isinstance(cause, asyncio.CancelledError):
             cause = None  # aiormq's way of saying "closed" carries no information
         detail = (
@@ -882,8 +888,8 @@ class AiormqTransport:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         was = self._state
-        if was != "lost":
-            self._state = "closing"
+        if was != _S.LOST:
+            self._state = _S.CLOSING
         self._stop_reader = True
         self._wake()
         setup = self._setup_task
@@ -891,7 +897,7 @@ class AiormqTransport:
             setup.cancel()
             await asyncio.wait({setup}, timeout=max(0.0, deadline - loop.time()))
         conn = self._conn
-        if was == "open" and conn is not None and not conn.is_closed:
+        if was == _S.OPEN and conn is not None and not conn.is_closed:
             await self._publishes_through(max(0.01, deadline - loop.time()))
         if conn is not None and not conn.is_closed:
             try:
@@ -911,8 +917,8 @@ class AiormqTransport:
                 if not task.done():
                     task.cancel()
         self._buffer.clear()
-        if self._state != "lost":
-            self._state = "closed"
+        if self._state != _S.LOST:
+            self._state = _S.CLOSED
 
     async def _publishes_through(self, timeout: float) -> None:
         """Wait (at most ``timeout``) until the broker has read every body published so

@@ -9,6 +9,7 @@ to build one per connection.
 
 from __future__ import annotations
 
+import enum
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, Protocol
@@ -25,6 +26,7 @@ __all__ = [
     "MANAGEMENT_EXCHANGE",
     "QMF_CONTENT_TYPE",
     "BrokerAddress",
+    "ConnectionState",
     "Delivery",
     "TlsOptions",
     "Transport",
@@ -47,6 +49,21 @@ QMF_CONTENT_TYPE: Final = "x-application/qmf"
 Body = bytes | Mapping[str, Any] | list[Any]
 
 _DEFAULT_PORTS: Final = {"amqp": 5672, "amqps": 5671}
+
+
+class ConnectionState(enum.StrEnum):
+    """Where a transport is in its life, the same for every transport: ``NEW`` ->
+    ``CONNECTING`` -> ``OPEN`` -> ``LOST`` (the broker or the network ended it) or
+    ``CLOSING`` -> ``CLOSED`` (:meth:`Transport.close`); a failed or cancelled connect
+    ends ``CLOSED`` too.  A transport is never opened again: reconnecting makes a new
+    one."""
+
+    NEW = "new"
+    CONNECTING = "connecting"
+    OPEN = "open"
+    LOST = "lost"
+    CLOSING = "closing"
+    CLOSED = "closed"
 
 
 @attrs.frozen
@@ -382,6 +399,11 @@ class Transport(Protocol):
     until one is set.  Endpoints opened with ``no_ack=False`` have backpressure (the
     broker keeps what the client has not dispatched yet, capped by ``max_length``).
     """
+
+    @property
+    def state(self) -> ConnectionState:
+        """Where the connection is in its life."""
+        ...
 
     @property
     def is_open(self) -> bool:

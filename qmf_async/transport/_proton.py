@@ -81,6 +81,7 @@ from ._base import (
     sasl_mechanism_list,
     url_heartbeat,
 )
+from ._base import ConnectionState as _S
 from ._base import Transport as TransportProtocol
 
 __all__ = ["ProtonTransport"]
@@ -201,7 +202,7 @@ class ProtonTransport:
         wanted = sasl_mechanism_list(sasl_mechanisms)
         self._mechanisms = list(wanted) if wanted is not None else None
 
-        self._state = "new"  # new, connecting, open, lost, closing, closed
+        self._state = _S.NEW
         self._target: BrokerAddress | None = None
         self._reader_stream: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
@@ -233,9 +234,14 @@ class ProtonTransport:
     # ------------------------------------------------------------------ properties
 
     @property
+    def state(self) -> _S:
+        """Where the connection is in its life."""
+        return self._state
+
+    @property
     def is_open(self) -> bool:
         """True while connected and not closing."""
-        return self._state == "open"
+        return self._state == _S.OPEN
 
     @property
     def where(self) -> str:
@@ -270,7 +276,7 @@ class ProtonTransport:
             TransportError: the broker cannot be reached or refused (cause chained).
             QmfTimeout: no open connection within ``timeout`` seconds.
         """
-        if self._state != "new":
+        if self._state != _S.NEW:
             raise UsageError(f"connect() called on a transport that is {self._state}")
         target = parse_url(self._url)
         if self._tls is not None and target.scheme != "amqps":
@@ -278,7 +284,7 @@ class ProtonTransport:
         tls = self._tls or TlsOptions()
         context = _ssl_context(tls) if target.scheme == "amqps" else None
         self._target = target
-        self._state = "connecting"
+        self._state = _S.CONNECTING
         loop = asyncio.get_running_loop()
         self._opened = loop.create_future()
         self._remote_closed = loop.create_future()
@@ -298,7 +304,7 @@ class ProtonTransport:
         except BaseException:
             await self._abandon()
             raise
-        self._state = "open"
+        self._state = _S.OPEN
 
     async def _open(self, target: BrokerAddress, context: ssl.SSLContext | None,
                     tls: TlsOptions) -> None:
@@ -351,7 +357,7 @@ class ProtonTransport:
 
     async def _abandon(self) -> None:
         """Tear down a connection attempt that failed (bounded, no exceptions)."""
-        self._state = "closed"
+        self._state = _S.CLOSED
         await self._teardown()
 
     # ------------------------------------------------------------------ engine pump
@@ -420,7 +426,7 @@ class ProtonTransport:
         loop = asyncio.get_running_loop()
         pt = self._pt
         assert pt is not None
-        while self._state in ("connecting", "open", "closing"):
+        while self._state in (_S.CONNECTING, _S.OPEN, _S.CLOSING):
             try:
                 deadline = pt.tick(loop.time())
             except TransportException as exc:
@@ -524,7 +530,7 @@ class ProtonTransport:
         closed = self._remote_closed
         if closed is not None and not closed.done():
             closed.set_result(None)
-        if self._state == "closing":
+        if self._state == _S.CLOSING:
             return
         self._error = f"the broker closed the connection: {_describe(cond)}"
         opened = self._opened
@@ -566,7 +572,7 @@ class ProtonTransport:
                 f"{_describe(cond)}")
             if not receiver.opened.done():
                 receiver.opened.set_exception(error)
-            elif self._state == "open":
+            elif self._state == _S.OPEN:
                 # a binding the peer relies on is gone: the connection is no longer
                 # what the peer set up; report it lost so the peer reconnects
                 self._mark_lost(None, f"the broker detached the link from "
@@ -817,7 +823,7 @@ class ProtonTransport:
             TransportError: the broker refused a sender to ``exchange``.
         """
         sender = self._senders.get(exchange)
-        if sender is None or not sender.opened.done() or self._state != "open":
+        if sender is None or not sender.opened.done() or self._state != _S.OPEN:
             sender = await self._sender(exchange)
         link = sender.link
         while link.credit <= 0:
@@ -858,7 +864,7 @@ class ProtonTransport:
                 raise ConnectionLostError(f"connection to {self.where} lost: {exc}") from exc
 
     def _check_open(self) -> None:
-        if self._state != "open":
+        if self._state != _S.OPEN:
             if self._lost_exc is not None:
                 raise NotConnectedError(f"not connected to {self.where}: {self._lost_exc}")
             raise NotConnectedError(f"not connected to {self.where} ({self._state})")
@@ -893,10 +899,10 @@ class ProtonTransport:
             asyncio.get_running_loop().call_soon(_call_lost, callback, self._lost_exc)
 
     def _mark_lost(self, cause: BaseException | None, what: str) -> None:
-        if self._state not in ("connecting", "open"):
+        if self._state not in (_S.CONNECTING, _S.OPEN):
             return
-        was_open = self._state == "open"
-        self._state = "lost"
+        was_open = self._state == _S.OPEN
+        self._state = _S.LOST
         exc = ConnectionLostError(f"connection to {self.where} lost: {what}")
         if cause is not None:
             exc.__cause__ = cause
@@ -941,18 +947,18 @@ class ProtonTransport:
 
     async def _shutdown(self, timeout: float) -> None:
         state = self._state
-        if state == "closed":
+        if state == _S.CLOSED:
             return
-        self._state = "closing"
+        self._state = _S.CLOSING
         self._fail_waiters(NotConnectedError(f"transport to {self.where} closed"))
         conn, closed = self._conn, self._remote_closed
-        if state == "open" and conn is not None and closed is not None:
+        if state == _S.OPEN and conn is not None and closed is not None:
             with contextlib.suppress(Exception):
                 conn.close()
                 self._flush()
                 async with asyncio.timeout(timeout):
                     await asyncio.shield(closed)
-        self._state = "closed"
+        self._state = _S.CLOSED
         await self._teardown()
 
     async def _teardown(self) -> None:

@@ -27,6 +27,7 @@ from ._base import (
     QMF_CONTENT_TYPE,
     Body,
     Capabilities,
+    ConnectionState,
     Delivery,
     TlsOptions,
     TransportFactory,
@@ -96,6 +97,7 @@ class AutoTransport:
         self._prefetch = prefetch
         self._name = name
         self._inner: TransportProtocol | None = None
+        self._own_state = ConnectionState.NEW  # until a transport connected
         self._lost_callbacks: list[Callable[[BaseException], None]] = []
         self._dispatch: Callable[[Delivery], None] | None = None
 
@@ -124,6 +126,14 @@ class AutoTransport:
     def server_selectors(self) -> bool:
         """True when ``bind(selector=...)`` is applied by the broker."""
         return self.capabilities.server_selectors
+
+    @property
+    def state(self) -> ConnectionState:
+        """The state of the connection it picked (``NEW`` before, ``CLOSED`` when
+        picking failed or was cancelled)."""
+        if self._inner is not None:
+            return self._inner.state
+        return self._own_state
 
     @property
     def is_open(self) -> bool:
@@ -156,8 +166,16 @@ class AutoTransport:
             TransportError: the broker refused or cannot be reached (cause chained).
             QmfTimeout: no connection within ``timeout`` seconds.
         """
-        if self._inner is not None:
+        if self._inner is not None or self._own_state is not ConnectionState.NEW:
             raise UsageError("connect() called twice")
+        self._own_state = ConnectionState.CONNECTING
+        try:
+            await self._connect(timeout)
+        except BaseException:
+            self._own_state = ConnectionState.CLOSED
+            raise
+
+    async def _connect(self, timeout: float) -> None:
         target = parse_url(self._url)
         place = (target.host, target.port)
         protocol = self._protocol
@@ -300,6 +318,8 @@ class AutoTransport:
         """
         if self._inner is not None:
             await self._inner.close(timeout)
+        else:
+            self._own_state = ConnectionState.CLOSED
 
     def __repr__(self) -> str:
         return f"<AutoTransport {self.where} {self.protocol or self._protocol}>"
