@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from ._util import import_example, private_vhost, wait_until
+from .conftest import QUICK_JVM
 
 pytestmark = pytest.mark.slow
 
@@ -49,8 +50,6 @@ from qmf_async.tools.pipeline import (  # noqa: E402
 )
 
 ROOT = Path(__file__).resolve().parent.parent
-#: the jobs here are tiny: a JVM that compiles less (C1 only) starts them sooner
-QUICK_JVM = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
 NS = 1_000_000_000
 #: the first sample: one minute before midnight, so that the data spans two dates
 T0 = parse_time("2024-05-01T23:59:00Z")
@@ -220,14 +219,6 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     write_table(root, "samples", SAMPLES, SAMPLE_SCHEMA, "sample_ts", "class_name")
     write_table(root, "events", EVENTS, EVENT_SCHEMA, "timestamp", "event_name")
     return root
-
-
-@pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
-    session = build_spark("local[2]", app_name="qmf-async-tests", bind_host="127.0.0.1",
-                          config=QUICK_JVM)
-    yield session
-    session.stop()
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,8 @@ every table it writes compared row by row with the same job in local mode.
 
 The dataset is the rate benchmark's generator at a small size (queues whose counters
 grow, every tenth one resetting), so this is also the smoke test of
-``benchmarks/pipeline_rates.py`` with ``--standalone``.
+``benchmarks/pipeline_rates.py`` with ``--standalone``; the local-mode tables are the
+run's shared reference (``rates_local`` in conftest, on the run's SparkSession).
 """
 
 from __future__ import annotations
@@ -30,21 +31,12 @@ if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
-import pipeline_rates  # noqa: E402
 from spark_cluster import StandaloneCluster  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 TABLES = ("rates", "windows", "top_queues", "event_counts", "lifetimes")
-
-
-@pytest.fixture(scope="module")
-def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("cluster-data")
-    info = pipeline_rates.generate(root, 6_000, 10)  # 600 samples a queue: queue 0 resets
-    assert info["samples"] == 6_000
-    return root
 
 
 @pytest.fixture(scope="module")
@@ -81,9 +73,10 @@ def _rows(path: Path) -> list[tuple[Any, ...]]:
 
 
 def test_cluster_gives_the_same_tables_as_local_mode(
-        dataset: Path, cluster: StandaloneCluster, tmp_path: Path) -> None:
+        rates_local: tuple[Path, Path, dict[str, Any]], cluster: StandaloneCluster,
+        tmp_path: Path) -> None:
+    dataset, local_out, local = rates_local  # the same job in local mode (conftest)
     assert cluster.master_url.startswith("spark://127.0.0.1:")
-    local = _pipeline(dataset, tmp_path / "local", "local[2]")
     remote = _pipeline(dataset, tmp_path / "cluster", cluster.master_url)
     # the job ran on the cluster: the master logged an application, the worker an executor
     worker_log = (cluster.directory / "worker.log").read_text(errors="replace")
@@ -93,5 +86,5 @@ def test_cluster_gives_the_same_tables_as_local_mode(
                 "first_ts", "last_ts"):
         assert remote[key] == local[key], key
     for table in TABLES:
-        assert _rows(tmp_path / "cluster" / table) == _rows(tmp_path / "local" / table), table
+        assert _rows(tmp_path / "cluster" / table) == _rows(local_out / table), table
     assert Path(remote["paths"]["report"]).is_file()

@@ -24,7 +24,6 @@ if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
-import pipeline_rates  # noqa: E402
 from spark_cluster import ConnectServer  # noqa: E402
 
 from .test_pipeline_cluster import TABLES, _rows  # noqa: E402
@@ -70,10 +69,9 @@ def _pipeline(dataset: Path, out: Path, *where: str) -> dict[str, Any]:
 
 
 def test_spark_connect_gives_the_same_tables_as_local_mode(
-        server: ConnectServer, tmp_path: Path) -> None:
-    dataset = tmp_path / "data"
-    assert pipeline_rates.generate(dataset, 6_000, 10)["samples"] == 6_000  # queue 0 resets
-    local = _pipeline(dataset, tmp_path / "local", "--master", "local[2]")
+        rates_local: tuple[Path, Path, dict[str, Any]], server: ConnectServer,
+        tmp_path: Path) -> None:
+    dataset, local_out, local = rates_local  # the same job in local mode (conftest)
     remote = _pipeline(dataset, tmp_path / "connect", "--remote", server.url)
     # the jobs ran in the server: it logged the session of the client
     log = (server.directory / "connect.log").read_text(errors="replace")
@@ -83,7 +81,7 @@ def test_spark_connect_gives_the_same_tables_as_local_mode(
                 "first_ts", "last_ts"):
         assert remote[key] == local[key], key
     for table in TABLES:
-        assert _rows(tmp_path / "connect" / table) == _rows(tmp_path / "local" / table), table
+        assert _rows(tmp_path / "connect" / table) == _rows(local_out / table), table
     assert Path(remote["paths"]["report"]).is_file()
 
 
