@@ -170,4 +170,3 @@ def _schema_of(reply: SchemaResponse, key: ClassKey, who: str) -> bool:
     log.warning("%s answered the schema request for %s with the schema of %s: not used",
                 who, key, reply.schema.class_key)
     return False
-
