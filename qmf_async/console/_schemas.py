@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from .. import names
-from ..errors import CommandError, QmfError
+from ..errors import CommandError, ProtocolError, QmfError
 from ..protocol import DIRECT_EXCHANGE as V2_DIRECT
 from ..protocol import ConsoleProtocol, SchemaNeeded
 from ..wire import ClassKey, Message, SchemaClass, SchemaRequest, SchemaResponse
@@ -62,9 +62,10 @@ class SchemaFetches:
         """The schema of ``key`` with a v1 ``S``: asked of the v2 ``agent`` on its v2
         address (as the classic console does; v2 agents answer it there) unless it is
         qpidd's, and of the management broker (qpidd answers it whichever QMF version
-        it publishes), both at once; None when neither can be asked or answers it.
+        it publishes), both at once; None when neither can be asked.
 
         Raises:
+            ProtocolError: answered with the schema of another class.
             QmfTimeout, CommandError, TransportError: every request failed.
         """
         targets: list[tuple[RemoteAgent | None, str, str]] = []
@@ -81,43 +82,44 @@ class SchemaFetches:
         once and return the first schema of ``key`` answered; the other requests are
         then withdrawn.  All at once, not one after the other: an agent that does not
         know the class may stay silent, and a console that waited for it first would
-        wait out ``timeout`` before asking the management broker.  None when no target
-        answered with the schema asked for.
+        wait out ``timeout`` before asking the management broker.  None when there is
+        no target to ask.
 
         Raises:
-            QmfTimeout, CommandError, TransportError: every request failed (the last
-                error).
+            ProtocolError: a target answered with another class's schema (or another
+                answer) and no other target answered right.
+            QmfTimeout, CommandError, TransportError: every request failed.
         """
-        async def ask(who: RemoteAgent | None, routing: str, exchange: str) -> SchemaClass | None:
+        async def ask(who: RemoteAgent | None, routing: str, exchange: str) -> SchemaClass:
             reply = await self._request(who, lambda seq: SchemaRequest(seq, key), routing,
                                         query=False, expect="s", timeout=timeout,
                                         exchange=exchange)
-            if isinstance(reply, SchemaResponse) and _schema_of(reply, key, routing):
-                return reply.schema
-            return None
+            if not isinstance(reply, SchemaResponse):
+                raise ProtocolError(f"{routing} answered the schema request for {key} "
+                                    f"with {type(reply).__name__}")
+            if not _schema_of(reply, key, routing):
+                raise ProtocolError(f"{routing} answered the schema request for {key} "
+                                    f"with the schema of {reply.schema.class_key}")
+            return reply.schema
 
         if not targets:
             return None
         tasks = [asyncio.ensure_future(ask(*target)) for target in targets]
         error: BaseException | None = None
-        answered = False
         try:
             for next_done in asyncio.as_completed(tasks):
                 try:
-                    schema = await next_done
+                    return await next_done
                 except (QmfError, CommandError) as exc:
-                    error = exc
-                    continue
-                answered = True
-                if schema is not None:
-                    return schema
+                    # a wrong answer says more than a timeout or a refusal elsewhere
+                    if not isinstance(error, ProtocolError):
+                        error = exc
         finally:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-        if not answered and error is not None:
-            raise error
-        return None
+        assert error is not None  # every target failed
+        raise error
 
     def _on_schema_needed(self, ev: SchemaNeeded) -> None:
         agent = self._agents.get(ev.agent) if ev.agent is not None else None
@@ -143,7 +145,7 @@ class SchemaFetches:
                 if schema is not None:
                     self.session._schema_seen(schema)
                     return
-                why = "no agent answered with it" if targets else "no agent to ask"
+                why = "no agent to ask"
             self._handle(self._core.drop_held(f"schema {key} could not be fetched: {why}",
                                               key))
         finally:
