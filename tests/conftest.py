@@ -8,6 +8,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -404,8 +405,6 @@ def rates_local(spark: Any, tmp_path_factory: pytest.TempPathFactory
                 ) -> tuple[Path, Path, dict[str, Any]]:
     """The rate benchmark's dataset at a small size (6,000 samples of 10 queues, queue 0
     resetting) and the pipeline's tables in local mode: (dataset, out dir, summary)."""
-    import sys
-
     from qmf_async.tools.pipeline import run_pipeline
 
     sys.path.insert(0, str(ROOT / "benchmarks"))

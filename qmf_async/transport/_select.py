@@ -97,7 +97,8 @@ class AutoTransport:
         self._prefetch = prefetch
         self._name = name
         self._inner: TransportProtocol | None = None
-        self._own_state = ConnectionState.NEW  # until a transport connected
+        #: NEW, CONNECTING (then the connected transport's state counts), or CLOSED
+        self._own_state = ConnectionState.NEW
         self._lost_callbacks: list[Callable[[BaseException], None]] = []
         self._dispatch: Callable[[Delivery], None] | None = None
 
@@ -166,7 +167,7 @@ class AutoTransport:
             TransportError: the broker refused or cannot be reached (cause chained).
             QmfTimeout: no connection within ``timeout`` seconds.
         """
-        if self._inner is not None or self._own_state is not ConnectionState.NEW:
+        if self._own_state is not ConnectionState.NEW:
             raise UsageError("connect() called twice")
         self._own_state = ConnectionState.CONNECTING
         try:
