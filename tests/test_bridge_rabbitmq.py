@@ -610,9 +610,13 @@ async def test_shell_and_dashboard_see_and_purge_rabbitmqs_queue(
 
 @pytest.mark.slow
 async def test_collect_and_pipeline_on_rabbitmqs_queue(
-        session: Session, amqp: Any, bus_url: str, tmp_path: Path) -> None:
-    """``qmf collect`` then ``qmf pipeline`` on a RabbitMQ bus: the enqueue rate of a real
-    queue filled with aiormq at a known pace comes out of the Spark job."""
+        session: Session, amqp: Any, bus_url: str, tmp_path: Path, spark: Any) -> None:
+    """``qmf collect`` then the pipeline (``qmf pipeline``'s job, on the run's shared
+    SparkSession: the command itself is tested in test_pipeline.py) on a RabbitMQ bus:
+    the enqueue rate of a real queue filled with aiormq at a known pace comes out of the
+    Spark job."""
+    from qmf_async.tools.pipeline import run_pipeline
+
     await amqp.queue_declare("rate.q")
     out = tmp_path / "dataset"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "QMF_URL": bus_url}
@@ -636,10 +640,7 @@ async def test_collect_and_pipeline_on_rabbitmqs_queue(
             await collect.wait()
     assert collect.returncode == 0, err.decode()
     report = tmp_path / "report"
-    code, _stdout, stderr = await qmf(
-        "pipeline", "--dataset", str(out), "--out", str(report), "--master", "local[2]",
-        "--json", url=bus_url, timeout=300)
-    assert code == 0, stderr[-2000:]
+    await asyncio.to_thread(run_pipeline, spark, str(out), str(report))
     import pyarrow.dataset as ds
 
     rates = ds.dataset(report / "rates", format="parquet").to_table().to_pylist()

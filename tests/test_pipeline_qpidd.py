@@ -6,10 +6,11 @@ messages a second to one queue and receives 100 a second from it, paced by the c
 noting the time of every message.  ``qmf collect`` (QMF v2, the stock qpidd default,
 statistics published every second) records the broker for ~40 s; qpidd is restarted
 after ~18 s (same port, so the client and the collector reconnect).  Then ``qmf
-pipeline`` (Spark, local[2]) computes the rates.  In the middle of each half (the ramp
-edges and the restart left out) the enqueue and dequeue rates must be within 10% of
-the rates the client achieved and of the nominal ones; the restart must start a new
-series (counted in ``restarts``), never a negative or a huge rate across it.
+pipeline``'s job (on the run's shared local[2] SparkSession) computes the rates.  In
+the middle of each half (the ramp edges and the restart left out) the enqueue and
+dequeue rates must be within 10% of the rates the client achieved and of the nominal
+ones; the restart must start a new series (counted in ``restarts``), never a negative
+or a huge rate across it.
 """
 
 from __future__ import annotations
@@ -49,18 +50,15 @@ NS = 1_000_000_000
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
-def _qmf(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
-    try:
-        return subprocess.run([sys.executable, "-m", "qmf_async.tools.cli", *args],
-                              capture_output=True, text=True, timeout=timeout, env=ENV,
-                              check=False)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"qmf {args[0]} did not finish within {timeout}s", pytrace=False)
-
-
 @pytest.fixture(scope="module")
-def truth_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """Traffic, collection (with a qpidd restart) and the pipeline, once per module."""
+def truth_run(tmp_path_factory: pytest.TempPathFactory, spark: Any
+              ) -> Iterator[dict[str, Any]]:
+    """Traffic, collection (with a qpidd restart) and the pipeline, once per module.
+
+    The pipeline is ``qmf pipeline``'s job run on the run's shared SparkSession (the
+    command itself is tested in test_pipeline.py)."""
+    from qmf_async.tools.pipeline import run_pipeline
+
     if qpidd_home() is None:
         pytest.skip("qpidd not found (../shared/qpidd or $QPIDD_HOME)")
     root = tmp_path_factory.mktemp("truth")
@@ -101,10 +99,8 @@ def truth_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, An
         broker.stop()
     assert collect.returncode == 0, stderr
     counters = json.loads(stdout)
-    done = _qmf("pipeline", "--dataset", str(dataset), "--out", str(out),
-                "--master", "local[2]", "--json", timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    yield {"counters": counters, "summary": json.loads(done.stdout), "traffic": traffic,
+    summary = run_pipeline(spark, str(dataset), str(out))
+    yield {"counters": counters, "summary": summary, "traffic": traffic,
            "started": started, "down": down, "up": up, "ended": ended,
            "dataset": dataset, "out": out}
 
