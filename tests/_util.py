@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import importlib.util
 import inspect
+import json
+import os
 import shutil
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -59,25 +63,104 @@ def rabbitmqctl(*args: str) -> bool:
         return False
 
 
+def _management_api(amqp_url: str) -> str | None:
+    """The base URL (``http://user:pw@host:port/api``) of the management API of the local
+    broker ``amqp_url`` names, when that API answers and lists ``amqp_url``'s port among
+    the node's listeners (so a vhost made there is one that URL reaches); else None."""
+    parts = urlsplit(amqp_url)
+    if parts.hostname not in ("localhost", "127.0.0.1", "::1"):
+        return None
+    port = parts.port or (5671 if parts.scheme == "amqps" else 5672)
+    key = (amqp_url, os.environ.get("QMF_RABBITMQ_API"))
+    if key in _API_OF:
+        return _API_OF[key]
+    base = os.environ.get("QMF_RABBITMQ_API", "http://guest:guest@localhost:15672/")
+    base = base.rstrip("/") + "/api"
+    try:
+        overview = json.loads(_api_call("GET", base + "/overview"))
+        ports = {int(listener["port"]) for listener in overview.get("listeners", ())}
+    except (OSError, ValueError, KeyError, TypeError):
+        ports = set()
+    _API_OF[key] = base if port in ports else None
+    return _API_OF[key]
+
+
+_API_OF: dict[tuple[str, str | None], str | None] = {}
+
+
+def _api_call(method: str, url: str, body: dict[str, Any] | None = None) -> bytes:
+    """One request to the management API (credentials taken from the URL); raises OSError
+    (urllib's errors are OSErrors) on a refused connection or a non-2xx answer."""
+    parts = urlsplit(url)
+    auth = base64.b64encode(
+        f"{unquote(parts.username or 'guest')}:{unquote(parts.password or 'guest')}".encode())
+    netloc = (parts.hostname or "localhost") + (f":{parts.port}" if parts.port else "")
+    request = urllib.request.Request(
+        urlunsplit(parts._replace(netloc=netloc)), method=method,
+        data=None if body is None else json.dumps(body).encode(),
+        headers={"Authorization": "Basic " + auth.decode(), "content-type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        return bytes(answer.read())
+
+
+def make_vhost(amqp_url: str, vhost: str) -> bool:
+    """Make ``vhost`` on the local broker ``amqp_url`` names, with every permission for
+    the URL's user; True when done.  The management API when it serves that broker
+    (milliseconds), else rabbitmqctl (an Erlang VM per call: about a second of CPU)."""
+    user = unquote(urlsplit(amqp_url).username or "guest")
+    api = _management_api(amqp_url)
+    if api is not None:
+        name = quote(vhost, safe="")
+        try:
+            _api_call("PUT", f"{api}/vhosts/{name}", {})
+        except OSError:
+            return False
+        try:
+            _api_call("PUT", f"{api}/permissions/{name}/{quote(user, safe='')}",
+                      {"configure": ".*", "write": ".*", "read": ".*"})
+            return True
+        except OSError:
+            drop_vhost(amqp_url, vhost)
+            return False
+    if urlsplit(amqp_url).hostname not in ("localhost", "127.0.0.1", "::1") \
+            or not rabbitmqctl("add_vhost", vhost):
+        return False
+    if rabbitmqctl("set_permissions", "-p", vhost, user, ".*", ".*", ".*"):
+        return True
+    drop_vhost(amqp_url, vhost)
+    return False
+
+
+def drop_vhost(amqp_url: str, vhost: str) -> bool:
+    """Delete ``vhost`` made by :func:`make_vhost` (the same way); True when done."""
+    api = _management_api(amqp_url)
+    if api is not None:
+        try:
+            _api_call("DELETE", f"{api}/vhosts/{quote(vhost, safe='')}")
+            return True
+        except OSError:
+            return False
+    return rabbitmqctl("delete_vhost", vhost)
+
+
+def vhost_url(amqp_url: str, vhost: str) -> str:
+    """``amqp_url`` with its path naming ``vhost``."""
+    return urlunsplit(urlsplit(amqp_url)._replace(path="/" + quote(vhost, safe="")))
+
+
 @contextlib.contextmanager
 def private_vhost(amqp_url: str, prefix: str) -> Iterator[str]:
     """``amqp_url`` on a temporary vhost ``PREFIX-<random>`` (deleted afterwards), or
-    ``amqp_url`` itself when rabbitmqctl cannot make one for that broker (not a local
-    host, rabbitmqctl missing or failing)."""
-    parts = urlsplit(amqp_url)
+    ``amqp_url`` itself when none can be made for that broker (not a local host, neither
+    its management API nor rabbitmqctl usable)."""
     vhost = f"{prefix}-{uuid.uuid4().hex[:8]}"
-    user = unquote(parts.username) if parts.username else "guest"
-    local = parts.hostname in ("localhost", "127.0.0.1", "::1")
-    if not (local and rabbitmqctl("add_vhost", vhost)):
+    if not make_vhost(amqp_url, vhost):
         yield amqp_url
         return
     try:
-        if rabbitmqctl("set_permissions", "-p", vhost, user, ".*", ".*", ".*"):
-            yield urlunsplit(parts._replace(path="/" + quote(vhost, safe="")))
-        else:
-            yield amqp_url
+        yield vhost_url(amqp_url, vhost)
     finally:
-        rabbitmqctl("delete_vhost", vhost)
+        drop_vhost(amqp_url, vhost)
 
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"

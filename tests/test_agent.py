@@ -17,7 +17,6 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, NamedTuple
-from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 import pytest
 
@@ -36,7 +35,7 @@ from qmf_async.errors import ArgumentError, MethodError, QmfError
 from qmf_async.transport._aiormq import Delivery, Transport
 from qmf_async.wire._values import ClassKey, ClassKind, ObjectId
 
-from ._util import cut_connection, rabbitmqctl_output, wait_until
+from ._util import cut_connection, make_vhost, rabbitmqctl_output, vhost_url, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -792,13 +791,9 @@ ISOLATED_VHOST = "qmf-async-test-isolated"
 
 async def _isolated_url(url: str) -> str | None:
     """``url`` on a vhost of its own (created with rabbitmqctl), or None when that fails."""
-    parts = urlsplit(url)
-    user = unquote(parts.username) if parts.username else "guest"
-    if await _rabbitmqctl("add_vhost", ISOLATED_VHOST) is None:
+    if not await asyncio.to_thread(make_vhost, url, ISOLATED_VHOST):
         return None
-    if await _rabbitmqctl("set_permissions", "-p", ISOLATED_VHOST, user, ".*", ".*", ".*") is None:
-        return None
-    isolated = urlunsplit(parts._replace(path="/" + quote(ISOLATED_VHOST, safe="")))
+    isolated = vhost_url(url, ISOLATED_VHOST)
     try:  # rabbitmqctl may have managed another node than the one the URL names
         async with Transport(isolated):
             pass

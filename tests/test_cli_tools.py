@@ -19,7 +19,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, unquote, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import attrs
 import pytest
@@ -27,7 +27,7 @@ import pytest_asyncio
 
 from qmf_async.agent.broker import ManagementBroker
 
-from ._util import import_example
+from ._util import drop_vhost, import_example, make_vhost, vhost_url
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI = ROOT / "qmf_async" / "cli"
@@ -146,23 +146,21 @@ class Vhosts:
 @pytest.fixture(scope="module")
 def vhosts(amqp_url: str) -> Iterator[Vhosts]:
     parts = urlsplit(amqp_url)
-    user = unquote(parts.username) if parts.username else "guest"
     if parts.hostname not in ("localhost", "127.0.0.1", "::1"):
         pytest.skip("the tools' tests need a private vhost (rabbitmqctl on a local broker)")
     names = (f"qmf-cli-tools-{uuid.uuid4().hex[:8]}", f"qmf-cli-empty-{uuid.uuid4().hex[:8]}")
     made = []
     try:
         for name in names:
-            if _rabbitmqctl("add_vhost", name) is None:
-                pytest.skip("the tools' tests need a private vhost (rabbitmqctl add_vhost)")
+            if not make_vhost(amqp_url, name):
+                pytest.skip("the tools' tests need a private vhost (the management API or "
+                            "rabbitmqctl on a local broker)")
             made.append(name)
-            if _rabbitmqctl("set_permissions", "-p", name, user, ".*", ".*", ".*") is None:
-                pytest.skip("rabbitmqctl set_permissions failed")
-        url, empty = (urlunsplit(parts._replace(path="/" + quote(n, safe=""))) for n in names)
+        url, empty = (vhost_url(amqp_url, n) for n in names)
         yield Vhosts(url, empty, names)
     finally:
         for name in made:
-            _rabbitmqctl("delete_vhost", name)
+            drop_vhost(amqp_url, name)
 
 
 @attrs.frozen

@@ -18,7 +18,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, unquote, urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit
 
 import attrs
 import pytest
@@ -44,7 +44,15 @@ from qmf_async import (
 from qmf_async.agent import Agent
 from qmf_async.agent.broker import ManagementBroker
 
-from ._util import cut_connection, import_example, rabbitmqctl_output, wait_until
+from ._util import (
+    cut_connection,
+    drop_vhost,
+    import_example,
+    make_vhost,
+    rabbitmqctl_output,
+    vhost_url,
+    wait_until,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -86,20 +94,14 @@ def bus(amqp_url: str) -> Iterator[Bus]:
     ``amqp_url`` itself when rabbitmqctl cannot make one for that broker."""
     parts = urlsplit(amqp_url)
     vhost = f"qmf-session-it-{uuid.uuid4().hex[:8]}"
-    user = unquote(parts.username) if parts.username else "guest"
-    local = parts.hostname in ("localhost", "127.0.0.1", "::1")
     shared = Bus(amqp_url, False, unquote(parts.path[1:]) if len(parts.path) > 1 else "/")
-    if not local or asyncio.run(_rabbitmqctl("add_vhost", vhost)) is None:
+    if not make_vhost(amqp_url, vhost):
         yield shared
         return
     try:
-        if asyncio.run(_rabbitmqctl("set_permissions", "-p", vhost, user, ".*", ".*", ".*")) \
-                is None:
-            yield shared
-        else:
-            yield Bus(urlunsplit(parts._replace(path="/" + quote(vhost, safe=""))), True, vhost)
+        yield Bus(vhost_url(amqp_url, vhost), True, vhost)
     finally:
-        asyncio.run(_rabbitmqctl("delete_vhost", vhost))
+        drop_vhost(amqp_url, vhost)
 
 
 # --------------------------------------------------------------------------- parts
