@@ -60,7 +60,7 @@ async def main(url: str, maxsize: int, topic_max: int) -> None:
                 # queue (0-9-1), or the subscription queue of each link (1.0), which
                 # qpidd names ``<container id>_<link name>``
                 broker = session.brokers[0]
-                inner = getattr(broker._transport, "_inner", broker._transport)
+                inner = getattr(broker.transport, "_inner", broker.transport)
                 links = {r.key: n for n, r in getattr(inner, "_receivers", {}).items()}
                 print(json.dumps({"topic_queue": broker._topic_queue, "links": links}),
                       flush=True)

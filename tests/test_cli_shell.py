@@ -624,7 +624,7 @@ async def test_shell_reconnects_after_a_cut_connection(bus: Bus) -> None:
                 await shell.execute("list queue")
                 before = _queue_ids(shell)
                 assert set(DEMO_QUEUES) <= set(before)
-                await cut_connection(broker._transport)
+                await cut_connection(broker.transport)
                 lost = f"connection to {broker.where} lost; reconnecting ..."
                 back = f"reconnected to {broker.where}"
                 await wait_until(lambda: back in notes, 15, message="the reconnection noted")

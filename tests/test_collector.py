@@ -192,11 +192,11 @@ class FakeSession:
         if fn is not None:
             fn(None, obj)
         assert self.updates is not None
-        self.updates._put(obj)
+        self.updates.deliver(obj)
 
     def publish_event(self, ev: Event) -> None:
         assert self.event_sub is not None
-        self.event_sub._put(ev)
+        self.event_sub.deliver(ev)
 
 
 @contextlib.asynccontextmanager

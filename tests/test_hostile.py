@@ -1365,7 +1365,7 @@ class RawQpidd:
 def _counted_at_console(broker: Broker) -> int:
     """Messages the console dropped as malformed: the session's count, and the AMQP
     1.0 transport's (messages that did not decode, bodies that are not QMF)."""
-    t = broker._transport
+    t = broker.transport
     t = getattr(t, "_inner", t)  # the AMQP 1.0 transport behind protocol detection
     return (broker.session.malformed + getattr(t, "malformed", 0)
             + getattr(t, "unsupported", 0))

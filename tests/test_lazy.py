@@ -120,7 +120,7 @@ def test_mutated_bodies_raise_only_decode_errors_at_receipt_or_read(body: bytes)
     for m in msgs:
         if type(m) is not RawObjectRecord:
             continue
-        obj = QmfObject._from_record(None, None, None, m)
+        obj = QmfObject.from_record(None, None, None, m)
         for read in (m.to_record, obj.get_properties, obj.get_statistics,
                      lambda m=m: _values_of(m), obj.get_object_id, obj.get_timestamps,
                      obj.__repr__):
@@ -207,7 +207,7 @@ def test_generated_schemas_read_back_value_by_value(
     assert [m.to_record() for m in lazy] == wire.decode(body, reg)
     for m, rec in zip(lazy, records, strict=True):
         assert _comparable(_values_of(m)) == _comparable((rec.properties, rec.statistics))
-        obj = QmfObject._from_record(None, None, None, m)
+        obj = QmfObject.from_record(None, None, None, m)
         for p, v in zip(schema.properties, rec.properties or (), strict=False):
             if v is None:
                 assert not hasattr(obj, p.name)
@@ -251,7 +251,7 @@ def test_bad_utf8_is_found_when_read_and_other_values_stay_readable() -> None:
     with pytest.raises(DecodeError):
         wire.decode(bytes(body), reg)  # the eager decoder drops the whole body
     (rec,) = decode(bytes(body), reg, lazy=True)
-    obj = QmfObject._from_record(None, None, None, rec)
+    obj = QmfObject.from_record(None, None, None, rec)
     with pytest.raises(DecodeError, match="name"):
         _ = obj.name
     with pytest.raises(DecodeError):
@@ -276,7 +276,7 @@ def test_broken_map_contents_are_found_when_read() -> None:
     at = body.index(b"\x01x")
     body[at + 2] = 0xEE  # the value's type code: no such AMQP 0-10 type
     (rec,) = decode(bytes(body), wire.SchemaRegistry([_WIDGET]), lazy=True)
-    obj = QmfObject._from_record(None, None, None, rec)
+    obj = QmfObject.from_record(None, None, None, rec)
     with pytest.raises(DecodeError):
         _ = obj.arguments
     assert obj.name == "w1" and obj.label == "L" and obj.depth == 12
@@ -291,7 +291,7 @@ def test_truncated_records_are_refused_at_receipt(cut: int) -> None:
 
 def test_proxies_keep_no_decoded_values() -> None:
     (rec,) = decode(_widget_body(), wire.SchemaRegistry([_WIDGET]), lazy=True)
-    obj = QmfObject._from_record(None, None, None, rec)
+    obj = QmfObject.from_record(None, None, None, rec)
     first = obj.arguments
     assert obj.arguments == first and obj.arguments is not first  # decoded per read
     assert obj._p is None and obj._s is None
@@ -300,7 +300,7 @@ def test_proxies_keep_no_decoded_values() -> None:
 def test_proxies_of_decoded_values_read_the_same() -> None:
     reg = wire.SchemaRegistry([_WIDGET])
     (rec,) = decode(_widget_body(), reg, lazy=True)
-    lazy_obj = QmfObject._from_record(None, None, None, rec)
+    lazy_obj = QmfObject.from_record(None, None, None, rec)
     eager = rec.to_record()
     plain = QmfObject(None, None, None, _WIDGET, eager.object_id, eager.properties,
                       eager.statistics, (eager.timestamp, eager.created, eager.deleted))
@@ -328,6 +328,6 @@ def test_uuid_and_ref_at_fixed_offsets() -> None:
         rec = wire.ObjectRecord("c", 0, schema, 1, 1, 0, ObjectId.make(object=3),
                                 (u, ObjectId.make(object=4), o), None)
         (raw,) = decode(wire.encode([rec], reg), reg, lazy=True)
-        obj = QmfObject._from_record(None, None, None, raw)
+        obj = QmfObject.from_record(None, None, None, raw)
         assert obj.u == u and obj.r == ObjectId.make(object=4)
         assert obj.get("o") == o

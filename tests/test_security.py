@@ -388,7 +388,7 @@ async def test_credentials_stay_out_of_reprs_errors_logs_and_tool_output(
                                     _transport_factory=AiormqTransport) as session:
                 broker = session.brokers[0]
                 texts += [repr(session), repr(broker), str(broker), repr(role),
-                          repr(agent), repr(agent._runtime), repr(broker._transport)]
+                          repr(agent), repr(agent._runtime), repr(broker.transport)]
                 obj = await wait_until(
                     lambda: session.get_objects(_class="counter", _package=PKG, _timeout=5.0),
                     timeout=15.0, interval=0.2, message="the counter")
@@ -398,7 +398,7 @@ async def test_credentials_stay_out_of_reprs_errors_logs_and_tool_output(
                                  message="the session noticing the closed connection")
                 await wait_until(lambda: broker.connected, timeout=15.0,
                                  message="the session reconnecting")
-                texts += [repr(broker), repr(broker._transport)]
+                texts += [repr(broker), repr(broker.transport)]
             # wrong password, unreachable broker (URL and qpid forms)
             for url in (bad, unreachable, qpid_form):
                 with pytest.raises(TransportError) as caught:

@@ -531,7 +531,7 @@ async def _close_console_connection(bus: Bus, broker: Broker) -> bool:
             if len(pids) == 1 and await _rabbitmqctl(
                     "close_connection", pids[0], "qmf-async test: forced close") is not None:
                 return True
-    transport = broker._transport
+    transport = broker.transport
     await cut_connection(transport)
     return False
 
@@ -600,7 +600,7 @@ async def test_connection_loss_fails_pending_calls_and_reconnects(bus: Bus) -> N
 async def test_without_managed_connections_calls_fail_fast_after_a_loss(bus: Bus) -> None:
     async with managed_env(bus) as env:
         b = await env.the_broker()
-        lost = env.broker._transport
+        lost = env.broker.transport
         await cut_connection(lost)  # under the session
         await wait_until(lambda: not env.broker.connected, message="loss noticed")
         assert isinstance(env.broker.error, TransportError)

@@ -66,13 +66,15 @@ from ..wire import (
     SchemaClass,
     V2ObjectId,
 )
-from ._objects import Event, MethodResult, RemoteAgent
+from ._calls import MethodCalls, method_result
+from ._links import SessionSettings
+from ._objects import Event, RemoteAgent
 from ._schemas import SchemaFetches
 from ._v1route import RouteWait, V1Route
 from ._v2 import V2Link, V2Wait
 from ._waits import Wait, Waits
 
-__all__ = ["Broker", "SessionHost"]
+__all__ = ["Broker", "SessionHost", "SessionSettings"]
 
 # the session's logger: a broker's messages are the console's
 log = logging.getLogger("qmf_async.session")
@@ -92,58 +94,47 @@ _PROBE_RETRY = 5.0
 
 
 class SessionHost(Protocol):
-    """What a :class:`Broker` needs of its session (a
-    :class:`~qmf_async.console._session.Session` is one): its settings, the schema
-    cache, counters, and the calls that hand it what the broker received."""
-
-    schemas: codec.SchemaRegistry
-    qmf_version: int | None
-    manage_connections: bool
-    prefetch: int
-    topic_max_length: int
-    max_held: int
-    agent_interval: float
-    min_agent_interval: float
-    missed_heartbeats: int
-    reconnect_min_delay: float
-    reconnect_max_delay: float
-    broker_timeout: float
-    schema_timeout: float
-    close_timeout: float
-    malformed: int
-    held_dropped: int
-    _transport_factory: TransportFactory
+    """What a :class:`Broker` needs of its session: the session itself (its public
+    settings), its transport factory, and the calls that hand it what the broker
+    received (the session gives each broker one; none of them raises)."""
 
     @property
-    def console(self) -> Any: ...
+    def session(self) -> SessionSettings: ...
 
-    def _notify(self, name: str, *args: Any) -> None: ...
+    @property
+    def transport_factory(self) -> TransportFactory: ...
 
-    def _package_seen(self, package: str) -> None: ...
+    def notify(self, name: str, *args: Any) -> None:
+        """Call the console callback ``name`` (if any) with ``args``."""
 
-    def _class_seen(self, kind: int, key: ClassKey) -> None: ...
+    def package_seen(self, package: str) -> None: ...
 
-    def _schema_seen(self, schema: SchemaClass) -> None: ...
+    def class_seen(self, kind: int, key: ClassKey) -> None: ...
 
-    def _binding_keys(self) -> list[str]: ...
+    def schema_seen(self, schema: SchemaClass) -> None: ...
 
-    def _v2_bindings_for(self, broker: Broker) -> list[tuple[str, str | None]]: ...
+    def binding_keys(self) -> list[str]:
+        """The v1 topic binding keys the session's settings ask for."""
 
-    def _agent_arrived(self, agent: RemoteAgent) -> None: ...
+    def v2_bindings_for(self, broker: Broker) -> list[tuple[str, str | None]]: ...
 
-    def _agent_left(self, agent: RemoteAgent) -> None: ...
+    def agent_arrived(self, agent: RemoteAgent) -> None: ...
 
-    def _object_update(self, broker: Broker, agent: RemoteAgent | None,
-                       rec: RawObjectRecord) -> None: ...
+    def agent_left(self, agent: RemoteAgent) -> None: ...
 
-    def _event(self, broker: Broker, event: Event) -> None: ...
+    def object_update(self, broker: Broker, agent: RemoteAgent | None,
+                      rec: RawObjectRecord) -> None: ...
+
+    def event(self, broker: Broker, event: Event) -> None: ...
+
+    def follows_objects(self) -> bool:
+        """Whether a console or a subscription takes object updates."""
+
+    def follows_events(self) -> bool:
+        """Whether a console or a subscription takes events."""
 
 
-def _method_result(msg: MethodResponse) -> MethodResult:
-    return MethodResult(msg.status, msg.text, msg.arguments or {})
-
-
-class Broker(SchemaFetches):
+class Broker(SchemaFetches, MethodCalls):
     """One broker connection of a :class:`Session`.
 
     ``broker_id`` is set when a management broker answered ``B``;
@@ -159,9 +150,12 @@ class Broker(SchemaFetches):
     loss and topic endpoints and runs the ``B`` handshake on every connection.
     """
 
-    def __init__(self, session: SessionHost, url: str, *, tls: TlsOptions | None,
+    def __init__(self, host: SessionHost, url: str, *, tls: TlsOptions | None,
                  timeout: float, sasl_mechanisms: tuple[str, ...] | None = None) -> None:
-        self.session: SessionHost = session
+        #: the session this broker belongs to, and the calls that reach it
+        self.session: SessionSettings = host.session
+        self.owner: SessionHost = host
+        session = self.session
         self.url = url
         self.where = parse_url(url).where
         self.tls = tls
@@ -176,7 +170,7 @@ class Broker(SchemaFetches):
         self.error: BaseException | None = None
         self._runtime = PeerRuntime(
             url, dispatch=self._dispatch, setup=self._setup,
-            transport_factory=session._transport_factory, tls=tls,
+            transport_factory=host.transport_factory, tls=tls,
             sasl_mechanisms=sasl_mechanisms, name="qmf-async console",
             prefetch=session.prefetch, connect_timeout=timeout,
             endpoint_prefix="qmf-reply-", reconnect=session.manage_connections,
@@ -226,9 +220,9 @@ class Broker(SchemaFetches):
             HeartbeatReceived: self._on_heartbeat,
             ObjectUpdate: self._on_object_update,
             EventReceived: self._on_event,
-            PackageSeen: lambda ev: self.session._package_seen(ev.package),
-            ClassSeen: lambda ev: self.session._class_seen(ev.kind, ev.class_key),
-            SchemaSeen: lambda ev: self.session._schema_seen(ev.schema),
+            PackageSeen: lambda ev: self.owner.package_seen(ev.package),
+            ClassSeen: lambda ev: self.owner.class_seen(ev.kind, ev.class_key),
+            SchemaSeen: lambda ev: self.owner.schema_seen(ev.schema),
             SchemaNeeded: self._on_schema_needed,
             HeldDropped: self._on_held_dropped,
             BodyMalformed: self._on_malformed,
@@ -250,7 +244,7 @@ class Broker(SchemaFetches):
         return f"<Broker {self.where} {state}>"
 
     @property
-    def _transport(self) -> TransportProtocol | None:
+    def transport(self) -> TransportProtocol | None:
         """The current connection's transport (None between connections)."""
         return self._runtime.transport
 
@@ -261,7 +255,36 @@ class Broker(SchemaFetches):
         transport = self._runtime.transport
         return None if transport is None else transport.capabilities.protocol or None
 
-    async def _connect(self) -> None:
+    @property
+    def v2(self) -> V2Link | None:
+        """The QMF v2 side of the current connection (None when it speaks v1)."""
+        return self._v2
+
+    @property
+    def reply_queue(self) -> str | None:
+        """The current connection's reply endpoint (None before one)."""
+        return self._reply_queue
+
+    @property
+    def topic_queue(self) -> str | None:
+        """The current connection's v1 topic endpoint (None before one)."""
+        return self._topic_queue
+
+    @property
+    def closing(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closing
+
+    @property
+    def in_handshake(self) -> bool:
+        """Whether a connection's handshake (``B``, the agent list) is running."""
+        return not self._handshake_done.is_set()
+
+    async def handshake_done(self) -> None:
+        """Return once no handshake runs (at once when none does)."""
+        await self._handshake_done.wait()
+
+    async def connect(self) -> None:
         """Connect once (runtime: connect, declare, reply endpoint; then :meth:`_setup`).
 
         Raises:
@@ -288,7 +311,7 @@ class Broker(SchemaFetches):
             self._v2 = V2Link(self, self._v2) if version == 2 else None
             self._route = V1Route(self) if version == 2 else None
             self._twins = set()
-            self._v1_keys = (session._binding_keys() if version == 1
+            self._v1_keys = (self.owner.binding_keys() if version == 1
                              else ["console.heartbeat.#", *_V1_AGENT_LIST])
             # the topic endpoint's overflow is dead-lettered to the loss endpoint, which
             # counts it (topic_dropped); AMQP 1.0 has neither a length cap nor dead
@@ -314,7 +337,7 @@ class Broker(SchemaFetches):
             self.error = None
             await self._handshake()
             if self._v2 is not None:
-                await self._v2.setup(transport, session._v2_bindings_for(self))
+                await self._v2.setup(transport, self.owner.v2_bindings_for(self))
         except BaseException:
             self.connected = False
             raise
@@ -323,7 +346,7 @@ class Broker(SchemaFetches):
 
     async def _handshake(self) -> None:
         """B/b, then the agent list of a management broker."""
-        transport = self._check()
+        transport = self.check()
         out = self._core.send_broker_request()
         wait = self._waits.open(out.seq)
         try:
@@ -337,10 +360,10 @@ class Broker(SchemaFetches):
         else:
             self.broker_id = msg.broker_id
             self.has_management = True
-            self.session._notify("broker_info", self)
+            self.owner.notify("broker_info", self)
             await self._load_broker_agents()
         finally:
-            self._discard(wait)
+            self.discard(wait)
 
     async def _load_broker_agents(self) -> None:
         """Ask the broker's own agent (1.0) for its ``agent`` objects (the v1
@@ -349,11 +372,11 @@ class Broker(SchemaFetches):
             self._handle(self._core.see_agent(1, 0, time.monotonic(), label="broker"))
             agent = RemoteAgent(self, 1, 0, "broker", self.where)
         else:
-            agent = self._see_agent(1, 0, label="broker")
+            agent = self.see_agent(1, 0, label="broker")
         try:
-            records = await self._query(agent,
-                                        {"_class": "agent", "_package": BROKER_AGENT_CLASS[0]},
-                                        self.session.broker_timeout)
+            records = await self.query(agent,
+                                       {"_class": "agent", "_package": BROKER_AGENT_CLASS[0]},
+                                       self.session.broker_timeout)
         except QmfError as exc:
             log.info("agent list of %s not available: %s", self.where, exc)
             return
@@ -372,21 +395,24 @@ class Broker(SchemaFetches):
         if self._v2 is not None:
             self._v2.connection_lost(lost)
         self._waits.fail_all(lost)  # waits the core no longer knew (already answered)
-        self.session._notify("broker_disconnected", self)
+        self.owner.notify("broker_disconnected", self)
 
-    def _start_reconnect(self) -> None:
-        """The first connection failed: let the runtime retry it with backoff."""
+    def start_reconnect(self) -> None:
+        """The first connection failed: let the runtime retry it with backoff (in the
+        background; raises nothing)."""
         self._runtime.run(connected=False)
 
     def _connect_failed(self, exc: BaseException, delay: float) -> None:
         self.error = exc
-        self.session._notify("broker_connection_failed", self, exc)
+        self.owner.notify("broker_connection_failed", self, exc)
 
     def _reconnected(self) -> None:
         self.reconnects += 1
-        self.session._notify("broker_connected", self)
+        self.owner.notify("broker_connected", self)
 
-    async def _close(self) -> None:
+    async def close(self) -> None:
+        """Close the connection (bounded by the session's ``close_timeout``): pending
+        requests fail with NotConnectedError.  Raises nothing of its own."""
         self._closing = True
         for task in list(self._tasks):
             task.cancel()
@@ -398,7 +424,7 @@ class Broker(SchemaFetches):
         self.connected = False
         await self._runtime.stop(self.session.close_timeout, flush=0.0)
 
-    def _check(self) -> TransportProtocol:
+    def check(self) -> TransportProtocol:
         """The open transport, for publishing at once (requests bypass the runtime's
         queue: their replies are awaited, and the hot path stays one call deep).
 
@@ -413,7 +439,7 @@ class Broker(SchemaFetches):
 
     async def _publish(self, msg: Message, routing_key: str,
                        methods: Mapping[int, Any] | None = None) -> None:
-        transport = self._check()
+        transport = self.check()
         body = codec.encode(msg, self.session.schemas, methods=methods)
         await transport.publish(body, exchange=MANAGEMENT, routing_key=routing_key,
                                 reply_to=self._reply_queue)
@@ -436,12 +462,13 @@ class Broker(SchemaFetches):
             await transport.publish(out.body, exchange=exchange, routing_key=out.routing_key,
                                     reply_to=self._reply_queue)
         except BaseException:
-            self._discard(wait)
+            self.discard(wait)
             raise
         return wait
 
-    def _discard(self, wait: Wait | V2Wait | RouteWait) -> None:
-        """Forget a wait (done, timed out, cancelled) and its request in the core."""
+    def discard(self, wait: Wait | V2Wait | RouteWait) -> None:
+        """Forget a wait (done, timed out, cancelled) and its request in the core
+        (raises nothing)."""
         if isinstance(wait, RouteWait):
             wait.cancel()
             return
@@ -452,13 +479,20 @@ class Broker(SchemaFetches):
         if self._waits.discard(wait):
             self._core.cancel(wait.seq)
 
-    async def _request(self, agent: RemoteAgent | None, msg_factory: Callable[[int], Message],
-                       routing_key: str, *, query: bool, expect: str, timeout: float,
-                       exchange: str = MANAGEMENT) -> Any:
+    async def request(self, agent: RemoteAgent | None, msg_factory: Callable[[int], Message],
+                      routing_key: str, *, query: bool, expect: str, timeout: float,
+                      exchange: str = MANAGEMENT) -> Any:
         """Send one request and wait for its reply (or its indications and ``z``).
         ``exchange``: ``qmf.default.direct`` for a v1 ``S`` to a v2 agent, which v2
-        agents answer on their v2 address (``routing_key`` their name)."""
-        transport = self._check()
+        agents answer on their v2 address (``routing_key`` their name).
+
+        Raises:
+            NotConnectedError, TransportError: not sent, or the connection was lost.
+            QmfTimeout: no complete answer within ``timeout``.
+            CommandError: the agent answered with an error (a query's ``z``).
+            AgentGoneError: the agent left meanwhile.
+        """
+        transport = self.check()
         banks = None if agent is not None and agent.name else self._banks(agent)
         out = self._core.send_request(msg_factory, routing_key, query=query,
                                       agent=banks, expect=expect)
@@ -470,33 +504,38 @@ class Broker(SchemaFetches):
             raise QmfTimeout(f"no complete answer from {agent or routing_key} on {self.where} "
                              f"within {timeout}s") from None
         finally:
-            self._discard(wait)
+            self.discard(wait)
 
-    async def _query(self, agent: RemoteAgent, query: Mapping[str, Any],
-                     timeout: float) -> list[Message]:
+    async def query(self, agent: RemoteAgent, query: Mapping[str, Any],
+                    timeout: float) -> list[Message]:
+        """The records of one ``G`` to ``agent`` (over v1 or v2 as the agent speaks).
+
+        Raises:
+            As :meth:`request`.
+        """
         if agent.name and self._v2 is not None:  # a v2 agent: its records, as over v1
             records: list[Any] = []
-            wait = await self._send_query(agent, query, records.append)
+            wait = await self.send_query(agent, query, records.append)
             try:
                 await asyncio.wait_for(asyncio.shield(wait.future), timeout)
             except TimeoutError:
                 raise QmfTimeout(f"no complete answer from {agent} on {self.where} "
                                  f"within {timeout}s") from None
             finally:
-                self._discard(wait)
+                self.discard(wait)
             return records
-        found: list[Message] = await self._request(
+        found: list[Message] = await self.request(
             agent, lambda seq: GetQuery(seq, dict(query)), agent.key, query=True, expect="",
             timeout=timeout)
         return found
 
-    async def _send_query(self, agent: RemoteAgent, query: Mapping[str, Any],
-                          sink: Callable[[Message | RawObjectRecord], None],
-                          where: list[Any] | None = None) -> Wait:
+    async def send_query(self, agent: RemoteAgent, query: Mapping[str, Any],
+                         sink: Callable[[Message | RawObjectRecord], None],
+                         where: list[Any] | None = None) -> Wait:
         """Send a ``G`` whose records go to ``sink``; the wait completes at its ``z``.
         ``where``: a v2 ``_where`` predicate for a v2 agent that applies it.
 
-        The caller must :meth:`_discard` the wait.
+        The caller must :meth:`discard` the wait.
 
         Raises:
             NotConnectedError, TransportError: not sent.
@@ -507,18 +546,18 @@ class Broker(SchemaFetches):
                 return route.start(agent, query, sink, where)  # type: ignore[return-value]
             return await self._v2.send_query(agent, query, sink,  # type: ignore[return-value]
                                              where=where)
-        return await self._send_v1_query((agent.broker_bank, agent.agent_bank), query, sink)
+        return await self.send_v1_query((agent.broker_bank, agent.agent_bank), query, sink)
 
-    async def _send_v1_query(self, banks: tuple[int, int], query: Mapping[str, Any],
-                             sink: Callable[[Message | RawObjectRecord], None]) -> Wait:
-        """Send a v1 ``G`` to the agent of ``banks``; as :meth:`_send_query`."""
-        transport = self._check()
+    async def send_v1_query(self, banks: tuple[int, int], query: Mapping[str, Any],
+                            sink: Callable[[Message | RawObjectRecord], None]) -> Wait:
+        """Send a v1 ``G`` to the agent of ``banks``; as :meth:`send_query`."""
+        transport = self.check()
         out = self._core.send_query(banks, query, sink=sink)
         return await self._send(transport, out)
 
     # ------------------------------------------------------------------ agents
 
-    def _see_agent(self, bb: int, ab: int, *, label: str | None = None) -> RemoteAgent:
+    def see_agent(self, bb: int, ab: int, *, label: str | None = None) -> RemoteAgent:
         """The agent of these banks, noted alive now (it arrives if it was not known)."""
         self._handle(self._core.see_agent(bb, ab, time.monotonic(), label=label))
         return self._agents[(bb, ab)]
@@ -526,7 +565,7 @@ class Broker(SchemaFetches):
     def _departed_why(self, banks: tuple[int, int]) -> str | None:
         return self._core.departed_why(banks)
 
-    def _age_agents(self, now: float) -> None:
+    def age_agents(self, now: float) -> None:
         """Age the agents out whose heartbeats stopped, as of the last moment this
         console is known to have handled everything it had received.
 
@@ -599,12 +638,17 @@ class Broker(SchemaFetches):
         self._probe_sent = None
         return True
 
-    def _forget_agents(self) -> None:
+    def forget_agents(self) -> None:
+        """The broker is removed: every agent leaves (the session hears of each)."""
         self._handle(self._core.forget_agents("broker removed"))
         for banks, agent in list(self._agents.items()):
             if agent.name:  # v2 agents: not in the v1 core's directory
                 del self._agents[banks]
-                self.session._agent_left(agent)
+                self.owner.agent_left(agent)
+
+    def known_agent(self, banks: tuple[int, int]) -> RemoteAgent | None:
+        """The known agent of ``banks`` (None when none is)."""
+        return self._agents.get(banks)
 
     def agents(self) -> list[RemoteAgent]:
         """The agents currently known on this broker."""
@@ -653,7 +697,7 @@ class Broker(SchemaFetches):
         if wait is not None and not wait.future.done():
             wait.future.set_result(msg)
         if type(msg) is MethodResponse and self.session.console is not None:
-            self.session._notify("method_response", self, msg.seq, _method_result(msg))
+            self.owner.notify("method_response", self, msg.seq, method_result(msg))
 
     def _on_query_done(self, ev: QueryDone) -> None:
         wait = self._waits.finish(ev.seq)
@@ -696,16 +740,25 @@ class Broker(SchemaFetches):
         agent = self._agents.pop(banks, None)
         if agent is not None:
             self._follow_v1_agent(agent, False)
-            self.session._agent_left(agent)
+            self.owner.agent_left(agent)
 
-    def _v2_agent_arrived(self, agent: RemoteAgent) -> None:
-        """A v2 agent arrived: its v1 twin, if known, is hidden."""
+    def v2_agent_arrived(self, agent: RemoteAgent) -> None:
+        """Over v2: ``agent`` arrived (its link says so): it joins the agent list, the
+        session hears of it, and its v1 twin, if known, is hidden."""
+        self._agents[(agent.broker_bank, agent.agent_bank)] = agent
+        self.owner.agent_arrived(agent)
         for banks, known in list(self._agents.items()):
             if not known.name and banks != (1, 0) and self._v2_twin(known.label) is agent:
                 self._hide_v1_twin(banks)
 
-    def _v2_agent_left(self, agent: RemoteAgent) -> None:
-        """A v2 agent left: its v1 twin, if still alive over v1, is shown again."""
+    def v2_agent_left(self, banks: tuple[int, int]) -> None:
+        """Over v2: the agent of ``banks`` left (its link says so): it leaves the agent
+        list, the session hears of it, and its v1 twin, if still alive over v1, is
+        shown again.  Nothing happens for banks of no known agent."""
+        agent = self._agents.pop(banks, None)
+        if agent is None:
+            return
+        self.owner.agent_left(agent)
         for banks in list(self._twins):
             info = self._core.agents.get(banks)
             if info is None:
@@ -725,11 +778,11 @@ class Broker(SchemaFetches):
         self._agents[banks] = agent
         if self._v2 is not None:
             self._follow_v1_agent(agent, True)
-        self.session._agent_arrived(agent)
+        self.owner.agent_arrived(agent)
 
     def _follow_v1_agent(self, agent: RemoteAgent, add: bool) -> None:
         """Over v2: bind (or unbind) the v1 objects and events of a v1-only agent."""
-        transport, topic = self._transport, self._topic_queue
+        transport, topic = self.transport, self._topic_queue
         if transport is None or topic is None or not self.connected:
             return
         keys = [f"console.obj.{agent.broker_bank}.{agent.agent_bank}.#",
@@ -766,19 +819,19 @@ class Broker(SchemaFetches):
         if agent is not None:
             if self._v2 is not None:
                 self._follow_v1_agent(agent, False)
-            self.session._agent_left(agent)
+            self.owner.agent_left(agent)
 
     def _on_heartbeat(self, ev: HeartbeatReceived) -> None:
         agent = self._agents.get((ev.broker_bank, ev.agent_bank))
         if agent is not None and not agent.name:
-            self.session._notify("heartbeat", agent, ev.timestamp)
+            self.owner.notify("heartbeat", agent, ev.timestamp)
 
     def _on_object_update(self, ev: ObjectUpdate) -> None:
         banks = ev.agent
         if self._v2_owns(banks):
             return
         agent = self._agents.get(banks) if banks is not None else None
-        self.session._object_update(self, agent, ev.record)
+        self.owner.object_update(self, agent, ev.record)
 
     def _on_event(self, ev: EventReceived) -> None:
         banks = ev.agent
@@ -788,7 +841,7 @@ class Broker(SchemaFetches):
         msg = ev.message
         event = Event(msg.schema.class_key, msg.timestamp, msg.severity, dict(msg.arguments),
                       agent, msg.schema)
-        self.session._event(self, event)
+        self.owner.event(self, event)
 
     def _on_malformed(self, ev: BodyMalformed) -> None:
         self.session.malformed += 1

@@ -10,7 +10,10 @@ from __future__ import annotations
 import uuid
 from typing import Any, Protocol
 
-__all__ = ["BrokerLink", "SessionLink"]
+from .. import wire as codec
+from ..wire import ClassKey
+
+__all__ = ["BrokerLink", "SessionLink", "SessionSettings"]
 
 
 class BrokerLink(Protocol):
@@ -29,11 +32,45 @@ class BrokerLink(Protocol):
 
     def agents(self) -> list[Any]: ...
 
+    async def call_method(self, obj: Any, method: Any, in_args: dict[str, Any],
+                          timeout: float | None) -> Any: ...
+
 
 class SessionLink(Protocol):
     """The calls an object proxy makes on its session."""
 
     async def get_objects(self, **kwargs: Any) -> list[Any]: ...
 
-    async def _call_method(self, obj: Any, method: Any, in_args: dict[str, Any],
-                           timeout: float | None) -> Any: ...
+
+class SessionSettings(Protocol):
+    """The session a :class:`Broker` belongs to, as the broker reads it (a
+    :class:`~qmf_async.console._session.Session` is one): its settings (read live:
+    they may change after the broker was added), the schema cache and counters."""
+
+    schemas: codec.SchemaRegistry
+    qmf_version: int | None
+    manage_connections: bool
+    prefetch: int
+    topic_max_length: int
+    max_held: int
+    agent_interval: float
+    min_agent_interval: float
+    missed_heartbeats: int
+    reconnect_min_delay: float
+    reconnect_max_delay: float
+    timeout: float
+    broker_timeout: float
+    schema_timeout: float
+    completion_timeout: float
+    close_timeout: float
+    max_query_items: int
+    malformed: int
+    held_dropped: int
+
+    @property
+    def console(self) -> Any: ...
+
+    async def get_packages(self, *, _timeout: float | None = None) -> list[str]: ...
+
+    async def get_classes(self, package: str, *,
+                          _timeout: float | None = None) -> list[ClassKey]: ...

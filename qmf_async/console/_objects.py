@@ -141,9 +141,11 @@ class QmfObject:
         self._changed = changed
 
     @classmethod
-    def _from_raw(cls, session: SessionLink | None, broker: BrokerLink | None,
-                  agent: RemoteAgent | None, reader: RecordReader, raw: bytes, kind: str,
-                  sofs: int, changed: Change | None = None) -> QmfObject:
+    def from_raw(cls, session: SessionLink | None, broker: BrokerLink | None,
+                 agent: RemoteAgent | None, reader: RecordReader, raw: bytes, kind: str,
+                 sofs: int, changed: Change | None = None) -> QmfObject:
+        """A proxy of a received record's bytes (``raw`` in ``g`` layout, ``kind`` the
+        parts it holds, ``sofs`` where its statistics start), as sessions build them."""
         # changed: what the update carried (default: the parts in ``kind``, and
         # DELETED when the record's delete time is set)
         obj: QmfObject = _new(reader.proxy_class or _proxy_class(reader))
@@ -163,11 +165,12 @@ class QmfObject:
         return obj
 
     @classmethod
-    def _from_record(cls, session: SessionLink | None, broker: BrokerLink | None,
-                     agent: RemoteAgent | None, rec: RawObjectRecord | ObjectRecord) -> QmfObject:
+    def from_record(cls, session: SessionLink | None, broker: BrokerLink | None,
+                    agent: RemoteAgent | None, rec: RawObjectRecord | ObjectRecord) -> QmfObject:
+        """A proxy of a received record (raw or decoded), as sessions build them."""
         if type(rec) is RawObjectRecord:
-            return cls._from_raw(session, broker, agent, rec.codec, rec.raw,
-                                 rec.opcode, rec.sofs)
+            return cls.from_raw(session, broker, agent, rec.codec, rec.raw,
+                                rec.opcode, rec.sofs)
         return cls(session, broker, agent, rec.schema, rec.object_id, rec.properties,
                    rec.statistics, (rec.timestamp, rec.created, rec.deleted))
 
@@ -327,6 +330,10 @@ class QmfObject:
     def get_broker(self) -> BrokerLink | None:
         return self._broker
 
+    def get_session(self) -> SessionLink | None:
+        """The session this proxy belongs to (None for a proxy built by hand)."""
+        return self._session
+
     async def update(self, *, _timeout: float | None = None) -> None:
         """Refresh properties and statistics from the agent.
 
@@ -382,12 +389,12 @@ class QmfObject:
             NotConnectedError: the broker is not connected.
             TransportError: the connection failed or was lost.
         """
-        if self._session is None or self._broker is None:
+        broker = self._broker
+        if self._session is None or broker is None:
             raise UsageError("this object is not attached to a session")
         schema_method = self._reader.schema.method(method)
         in_args = bind_arguments(schema_method, args, kwargs)
-        result: MethodResult = await self._session._call_method(self, schema_method, in_args,
-                                                                _timeout)
+        result: MethodResult = await broker.call_method(self, schema_method, in_args, _timeout)
         return result
 
     def __repr__(self) -> str:
@@ -492,11 +499,11 @@ class _BoundMethod:
                        **kwargs: Any) -> MethodResult:
         # QmfObject.invoke with the method at hand and its compiled binder
         obj = self._obj
-        session = obj._session
-        if session is None or obj._broker is None:
+        broker = obj.get_broker()
+        if broker is None or obj.get_session() is None:
             raise UsageError("this object is not attached to a session")
-        result: MethodResult = await session._call_method(obj, self._method,
-                                                          self._bind(args, kwargs), _timeout)
+        result: MethodResult = await broker.call_method(obj, self._method,
+                                                        self._bind(args, kwargs), _timeout)
         return result
 
     def __repr__(self) -> str:

@@ -80,7 +80,7 @@ class ObjectQueries:
     @staticmethod
     async def _handshakes_done(brokers: list[Broker], timeout: float) -> None:
         """Wait (at most ``timeout``) for the handshakes of brokers still in one."""
-        waiting = [b._handshake_done.wait() for b in brokers if not b._handshake_done.is_set()]
+        waiting = [b.handshake_done() for b in brokers if b.in_handshake]
         if waiting:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.gather(*waiting), timeout)
@@ -93,7 +93,7 @@ class ObjectQueries:
                 if broker in self.brokers and not broker.connected:
                     raise NotConnectedError(f"not connected to {broker.where}")
                 raise UsageError(f"{_agent} does not belong to the selected broker(s)")
-            if (_agent.broker_bank, _agent.agent_bank) not in broker._agents:
+            if broker.known_agent((_agent.broker_bank, _agent.agent_bank)) is None:
                 # aged out or deleted: nobody would answer, fail now instead of timing out
                 raise AgentGoneError(f"{_agent} on {broker.where} is gone")
             return [(broker, _agent)]
@@ -101,7 +101,7 @@ class ObjectQueries:
         for b in brokers:
             if _objectId is not None:
                 banks = _objectId.agent_key()
-                agent = b._agents.get(banks) or b._see_agent(*banks)
+                agent = b.known_agent(banks) or b.see_agent(*banks)
                 targets.append((b, agent))
             else:
                 targets.extend((b, a) for a in b.agents())
@@ -148,7 +148,7 @@ class ObjectQueries:
         fan_out = _agent is None and oid is None
         delivered: list[QmfObject] = []
         seen = [False]  # a record of the asked class arrived (before the filters)
-        from_raw = QmfObject._from_raw
+        from_raw = QmfObject.from_raw
         # the Session this is mixed into is the proxies' SessionLink
         link = cast(SessionLink, self)
         limit = self.max_query_items
@@ -199,8 +199,8 @@ class ObjectQueries:
         predicate = _where_predicate(selector, property_equals)
         try:
             for broker, agent in targets:
-                entry = await broker._send_query(agent, query, on_item(broker, agent),
-                                                 predicate)
+                entry = await broker.send_query(agent, query, on_item(broker, agent),
+                                                predicate)
                 entries.append((broker, agent, entry))
             if not entries:
                 where = ", ".join(b.where for b in brokers)
@@ -240,7 +240,7 @@ class ObjectQueries:
                 await self._check_class_name(_class, _package, min(timeout, self.broker_timeout))
         finally:
             for broker, _agent2, entry in entries:
-                broker._discard(entry)
+                broker.discard(entry)
 
     def _class_known(self, name: str, package: str | None) -> bool:
         """A schema in the cache, or a class announced on the bus, has this name."""

@@ -29,11 +29,15 @@ MANAGEMENT: Final = names.MANAGEMENT_EXCHANGE
 
 
 class SchemaSession(Protocol):
-    """What the schema fetches need of the session (a part of ``SessionHost``)."""
+    """What the schema fetches read of the session (a part of ``SessionSettings``)."""
 
     schema_timeout: float
 
-    def _schema_seen(self, schema: SchemaClass) -> None: ...
+
+class SchemaOwner(Protocol):
+    """What the schema fetches call on the session (a part of ``SessionHost``)."""
+
+    def schema_seen(self, schema: SchemaClass) -> None: ...
 
 
 class SchemaFetches:
@@ -42,6 +46,7 @@ class SchemaFetches:
 
     if TYPE_CHECKING:  # provided by the Broker
         session: SchemaSession
+        owner: SchemaOwner
         where: str
         _core: ConsoleProtocol
         _agents: dict[tuple[int, int], RemoteAgent]
@@ -50,15 +55,15 @@ class SchemaFetches:
         @property
         def has_management(self) -> bool: ...
 
-        async def _request(self, agent: RemoteAgent | None,
-                           msg_factory: Callable[[int], Message], routing_key: str, *,
-                           query: bool, expect: str, timeout: float,
-                           exchange: str = MANAGEMENT) -> Any: ...
+        async def request(self, agent: RemoteAgent | None,
+                          msg_factory: Callable[[int], Message], routing_key: str, *,
+                          query: bool, expect: str, timeout: float,
+                          exchange: str = MANAGEMENT) -> Any: ...
 
         def _handle(self, events: list[Any]) -> None: ...
 
-    async def _fetch_v1_schema(self, key: ClassKey, timeout: float,
-                               agent: RemoteAgent | None = None) -> SchemaClass | None:
+    async def fetch_v1_schema(self, key: ClassKey, timeout: float,
+                              agent: RemoteAgent | None = None) -> SchemaClass | None:
         """The schema of ``key`` with a v1 ``S``: asked of the v2 ``agent`` on its v2
         address (as the classic console does; v2 agents answer it there) unless it is
         qpidd's, and of the management broker (qpidd answers it whichever QMF version
@@ -73,11 +78,11 @@ class SchemaFetches:
             targets.append((agent, agent.name, V2_DIRECT))
         if self.has_management:
             targets.append((None, "broker", MANAGEMENT))
-        return await self._ask_schema(key, targets, timeout)
+        return await self.ask_schema(key, targets, timeout)
 
-    async def _ask_schema(self, key: ClassKey,
-                          targets: list[tuple[RemoteAgent | None, str, str]],
-                          timeout: float) -> SchemaClass | None:
+    async def ask_schema(self, key: ClassKey,
+                         targets: list[tuple[RemoteAgent | None, str, str]],
+                         timeout: float) -> SchemaClass | None:
         """Send a v1 ``S`` for ``key`` to every target (agent, routing key, exchange) at
         once and return the first schema of ``key`` answered; the other requests are
         then withdrawn.  All at once, not one after the other: an agent that does not
@@ -91,9 +96,9 @@ class SchemaFetches:
             QmfTimeout, CommandError, TransportError: every request failed.
         """
         async def ask(who: RemoteAgent | None, routing: str, exchange: str) -> SchemaClass:
-            reply = await self._request(who, lambda seq: SchemaRequest(seq, key), routing,
-                                        query=False, expect="s", timeout=timeout,
-                                        exchange=exchange)
+            reply = await self.request(who, lambda seq: SchemaRequest(seq, key), routing,
+                                       query=False, expect="s", timeout=timeout,
+                                       exchange=exchange)
             if not isinstance(reply, SchemaResponse):
                 raise ProtocolError(f"{routing} answered the schema request for {key} "
                                     f"with {type(reply).__name__}")
@@ -138,12 +143,12 @@ class SchemaFetches:
         why: str
         try:
             try:
-                schema = await self._ask_schema(key, targets, self.session.schema_timeout)
+                schema = await self.ask_schema(key, targets, self.session.schema_timeout)
             except (QmfError, CommandError) as exc:
                 why = str(exc)
             else:
                 if schema is not None:
-                    self.session._schema_seen(schema)
+                    self.owner.schema_seen(schema)
                     return
                 why = "no agent to ask"
             self._handle(self._core.drop_held(f"schema {key} could not be fetched: {why}",
@@ -151,7 +156,7 @@ class SchemaFetches:
         finally:
             self._core.fetch_finished(key)
 
-    def _release_held(self, key: ClassKey) -> None:
+    def release_held(self, key: ClassKey) -> None:
         """The schema of ``key`` arrived: route the bodies held for it."""
         if key in self._core.held:
             self._handle(self._core.schema_known(key, time.monotonic()))

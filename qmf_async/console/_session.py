@@ -19,13 +19,13 @@ import inspect
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Any, cast
+from typing import Any
+
+import attrs
 
 from .. import wire as codec
 from ..errors import (
-    AgentGoneError,
     CommandError,
-    MethodError,
     NotConnectedError,
     QmfError,
     QmfTimeout,
@@ -50,17 +50,14 @@ from ..wire import (
     ClassKey,
     ClassKind,
     ClassQuery,
-    CommandComplete,
     Message,
-    MethodResponse,
     ObjectId,
     PackageIndication,
     PackageQuery,
-    RecordLayout,
+    RawObjectRecord,
     SchemaClass,
-    SchemaMethod,
 )
-from ._broker import MANAGEMENT, Broker, _method_result
+from ._broker import MANAGEMENT, Broker
 from ._objects import Event, MethodResult, QmfObject, RemoteAgent
 from ._query import ObjectQueries
 from ._query import _where_predicate as _where_predicate  # re-exported (tests use it)
@@ -125,9 +122,27 @@ class Console:
 
 
 
-#: first half of an object id -> ((broker bank, agent bank), routing key of its agent);
-#: cleared when full (a few entries per agent boot)
-_METHOD_ROUTES: dict[bytes, tuple[tuple[int, int], str]] = {}
+@attrs.frozen(slots=True)
+class _BrokerHost:
+    """What a :class:`Broker` may call on its :class:`Session` (a ``SessionHost``):
+    the session (for its public settings), its transport factory, and its handlers of
+    what the broker receives, bound (they stay private methods of the Session, whose
+    user-facing API this leaves as it is).  Built by :meth:`Session._broker_host`."""
+
+    session: Session
+    transport_factory: TransportFactory
+    notify: Callable[..., None]
+    package_seen: Callable[[str], None]
+    class_seen: Callable[[int, ClassKey], None]
+    schema_seen: Callable[[SchemaClass], None]
+    binding_keys: Callable[[], list[str]]
+    v2_bindings_for: Callable[[Broker], list[tuple[str, str | None]]]
+    agent_arrived: Callable[[RemoteAgent], None]
+    agent_left: Callable[[RemoteAgent], None]
+    object_update: Callable[[Broker, RemoteAgent | None, RawObjectRecord], None]
+    event: Callable[[Broker, Event], None]
+    follows_objects: Callable[[], bool]
+    follows_events: Callable[[], bool]
 
 
 class Session(ObjectQueries, ObjectView):
@@ -253,7 +268,7 @@ class Session(ObjectQueries, ObjectView):
     def console(self, value: Console | None) -> None:
         self._console = value
         # over v2 a console receives every object and event: the bindings follow
-        if not self._closed and any(b._v2 is not None for b in self.brokers):
+        if not self._closed and any(b.v2 is not None for b in self.brokers):
             self._sync_v2()
 
     # ------------------------------------------------------------------ lifecycle
@@ -312,24 +327,24 @@ class Session(ObjectQueries, ObjectView):
         url = broker_url(url)  # qpid-style addresses (host:port, user/pass@host) too
         if tls is None and (cafile or certfile or keyfile or not verify_hostname):
             tls = TlsOptions(cafile, certfile, keyfile, verify_hostname)
-        broker = Broker(self, url, tls=tls, timeout=timeout or self.timeout,
+        broker = Broker(self._broker_host(), url, tls=tls, timeout=timeout or self.timeout,
                         sasl_mechanisms=sasl_mechanism_list(sasl_mechanisms))
         self.brokers.append(broker)
         self._start_ager()
         try:
-            await broker._connect()
+            await broker.connect()
         except (TransportError, QmfTimeout) as exc:
             if self.manage_connections:
                 broker.error = exc
                 self._notify("broker_connection_failed", broker, exc)
-                broker._start_reconnect()
+                broker.start_reconnect()
                 return broker
             self.brokers.remove(broker)
             raise
         except BaseException:
             self.brokers.remove(broker)
             with contextlib.suppress(Exception):
-                await broker._close()
+                await broker.close()
             raise
         self._notify("broker_connected", broker)
         return broker
@@ -338,8 +353,8 @@ class Session(ObjectQueries, ObjectView):
         """Disconnect and forget a broker; its pending requests fail with NotConnectedError."""
         if broker in self.brokers:
             self.brokers.remove(broker)
-        broker._forget_agents()
-        await broker._close()
+        broker.forget_agents()
+        await broker.close()
 
     async def close(self) -> None:
         """Close every broker connection (bounded by ``close_timeout`` each); idempotent."""
@@ -360,7 +375,7 @@ class Session(ObjectQueries, ObjectView):
         for task in list(self._tasks):
             task.cancel()
         brokers, self.brokers = list(self.brokers), []
-        await asyncio.gather(*(b._close() for b in brokers), return_exceptions=True)
+        await asyncio.gather(*(b.close() for b in brokers), return_exceptions=True)
         for sub in self._event_subs + self._update_subs + self._agent_subs:
             sub.close()
 
@@ -373,7 +388,16 @@ class Session(ObjectQueries, ObjectView):
             await asyncio.sleep(max(self.min_agent_interval, 0.05))
             now = time.monotonic()
             for broker in list(self.brokers):
-                broker._age_agents(now)
+                broker.age_agents(now)
+
+    def _broker_host(self) -> _BrokerHost:
+        """The calls a new broker of this session makes on it."""
+        return _BrokerHost(
+            self, self._transport_factory, self._notify, self._package_seen,
+            self._class_seen, self._schema_seen, self._binding_keys, self._v2_bindings_for,
+            self._agent_arrived, self._agent_left, self._object_update, self._event,
+            lambda: self.console is not None or bool(self._update_subs),
+            lambda: self.console is not None or bool(self._event_subs))
 
     # ------------------------------------------------------------------ bindings
 
@@ -403,16 +427,16 @@ class Session(ObjectQueries, ObjectView):
                 interests.append(Interest("data"))
             if self.rcv_events:
                 interests.append(Interest("event"))
-        assert broker._v2 is not None
+        assert broker.v2 is not None
         return v2_bindings(interests, self._user_keys if self.user_bindings else (),
-                           broker._v2.name_of)
+                           broker.v2.name_of)
 
     def _sync_v2(self) -> list[asyncio.Task[None]]:
         """Bring the v2 bindings of every connected broker in line with the
         subscriptions (in the background; a failure is logged).  Returns the tasks."""
         tasks = []
         for broker in self.brokers:
-            v2, transport = broker._v2, broker._transport
+            v2, transport = broker.v2, broker.transport
             if v2 is None or transport is None or not broker.connected:
                 continue
             task = asyncio.get_running_loop().create_task(
@@ -437,11 +461,11 @@ class Session(ObjectQueries, ObjectView):
             subs.remove(s)
             if self._interests.pop(s, None) is not None and not self._closed:
                 self._sync_v2()
-        sub._on_close = closed
+        sub.on_close(closed)
         subs.append(sub)
         self._interests[sub] = interest
-        if any(b._v2 is not None for b in self.brokers):
-            sub._binding = self._sync_v2()
+        if any(b.v2 is not None for b in self.brokers):
+            sub.binding(self._sync_v2())
 
     async def _add_binding(self, *keys: str) -> None:
         if not self.user_bindings:
@@ -449,14 +473,14 @@ class Session(ObjectQueries, ObjectView):
         new = [k for k in keys if k not in self._user_keys]
         self._user_keys.extend(new)
         for broker in self.brokers:
-            transport = broker._transport
+            transport = broker.transport
             if not broker.connected or transport is None:
                 continue
-            if broker._v2 is not None:
-                await broker._v2.sync(transport, self._v2_bindings_for(broker))
-            elif broker._topic_queue:
+            if broker.v2 is not None:
+                await broker.v2.sync(transport, self._v2_bindings_for(broker))
+            elif broker.topic_queue:
                 for k in new:
-                    await transport.bind(broker._topic_queue, MANAGEMENT, k)
+                    await transport.bind(broker.topic_queue, MANAGEMENT, k)
 
     async def bind_package(self, package: str) -> None:
         """Receive objects and events of ``package`` (user_bindings only)."""
@@ -522,23 +546,23 @@ class Session(ObjectQueries, ObjectView):
             self._schemas_announced.add(schema.class_key)
             self._notify("schema", schema)
         for broker in self.brokers:
-            broker._release_held(schema.class_key)
+            broker.release_held(schema.class_key)
 
     def _agent_arrived(self, agent: RemoteAgent) -> None:
         self._notify("new_agent", agent)
         for sub in self._agent_subs:
-            sub._put(("added", agent))
+            sub.deliver(("added", agent))
 
     def _agent_left(self, agent: RemoteAgent) -> None:
         self._forget_objects_of(agent)
         self._notify("del_agent", agent)
         for sub in self._agent_subs:
-            sub._put(("removed", agent))
+            sub.deliver(("removed", agent))
 
     def _event(self, broker: Broker, event: Event) -> None:
         self._notify("event", broker, event)
         for sub in self._event_subs:
-            sub._put(event)
+            sub.deliver(event)
 
     # ------------------------------------------------------------------ subscriptions
 
@@ -652,12 +676,12 @@ class Session(ObjectQueries, ObjectView):
         waits: list[Awaitable[Any]] = []
         for b in self._connected_brokers():
             if b.has_management:
-                waits.append(b._request(None, make, "broker", query=True, expect=expect,
-                                        timeout=timeout or self.timeout))
+                waits.append(b.request(None, make, "broker", query=True, expect=expect,
+                                       timeout=timeout or self.timeout))
             else:
                 for a in b.agents():
-                    waits.append(b._request(a, make, a.key, query=True, expect=expect,
-                                            timeout=timeout or self.timeout))
+                    waits.append(b.request(a, make, a.key, query=True, expect=expect,
+                                           timeout=timeout or self.timeout))
         for outcome in await asyncio.gather(*waits, return_exceptions=True):
             if isinstance(outcome, BaseException):
                 errors.append(outcome)
@@ -720,7 +744,7 @@ class Session(ObjectQueries, ObjectView):
                 [(None, "broker", MANAGEMENT)] if b.has_management
                 else [(a, a.key, MANAGEMENT) for a in b.agents()])
             try:
-                schema = await b._ask_schema(key, targets, _timeout or self.schema_timeout)
+                schema = await b.ask_schema(key, targets, _timeout or self.schema_timeout)
             except (QmfError, CommandError) as exc:
                 errors.append(exc)
                 continue
@@ -793,58 +817,3 @@ class Session(ObjectQueries, ObjectView):
                 task.cancel()
                 with contextlib.suppress(BaseException):
                     await task
-
-    async def _call_method(self, obj: QmfObject, method: SchemaMethod, in_args: dict[str, Any],
-                           timeout: float | None) -> MethodResult:
-        broker = cast(Broker, obj.get_broker())  # a proxy's broker is a Broker of ours
-        transport = broker._check()
-        raw_oid = RecordLayout.object_id_bytes(obj._raw)  # obj.get_object_id() as bytes
-        v2 = broker._v2
-        fast = broker._route
-        target = fast.method_target(raw_oid, method, in_args) if fast is not None else None
-        if target is not None:  # an object read over qpidd's fast path: called over v1
-            raw_oid, in_args = target
-        elif v2 is not None and raw_oid in v2.oids:  # an object received over QMF v2
-            return await v2.call(raw_oid, obj._agent, obj.get_schema(), method, in_args,
-                                 timeout if timeout is not None else self.timeout)
-        head = raw_oid[:8]  # flags, boot sequence, broker and agent bank
-        route = _METHOD_ROUTES.get(head)
-        if route is None:
-            if len(_METHOD_ROUTES) >= 1024:
-                _METHOD_ROUTES.clear()
-            bb, ab = obj.get_object_id().agent_key()
-            route = _METHOD_ROUTES[head] = ((bb, ab), f"agent.{bb}.{ab}")
-        banks, routing_key = route
-        core = broker._core
-        if banks not in core.agents and banks in core.departed:
-            raise AgentGoneError(f"agent {banks[0]}.{banks[1]} of {obj!r} on {broker.where} "
-                                 f"left: {core.departed[banks]}")
-        schema = obj.get_schema()
-        wait = timeout if timeout is not None else self.timeout
-        # the core builds the M (the method's cached writer) and opens its entry
-        out = core.send_method(banks, routing_key, schema, method, raw_oid, in_args)
-        waits = broker._waits
-        entry = waits.open(out.seq)
-        try:
-            # Broker._send, inlined: one coroutine less on every resume of this call
-            await transport.publish(out.body, exchange=MANAGEMENT, routing_key=routing_key,
-                                    reply_to=broker._reply_queue)
-            waits.expire_after(entry, wait)
-            try:
-                reply = await entry.future
-            except TimeoutError:
-                raise QmfTimeout(f"{schema.class_key.name}.{method.name} on "
-                                 f"{obj.get_object_id()}: no response within {wait}s") from None
-        finally:
-            if waits.discard(entry):
-                core.cancel(entry.seq)
-        if isinstance(reply, CommandComplete):
-            raise MethodError(reply.code, reply.text)
-        assert isinstance(reply, MethodResponse)
-        if reply.status != 0:
-            raise MethodError(reply.status, reply.text)
-        if target is not None and fast is not None:
-            result = _method_result(reply)
-            return MethodResult(result.status, result.text,
-                                fast.out_args(method, result.out_args, banks))
-        return _method_result(reply)

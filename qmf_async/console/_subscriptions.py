@@ -38,7 +38,10 @@ class Subscription(Generic[T]):
         #: the binding changes (over QMF v2) that bring this subscription's items
         self._binding: list[asyncio.Task[None]] = []
 
-    def _put(self, item: T) -> None:
+    def deliver(self, item: T) -> None:
+        """Take ``item`` (the session calls this for each one received): dropped when
+        closed or not accepted; past ``maxsize`` the oldest is dropped and counted.
+        Raises nothing (a filter that raises drops the item)."""
         if self._closed:
             return
         if self._accept is not None:
@@ -54,6 +57,16 @@ class Subscription(Generic[T]):
         w = self._waiter
         if w is not None and not w.done():
             w.set_result(None)
+
+    def on_close(self, callback: Callable[[Subscription[T]], None]) -> None:
+        """Call ``callback`` with this subscription when it is closed (in place of the
+        one given at construction)."""
+        self._on_close = callback
+
+    def binding(self, tasks: list[asyncio.Task[None]]) -> None:
+        """The binding changes (over QMF v2) that bring this subscription's items:
+        :meth:`ready` waits for them."""
+        self._binding = tasks
 
     def close(self) -> None:
         """Stop receiving; a waiting ``async for`` ends."""

@@ -63,7 +63,9 @@ class RouteHost(Protocol):
     """What :class:`V1Route` needs of its broker connection."""
 
     where: str
-    _v2: V2Link | None
+
+    @property
+    def v2(self) -> V2Link | None: ...
 
     @property
     def session(self) -> Any: ...
@@ -71,10 +73,10 @@ class RouteHost(Protocol):
     @property
     def has_management(self) -> bool: ...
 
-    async def _send_v1_query(self, banks: tuple[int, int], query: Mapping[str, Any],
-                             sink: Callable[[Any], None]) -> Wait: ...
+    async def send_v1_query(self, banks: tuple[int, int], query: Mapping[str, Any],
+                            sink: Callable[[Any], None]) -> Wait: ...
 
-    def _discard(self, wait: Any) -> None: ...
+    def discard(self, wait: Any) -> None: ...
 
 
 class RouteWait:
@@ -210,14 +212,14 @@ class V1Route:
             if type(msg) is RawObjectRecord:
                 found.append(msg)
         broker = self.broker
-        wait = await broker._send_v1_query(_QPIDD_BANKS, query, take)
+        wait = await broker.send_v1_query(_QPIDD_BANKS, query, take)
         try:
             await asyncio.wait_for(asyncio.shield(wait.future), timeout)
         except TimeoutError:
             raise QmfTimeout(f"no complete v1 answer from qpidd on {broker.where} "
                              f"within {timeout}s") from None
         finally:
-            broker._discard(wait)
+            broker.discard(wait)
         return found
 
     async def _over_v2(self, agent: RemoteAgent, query: Mapping[str, Any],
@@ -228,7 +230,7 @@ class V1Route:
         name = query.get("_class")
         if isinstance(name, str):
             self.v2_only.add(name)
-        link = self.broker._v2
+        link = self.broker.v2
         if link is None:  # the connection is gone: as the v2 path would fail
             raise NotConnectedError(f"not connected to {self.broker.where}")
         inner = await link.send_query(agent, query, sink, where=where)
@@ -267,7 +269,7 @@ class V1Route:
                  banks: tuple[int, int]) -> dict[str, Any]:
         """A v1 answer's output arguments with each reference as the id v2 gives the
         object (left as qpidd's v1 id when its name is not known)."""
-        link = self.broker._v2
+        link = self.broker.v2
         out = dict(args)
         for arg in method.out_args:
             value = out.get(arg.name)
@@ -373,7 +375,7 @@ class V1Route:
                     unknown[value.raw] = prop
         if unknown:
             await self._resolve(unknown, 1)
-        link = self.broker._v2
+        link = self.broker.v2
         if link is None:
             return None
         ids = _Ids(link.name_id, (agent.broker_bank, agent.agent_bank), names, self.v1_ids)

@@ -90,27 +90,51 @@ _MAX_RETRY: Final = 60.0
 
 
 class V2Host(Protocol):
-    """What :class:`V2Link` needs of its broker connection."""
+    """What :class:`V2Link` needs of its broker connection (a Broker is one)."""
 
     where: str
-    _reply_queue: str | None
-    _agents: dict[tuple[int, int], RemoteAgent]
-    _closing: bool
 
     @property
     def session(self) -> Any: ...
 
     @property
+    def owner(self) -> V2Owner: ...
+
+    @property
+    def reply_queue(self) -> str | None: ...
+
+    @property
+    def closing(self) -> bool: ...
+
+    @property
     def has_management(self) -> bool: ...
 
-    def _check(self) -> TransportProtocol: ...
+    def check(self) -> TransportProtocol: ...
 
-    async def _fetch_v1_schema(self, key: ClassKey, timeout: float,
-                               agent: RemoteAgent | None = None) -> SchemaClass | None: ...
+    def known_agent(self, banks: tuple[int, int]) -> RemoteAgent | None: ...
 
-    def _v2_agent_arrived(self, agent: RemoteAgent) -> None: ...
+    async def fetch_v1_schema(self, key: ClassKey, timeout: float,
+                              agent: RemoteAgent | None = None) -> SchemaClass | None: ...
 
-    def _v2_agent_left(self, agent: RemoteAgent) -> None: ...
+    def v2_agent_arrived(self, agent: RemoteAgent) -> None: ...
+
+    def v2_agent_left(self, banks: tuple[int, int]) -> None: ...
+
+
+class V2Owner(Protocol):
+    """What :class:`V2Link` hands the session, through its broker (a part of the
+    broker's ``SessionHost``)."""
+
+    def schema_seen(self, schema: SchemaClass) -> None: ...
+
+    def object_update(self, broker: Any, agent: RemoteAgent | None,
+                      rec: RawObjectRecord) -> None: ...
+
+    def event(self, broker: Any, event: Event) -> None: ...
+
+    def follows_objects(self) -> bool: ...
+
+    def follows_events(self) -> bool: ...
 
 
 class V2Wait:
@@ -170,7 +194,7 @@ class _Answer:
             self.fail(exc)
 
     def _ready(self, items: list[Any]) -> bool:
-        return not self.link._missing(items)
+        return not self.link.missing(items)
 
     def end(self) -> None:
         self.ended = True
@@ -192,7 +216,7 @@ class _Answer:
         try:
             while self.backlog:
                 items = self.backlog[0]
-                await self.link.fetch_schemas(self.link._missing(items), self.agent)
+                await self.link.fetch_schemas(self.link.missing(items), self.agent)
                 if not self.backlog or self.backlog[0] is not items:
                     return  # cancelled or failed meanwhile
                 self.backlog.popleft()
@@ -356,7 +380,7 @@ class V2Link:
             if id(who.broker) != id(self.host) or not who.name:
                 return None
             return who.name
-        agent = self.host._agents.get(who)
+        agent = self.host.known_agent(who)
         return agent.name if agent is not None and agent.name else None
 
     def _banks_of(self, name: str) -> tuple[int, int]:
@@ -379,9 +403,9 @@ class V2Link:
         if name is None:
             return None
         if name == "broker":
-            return self.host._agents.get((1, 0))
+            return self.host.known_agent((1, 0))
         banks = self._banks.get(name)
-        return self.host._agents.get(banks) if banks is not None else None
+        return self.host.known_agent(banks) if banks is not None else None
 
     # ------------------------------------------------------------------ dispatch
 
@@ -438,27 +462,23 @@ class V2Link:
             banks = self._banks_of(ev.name)
             agent = RemoteAgent(self.host, banks[0], banks[1], ev.name,  # type: ignore[arg-type]
                                 self.host.where, name=ev.name)
-            self.host._agents[banks] = agent
             self._located.set()
-            session._agent_arrived(agent)
-            self.host._v2_agent_arrived(agent)
+            self.host.v2_agent_arrived(agent)
             lane = (ev.name, False)
             if self._end_agent_wait(lane):
                 self._pump(lane)  # its objects waited for it
         elif kind is AgentLeftV2:
             known = self._banks.get(ev.name)
-            gone = self.host._agents.pop(known, None) if known is not None else None
-            if gone is not None:
-                session._agent_left(gone)
-                self.host._v2_agent_left(gone)
+            if known is not None:
+                self.host.v2_agent_left(known)
         elif kind is AgentRestarted:
             log.info("QMF v2 agent %s on %s restarted (epoch %s -> %s)", ev.name,
                      self.host.where, ev.old_epoch, ev.new_epoch)
         elif kind is DataIndicated:
-            if session.console is not None or session._update_subs:
+            if self.host.owner.follows_objects():
                 self._hold((ev.agent, False), list(ev.items))
         elif kind is EventIndicated:
-            if session.console is not None or session._event_subs:
+            if self.host.owner.follows_events():
                 self._hold((ev.agent, True), [ev.event])
         elif kind is MessageMalformed:
             session.malformed += 1
@@ -490,12 +510,12 @@ class V2Link:
                    and now >= self._retry_at(k)]
         if not missing:
             return
-        found = await asyncio.gather(*(self.host._fetch_v1_schema(k, session.schema_timeout,
-                                                                  agent)
+        found = await asyncio.gather(*(self.host.fetch_v1_schema(k, session.schema_timeout,
+                                                                 agent)
                                        for k in missing), return_exceptions=True)
         for key, schema in zip(missing, found, strict=True):
             if isinstance(schema, SchemaClass):
-                session._schema_seen(schema)
+                self.host.owner.schema_seen(schema)
                 self._failed.pop(key, None)
             else:
                 # asked again after completion_timeout, doubling up to a minute
@@ -503,7 +523,7 @@ class V2Link:
                 window = (min(previous[1] * 2, _MAX_RETRY) if previous is not None
                           else session.completion_timeout)
                 self._failed[key] = (time.monotonic(), window)
-                level = logging.DEBUG if self.host._closing else logging.WARNING
+                level = logging.DEBUG if self.host.closing else logging.WARNING
                 log.log(level, "schema %s of QMF v2 data from %s could not be fetched: %s",
                         key, self.host.where, schema)
 
@@ -588,7 +608,7 @@ class V2Link:
         self._held_count += 1
         self._pump(lane)
 
-    def _missing(self, items: list[Any]) -> set[ClassKey]:
+    def missing(self, items: list[Any]) -> set[ClassKey]:
         """Classes of ``items`` whose schema is neither known nor lately failed."""
         now = time.monotonic()
         out: set[ClassKey] = set()
@@ -616,12 +636,12 @@ class V2Link:
             agent = self.agent(name)
             if agent is None and not lane[1] and self._wait_for_agent(lane):
                 return
-            if self._missing(items):
+            if self.missing(items):
                 task = self._fetching.get(lane)
                 if task is None or task.done():
                     wanted: set[ClassKey] = set()
                     for more in held:
-                        wanted |= self._missing(more)
+                        wanted |= self.missing(more)
                     self._fetching[lane] = asyncio.get_running_loop().create_task(
                         self._fetch_then_pump(wanted, lane))
                 return
@@ -629,7 +649,7 @@ class V2Link:
             self._held_count -= 1
             for item in items:
                 if isinstance(item, V2Event):
-                    session._event(self.host, self.event(item, agent))
+                    self.host.owner.event(self.host, self.event(item, agent))
                     continue
                 if agent is None:  # its agent did not come in time
                     session.held_dropped += 1
@@ -645,7 +665,7 @@ class V2Link:
                 if rec is None:  # its schema could not be fetched
                     session.held_dropped += 1
                     continue
-                session._object_update(self.host, agent, rec)
+                self.host.owner.object_update(self.host, agent, rec)
         if held is not None and not held:
             del self._held[lane]
             self._end_agent_wait(lane)
@@ -688,7 +708,7 @@ class V2Link:
         """An agent locate, for objects from an agent not in the directory (its
         answer adds the agent; a failure leaves it to the agent's next heartbeat)."""
         try:
-            await self._publish(self.host._check(), self.core.send_locate(time.monotonic()))
+            await self._publish(self.host.check(), self.core.send_locate(time.monotonic()))
         except QmfError as exc:
             log.debug("agent locate on %s not sent: %s", self.host.where, exc)
 
@@ -703,11 +723,11 @@ class V2Link:
 
     async def _publish(self, transport: TransportProtocol, out: OutgoingV2) -> None:
         await transport.publish(out.body, exchange=out.exchange, routing_key=out.subject,
-                                reply_to=self.host._reply_queue, headers=out.headers,
+                                reply_to=self.host.reply_queue, headers=out.headers,
                                 correlation_id=out.correlation_id)
 
     async def _send(self, out: OutgoingV2) -> asyncio.Future[Any]:
-        transport = self.host._check()
+        transport = self.host.check()
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._futures[out.correlation_id] = fut
         try:
@@ -753,7 +773,7 @@ class V2Link:
         answer = _Answer(self, agent, sink, done, wait)
         self._streams[out.correlation_id] = answer
         try:
-            await self._publish(self.host._check(), out)
+            await self._publish(self.host.check(), out)
         except BaseException:
             self._forget(out.correlation_id)
             raise
@@ -851,7 +871,7 @@ class V2Link:
             raise ObjectGoneError(1, f"{schema.class_key.name} object {ObjectId(raw_oid)} is not "
                                   f"known over QMF v2 on {self.host.where} (query it again)")
         banks = ObjectId(raw_oid).agent_key()
-        target = self.host._agents.get(banks)
+        target = self.host.known_agent(banks)
         if target is None:
             raise AgentGoneError(f"the agent of {oid.object_name!r} on {self.host.where} "
                                  f"is gone")

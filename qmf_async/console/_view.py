@@ -167,14 +167,14 @@ class ObjectView:
         if not live:
             changed |= Change.DELETED
         # the Session this is mixed into is the proxies' SessionLink
-        obj = QmfObject._from_raw(cast(SessionLink, self), broker, agent, rec.codec, raw,
-                                  kind, sofs, changed)
+        obj = QmfObject.from_raw(cast(SessionLink, self), broker, agent, rec.codec, raw,
+                                 kind, sofs, changed)
         if rec.opcode == "c":
             self._notify("object_props", broker, obj)
         else:
             self._notify("object_stats", broker, obj)
         for sub in self._update_subs:
-            sub._put(obj)
+            sub.deliver(obj)
 
     def _await_completion(self, broker: Broker, agent: RemoteAgent, rec: RawObjectRecord,
                           key: _ViewKey) -> None:
@@ -221,8 +221,8 @@ class ObjectView:
                 self.completion_queries += 1
                 found: dict[bytes, tuple[bytes, bytes]] = {}
                 try:
-                    records: list[Any] = await broker._query(agent, query,
-                                                             self.completion_timeout)
+                    records: list[Any] = await broker.query(agent, query,
+                                                            self.completion_timeout)
                 except Exception as exc:  # QmfError mostly; nothing may leave objects held
                     log.info("completing %d %s object(s) of %s on %s failed: %s", len(keys),
                              class_key, agent, broker.where, exc)

@@ -1,0 +1,114 @@
+"""Method calls of a broker connection: :class:`MethodCalls`, a mixin of
+:class:`~qmf_async.console._broker.Broker`.  A call on an object received over QMF v2
+goes over v2; one on an object read over qpidd's fast path, or received over v1, is a
+v1 ``M`` to the object's agent.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Final
+
+from .. import names
+from ..errors import AgentGoneError, MethodError, QmfTimeout
+from ..protocol import ConsoleProtocol
+from ..transport import TransportProtocol
+from ..wire import CommandComplete, MethodResponse, SchemaMethod
+from ._links import SessionSettings
+from ._objects import MethodResult, QmfObject
+from ._v1route import V1Route
+from ._v2 import V2Link
+from ._waits import Waits
+
+__all__ = ["MethodCalls", "method_result"]
+
+MANAGEMENT: Final = names.MANAGEMENT_EXCHANGE
+
+#: first half of an object id -> ((broker bank, agent bank), routing key of its agent);
+#: cleared when full (a few entries per agent boot)
+_METHOD_ROUTES: dict[bytes, tuple[tuple[int, int], str]] = {}
+
+
+def method_result(msg: MethodResponse) -> MethodResult:
+    """A v1 method response as the :class:`MethodResult` a call returns."""
+    return MethodResult(msg.status, msg.text, msg.arguments or {})
+
+
+class MethodCalls:
+    """Schema method calls of one broker connection; the :class:`Broker` it is mixed
+    into provides the core, the waits and the routes named below."""
+
+    if TYPE_CHECKING:  # provided by the Broker
+        session: SessionSettings
+        where: str
+        _core: ConsoleProtocol
+        _waits: Waits
+        _reply_queue: str | None
+        _v2: V2Link | None
+        _route: V1Route | None
+
+        def check(self) -> TransportProtocol: ...
+
+    async def call_method(self, obj: QmfObject, method: SchemaMethod,
+                          in_args: dict[str, Any], timeout: float | None) -> MethodResult:
+        """Call ``method`` of ``obj`` (a proxy received on this connection) with bound
+        ``in_args``; ``timeout`` None is the session's ``timeout``.
+
+        Raises:
+            MethodError: the agent returned a non-zero status or an exception.
+            AgentGoneError: the object's agent left, before the call (raised at once,
+                nothing is sent) or while waiting for the response.
+            ObjectGoneError: over v2, the object's v2 id is not known here.
+            QmfTimeout: no response in time.
+            NotConnectedError, TransportError: not sent, or the connection was lost.
+        """
+        transport = self.check()
+        wait = timeout if timeout is not None else self.session.timeout
+        raw_oid = obj.get_object_id().raw
+        v2 = self._v2
+        fast = self._route
+        target = fast.method_target(raw_oid, method, in_args) if fast is not None else None
+        if target is not None:  # an object read over qpidd's fast path: called over v1
+            raw_oid, in_args = target
+        elif v2 is not None and raw_oid in v2.oids:  # an object received over QMF v2
+            return await v2.call(raw_oid, obj.get_agent(), obj.get_schema(), method, in_args,
+                                 wait)
+        head = raw_oid[:8]  # flags, boot sequence, broker and agent bank
+        route = _METHOD_ROUTES.get(head)
+        if route is None:
+            if len(_METHOD_ROUTES) >= 1024:
+                _METHOD_ROUTES.clear()
+            bb, ab = obj.get_object_id().agent_key()
+            route = _METHOD_ROUTES[head] = ((bb, ab), f"agent.{bb}.{ab}")
+        banks, routing_key = route
+        core = self._core
+        if banks not in core.agents and banks in core.departed:
+            raise AgentGoneError(f"agent {banks[0]}.{banks[1]} of {obj!r} on {self.where} "
+                                 f"left: {core.departed[banks]}")
+        schema = obj.get_schema()
+        # the core builds the M (the method's cached writer) and opens its entry
+        out = core.send_method(banks, routing_key, schema, method, raw_oid, in_args)
+        waits = self._waits
+        entry = waits.open(out.seq)
+        try:
+            # Broker._send, inlined: one coroutine less on every resume of this call
+            await transport.publish(out.body, exchange=MANAGEMENT, routing_key=routing_key,
+                                    reply_to=self._reply_queue)
+            waits.expire_after(entry, wait)
+            try:
+                reply = await entry.future
+            except TimeoutError:
+                raise QmfTimeout(f"{schema.class_key.name}.{method.name} on "
+                                 f"{obj.get_object_id()}: no response within {wait}s") from None
+        finally:
+            if waits.discard(entry):
+                core.cancel(entry.seq)
+        if isinstance(reply, CommandComplete):
+            raise MethodError(reply.code, reply.text)
+        assert isinstance(reply, MethodResponse)
+        if reply.status != 0:
+            raise MethodError(reply.status, reply.text)
+        if target is not None and fast is not None:
+            result = method_result(reply)
+            return MethodResult(result.status, result.text,
+                                fast.out_args(method, result.out_args, banks))
+        return method_result(reply)
