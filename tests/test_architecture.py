@@ -242,3 +242,62 @@ def test_the_console_reads_the_transport_through_its_contract() -> None:
             if isinstance(node, ast.Constant) and node.value in ("0-9-1", "1.0"):
                 found.append(f"{path.name}:{node.lineno} {node.value!r}")
     assert found == [], "\n".join(found)
+
+
+#: where a console object reads another's private attributes, deliberately: the other
+#: object is of the same class (building or comparing one), or the function is part of
+#: the class's own implementation.  Keyed by module, then ``Class.function``.
+PRIVATE_ACCESS_ALLOWED = {
+    "_objects.py": {
+        "QmfObject.from_raw",  # fills in the new proxy it built
+        "QmfObject.update",  # takes over the fresh proxy's record
+        "QmfObject.__eq__",  # compares with another proxy
+        "_Element.__get__",  # QmfObject's attribute descriptor: reads the proxy's record
+    },
+    "_v2.py": {"V2Link.__init__"},  # carries over the former connection's link's banks
+}
+#: named-tuple members that start with an underscore and are public all the same
+NAMEDTUPLE_MEMBERS = frozenset({"_replace", "_asdict", "_fields", "_make"})
+
+
+def _private_accesses(path: Path) -> Iterator[tuple[str, int, str, bool]]:
+    """(enclosing ``Class.function``, line, expression, on self or cls) of every read or
+    call of a single-underscore attribute in the module at ``path``."""
+    tree = ast.parse(path.read_text(), str(path))
+
+    def walk(node: ast.AST, scope: list[str]) -> Iterator[tuple[str, int, str, bool]]:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                yield from walk(child, [*scope, child.name])
+                continue
+            if isinstance(child, ast.Attribute) and child.attr.startswith("_") \
+                    and not child.attr.startswith("__") \
+                    and child.attr not in NAMEDTUPLE_MEMBERS:
+                own = isinstance(child.value, ast.Name) and child.value.id in ("self", "cls")
+                yield ".".join(scope[:2]), child.lineno, ast.unparse(child), own
+            yield from walk(child, scope)
+
+    yield from walk(tree, [])
+
+
+def test_console_objects_use_each_others_public_names() -> None:
+    """Inside ``qmf_async.console``, a private attribute is read or called on ``self``
+    or ``cls`` only (a mixin is the object it is mixed into): what a Session needs of a
+    Broker, a Broker of its session, a V2Link of its broker or a proxy of its broker is
+    a public name (see PRIVATE_ACCESS_ALLOWED for the few same-class exceptions)."""
+    console = PACKAGE / "console"
+    offenders, own, allowed_used = [], 0, set()
+    for path in sorted(console.glob("*.py")):
+        allowed = PRIVATE_ACCESS_ALLOWED.get(path.name, set())
+        for where, line, expr, on_self in _private_accesses(path):
+            if on_self:
+                own += 1
+            elif where in allowed:
+                allowed_used.add((path.name, where))
+            else:
+                offenders.append(f"{path.name}:{line} {expr}")
+    assert own > 500, f"the rule sees too few self._x accesses ({own}): is the tree empty?"
+    assert not offenders, "private names crossing console objects:\n" + "\n".join(offenders)
+    # an exception that is no longer needed leaves the list
+    listed = {(m, f) for m, fs in PRIVATE_ACCESS_ALLOWED.items() for f in fs}
+    assert allowed_used == listed, f"unused exceptions: {sorted(listed - allowed_used)}"
