@@ -81,7 +81,7 @@ async def qpidd_agent_name(port: int) -> str:
     Raises:
         RuntimeError: no answer within 10 s.
     """
-    from qmf_async.protocol import AgentArrivedV2, ConsoleProtocolV2
+    from qmf_async.protocol import ConsoleProtocolV2, V2AgentArrived
     from qmf_async.transport import Delivery, ProtonTransport, open_reply_endpoint
 
     t = ProtonTransport(f"amqp://127.0.0.1:{port}/")
@@ -92,7 +92,7 @@ async def qpidd_agent_name(port: int) -> str:
     def on_delivery(d: Delivery) -> None:
         for ev in core.receive(d.headers, d.value, subject=d.routing_key,
                                correlation_id=d.correlation_id, now=time.monotonic()):
-            if isinstance(ev, AgentArrivedV2) and ev.product == "qpidd":
+            if isinstance(ev, V2AgentArrived) and ev.product == "qpidd":
                 names.append(ev.name)
     try:
         t.set_dispatcher(on_delivery)

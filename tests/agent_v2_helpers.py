@@ -20,15 +20,15 @@ from qmf_async.agent import (
     object_class,
 )
 from qmf_async.protocol import (
-    AgentArrivedV2,
     ConsoleProtocolV2,
-    DataIndicated,
-    EventIndicated,
-    EventV2,
-    MethodAnswered,
-    MethodFailed,
-    OutgoingV2,
-    QueryAnswered,
+    V2AgentArrived,
+    V2ConsoleEvent,
+    V2DataIndicated,
+    V2EventIndicated,
+    V2MethodAnswered,
+    V2MethodFailed,
+    V2Outgoing,
+    V2QueryAnswered,
     texts_from_schema,
 )
 from qmf_async.transport import Delivery, Transport, open_reply_endpoint
@@ -94,7 +94,7 @@ class Driver:
     def __init__(self, transport: Transport) -> None:
         self.t = transport
         self.core = ConsoleProtocolV2()
-        self.events: list[EventV2] = []
+        self.events: list[V2ConsoleEvent] = []
         self.reply = ""
 
     async def open(self, *bindings: tuple[str, str]) -> None:
@@ -108,7 +108,7 @@ class Driver:
                                              correlation_id=d.correlation_id,
                                              now=time.monotonic()))
 
-    async def send(self, out: OutgoingV2) -> str:
+    async def send(self, out: V2Outgoing) -> str:
         await self.t.publish(out.body, exchange=out.exchange, routing_key=out.subject,
                              reply_to=self.reply, correlation_id=out.correlation_id,
                              headers=out.headers)
@@ -125,7 +125,7 @@ async def console_sees_the_agent(driver: Driver, agent: Agent) -> None:
     name = agent.v2_name
     assert name is not None
     await driver.send(driver.core.send_locate(time.monotonic()))
-    await wait_until(lambda: any(isinstance(e, AgentArrivedV2) and e.name == name
+    await wait_until(lambda: any(isinstance(e, V2AgentArrived) and e.name == name
                                  for e in driver.events),
                      timeout=10.0, message="the agent's locate answer or heartbeat")
     info = driver.core.agents[name]
@@ -133,7 +133,7 @@ async def console_sees_the_agent(driver: Driver, agent: Agent) -> None:
     # objects of the class, then one by its object id
     cid = await driver.send(driver.core.send_query(name, schema_id=V2SchemaId(PKG, "counter")))
     ev = await driver.answer(cid)
-    assert isinstance(ev, QueryAnswered) and ev.agent == name
+    assert isinstance(ev, V2QueryAnswered) and ev.agent == name
     ev_items = ev.items
     values = {texts_from_schema(d.values, COUNTER)["name"]: d.values["count"] for d in ev.items}
     assert values == {"ticks": 0, "tocks": 100}
@@ -142,30 +142,30 @@ async def console_sees_the_agent(driver: Driver, agent: Agent) -> None:
     assert ticks.object_id.object_name == f"{PKG}:counter:ticks"
     cid = await driver.send(driver.core.send_query(name, object_id=ticks.object_id))
     ev = await driver.answer(cid)
-    assert isinstance(ev, QueryAnswered) and [d.object_id for d in ev.items] == [
+    assert isinstance(ev, V2QueryAnswered) and [d.object_id for d in ev.items] == [
         ticks.object_id]
     # methods: an answer, then an exception for an unknown method
     cid = await driver.send(driver.core.send_method(name, ticks.object_id, "add",
                                                     {"amount": 5}))
     ev = await driver.answer(cid)
-    assert isinstance(ev, MethodAnswered) and ev.arguments == {"total": 5}
+    assert isinstance(ev, V2MethodAnswered) and ev.arguments == {"total": 5}
     assert count_of(agent, "ticks") == 5
     cid = await driver.send(driver.core.send_method(name, ticks.object_id, "nope", {}))
     ev = await driver.answer(cid)
-    assert isinstance(ev, MethodFailed) and ev.code == 2 and "nope" in ev.text
+    assert isinstance(ev, V2MethodFailed) and ev.code == 2 and "nope" in ev.text
     # an event raised by the handler of reset
     cid = await driver.send(driver.core.send_method(name, ticks.object_id, "reset", {}))
     ev = await driver.answer(cid)
-    assert isinstance(ev, MethodAnswered) and ev.arguments == {"previous": 5}
+    assert isinstance(ev, V2MethodAnswered) and ev.arguments == {"previous": 5}
     event = await wait_until(
         lambda: next((e for e in driver.events
-                      if isinstance(e, EventIndicated) and e.agent == name), None),
+                      if isinstance(e, V2EventIndicated) and e.agent == name), None),
         timeout=10.0, message="the counterReset event")
     assert event.event.schema_id.class_name == "counterReset"
     assert event.event.schema_id.package == PKG and event.event.severity == 6
     assert texts_from_schema(event.event.values, RESET) == {"name": "ticks", "previous": 5}
     # the changed counter comes in a data indication
-    await wait_until(lambda: any(isinstance(e, DataIndicated) and any(
+    await wait_until(lambda: any(isinstance(e, V2DataIndicated) and any(
         texts_from_schema(d.values, COUNTER).get("name") == "ticks" and d.values["count"] == 0
         for d in e.items) for e in driver.events), timeout=10.0, message="a data indication")
     # a reference argument: the v2 object id of another counter
@@ -174,5 +174,5 @@ async def console_sees_the_agent(driver: Driver, agent: Agent) -> None:
     cid = await driver.send(driver.core.send_method(name, ticks.object_id, "absorb",
                                                     {"other": tocks.object_id.to_map()}))
     ev = await driver.answer(cid)
-    assert isinstance(ev, MethodAnswered) and ev.arguments == {"total": 100}
+    assert isinstance(ev, V2MethodAnswered) and ev.arguments == {"total": 100}
     assert count_of(agent, "ticks") == 100

@@ -20,7 +20,7 @@ from qmf_async.protocol import (
     V2RequestDropped,
     V2RequestRejected,
     V2SchemaQueryRequested,
-    V2SchemaRequestedV1,
+    V2SchemaRequestedInV1,
     V2Send,
     check_arguments,
     object_name,
@@ -268,7 +268,7 @@ def test_a_v1_schema_request_on_the_v2_address() -> None:
     c = core()
     body = encode(SchemaRequest(42, WIDGET.class_key))
     (ev,) = c.receive({}, None, body=body, reply_to="amq.direct/classic-1")
-    assert ev == V2SchemaRequestedV1("amq.direct/classic-1", 42, WIDGET.class_key)
+    assert ev == V2SchemaRequestedInV1("amq.direct/classic-1", 42, WIDGET.class_key)
     out = c.answer_schema_v1(ev)
     assert out is not None and (out.exchange, out.subject) == ("amq.direct", "classic-1")
     assert out.headers == {"qmf.agent": NAME}

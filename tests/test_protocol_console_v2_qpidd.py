@@ -11,14 +11,14 @@ from typing import Any
 import pytest
 
 from qmf_async.protocol import (
-    AgentArrivedV2,
     ConsoleProtocolV2,
-    EventV2,
-    MethodAnswered,
-    MethodFailed,
-    OutgoingV2,
-    QueryAnswered,
-    RequestExpired,
+    V2AgentArrived,
+    V2ConsoleEvent,
+    V2MethodAnswered,
+    V2MethodFailed,
+    V2Outgoing,
+    V2QueryAnswered,
+    V2RequestExpired,
     texts_from_schema,
 )
 from qmf_async.transport import Delivery, ProtonTransport, Transport, open_reply_endpoint
@@ -35,7 +35,7 @@ class Driver:
     def __init__(self, transport: Transport, core: ConsoleProtocolV2) -> None:
         self.t = transport
         self.core = core
-        self.events: list[EventV2] = []
+        self.events: list[V2ConsoleEvent] = []
         self.reply = ""
 
     def on_delivery(self, d: Delivery) -> None:
@@ -43,7 +43,7 @@ class Driver:
                                              correlation_id=d.correlation_id,
                                              now=time.monotonic()))
 
-    async def send(self, out: OutgoingV2) -> str:
+    async def send(self, out: V2Outgoing) -> str:
         await self.t.publish(out.body, exchange=out.exchange, routing_key=out.subject,
                              reply_to=self.reply, correlation_id=out.correlation_id,
                              headers=out.headers)
@@ -73,13 +73,13 @@ async def test_the_core_against_a_stock_qpidd(qpidd_stock: Any) -> None:
         loc = await drv.send(core.send_locate(time.monotonic(),
                                               deadline=time.monotonic() + 1.0))
         arrived = await wait_until(
-            lambda: [e for e in drv.events if isinstance(e, AgentArrivedV2)],
+            lambda: [e for e in drv.events if isinstance(e, V2AgentArrived)],
             timeout=10.0, message="qpidd's locate answer")
         name = arrived[0].name
         assert name.startswith("apache.org:qpidd:") and arrived[0].product == "qpidd"
-        expired: list[RequestExpired] = await wait_until(
+        expired: list[V2RequestExpired] = await wait_until(
             lambda: core.expired(time.monotonic()), timeout=5.0, message="the locate end")
-        assert expired == [RequestExpired(loc, "locate", [name])]
+        assert expired == [V2RequestExpired(loc, "locate", [name])]
 
         # methods, addressed by the agent's own name
         for q in queues:
@@ -87,25 +87,25 @@ async def test_the_core_against_a_stock_qpidd(qpidd_stock: Any) -> None:
                 name, BROKER_OID, "create",
                 {"type": "queue", "name": q, "properties": {}, "strict": True}))
             ev = await drv.answer(cid)
-            assert isinstance(ev, MethodAnswered), ev
+            assert isinstance(ev, V2MethodAnswered), ev
         bad = await drv.send(core.send_method(None, BROKER_OID, "create",
                                               {"type": "no-such-type", "name": "x",
                                                "properties": {}, "strict": True}))
         failed = await drv.answer(bad)
-        assert isinstance(failed, MethodFailed) and failed.code == 7
+        assert isinstance(failed, V2MethodFailed) and failed.code == 7
         echo = SchemaMethod("echo", [SchemaArgument("sequence", QmfType.UINT32, direction="IO"),
                                      SchemaArgument("body", QmfType.LSTR, direction="IO")])
         cid = await drv.send(core.send_method(None, BROKER_OID, "echo",
                                               {"sequence": 3, "body": "hi"}))
         ev = await drv.answer(cid)
-        assert isinstance(ev, MethodAnswered)
+        assert isinstance(ev, V2MethodAnswered)
         assert texts_from_schema(ev.arguments, echo) == {"sequence": 3, "body": "hi"}
 
         # a query answered in several parts, to the alias and to the full name
         for agent, agent_in_answer in ((None, "broker"), (name, name)):
             cid = await drv.send(core.send_query(agent, schema_id=V2SchemaId("", "queue")))
             ev = await drv.answer(cid)
-            assert isinstance(ev, QueryAnswered) and ev.agent == agent_in_answer
+            assert isinstance(ev, V2QueryAnswered) and ev.agent == agent_in_answer
             seen = [bytes(i.values["name"]).decode() for i in ev.items]
             assert len(seen) > 100 and len(seen) == len(set(seen))
             assert set(queues) <= set(seen)

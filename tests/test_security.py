@@ -24,7 +24,7 @@ from qmf_async import Session, wire
 from qmf_async.agent import Agent, ManagedObject
 from qmf_async.agent.broker import ManagementBroker
 from qmf_async.errors import AuthenticationError, MethodError, QmfError, TransportError
-from qmf_async.protocol import MethodAnswered, MethodFailed
+from qmf_async.protocol import V2MethodAnswered, V2MethodFailed
 from qmf_async.tools.cli import main as qmf_main
 from qmf_async.transport import AiormqTransport, Delivery, ProtonTransport, TlsOptions
 
@@ -605,6 +605,6 @@ async def test_qpidd_without_authentication_passes_any_user_id(qpidd_ssl: QpiddS
         finally:
             await link.close()
     assert seen == [("alice", "add"), (None, "add")]
-    assert isinstance(answers[0], MethodAnswered) and answers[0].arguments == {"total": 5}
-    assert isinstance(answers[1], MethodFailed) and answers[1].code == 6, answers[1]
+    assert isinstance(answers[0], V2MethodAnswered) and answers[0].arguments == {"total": 5}
+    assert isinstance(answers[1], V2MethodFailed) and answers[1].code == 6, answers[1]
     assert "not authorized: a caller without a user id" in answers[1].text

@@ -31,7 +31,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.qpidd.broker import proc_cpu  # noqa: E402
-from qmf_async.protocol import ConsoleProtocolV2, DataIndicated, EventIndicated  # noqa: E402
+from qmf_async.protocol import ConsoleProtocolV2, V2DataIndicated, V2EventIndicated  # noqa: E402
 from qmf_async.transport import Delivery, ProtonTransport  # noqa: E402
 
 TOPIC = "qmf.default.topic"
@@ -75,9 +75,9 @@ async def run(opts: argparse.Namespace) -> dict[str, Any]:
         subjects[".".join(d.routing_key.split(".")[:5])] += 1
         for ev in core.receive(headers, d.value, subject=d.routing_key,
                                correlation_id=d.correlation_id, now=time.monotonic()):
-            if isinstance(ev, DataIndicated):
+            if isinstance(ev, V2DataIndicated):
                 figures["objects"] += len(ev.items)
-            elif isinstance(ev, EventIndicated):
+            elif isinstance(ev, V2EventIndicated):
                 figures["events"] += 1
 
     t.set_dispatcher(on_delivery)

@@ -58,7 +58,6 @@ from ..protocol import (
     V2_DIRECT_EXCHANGE,
     V2_TOPIC_EXCHANGE,
     AgentEvent,
-    AgentEventV2,
     AgentProtocol,
     AgentProtocolV2,
     AttachAnswered,
@@ -72,13 +71,14 @@ from ..protocol import (
     RequestDropped,
     SchemaRequested,
     Send,
+    V2AgentEvent,
     V2LocateRequested,
     V2MethodRequested,
     V2ObjectQueryRequested,
     V2RequestDropped,
     V2RequestRejected,
     V2SchemaQueryRequested,
-    V2SchemaRequestedV1,
+    V2SchemaRequestedInV1,
     V2Send,
     check_arguments,
     object_name,
@@ -866,7 +866,7 @@ class Agent:
                 self.stats["bad_requests"] += 1
                 log.exception("agent %s: failed to handle %s", self.label, type(event).__name__)
 
-    def _on_v2_event(self, core: AgentProtocolV2, event: AgentEventV2,
+    def _on_v2_event(self, core: AgentProtocolV2, event: V2AgentEvent,
                      delivery: Delivery) -> None:
         alias = (delivery.routing_key if delivery.routing_key in self._v2_aliases
                  and delivery.exchange == V2_DIRECT_EXCHANGE else None)
@@ -881,7 +881,7 @@ class Agent:
             self._send_v2(core.answer_locate(event.reply_to, event.correlation_id, now_ns()))
         elif isinstance(event, V2SchemaQueryRequested):
             self._send_v2_all(core.answer_schema_query(event, agent=alias))
-        elif isinstance(event, V2SchemaRequestedV1):
+        elif isinstance(event, V2SchemaRequestedInV1):
             answer = core.answer_schema_v1(event)
             if answer is None:
                 log.info("agent %s: schema of unknown class %s asked", self.label,

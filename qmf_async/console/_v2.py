@@ -41,22 +41,22 @@ from ..errors import (
 from ..logs import warn_limited
 from ..protocol import (
     TOPIC_EXCHANGE,
-    AgentArrivedV2,
-    AgentLeftV2,
-    AgentRestarted,
     ConsoleProtocolV2,
-    DataIndicated,
-    EventIndicated,
-    MessageMalformed,
-    MessageUnhandled,
-    MethodAnswered,
-    MethodFailed,
-    OutgoingV2,
-    QueryAnswered,
-    QueryFailed,
-    QueryPart,
-    RequestExpired,
-    RequestFailedV2,
+    V2AgentArrived,
+    V2AgentLeft,
+    V2AgentRestarted,
+    V2DataIndicated,
+    V2EventIndicated,
+    V2MessageMalformed,
+    V2MessageUnhandled,
+    V2MethodAnswered,
+    V2MethodFailed,
+    V2Outgoing,
+    V2QueryAnswered,
+    V2QueryFailed,
+    V2QueryPart,
+    V2RequestExpired,
+    V2RequestFailed,
     texts_from_schema,
 )
 from ..transport import Delivery, TransportProtocol
@@ -445,20 +445,20 @@ class V2Link:
     def _on(self, ev: Any) -> None:
         session = self.host.session
         kind = type(ev)
-        if kind is QueryPart:
+        if kind is V2QueryPart:
             stream = self._streams.get(ev.cid)
             if stream is not None:
                 stream.push(ev.items)
-        elif kind is QueryAnswered or kind is MethodAnswered:
+        elif kind is V2QueryAnswered or kind is V2MethodAnswered:
             self._finish(ev.cid, ev)
-        elif kind is QueryFailed or kind is MethodFailed:
+        elif kind is V2QueryFailed or kind is V2MethodFailed:
             self._finish(ev.cid, error=MethodError(ev.code if ev.code is not None else 7,
                                                    ev.text or "QMF v2 exception"))
-        elif kind is RequestFailedV2:
+        elif kind is V2RequestFailed:
             self._finish(ev.cid, error=ev.error)
-        elif kind is RequestExpired:
+        elif kind is V2RequestExpired:
             self._finish(ev.cid, error=QmfTimeout(f"QMF v2 request {ev.cid} expired"))
-        elif kind is AgentArrivedV2:
+        elif kind is V2AgentArrived:
             banks = self._banks_of(ev.name)
             agent = RemoteAgent(self.host, banks[0], banks[1], ev.name,  # type: ignore[arg-type]
                                 self.host.where, name=ev.name)
@@ -467,24 +467,24 @@ class V2Link:
             lane = (ev.name, False)
             if self._end_agent_wait(lane):
                 self._pump(lane)  # its objects waited for it
-        elif kind is AgentLeftV2:
+        elif kind is V2AgentLeft:
             known = self._banks.get(ev.name)
             if known is not None:
                 self.host.v2_agent_left(known)
-        elif kind is AgentRestarted:
+        elif kind is V2AgentRestarted:
             log.info("QMF v2 agent %s on %s restarted (epoch %s -> %s)", ev.name,
                      self.host.where, ev.old_epoch, ev.new_epoch)
-        elif kind is DataIndicated:
+        elif kind is V2DataIndicated:
             if self.host.owner.follows_objects():
                 self._hold((ev.agent, False), list(ev.items))
-        elif kind is EventIndicated:
+        elif kind is V2EventIndicated:
             if self.host.owner.follows_events():
                 self._hold((ev.agent, True), [ev.event])
-        elif kind is MessageMalformed:
+        elif kind is V2MessageMalformed:
             session.malformed += 1
             warn_limited(log, session.malformed, "malformed QMF v2 message from %s (%s) "
                          "dropped: %s", self.host.where, ev.subject, ev.error)
-        elif kind is MessageUnhandled:
+        elif kind is V2MessageUnhandled:
             log.debug("QMF v2 message not acted on from %s: %r", self.host.where, ev.message)
 
     # ------------------------------------------------------------------ schemas
@@ -721,12 +721,12 @@ class V2Link:
 
     # ------------------------------------------------------------------ requests
 
-    async def _publish(self, transport: TransportProtocol, out: OutgoingV2) -> None:
+    async def _publish(self, transport: TransportProtocol, out: V2Outgoing) -> None:
         await transport.publish(out.body, exchange=out.exchange, routing_key=out.subject,
                                 reply_to=self.host.reply_queue, headers=out.headers,
                                 correlation_id=out.correlation_id)
 
-    async def _send(self, out: OutgoingV2) -> asyncio.Future[Any]:
+    async def _send(self, out: V2Outgoing) -> asyncio.Future[Any]:
         transport = self.host.check()
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._futures[out.correlation_id] = fut

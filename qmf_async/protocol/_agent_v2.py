@@ -25,7 +25,7 @@ Addressing, as qpidd and the classic consoles use it:
 
 The classic console asks an agent for a schema with a QMF v1 ``S`` on
 ``qmf.default.direct`` under the agent's name; :meth:`AgentProtocolV2.receive` turns
-it into :class:`V2SchemaRequestedV1` and :meth:`AgentProtocolV2.answer_schema_v1`
+it into :class:`V2SchemaRequestedInV1` and :meth:`AgentProtocolV2.answer_schema_v1`
 answers with the v1 ``s``, carrying the agent's name in ``qmf.agent`` (the classic
 console needs it to go on with what waited for the schema).
 
@@ -79,17 +79,17 @@ __all__ = [
     "SEVERITY_NAMES",
     "V2_DIRECT_EXCHANGE",
     "V2_TOPIC_EXCHANGE",
-    "AgentEventV2",
     "AgentProtocolV2",
-    "check_arguments",
+    "V2AgentEvent",
     "V2LocateRequested",
     "V2MethodRequested",
     "V2ObjectQueryRequested",
     "V2RequestDropped",
     "V2RequestRejected",
     "V2SchemaQueryRequested",
-    "V2SchemaRequestedV1",
+    "V2SchemaRequestedInV1",
     "V2Send",
+    "check_arguments",
     "keyify",
     "object_name",
     "v2_schema_id",
@@ -235,9 +235,9 @@ class V2MethodRequested:
 
 
 @attrs.frozen(slots=True)
-class V2SchemaRequestedV1:
-    """A QMF v1 ``S`` sent to the agent's v2 address (as the classic console asks);
-    answer with :meth:`AgentProtocolV2.answer_schema_v1`."""
+class V2SchemaRequestedInV1:
+    """A schema requested in QMF v1: a v1 ``S`` sent to the agent's v2 address (as the
+    classic console asks); answer with :meth:`AgentProtocolV2.answer_schema_v1`."""
 
     reply_to: str
     seq: int
@@ -265,8 +265,8 @@ class V2RequestDropped:
 
 
 #: any event of the v2 agent core
-AgentEventV2 = (V2LocateRequested | V2ObjectQueryRequested | V2SchemaQueryRequested
-                | V2MethodRequested | V2SchemaRequestedV1 | V2RequestRejected
+V2AgentEvent = (V2LocateRequested | V2ObjectQueryRequested | V2SchemaQueryRequested
+                | V2MethodRequested | V2SchemaRequestedInV1 | V2RequestRejected
                 | V2RequestDropped)
 
 
@@ -344,7 +344,7 @@ class AgentProtocolV2:
 
     def receive(self, headers: Mapping[str, Any] | None, value: Any, *, body: bytes = b"",
                 reply_to: str | None = None, correlation_id: Any = None,
-                user_id: str | None = None) -> list[AgentEventV2]:
+                user_id: str | None = None) -> list[V2AgentEvent]:
         """The events of one received message; never raises on what a peer sent.
 
         ``value`` is the decoded map or list body of a v2 message; a message without
@@ -389,15 +389,15 @@ class AgentProtocolV2:
                                f"query target {msg.what!r} is not served (OBJECT, "
                                "SCHEMA_ID and SCHEMA are)")]
 
-    def _receive_v1(self, body: bytes, reply_to: str | None) -> list[AgentEventV2]:
+    def _receive_v1(self, body: bytes, reply_to: str | None) -> list[V2AgentEvent]:
         try:
             messages = decode(body, self.registry)
         except DecodeError as exc:
             return [V2RequestDropped(None, f"malformed QMF v1 body: {exc}")]
-        out: list[AgentEventV2] = []
+        out: list[V2AgentEvent] = []
         for msg in messages:
             if isinstance(msg, SchemaRequest) and reply_to is not None:
-                out.append(V2SchemaRequestedV1(reply_to, msg.seq, msg.class_key))
+                out.append(V2SchemaRequestedInV1(reply_to, msg.seq, msg.class_key))
             else:
                 out.append(V2RequestDropped(msg.OPCODE, "QMF v1 message on the v2 address"))
         return out
@@ -477,7 +477,7 @@ class AgentProtocolV2:
         return self._to(reply_to, V2Exception({"error_code": code, "error_text": text},
                                               agent or self.name, correlation_id))
 
-    def answer_schema_v1(self, event: V2SchemaRequestedV1) -> V2Send | None:
+    def answer_schema_v1(self, event: V2SchemaRequestedInV1) -> V2Send | None:
         """The QMF v1 ``s`` answering a v1 ``S`` (None for a class not served),
         with ``qmf.agent`` set to the agent's name."""
         schema = self.registry.get(event.class_key)

@@ -8,7 +8,7 @@ directory fed by heartbeats and locate answers, with aging.
 Messages go in (:meth:`ConsoleProtocolV2.receive`: application properties, decoded
 body, subject, correlation id), events come out (the values of
 :mod:`._events_v2`); requests are built by the ``send_*`` methods and returned as
-:class:`OutgoingV2`, never sent.  Time is passed in (``now``, any monotonic clock in
+:class:`V2Outgoing`, never sent.  Time is passed in (``now``, any monotonic clock in
 seconds).
 
 Addressing (what qpidd accepts): requests go to ``qmf.default.direct`` with the
@@ -47,21 +47,21 @@ from ..wire import (
     encode_v2,
 )
 from ._events_v2 import (
-    AgentArrivedV2,
-    AgentLeftV2,
-    AgentRestarted,
-    DataIndicated,
-    EventIndicated,
-    EventV2,
-    MessageMalformed,
-    MessageUnhandled,
-    MethodAnswered,
-    MethodFailed,
-    QueryAnswered,
-    QueryFailed,
-    QueryPart,
-    RequestExpired,
-    RequestFailedV2,
+    V2AgentArrived,
+    V2AgentLeft,
+    V2AgentRestarted,
+    V2ConsoleEvent,
+    V2DataIndicated,
+    V2EventIndicated,
+    V2MessageMalformed,
+    V2MessageUnhandled,
+    V2MethodAnswered,
+    V2MethodFailed,
+    V2QueryAnswered,
+    V2QueryFailed,
+    V2QueryPart,
+    V2RequestExpired,
+    V2RequestFailed,
 )
 
 __all__ = [
@@ -69,9 +69,9 @@ __all__ = [
     "DIRECT_EXCHANGE",
     "LOCATE_SUBJECT",
     "TOPIC_EXCHANGE",
-    "AgentInfoV2",
+    "V2AgentInfo",
     "ConsoleProtocolV2",
-    "OutgoingV2",
+    "V2Outgoing",
     "texts_from_schema",
 ]
 
@@ -93,7 +93,7 @@ _MAX_INTERVAL: Final = 86_400
 
 
 @attrs.frozen(slots=True)
-class OutgoingV2:
+class V2Outgoing:
     """A v2 request to publish: ``body`` with application properties ``headers``
     to ``exchange`` under ``subject``; answers carry ``correlation_id``."""
 
@@ -104,7 +104,7 @@ class OutgoingV2:
     correlation_id: str
 
 
-class AgentInfoV2:
+class V2AgentInfo:
     """What the directory knows of one v2 agent (times in the caller's clock;
     ``interval`` in seconds; ``values`` as last announced)."""
 
@@ -123,7 +123,7 @@ class AgentInfoV2:
         self.last_seen = now
 
     def __repr__(self) -> str:
-        return f"<AgentInfoV2 {self.name!r} epoch={self.epoch} interval={self.interval:.3g}>"
+        return f"<V2AgentInfo {self.name!r} epoch={self.epoch} interval={self.interval:.3g}>"
 
 
 class _Pending:
@@ -216,7 +216,7 @@ class ConsoleProtocolV2:
         self._next_cid = start_cid
         self._pending: dict[str, _Pending] = {}
         #: agents known on this connection, by name, in the order they arrived
-        self.agents: dict[str, AgentInfoV2] = {}
+        self.agents: dict[str, V2AgentInfo] = {}
         self.dropped = 0
         self.drained = 0
         self.malformed = 0
@@ -247,12 +247,12 @@ class ConsoleProtocolV2:
         return cid
 
     @staticmethod
-    def _outgoing(msg: Any, exchange: str, subject: str) -> OutgoingV2:
+    def _outgoing(msg: Any, exchange: str, subject: str) -> V2Outgoing:
         headers, body, cid = encode_v2(msg)
         assert cid is not None
-        return OutgoingV2(exchange, subject, headers, body, cid)
+        return V2Outgoing(exchange, subject, headers, body, cid)
 
-    def send_locate(self, now: float, deadline: float | None = None) -> OutgoingV2:
+    def send_locate(self, now: float, deadline: float | None = None) -> V2Outgoing:
         """An agent locate request to every agent.
 
         Answers update the directory whenever they come.  With a ``deadline`` the
@@ -270,12 +270,12 @@ class ConsoleProtocolV2:
     def send_query(self, agent: str | None, *, what: str = "OBJECT",
                    schema_id: V2SchemaId | None = None, object_id: V2ObjectId | None = None,
                    where: Any = None, deadline: float | None = None,
-                   stream: bool = False) -> OutgoingV2:
+                   stream: bool = False) -> V2Outgoing:
         """A ``_query_request`` to ``agent`` (its name; None or ``broker``: qpidd's
-        own agent).  The answer comes as one :class:`QueryAnswered` (or
-        :class:`QueryFailed`, :class:`RequestFailedV2`, :class:`RequestExpired`).
-        With ``stream`` every part but the last comes as a :class:`QueryPart` when it
-        arrives and the :class:`QueryAnswered` holds the last part's items only, so a
+        own agent).  The answer comes as one :class:`V2QueryAnswered` (or
+        :class:`V2QueryFailed`, :class:`V2RequestFailed`, :class:`V2RequestExpired`).
+        With ``stream`` every part but the last comes as a :class:`V2QueryPart` when it
+        arrives and the :class:`V2QueryAnswered` holds the last part's items only, so a
         large answer is not held whole (the failure events then carry no items).
 
         Raises:
@@ -294,9 +294,9 @@ class ConsoleProtocolV2:
 
     def send_method(self, agent: str | None, object_id: V2ObjectId, method: str,
                     arguments: Mapping[str, Any], deadline: float | None = None, *,
-                    subtypes: Mapping[str, Any] | None = None) -> OutgoingV2:
+                    subtypes: Mapping[str, Any] | None = None) -> V2Outgoing:
         """A ``_method_request`` calling ``method`` of ``object_id`` on ``agent``;
-        answered by :class:`MethodAnswered` or :class:`MethodFailed`.
+        answered by :class:`V2MethodAnswered` or :class:`V2MethodFailed`.
 
         Raises:
             UsageError: an empty agent or method name.
@@ -326,32 +326,32 @@ class ConsoleProtocolV2:
         entry = self._pending.pop(cid, None)
         return entry is not None and not entry.draining
 
-    def expired(self, now: float) -> list[RequestExpired]:
+    def expired(self, now: float) -> list[V2RequestExpired]:
         """Release the requests whose deadline is not after ``now``: one
-        :class:`RequestExpired` each, with the partial answer gathered so far.
+        :class:`V2RequestExpired` each, with the partial answer gathered so far.
         Failed queries still draining are released silently."""
-        out: list[RequestExpired] = []
+        out: list[V2RequestExpired] = []
         for cid, entry in list(self._pending.items()):
             if entry.deadline is not None and entry.deadline <= now:
                 del self._pending[cid]
                 if not entry.draining:
-                    out.append(RequestExpired(cid, entry.kind, entry.items))
+                    out.append(V2RequestExpired(cid, entry.kind, entry.items))
         return out
 
-    def connection_lost(self, error: QmfError) -> list[EventV2]:
+    def connection_lost(self, error: QmfError) -> list[V2ConsoleEvent]:
         """The connection ended: every request fails with ``error``
-        (:class:`RequestFailedV2`) and every agent leaves (:class:`AgentLeftV2`)."""
-        events: list[EventV2] = []
+        (:class:`V2RequestFailed`) and every agent leaves (:class:`V2AgentLeft`)."""
+        events: list[V2ConsoleEvent] = []
         for cid, entry in self._pending.items():
             if not entry.draining:
-                events.append(RequestFailedV2(cid, error, entry.items))
+                events.append(V2RequestFailed(cid, error, entry.items))
         self._pending.clear()
         why = f"connection lost: {error}"
-        events.extend(AgentLeftV2(name, why) for name in self.agents)
+        events.extend(V2AgentLeft(name, why) for name in self.agents)
         self.agents.clear()
         return events
 
-    def close(self, error: QmfError) -> list[EventV2]:
+    def close(self, error: QmfError) -> list[V2ConsoleEvent]:
         """The console closes: as :meth:`connection_lost`."""
         return self.connection_lost(error)
 
@@ -361,12 +361,12 @@ class ConsoleProtocolV2:
 
     # ------------------------------------------------------------------ agents
 
-    def age(self, now: float) -> list[EventV2]:
+    def age(self, now: float) -> list[V2ConsoleEvent]:
         """Agents silent for more than ``missed`` times their interval leave
-        (:class:`AgentLeftV2`), ``busy_grace`` seconds later when a request to
+        (:class:`V2AgentLeft`), ``busy_grace`` seconds later when a request to
         them is outstanding; requests addressed to them fail
-        (:class:`RequestFailedV2` with :class:`~qmf_async.errors.AgentGoneError`)."""
-        events: list[EventV2] = []
+        (:class:`V2RequestFailed` with :class:`~qmf_async.errors.AgentGoneError`)."""
+        events: list[V2ConsoleEvent] = []
         # an agent still owing an answer gets ``busy_grace`` more: a busy agent (qpidd
         # building a large answer) may skip heartbeats
         waited_on = {entry.agent for entry in self._pending.values() if not entry.draining}
@@ -377,17 +377,17 @@ class ConsoleProtocolV2:
                 allowed += self.busy_grace
             if silent > allowed:
                 del self.agents[name]
-                events.append(AgentLeftV2(name, f"no heartbeat for {silent:.3g} s"))
+                events.append(V2AgentLeft(name, f"no heartbeat for {silent:.3g} s"))
                 error = AgentGoneError(f"QMF v2 agent {name!r} left (no heartbeat)")
                 for cid, entry in list(self._pending.items()):
                     if entry.agent == name:
                         del self._pending[cid]
                         if not entry.draining:
-                            events.append(RequestFailedV2(cid, error, entry.items))
+                            events.append(V2RequestFailed(cid, error, entry.items))
         return events
 
     def _agent_seen(self, msg: V2AgentHeartbeat | V2AgentLocateResponse, now: float,
-                    events: list[EventV2]) -> bool:
+                    events: list[V2ConsoleEvent]) -> bool:
         name = msg.agent
         interval = msg.heartbeat_interval
         seconds = (float(min(interval, _MAX_INTERVAL)) if interval is not None and interval > 0
@@ -399,19 +399,19 @@ class ConsoleProtocolV2:
             if len(self.agents) >= self.max_agents:
                 self.agents_refused += 1
                 return False
-            info = AgentInfoV2(name, now, seconds)
+            info = V2AgentInfo(name, now, seconds)
             self.agents[name] = info
             self._update(info, msg, seconds, now)
-            events.append(AgentArrivedV2(name, info.vendor, info.product, info.instance,
+            events.append(V2AgentArrived(name, info.vendor, info.product, info.instance,
                                          info.epoch, info.interval))
             return True
         if epoch is not None and info.epoch is not None and epoch != info.epoch:
-            events.append(AgentRestarted(name, info.epoch, epoch))
+            events.append(V2AgentRestarted(name, info.epoch, epoch))
         self._update(info, msg, seconds, now)
         return True
 
     @staticmethod
-    def _update(info: AgentInfoV2, msg: V2AgentHeartbeat | V2AgentLocateResponse,
+    def _update(info: V2AgentInfo, msg: V2AgentHeartbeat | V2AgentLocateResponse,
                 seconds: float, now: float) -> None:
         info.values = msg.values
         info.vendor = msg.vendor if msg.vendor is not None else info.vendor
@@ -428,13 +428,13 @@ class ConsoleProtocolV2:
 
     def receive(self, headers: Mapping[str, Any] | None, value: Any, *,
                 subject: str | None = None, correlation_id: Any = None,
-                now: float) -> list[EventV2]:
+                now: float) -> list[V2ConsoleEvent]:
         """Interpret one received message; never raises on what a peer sent.
 
         Returns the events it causes (often none: a query part that is not the
         last only adds to its answer).
         """
-        events: list[EventV2] = []
+        events: list[V2ConsoleEvent] = []
         cid = _cid_text(correlation_id)
         try:
             msg = decode_v2(headers if headers is not None else {}, value, subject=subject,
@@ -459,7 +459,7 @@ class ConsoleProtocolV2:
                 self.dropped += 1
             else:
                 del self._pending[entry.cid]
-                events.append(MethodAnswered(entry.cid, msg.arguments, msg.agent))
+                events.append(V2MethodAnswered(entry.cid, msg.arguments, msg.agent))
         elif isinstance(msg, V2Exception):
             self._exception(msg, cid, events)
         elif isinstance(msg, (V2AgentHeartbeat, V2AgentLocateResponse)):
@@ -468,16 +468,16 @@ class ConsoleProtocolV2:
                 if entry is not None and entry.kind == _LOCATE:
                     entry.items.append(msg.agent)
         elif isinstance(msg, V2DataIndication):
-            events.append(DataIndicated(msg.agent, msg.items))
+            events.append(V2DataIndicated(msg.agent, msg.items))
         elif isinstance(msg, V2EventIndication):
-            events.extend(EventIndicated(msg.agent, event) for event in msg.events)
+            events.extend(V2EventIndicated(msg.agent, event) for event in msg.events)
         else:
             self.unhandled += 1
-            events.append(MessageUnhandled(msg))
+            events.append(V2MessageUnhandled(msg))
         return events
 
     def _malformed(self, headers: Any, subject: str | None, error: QmfError,
-                   events: list[EventV2]) -> None:
+                   events: list[V2ConsoleEvent]) -> None:
         self.malformed += 1
         opcode = None
         if isinstance(headers, Mapping):
@@ -485,10 +485,10 @@ class ConsoleProtocolV2:
                 opcode = _text_or_none(headers.get("qmf.opcode"))
             except (TypeError, ValueError, KeyError, AttributeError):
                 opcode = None
-        events.append(MessageMalformed(subject, opcode, error))
+        events.append(V2MessageMalformed(subject, opcode, error))
 
     def _query_part(self, msg: V2QueryResponse, cid: str | None,
-                    events: list[EventV2]) -> None:
+                    events: list[V2ConsoleEvent]) -> None:
         entry = self._pending.get(cid) if cid is not None else None
         if entry is None or entry.kind != _QUERY:
             self.dropped += 1
@@ -507,22 +507,22 @@ class ConsoleProtocolV2:
             error = ProtocolError(
                 f"QMF v2 query {entry.cid} answer exceeds max_query_items="
                 f"{self.max_query_items} (the rest of it is dropped)")
-            events.append(RequestFailedV2(entry.cid, error, gathered))
+            events.append(V2RequestFailed(entry.cid, error, gathered))
             return
         entry.count += len(msg.items)
         if entry.stream:
             if msg.partial:
-                events.append(QueryPart(entry.cid, list(msg.items), msg.agent))
+                events.append(V2QueryPart(entry.cid, list(msg.items), msg.agent))
             else:
                 del self._pending[entry.cid]
-                events.append(QueryAnswered(entry.cid, list(msg.items), msg.agent))
+                events.append(V2QueryAnswered(entry.cid, list(msg.items), msg.agent))
             return
         entry.items.extend(msg.items)
         if not msg.partial:
             del self._pending[entry.cid]
-            events.append(QueryAnswered(entry.cid, entry.items, msg.agent))
+            events.append(V2QueryAnswered(entry.cid, entry.items, msg.agent))
 
-    def _exception(self, msg: V2Exception, cid: str | None, events: list[EventV2]) -> None:
+    def _exception(self, msg: V2Exception, cid: str | None, events: list[V2ConsoleEvent]) -> None:
         entry = self._pending.get(cid) if cid is not None else None
         if entry is None or entry.kind == _LOCATE:
             self.dropped += 1
@@ -531,9 +531,9 @@ class ConsoleProtocolV2:
         if entry.draining:
             self.drained += 1
         elif entry.kind == _QUERY:
-            events.append(QueryFailed(entry.cid, msg.error_code, msg.error_text, msg.agent))
+            events.append(V2QueryFailed(entry.cid, msg.error_code, msg.error_text, msg.agent))
         else:
-            events.append(MethodFailed(entry.cid, msg.error_code, msg.error_text, msg.agent))
+            events.append(V2MethodFailed(entry.cid, msg.error_code, msg.error_text, msg.agent))
 
 
 def _cid_text(value: Any) -> str | None:

@@ -2,7 +2,8 @@
 
 Small frozen values.  Requests are named by their correlation id (a ``str``),
 agents by their v2 name (qpidd: ``apache.org:qpidd:<uuid>``; answers from qpidd's
-own agent addressed as ``broker`` carry ``broker``).
+own agent addressed as ``broker`` carry ``broker``).  Every name is ``V2<Name>``
+(see :mod:`qmf_async.protocol`); :data:`V2ConsoleEvent` is any of them.
 """
 
 from __future__ import annotations
@@ -16,26 +17,26 @@ from ..errors import QmfError
 from ..wire import V2Event
 
 __all__ = [
-    "AgentArrivedV2",
-    "AgentLeftV2",
-    "AgentRestarted",
-    "DataIndicated",
-    "EventIndicated",
-    "EventV2",
-    "MessageMalformed",
-    "MessageUnhandled",
-    "MethodAnswered",
-    "MethodFailed",
-    "QueryAnswered",
-    "QueryPart",
-    "QueryFailed",
-    "RequestExpired",
-    "RequestFailedV2",
+    "V2AgentArrived",
+    "V2AgentLeft",
+    "V2AgentRestarted",
+    "V2ConsoleEvent",
+    "V2DataIndicated",
+    "V2EventIndicated",
+    "V2MessageMalformed",
+    "V2MessageUnhandled",
+    "V2MethodAnswered",
+    "V2MethodFailed",
+    "V2QueryAnswered",
+    "V2QueryFailed",
+    "V2QueryPart",
+    "V2RequestExpired",
+    "V2RequestFailed",
 ]
 
 
 @attrs.frozen(slots=True)
-class QueryAnswered:
+class V2QueryAnswered:
     """Query ``cid`` is answered: ``items`` gathered from every part in the order
     received (:class:`~qmf_async.wire.V2Data` for ``_data`` answers, else the raw
     maps); ``agent`` is the ``qmf.agent`` of the last part."""
@@ -46,9 +47,9 @@ class QueryAnswered:
 
 
 @attrs.frozen(slots=True)
-class QueryPart:
+class V2QueryPart:
     """A part of the answer to a streamed query (``send_query(stream=True)``) that is
-    not the last: its ``items`` only (the last part comes as :class:`QueryAnswered`
+    not the last: its ``items`` only (the last part comes as :class:`V2QueryAnswered`
     holding the items of that part alone)."""
 
     cid: str
@@ -57,7 +58,7 @@ class QueryPart:
 
 
 @attrs.frozen(slots=True)
-class QueryFailed:
+class V2QueryFailed:
     """Query ``cid`` was answered with an ``_exception`` (``code`` as sent, None when
     absent or not an integer)."""
 
@@ -68,7 +69,7 @@ class QueryFailed:
 
 
 @attrs.frozen(slots=True)
-class MethodAnswered:
+class V2MethodAnswered:
     """Method call ``cid`` succeeded with output ``arguments`` (values as received:
     see :func:`~._console_v2.texts_from_schema`)."""
 
@@ -78,7 +79,7 @@ class MethodAnswered:
 
 
 @attrs.frozen(slots=True)
-class MethodFailed:
+class V2MethodFailed:
     """Method call ``cid`` was answered with an ``_exception``."""
 
     cid: str
@@ -88,7 +89,7 @@ class MethodFailed:
 
 
 @attrs.frozen(slots=True)
-class RequestFailedV2:
+class V2RequestFailed:
     """Request ``cid`` can no longer complete here: its answer grew past the limit,
     its agent left, the connection was lost or closed.  ``items`` are what had been
     gathered (empty for a method call)."""
@@ -99,7 +100,7 @@ class RequestFailedV2:
 
 
 @attrs.frozen(slots=True)
-class RequestExpired:
+class V2RequestExpired:
     """Request ``cid`` (``kind`` ``query``, ``method`` or ``locate``) reached its
     deadline; ``items`` are the partial answer gathered so far (for a locate: the
     names of the agents that answered it, which is its normal end)."""
@@ -110,7 +111,7 @@ class RequestExpired:
 
 
 @attrs.frozen(slots=True)
-class AgentArrivedV2:
+class V2AgentArrived:
     """An agent was seen for the first time (or again, after it left)."""
 
     name: str
@@ -122,7 +123,7 @@ class AgentArrivedV2:
 
 
 @attrs.frozen(slots=True)
-class AgentRestarted:
+class V2AgentRestarted:
     """A known agent announced another epoch: it restarted (its objects and
     subscriptions are gone)."""
 
@@ -132,7 +133,7 @@ class AgentRestarted:
 
 
 @attrs.frozen(slots=True)
-class AgentLeftV2:
+class V2AgentLeft:
     """An agent left the directory (``why``: silent too long, the connection ended)."""
 
     name: str
@@ -140,7 +141,7 @@ class AgentLeftV2:
 
 
 @attrs.frozen(slots=True)
-class DataIndicated:
+class V2DataIndicated:
     """A ``_data_indication`` of objects (qpidd: the changed objects of one class)."""
 
     agent: str | None
@@ -148,7 +149,7 @@ class DataIndicated:
 
 
 @attrs.frozen(slots=True)
-class EventIndicated:
+class V2EventIndicated:
     """One event of a ``_data_indication`` with content ``_event``."""
 
     agent: str | None
@@ -156,7 +157,7 @@ class EventIndicated:
 
 
 @attrs.frozen(slots=True)
-class MessageMalformed:
+class V2MessageMalformed:
     """A message did not decode (missing or mistyped keys); it was dropped."""
 
     subject: str | None
@@ -165,7 +166,7 @@ class MessageMalformed:
 
 
 @attrs.frozen(slots=True)
-class MessageUnhandled:
+class V2MessageUnhandled:
     """A well-formed message a console does not act on (an unknown opcode or
     content: an :class:`~qmf_async.wire.UnknownV2Message`; a request seen on a
     shared topic); it was dropped."""
@@ -174,6 +175,7 @@ class MessageUnhandled:
 
 
 #: any event of the v2 console core
-EventV2 = (QueryAnswered | QueryPart | QueryFailed | MethodAnswered | MethodFailed | RequestFailedV2
-           | RequestExpired | AgentArrivedV2 | AgentRestarted | AgentLeftV2 | DataIndicated
-           | EventIndicated | MessageMalformed | MessageUnhandled)
+V2ConsoleEvent = (V2QueryAnswered | V2QueryPart | V2QueryFailed | V2MethodAnswered
+                  | V2MethodFailed | V2RequestFailed | V2RequestExpired | V2AgentArrived
+                  | V2AgentRestarted | V2AgentLeft | V2DataIndicated | V2EventIndicated
+                  | V2MessageMalformed | V2MessageUnhandled)
