@@ -301,3 +301,33 @@ def test_console_objects_use_each_others_public_names() -> None:
     # an exception that is no longer needed leaves the list
     listed = {(m, f) for m, fs in PRIVATE_ACCESS_ALLOWED.items() for f in fs}
     assert allowed_used == listed, f"unused exceptions: {sorted(listed - allowed_used)}"
+
+
+#: the protocol core's QMF v2 modules: their types are named in one pattern
+V2_PROTOCOL_MODULES = ("qmf_async.protocol._events_v2", "qmf_async.protocol._console_v2",
+                       "qmf_async.protocol._agent_v2")
+
+
+def test_protocol_v2_types_are_named_in_one_pattern() -> None:
+    """Every public type of the v2 protocol core (a class, or a union of classes such as
+    "any event of the v2 console core") is ``<Role>ProtocolV2`` (the protocol classes,
+    pairing with ``ConsoleProtocol``/``AgentProtocol``) or ``V2<Name>`` (every event
+    and message type); the v1 names carry no marker."""
+    import importlib
+    import types
+
+    offenders, seen = [], 0
+    for modname in V2_PROTOCOL_MODULES:
+        module = importlib.import_module(modname)
+        for name in module.__all__:
+            obj = getattr(module, name)
+            if isinstance(obj, type):
+                if obj.__module__ != modname:
+                    continue  # re-exported, named where it is defined
+            elif not isinstance(obj, types.UnionType):
+                continue  # constants and functions
+            seen += 1
+            if not (name.startswith("V2") or name.endswith("ProtocolV2")):
+                offenders.append(f"{modname}.{name}")
+    assert seen >= 25, f"the rule sees too few types ({seen}): is __all__ read?"
+    assert offenders == [], "name v2 types V2<Name>:\n" + "\n".join(offenders)
