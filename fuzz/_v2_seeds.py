@@ -9,7 +9,6 @@ import uuid
 from pathlib import Path
 
 from qmf_async.wire import (
-    UnknownV2Message,
     V2AgentHeartbeat,
     V2AgentLocateRequest,
     V2AgentLocateResponse,
@@ -25,6 +24,7 @@ from qmf_async.wire import (
     V2QueryRequest,
     V2QueryResponse,
     V2SchemaId,
+    V2UnknownMessage,
 )
 
 GOLDEN = Path(__file__).parents[1] / "tests" / "data" / "qmf2" / "qpidd-1.40-v2.jsonl"
@@ -62,7 +62,7 @@ def messages() -> list[V2Message]:
                                                  "_name": "vendor:product:inst"}),
         V2DataIndication([data], "apache.org:qpidd:1"),
         V2EventIndication([event, event], "apache.org:qpidd:1"),
-        UnknownV2Message("_subscribe_request", {"qmf.opcode": "_subscribe_request", "x": 1},
+        V2UnknownMessage("_subscribe_request", {"qmf.opcode": "_subscribe_request", "x": 1},
                          {"_query": {}}, None, "c12"),
     ]
 

@@ -23,7 +23,6 @@ from hypothesis import strategies as st
 
 from qmf_async.errors import DecodeError, EncodeError
 from qmf_async.wire import (
-    UnknownV2Message,
     V2AgentHeartbeat,
     V2AgentLocateRequest,
     V2AgentLocateResponse,
@@ -38,6 +37,7 @@ from qmf_async.wire import (
     V2QueryRequest,
     V2QueryResponse,
     V2SchemaId,
+    V2UnknownMessage,
     decode_amqp10_message,
     decode_v2,
     decode_v2_body,
@@ -303,7 +303,7 @@ MESSAGES: list[Any] = [
     V2AgentHeartbeat("vendor:product:inst", {"_timestamp": 5, "_heartbeat_interval": 10}),
     V2DataIndication([DATA], "apache.org:qpidd:1"),
     V2EventIndication([EVENT, EVENT], "apache.org:qpidd:1"),
-    UnknownV2Message("_subscribe_request", {"qmf.opcode": "_subscribe_request", "x": 1},
+    V2UnknownMessage("_subscribe_request", {"qmf.opcode": "_subscribe_request", "x": 1},
                      {"_query": {}}, None, "c12"),
 ]
 
@@ -311,7 +311,7 @@ MESSAGES: list[Any] = [
 @pytest.mark.parametrize("msg", MESSAGES, ids=lambda m: type(m).__name__)
 def test_round_trip(msg: Any) -> None:
     props, body, cid = encode_v2(msg)
-    assert props["qmf.opcode"] == (msg.opcode if isinstance(msg, UnknownV2Message)
+    assert props["qmf.opcode"] == (msg.opcode if isinstance(msg, V2UnknownMessage)
                                    else msg.OPCODE)
     assert decode_v2(props, body, correlation_id=cid) == msg
     # through the AMQP 1.0 envelope, as the transport sends and receives it
@@ -393,10 +393,10 @@ def test_malformed_names_the_key(props: dict[str, Any], body: Any, message: str)
 def test_unknown_opcode_and_content() -> None:
     msg = decode_v2({"qmf.opcode": "_subscribe_request"}, {"a": 1}, subject="s",
                     correlation_id="c")
-    assert msg == UnknownV2Message("_subscribe_request", {"qmf.opcode": "_subscribe_request"},
+    assert msg == V2UnknownMessage("_subscribe_request", {"qmf.opcode": "_subscribe_request"},
                                    {"a": 1}, "s", "c")
     odd = decode_v2({"qmf.opcode": "_data_indication", "qmf.content": "_schema"}, [])
-    assert isinstance(odd, UnknownV2Message) and odd.opcode == "_data_indication"
+    assert isinstance(odd, V2UnknownMessage) and odd.opcode == "_data_indication"
 
 
 def test_body_carrier_errors() -> None:

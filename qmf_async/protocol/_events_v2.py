@@ -168,7 +168,7 @@ class V2MessageMalformed:
 @attrs.frozen(slots=True)
 class V2MessageUnhandled:
     """A well-formed message a console does not act on (an unknown opcode or
-    content: an :class:`~qmf_async.wire.UnknownV2Message`; a request seen on a
+    content: an :class:`~qmf_async.wire.V2UnknownMessage`; a request seen on a
     shared topic); it was dropped."""
 
     message: Any

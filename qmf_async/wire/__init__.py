@@ -59,7 +59,6 @@ from ._messages import (
 from ._record import HEADER_SIZE, RecordLayout, make_oid
 from ._schema import SchemaArgument, SchemaClass, SchemaMethod, SchemaProperty, SchemaStatistic
 from ._v2 import (
-    UnknownV2Message,
     V2AgentHeartbeat,
     V2AgentLocateRequest,
     V2AgentLocateResponse,
@@ -75,6 +74,7 @@ from ._v2 import (
     V2QueryRequest,
     V2QueryResponse,
     V2SchemaId,
+    V2UnknownMessage,
     decode_v2,
     decode_v2_body,
     encode_v2,
@@ -160,7 +160,7 @@ __all__ = [
     "V2AgentHeartbeat",
     "V2DataIndication",
     "V2EventIndication",
-    "UnknownV2Message",
+    "V2UnknownMessage",
     "V2Message",
     "decode_v2",
     "encode_v2",

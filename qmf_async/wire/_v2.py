@@ -40,7 +40,7 @@ __all__ = [
     "V2AgentHeartbeat",
     "V2DataIndication",
     "V2EventIndication",
-    "UnknownV2Message",
+    "V2UnknownMessage",
     "V2Message",
     "APP_ID",
     "decode_v2",
@@ -470,7 +470,7 @@ class V2EventIndication:
 
 
 @attrs.frozen(slots=True)
-class UnknownV2Message:
+class V2UnknownMessage:
     """A message with an opcode (or data-indication content) this codec does not know;
     everything as received."""
 
@@ -484,7 +484,7 @@ class UnknownV2Message:
 V2Message: TypeAlias = (
     V2QueryRequest | V2QueryResponse | V2MethodRequest | V2MethodResponse | V2Exception
     | V2AgentLocateRequest | V2AgentLocateResponse | V2AgentHeartbeat | V2DataIndication
-    | V2EventIndication | UnknownV2Message
+    | V2EventIndication | V2UnknownMessage
 )
 
 
@@ -494,7 +494,7 @@ def decode_v2(app_properties: Mapping[str, Any], body: Any, *, subject: str | No
               correlation_id: Any = None) -> V2Message:
     """One v2 message from its application properties and decoded body.
 
-    Unknown opcodes give :class:`UnknownV2Message`.
+    Unknown opcodes give :class:`V2UnknownMessage`.
 
     Raises:
         DecodeError: no ``qmf.opcode``, or a known message with a missing key or a value
@@ -508,7 +508,7 @@ def decode_v2(app_properties: Mapping[str, Any], body: Any, *, subject: str | No
     cid = correlation_id
     decoder = _DECODERS.get(opcode)
     if decoder is None:
-        return UnknownV2Message(opcode, dict(app_properties), body, subject, cid)
+        return V2UnknownMessage(opcode, dict(app_properties), body, subject, cid)
     agent = _opt_text(app_properties.get("qmf.agent"), "qmf.agent")
     return decoder(app_properties, body, agent, cid, subject)
 
@@ -611,7 +611,7 @@ def _data_indication(props: Mapping[str, Any], body: Any, agent: str | None, cid
         raw = _list(body, "_data_indication body")
         return V2EventIndication([V2Event.from_map(item, f"_data_indication event {i}")
                                   for i, item in enumerate(raw)], agent, cid)
-    return UnknownV2Message("_data_indication", dict(props), body, subject, cid)
+    return V2UnknownMessage("_data_indication", dict(props), body, subject, cid)
 
 
 _DECODERS: Final = {
@@ -689,7 +689,7 @@ def encode_v2(msg: V2Message) -> tuple[dict[str, Any], Any, str | None]:
     if isinstance(msg, V2EventIndication):
         return (_props(msg.OPCODE, "indication", msg.agent, "_event"),
                 [e.to_map() for e in msg.events], _cid(msg.correlation_id))
-    if isinstance(msg, UnknownV2Message):
+    if isinstance(msg, V2UnknownMessage):
         props = dict(msg.app_properties)
         props.setdefault("qmf.opcode", msg.opcode)
         return props, msg.body, _cid(msg.correlation_id)
