@@ -24,7 +24,7 @@ TIERS=(
     tests/test_protocol_agent.py tests/test_protocol_agent_registration.py
     tests/test_agent_v2_core.py tests/test_agent_records.py tests/test_correlation.py
     tests/test_session_unit.py tests/test_object_view.py tests/test_lazy.py
-    tests/test_transport_select.py tests/test_transport_dispatch.py
+    tests/test_transport_auto.py tests/test_transport_dispatch.py
     tests/test_selector.py tests/test_fuzz_corpus.py
 )
 

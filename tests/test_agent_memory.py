@@ -18,7 +18,7 @@ from qmf_async import wire
 from qmf_async.agent import Agent, Arg, Property, Statistic, method, object_class
 from qmf_async.agent.broker import AGENT_CLASS, ManagementBroker
 from qmf_async.errors import QmfError, QmfTimeout
-from qmf_async.runtime import Correlator, PeerRuntime
+from qmf_async.runtime import PeerRuntime, RequestFutures
 from qmf_async.transport import (
     MANAGEMENT_EXCHANGE,
     Delivery,
@@ -328,7 +328,7 @@ async def test_runtime_reconnects_with_backoff_after_failed_attempts(
 
 
 async def test_correlator_collects_until_complete_and_times_out() -> None:
-    c: Correlator[Any] = Correlator(first=0xFFFFFFFF)
+    c: RequestFutures[Any] = RequestFutures(first=0xFFFFFFFF)
     seq = c.next_seq()
     assert seq == 0xFFFFFFFF and c.next_seq() == 0  # wraps within 32 bits
     c.expect(seq, lambda m: m == "z")

@@ -86,7 +86,7 @@ from ..protocol import (
     texts_from_schema,
     validate_arguments,
 )
-from ..runtime import Correlator, PeerRuntime
+from ..runtime import PeerRuntime, RequestFutures
 from ..transport import (
     DIRECT_EXCHANGE,
     MANAGEMENT_EXCHANGE,
@@ -261,7 +261,7 @@ class Agent:
         self._slots = _Slots(max_concurrency)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._publisher: asyncio.Task[None] | None = None
-        self._correlator: Correlator[AttachAnswered] = Correlator()
+        self._correlator: RequestFutures[AttachAnswered] = RequestFutures()
         self._wake = asyncio.Event()
         self._republish_again = False  # an ``x`` came: all objects again at the next interval
         self._running = False

@@ -23,7 +23,7 @@ import attrs
 from .. import wire as codec
 from ..errors import DecodeError, EncodeError, QmfError, UsageError
 from ..logs import warn_limited
-from ..runtime import Correlator, PeerRuntime
+from ..runtime import PeerRuntime, RequestFutures
 from ..transport import (
     DIRECT_EXCHANGE,
     MANAGEMENT_EXCHANGE,
@@ -245,7 +245,7 @@ class ManagementBroker:
                       "attaches": 0, "aged_out": 0}
         self._peers: dict[int, _Peer] = {}
         self._next_bank = first_agent_bank
-        self._correlator: Correlator[Message] = Correlator(random.randrange(1, 1 << 30))
+        self._correlator: RequestFutures[Message] = RequestFutures(random.randrange(1, 1 << 30))
         self._fetching: set[ClassKey] = set()  # S asked for a q received on 'broker'
         self._chased: dict[ClassKey, float] = {}  # unknown broadcast classes -> when asked
         self._tasks: set[asyncio.Task[Any]] = set()

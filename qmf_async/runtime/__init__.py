@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from ._backoff import retry_with_backoff
-from ._correlation import Correlator
+from ._correlation import RequestFutures
 from ._peer import Outgoing, PeerRuntime
 
 __all__ = [
-    "Correlator",
+    "RequestFutures",
     "Outgoing",
     "PeerRuntime",
     "retry_with_backoff",

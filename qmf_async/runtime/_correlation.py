@@ -14,7 +14,7 @@ from typing import Generic, TypeVar
 
 from ..errors import QmfTimeout
 
-__all__ = ["Correlator"]
+__all__ = ["RequestFutures"]
 
 _M = TypeVar("_M")
 
@@ -41,7 +41,7 @@ def _first(_msg: object) -> bool:
     return True
 
 
-class Correlator(Generic[_M]):
+class RequestFutures(Generic[_M]):
     """Allocates sequence numbers and routes answers to the request that sent them.
 
     ``seq = c.next_seq(); fut = c.expect(seq, complete)``; every answer with that

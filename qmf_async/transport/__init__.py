@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._aiormq import AiormqTransport, quiet_aiormq_loggers
+from ._auto import PROTOCOLS, AutoTransport, check_protocol, transport_factory
 from ._base import (
     AMQP091_CAPABILITIES,
     AMQP10_CAPABILITIES,
@@ -37,7 +38,6 @@ from ._base import (
 )
 from ._base import Transport as TransportProtocol
 from ._options import add_connection_arguments, connection_arguments
-from ._select import PROTOCOLS, AutoTransport, check_protocol, transport_factory
 
 if TYPE_CHECKING:  # for type checkers; at run time imported on first use (__getattr__)
     from ._proton import ProtonTransport

@@ -17,7 +17,7 @@ from qmf_async.transport import (
     AutoTransport,
     ConnectionState,
     Delivery,
-    _select,
+    _auto,
     check_protocol,
     transport_factory,
 )
@@ -64,7 +64,7 @@ class FakeInner:
 def fakes(monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], dict[str, BaseException]]:
     log: list[str] = []
     errors: dict[str, BaseException] = {}
-    monkeypatch.setattr(_select, "_DETECTED", {})
+    monkeypatch.setattr(_auto, "_DETECTED", {})
 
     def make(self: AutoTransport, protocol: str) -> Any:
         return FakeInner(protocol, log, errors)
