@@ -12,6 +12,7 @@ from .console import (
     QmfObject,
     RemoteAgent,
     Session,
+    SessionOptions,
     Subscription,
 )
 from .errors import (
@@ -57,6 +58,7 @@ __version__ = "0.1.0"
 __all__ = [
     "__version__",
     "Session",
+    "SessionOptions",
     "Broker",
     "Console",
     "QmfObject",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ._objects import Change, Event, MethodResult, QmfObject, RemoteAgent
+from ._options import SessionOptions
 from ._session import Broker, Console, Session
 from ._subscriptions import Subscription
 
@@ -15,5 +16,6 @@ __all__ = [
     "QmfObject",
     "RemoteAgent",
     "Session",
+    "SessionOptions",
     "Subscription",
 ]

@@ -156,6 +156,7 @@ class Broker(SchemaFetches, MethodCalls):
         self.session: SessionSettings = host.session
         self.owner: SessionHost = host
         session = self.session
+        settings = session.options
         self.url = url
         self.where = parse_url(url).where
         self.tls = tls
@@ -172,17 +173,17 @@ class Broker(SchemaFetches, MethodCalls):
             url, dispatch=self._dispatch, setup=self._setup,
             transport_factory=host.transport_factory, tls=tls,
             sasl_mechanisms=sasl_mechanisms, name="qmf-async console",
-            prefetch=session.prefetch, connect_timeout=timeout,
-            endpoint_prefix="qmf-reply-", reconnect=session.manage_connections,
-            min_delay=session.reconnect_min_delay, max_delay=session.reconnect_max_delay,
+            prefetch=settings.prefetch, connect_timeout=timeout,
+            endpoint_prefix="qmf-reply-", reconnect=settings.manage_connections,
+            min_delay=settings.reconnect_min_delay, max_delay=settings.reconnect_max_delay,
             on_lost=self._on_lost, on_reconnected=self._reconnected,
             on_connect_failed=self._connect_failed, what=f"console of {self.where}", log=log)
         self._runtime.begin_dispatch()
         self._core = ConsoleProtocol(
-            session.schemas, where=self.where, max_held=session.max_held,
-            agent_interval=session.agent_interval,
-            min_agent_interval=session.min_agent_interval,
-            missed_heartbeats=session.missed_heartbeats, max_departed=_MAX_DEPARTED)
+            session.schemas, where=self.where, max_held=settings.max_held,
+            agent_interval=settings.agent_interval,
+            min_agent_interval=settings.min_agent_interval,
+            missed_heartbeats=settings.missed_heartbeats, max_departed=_MAX_DEPARTED)
         self._waits = Waits()
         self._reply_queue: str | None = None
         self._topic_queue: str | None = None
@@ -301,7 +302,7 @@ class Broker(SchemaFetches, MethodCalls):
         self.connected = True
         self._handshake_done.clear()
         caps = transport.capabilities
-        version = session.qmf_version
+        version = session.options.qmf_version
         if version is None:  # v2 where qpidd is reached (AMQP 1.0), v1 on a 0-9-1 bus
             version = 2 if caps.qmf_v2 else 1
         self.qmf_version = version
@@ -331,7 +332,7 @@ class Broker(SchemaFetches, MethodCalls):
             probe = [(MANAGEMENT, self._probe_key)] if self._probe_key else []
             self._topic_queue = await transport.open_endpoint(
                 topic, bindings=[(MANAGEMENT, k) for k in self._v1_keys] + probe,
-                max_length=session.topic_max_length,
+                max_length=session.options.topic_max_length,
                 dead_letter_exchange=DIRECT if loss else None,
                 dead_letter_routing_key=loss, no_ack=False)
             self.error = None
@@ -352,7 +353,7 @@ class Broker(SchemaFetches, MethodCalls):
         try:
             await transport.publish(out.body, exchange=MANAGEMENT, routing_key=out.routing_key,
                                     reply_to=self._reply_queue)
-            msg = await asyncio.wait_for(wait.future, self.session.broker_timeout)
+            msg = await asyncio.wait_for(wait.future, self.session.options.broker_timeout)
         except TimeoutError:
             self.has_management = False
             log.info("no management broker answered B on %s; finding agents by heartbeats",
@@ -376,7 +377,7 @@ class Broker(SchemaFetches, MethodCalls):
         try:
             records = await self.query(agent,
                                        {"_class": "agent", "_package": BROKER_AGENT_CLASS[0]},
-                                       self.session.broker_timeout)
+                                       self.session.options.broker_timeout)
         except QmfError as exc:
             log.info("agent list of %s not available: %s", self.where, exc)
             return
@@ -388,7 +389,7 @@ class Broker(SchemaFetches, MethodCalls):
         self.connected = False
         self.error = exc
         # read at each loss: the session's setting may have changed since
-        self._runtime.reconnect = self.session.manage_connections
+        self._runtime.reconnect = self.session.options.manage_connections
         lost = ConnectionLostError(f"connection to {self.where} lost: {exc}")
         lost.__cause__ = exc
         self._handle(self._core.connection_lost(lost))
@@ -422,7 +423,7 @@ class Broker(SchemaFetches, MethodCalls):
             self._v2.close(removed)
         self._waits.fail_all(removed)
         self.connected = False
-        await self._runtime.stop(self.session.close_timeout, flush=0.0)
+        await self._runtime.stop(self.session.options.close_timeout, flush=0.0)
 
     def check(self) -> TransportProtocol:
         """The open transport, for publishing at once (requests bypass the runtime's
@@ -579,12 +580,12 @@ class Broker(SchemaFetches, MethodCalls):
         AMQP 1.0 (and other transports), as of the last moment the transport had
         nothing buffered.
         """
-        core, session = self._core, self.session
+        core, settings = self._core, self.session.options
         # the session's limits may have been changed since this broker was added
-        core.agent_interval = session.agent_interval
-        core.min_agent_interval = session.min_agent_interval
-        core.missed_heartbeats = session.missed_heartbeats
-        core.max_held = session.max_held
+        core.agent_interval = settings.agent_interval
+        core.min_agent_interval = settings.min_agent_interval
+        core.missed_heartbeats = settings.missed_heartbeats
+        core.max_held = settings.max_held
         transport = self._runtime.transport
         if self._probe_key is not None and self._loss_queue is not None \
                 and transport is not None and transport.capabilities.drain_probe:

@@ -62,7 +62,7 @@ class MethodCalls:
             NotConnectedError, TransportError: not sent, or the connection was lost.
         """
         transport = self.check()
-        wait = timeout if timeout is not None else self.session.timeout
+        wait = timeout if timeout is not None else self.session.options.timeout
         raw_oid = obj.get_object_id().raw
         v2 = self._v2
         fast = self._route

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from .. import wire as codec
 from ..wire import ClassKey
+from ._options import SessionOptions
 
 __all__ = ["BrokerLink", "SessionLink", "SessionSettings"]
 
@@ -44,26 +45,12 @@ class SessionLink(Protocol):
 
 class SessionSettings(Protocol):
     """The session a :class:`Broker` belongs to, as the broker reads it (a
-    :class:`~qmf_async.console._session.Session` is one): its settings (read live:
-    they may change after the broker was added), the schema cache and counters."""
+    :class:`~qmf_async.console._session.Session` is one): its settings (``options``,
+    read live: they may be replaced after the broker was added), the schema cache and
+    counters."""
 
+    options: SessionOptions
     schemas: codec.SchemaRegistry
-    qmf_version: int | None
-    manage_connections: bool
-    prefetch: int
-    topic_max_length: int
-    max_held: int
-    agent_interval: float
-    min_agent_interval: float
-    missed_heartbeats: int
-    reconnect_min_delay: float
-    reconnect_max_delay: float
-    timeout: float
-    broker_timeout: float
-    schema_timeout: float
-    completion_timeout: float
-    close_timeout: float
-    max_query_items: int
     malformed: int
     held_dropped: int
 

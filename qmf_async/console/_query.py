@@ -35,6 +35,7 @@ from ._waits import Wait
 
 if TYPE_CHECKING:
     from .. import wire as codec
+    from ._options import SessionOptions
 
 __all__ = ["ObjectQueries"]
 
@@ -62,9 +63,7 @@ class ObjectQueries:
 
     if TYPE_CHECKING:  # provided by the Session
         brokers: list[Broker]
-        timeout: float
-        broker_timeout: float
-        max_query_items: int
+        options: SessionOptions
         malformed: int
         schemas: codec.SchemaRegistry
         _packages: set[str]
@@ -140,7 +139,7 @@ class ObjectQueries:
         query, key, oid = self._prepare_query(_class, _package, _key, _objectId)
         selector = compile_selector(where)
         brokers = self._connected_brokers(_broker)
-        timeout = self.timeout if _timeout is None else _timeout
+        timeout = self.options.timeout if _timeout is None else _timeout
         if _agent is None:
             # a broker that has just (re)connected learns its agents in its handshake
             await self._handshakes_done(brokers, timeout)
@@ -151,7 +150,7 @@ class ObjectQueries:
         from_raw = QmfObject.from_raw
         # the Session this is mixed into is the proxies' SessionLink
         link = cast(SessionLink, self)
-        limit = self.max_query_items
+        limit = self.options.max_query_items
         over: list[ProtocolError] = []  # the answer grew past ``limit``
 
         def on_item(broker: Broker, agent: RemoteAgent
@@ -237,7 +236,8 @@ class ObjectQueries:
                 raise cls(f"{len(errors)} of {len(entries)} agent(s) failed: {failed}",
                           list(delivered), errors) from errors[0]
             if not seen[0] and _class is not None and oid is None:
-                await self._check_class_name(_class, _package, min(timeout, self.broker_timeout))
+                await self._check_class_name(_class, _package,
+                                             min(timeout, self.options.broker_timeout))
         finally:
             for broker, _agent2, entry in entries:
                 broker.discard(entry)

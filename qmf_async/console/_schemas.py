@@ -19,6 +19,7 @@ from ..protocol import DIRECT_EXCHANGE as V2_DIRECT
 from ..protocol import ConsoleProtocol, SchemaNeeded
 from ..wire import ClassKey, Message, SchemaClass, SchemaRequest, SchemaResponse
 from ._objects import RemoteAgent
+from ._options import SessionOptions
 from ._v1route import QPIDD_AGENT
 
 __all__ = ["SchemaFetches"]
@@ -31,7 +32,7 @@ MANAGEMENT: Final = names.MANAGEMENT_EXCHANGE
 class SchemaSession(Protocol):
     """What the schema fetches read of the session (a part of ``SessionSettings``)."""
 
-    schema_timeout: float
+    options: SessionOptions
 
 
 class SchemaOwner(Protocol):
@@ -143,7 +144,7 @@ class SchemaFetches:
         why: str
         try:
             try:
-                schema = await self.ask_schema(key, targets, self.session.schema_timeout)
+                schema = await self.ask_schema(key, targets, self.session.options.schema_timeout)
             except (QmfError, CommandError) as exc:
                 why = str(exc)
             else:

@@ -19,7 +19,7 @@ import inspect
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, Unpack
 
 import attrs
 
@@ -59,6 +59,7 @@ from ..wire import (
 )
 from ._broker import MANAGEMENT, Broker
 from ._objects import Event, MethodResult, QmfObject, RemoteAgent
+from ._options import SessionKeywords, SessionOptions, Setting
 from ._query import ObjectQueries
 from ._query import _where_predicate as _where_predicate  # re-exported (tests use it)
 from ._subscriptions import Subscription
@@ -68,6 +69,9 @@ from ._view import ObjectView
 __all__ = ["Broker", "Session"]
 
 log = logging.getLogger("qmf_async.session")
+
+_DEFAULTS = SessionOptions()
+_KEYWORDS = SessionKeywords.__optional_keys__
 
 
 class Console:
@@ -151,94 +155,76 @@ class Session(ObjectQueries, ObjectView):
     ``async with Session() as session: broker = await session.add_broker(url)``.
     Every wait has a timeout; closing is bounded and safe under cancellation.
 
-    While a console or an update subscription exists, the session keeps an object
-    view: per object, the latest properties and statistics received, merged into
-    every update it hands out.  An object first seen through only one part is held
-    until a query (one ``G`` per agent and class) brings the other, for at most
-    ``completion_timeout`` seconds; failures are counted in ``completion_failures``
-    and the updates then go out with what is known.  The view holds at most
-    ``max_objects`` objects (least recently updated evicted first, counted in
-    ``objects_evicted``); deleted objects and those of departed agents leave it.
-    One query gathers at most ``max_query_items`` objects: an answer that grows past
-    it fails the query at once with a ``PartialResultError`` carrying what arrived.
-
-    ``protocol`` picks the AMQP version: ``"auto"`` (default) speaks 0-9-1 and switches
-    to 1.0 when the broker answers with another version's header (qpidd), ``"0-9-1"``
-    or ``"1.0"`` force one (1.0 needs the ``amqp10`` extra).
-
-    ``qmf_version`` picks the QMF version: None (default) speaks v2 (map messages) on
-    a connection to qpidd over AMQP 1.0, where a stock qpidd publishes v2 only, and v1
-    on a 0-9-1 bus (RabbitMQ with the management-broker role); ``1`` or ``2`` force
-    one.  The API is the same either way (``Broker.qmf_version`` says which is spoken);
-    over v2, schemas still come from the v1 ``S``, which qpidd answers (it has no v2
-    schema query).
+    Settings: the fields of :class:`SessionOptions` (documented there), given as
+    keywords or as one frozen value ``options=``; a keyword given as well applies on
+    top of it (``attrs.evolve(options, **keywords)``).  ``session.options`` holds them
+    and each is an attribute of the session too (``session.timeout``).  Assigning one
+    (``session.timeout = 30.0``) replaces ``session.options`` with a copy that has the
+    new value (checked as when built; assigning ``session.options`` works too).  The
+    brokers read a setting when they use it, so a change applies from then on: the
+    bindings, ``topic_max_length`` and ``qmf_version`` at the next connection,
+    ``protocol``, ``prefetch`` and the reconnect delays to brokers added later.
     """
+
+    rcv_objects: Setting[bool] = Setting()
+    rcv_events: Setting[bool] = Setting()
+    rcv_heartbeats: Setting[bool] = Setting()
+    user_bindings: Setting[bool] = Setting()
+    manage_connections: Setting[bool] = Setting()
+    timeout: Setting[float] = Setting()
+    broker_timeout: Setting[float] = Setting()
+    schema_timeout: Setting[float] = Setting()
+    agent_interval: Setting[float] = Setting()
+    min_agent_interval: Setting[float] = Setting()
+    missed_heartbeats: Setting[int] = Setting()
+    topic_max_length: Setting[int] = Setting()
+    prefetch: Setting[int] = Setting()
+    max_held: Setting[int] = Setting()
+    completion_timeout: Setting[float] = Setting()
+    max_objects: Setting[int] = Setting()
+    max_query_items: Setting[int] = Setting()
+    reconnect_min_delay: Setting[float] = Setting()
+    reconnect_max_delay: Setting[float] = Setting()
+    close_timeout: Setting[float] = Setting()
+    protocol: Setting[str] = Setting()
+    qmf_version: Setting[int | None] = Setting()
 
     def __init__(
         self,
         console: Console | None = None,
-        rcv_objects: bool = True,
-        rcv_events: bool = True,
-        rcv_heartbeats: bool = True,
-        user_bindings: bool = False,
-        manage_connections: bool = False,
+        rcv_objects: bool | None = None,
+        rcv_events: bool | None = None,
+        rcv_heartbeats: bool | None = None,
+        user_bindings: bool | None = None,
+        manage_connections: bool | None = None,
         *,
-        timeout: float = 10.0,
-        broker_timeout: float = 2.0,
-        schema_timeout: float = 5.0,
-        agent_interval: float = 10.0,
-        min_agent_interval: float = 0.1,
-        missed_heartbeats: int = 3,
-        topic_max_length: int = 100_000,
-        prefetch: int = 1000,
-        max_held: int = 10_000,
-        completion_timeout: float = 5.0,
-        max_objects: int = 1_000_000,
-        max_query_items: int = 1_000_000,
-        reconnect_min_delay: float = 0.5,
-        reconnect_max_delay: float = 30.0,
-        close_timeout: float = 5.0,
-        protocol: str = "auto",
-        qmf_version: int | None = None,
+        options: SessionOptions | None = None,
         _transport_factory: TransportFactory | None = None,
+        **settings: Unpack[SessionKeywords],
     ) -> None:
-        """Raises: UsageError for non-positive timeouts or limits, an unknown protocol or
-        QMF version."""
-        if qmf_version not in (None, 1, 2):
-            raise UsageError(f"qmf_version must be 1, 2 or None (automatic), not {qmf_version!r}")
-        self.qmf_version = qmf_version
-        for name, value in (("timeout", timeout), ("broker_timeout", broker_timeout),
-                            ("schema_timeout", schema_timeout), ("agent_interval", agent_interval),
-                            ("completion_timeout", completion_timeout),
-                            ("max_objects", max_objects),
-                            ("max_query_items", max_query_items)):
-            if value <= 0:
-                raise UsageError(f"{name} must be positive")
+        """The five flags (None: as ``options`` says; True, True, True, False, False by
+        default) and the keywords are fields of :class:`SessionOptions`.
+
+        Raises:
+            UsageError: a setting out of range (non-positive timeouts or limits), an
+                unknown protocol or QMF version.
+            TypeError: an unknown keyword.
+        """
+        unknown = settings.keys() - _KEYWORDS
+        if unknown:
+            raise TypeError(f"Session() got unexpected keyword argument(s): "
+                            f"{', '.join(sorted(unknown))}")
+        flags = {name: value for name, value in (
+            ("rcv_objects", rcv_objects), ("rcv_events", rcv_events),
+            ("rcv_heartbeats", rcv_heartbeats), ("user_bindings", user_bindings),
+            ("manage_connections", manage_connections)) if value is not None}
+        base = options if options is not None else _DEFAULTS
+        #: the settings (see the attributes of the same names)
+        self.options: SessionOptions = (attrs.evolve(base, **flags, **settings)
+                                        if flags or settings else base)
         self._console = console
-        self.rcv_objects = rcv_objects
-        self.rcv_events = rcv_events
-        self.rcv_heartbeats = rcv_heartbeats
-        self.user_bindings = user_bindings
-        self.manage_connections = manage_connections
-        self.timeout = timeout
-        self.broker_timeout = broker_timeout
-        self.schema_timeout = schema_timeout
-        self.agent_interval = agent_interval
-        self.min_agent_interval = min_agent_interval
-        self.missed_heartbeats = missed_heartbeats
-        self.topic_max_length = topic_max_length
-        self.prefetch = prefetch
-        self.max_held = max_held
-        self.completion_timeout = completion_timeout
-        self.max_objects = max_objects
-        #: objects one query gathers at most: past it the query fails at once with a
-        #: PartialResultError (a ProtocolError in ``errors``) and the rest is dropped
-        self.max_query_items = max_query_items
-        self.reconnect_min_delay = reconnect_min_delay
-        self.reconnect_max_delay = reconnect_max_delay
-        self.close_timeout = close_timeout
-        self._transport_factory: TransportFactory = (_transport_factory
-                                                     or transport_factory(protocol))
+        # a transport factory the tests inject; else one for ``options.protocol``
+        self._transport_factory = _transport_factory
         #: the schema cache shared by every broker and agent of this session
         self.schemas = codec.SchemaRegistry()
         self.brokers: list[Broker] = []
@@ -279,8 +265,8 @@ class Session(ObjectQueries, ObjectView):
                       sasl_mechanisms: str | Sequence[str] | None = None,
                       **kwargs: Any) -> AsyncIterator[Session]:
         """``async with Session.connect(url) as session:`` -- one broker, closed on exit
-        (``tls`` and ``sasl_mechanisms`` as :meth:`add_broker`; the rest goes to the
-        Session).
+        (``timeout``, ``tls`` and ``sasl_mechanisms`` as :meth:`add_broker`; the rest,
+        ``options=`` and the settings, goes to the Session).
 
         Raises:
             TransportError, QmfTimeout, UsageError: as :meth:`add_broker`.
@@ -393,7 +379,8 @@ class Session(ObjectQueries, ObjectView):
     def _broker_host(self) -> _BrokerHost:
         """The calls a new broker of this session makes on it."""
         return _BrokerHost(
-            self, self._transport_factory, self._notify, self._package_seen,
+            self, self._transport_factory or transport_factory(self.options.protocol),
+            self._notify, self._package_seen,
             self._class_seen, self._schema_seen, self._binding_keys, self._v2_bindings_for,
             self._agent_arrived, self._agent_left, self._object_update, self._event,
             lambda: self.console is not None or bool(self._update_subs),

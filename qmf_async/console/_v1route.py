@@ -131,7 +131,7 @@ class V1Route:
         a class not left to v2."""
         broker = self.broker
         if not (agent.name and agent.name.startswith(QPIDD_AGENT) and broker.has_management
-                and broker.session.qmf_version is None):
+                and broker.session.options.qmf_version is None):
             return False
         if "_objectid" in query:
             return self._v1_query(query) is not None
@@ -251,7 +251,8 @@ class V1Route:
         v2)."""
         broker = self.broker
         v1 = self.v1_ids.get(raw_oid)
-        if v1 is None or not broker.has_management or broker.session.qmf_version is not None:
+        if (v1 is None or not broker.has_management
+                or broker.session.options.qmf_version is not None):
             return None
         out = dict(args)
         for arg in method.in_args:
@@ -339,7 +340,7 @@ class V1Route:
             queries = [{"_class": c} for c in sorted(c for c in classes if c)]
         else:
             queries = [{"_objectid": str(ObjectId(raw))} for raw in unknown]
-        timeout = self.broker.session.timeout
+        timeout = self.broker.session.options.timeout
         answers = await asyncio.gather(*(self._records(q, timeout) for q in queries),
                                        return_exceptions=True)
         found: list[RawObjectRecord] = []

@@ -242,13 +242,13 @@ class V2Link:
     def __init__(self, host: V2Host, previous: V2Link | None = None) -> None:
         """``previous``: the link of the broker's former connection, whose object ids
         and agent banks carry over (proxies from before a reconnection still work)."""
-        session = host.session
+        settings = host.session.options
         self.host = host
-        self.core = ConsoleProtocolV2(agent_interval=session.agent_interval,
-                                      min_agent_interval=session.min_agent_interval,
-                                      missed=session.missed_heartbeats,
-                                      busy_grace=session.timeout,
-                                      max_query_items=session.max_query_items)
+        self.core = ConsoleProtocolV2(agent_interval=settings.agent_interval,
+                                      min_agent_interval=settings.min_agent_interval,
+                                      missed=settings.missed_heartbeats,
+                                      busy_grace=settings.timeout,
+                                      max_query_items=settings.max_query_items)
         self._futures: dict[str, asyncio.Future[Any]] = {}
         #: streamed queries in flight, by correlation id
         self._streams: dict[str, _Answer] = {}
@@ -293,7 +293,7 @@ class V2Link:
         self._located.clear()
         out = self.core.send_locate(time.monotonic())
         await self._publish(transport, out)
-        timeout = self.host.session.broker_timeout
+        timeout = self.host.session.options.broker_timeout
         try:
             await asyncio.wait_for(self._located.wait(), timeout)
         except TimeoutError:
@@ -364,11 +364,11 @@ class V2Link:
 
     def age(self, now: float) -> None:
         """Age the agent directory (agents that stopped beating leave)."""
-        session = self.host.session
-        self.core.agent_interval = session.agent_interval
-        self.core.min_agent_interval = session.min_agent_interval
-        self.core.busy_grace = session.timeout
-        self.core.missed = session.missed_heartbeats
+        settings = self.host.session.options
+        self.core.agent_interval = settings.agent_interval
+        self.core.min_agent_interval = settings.min_agent_interval
+        self.core.busy_grace = settings.timeout
+        self.core.missed = settings.missed_heartbeats
         self._handle(self.core.age(now))
 
     # ------------------------------------------------------------------ agents
@@ -510,8 +510,8 @@ class V2Link:
                    and now >= self._retry_at(k)]
         if not missing:
             return
-        found = await asyncio.gather(*(self.host.fetch_v1_schema(k, session.schema_timeout,
-                                                                 agent)
+        wait = session.options.schema_timeout
+        found = await asyncio.gather(*(self.host.fetch_v1_schema(k, wait, agent)
                                        for k in missing), return_exceptions=True)
         for key, schema in zip(missing, found, strict=True):
             if isinstance(schema, SchemaClass):
@@ -521,7 +521,7 @@ class V2Link:
                 # asked again after completion_timeout, doubling up to a minute
                 previous = self._failed.get(key)
                 window = (min(previous[1] * 2, _MAX_RETRY) if previous is not None
-                          else session.completion_timeout)
+                          else session.options.completion_timeout)
                 self._failed[key] = (time.monotonic(), window)
                 level = logging.DEBUG if self.host.closing else logging.WARNING
                 log.log(level, "schema %s of QMF v2 data from %s could not be fetched: %s",
@@ -596,7 +596,7 @@ class V2Link:
         most ``max_held`` messages wait in all: past that, a message is dropped and
         its items counted in ``held_dropped``."""
         session = self.host.session
-        if self._held_count >= session.max_held:
+        if self._held_count >= session.options.max_held:
             session.held_dropped += len(items)
             log.warning("dropped a QMF v2 indication of %d item(s) from %s: %d messages "
                         "wait for schemas", len(items), self.host.where, self._held_count)
@@ -684,7 +684,7 @@ class V2Link:
         if lane in self._agent_waits:
             return self._agent_waits[lane] is not None
         loop = asyncio.get_running_loop()
-        self._agent_waits[lane] = loop.call_later(self.host.session.timeout,
+        self._agent_waits[lane] = loop.call_later(self.host.session.options.timeout,
                                                   self._agent_wait_over, lane)
         if self._locating is None or self._locating.done():
             self._locating = loop.create_task(self._locate())
@@ -790,7 +790,7 @@ class V2Link:
         if any(s.class_key.name == name and (not package or s.class_key.package == package)
                for s in session.schemas):
             return
-        timeout = session.schema_timeout
+        timeout = session.options.schema_timeout
         try:
             packages = [package] if package else await session.get_packages(_timeout=timeout)
             keys: list[ClassKey] = []

@@ -23,6 +23,7 @@ from ._links import SessionLink
 from ._objects import Change, QmfObject, RemoteAgent
 
 if TYPE_CHECKING:
+    from ._options import SessionOptions
     from ._subscriptions import Subscription
 
 __all__ = ["ObjectView"]
@@ -45,8 +46,7 @@ class ObjectView:
     provides the settings, the listeners and the callbacks named below."""
 
     if TYPE_CHECKING:  # provided by the Session
-        completion_timeout: float
-        max_objects: int
+        options: SessionOptions
         _tasks: set[asyncio.Task[Any]]
         _update_subs: list[Subscription[QmfObject]]
 
@@ -125,7 +125,7 @@ class ObjectView:
                 missing = False
             if missing:
                 failed = self._failed_at.get(key)
-                if failed is None or time.monotonic() - failed >= self.completion_timeout:
+                if failed is None or time.monotonic() - failed >= self.options.completion_timeout:
                     self._await_completion(broker, agent, rec, key)
                     return
         self._deliver(broker, agent, rec, key)
@@ -153,7 +153,7 @@ class ObjectView:
                 del gone[next(iter(gone))]
         else:
             latest[key] = (props, stats)
-            if len(latest) > self.max_objects:
+            if len(latest) > self.options.max_objects:
                 oldest = next(iter(latest))
                 del latest[oldest]
                 self._failed_at.pop(oldest, None)
@@ -222,7 +222,7 @@ class ObjectView:
                 found: dict[bytes, tuple[bytes, bytes]] = {}
                 try:
                     records: list[Any] = await broker.query(agent, query,
-                                                            self.completion_timeout)
+                                                            self.options.completion_timeout)
                 except Exception as exc:  # QmfError mostly; nothing may leave objects held
                     log.info("completing %d %s object(s) of %s on %s failed: %s", len(keys),
                              class_key, agent, broker.where, exc)
@@ -249,7 +249,7 @@ class ObjectView:
         large class would cost its class a query round)."""
         bid = id(broker)
         latest, waiting = self._latest, self._waiting
-        room = self.max_objects - len(latest)
+        room = self.options.max_objects - len(latest)
         for oid, parts in found.items():
             if room <= 0:
                 break
