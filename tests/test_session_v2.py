@@ -21,6 +21,7 @@ from qmf_async import (
     MethodError,
     QmfObject,
     Session,
+    SessionOptions,
     UsageError,
 )
 from qmf_async.console._v2 import Interest, V2Link, keyify, v2_bindings
@@ -159,9 +160,7 @@ class _Host:
     def __init__(self) -> None:
         self._agents: dict[tuple[int, int], Any] = {}
         self.session = type("S", (), {"schemas": SchemaRegistry([SCHEMA]),
-                                      "agent_interval": 10.0, "min_agent_interval": 0.1,
-                                      "missed_heartbeats": 3, "timeout": 10.0,
-                                      "max_query_items": 1_000_000})()
+                                      "options": SessionOptions()})()
 
 
 def _data(values: dict[str, Any], **kw: Any) -> V2Data:
