@@ -313,14 +313,14 @@ class Session(ObjectQueries, ObjectView):
         url = broker_url(url)  # qpid-style addresses (host:port, user/pass@host) too
         if tls is None and (cafile or certfile or keyfile or not verify_hostname):
             tls = TlsOptions(cafile, certfile, keyfile, verify_hostname)
-        broker = Broker(self._broker_host(), url, tls=tls, timeout=timeout or self.timeout,
+        broker = Broker(self._broker_host(), url, tls=tls, timeout=timeout or self.options.timeout,
                         sasl_mechanisms=sasl_mechanism_list(sasl_mechanisms))
         self.brokers.append(broker)
         self._start_ager()
         try:
             await broker.connect()
         except (TransportError, QmfTimeout) as exc:
-            if self.manage_connections:
+            if self.options.manage_connections:
                 broker.error = exc
                 self._notify("broker_connection_failed", broker, exc)
                 broker.start_reconnect()
@@ -352,7 +352,7 @@ class Session(ObjectQueries, ObjectView):
             await asyncio.shield(closing)
         except asyncio.CancelledError:
             with contextlib.suppress(BaseException):
-                await asyncio.wait_for(closing, self.close_timeout)
+                await asyncio.wait_for(closing, self.options.close_timeout)
             raise
 
     async def _close_all(self) -> None:
@@ -371,7 +371,7 @@ class Session(ObjectQueries, ObjectView):
 
     async def _age_loop(self) -> None:
         while not self._closed:
-            await asyncio.sleep(max(self.min_agent_interval, 0.05))
+            await asyncio.sleep(max(self.options.min_agent_interval, 0.05))
             now = time.monotonic()
             for broker in list(self.brokers):
                 broker.age_agents(now)
@@ -390,17 +390,17 @@ class Session(ObjectQueries, ObjectView):
 
     def _binding_keys(self) -> list[str]:
         keys = ["schema.#"]
-        if self.rcv_heartbeats:
+        if self.options.rcv_heartbeats:
             keys.append("console.heartbeat.#")
-        if self.user_bindings:
+        if self.options.user_bindings:
             keys.extend(self._user_keys)
         else:
-            if self.rcv_objects:
+            if self.options.rcv_objects:
                 keys.append("console.obj.#")
-            if self.rcv_events:
+            if self.options.rcv_events:
                 keys.append("console.event.#")
         # the management broker's agent objects keep the agent list current
-        if self.user_bindings or not self.rcv_objects:
+        if self.options.user_bindings or not self.options.rcv_objects:
             keys.append("console.obj.*.*.org.apache.qpid.broker.agent")
         return list(dict.fromkeys(keys))
 
@@ -409,13 +409,13 @@ class Session(ObjectQueries, ObjectView):
         everything for a :class:`Console` (as ``rcv_objects``/``rcv_events`` say),
         or the user's bindings."""
         interests = list(self._interests.values())
-        if not self.user_bindings and self.console is not None:
-            if self.rcv_objects:
+        if not self.options.user_bindings and self.console is not None:
+            if self.options.rcv_objects:
                 interests.append(Interest("data"))
-            if self.rcv_events:
+            if self.options.rcv_events:
                 interests.append(Interest("event"))
         assert broker.v2 is not None
-        return v2_bindings(interests, self._user_keys if self.user_bindings else (),
+        return v2_bindings(interests, self._user_keys if self.options.user_bindings else (),
                            broker.v2.name_of)
 
     def _sync_v2(self) -> list[asyncio.Task[None]]:
@@ -455,7 +455,7 @@ class Session(ObjectQueries, ObjectView):
             sub.binding(self._sync_v2())
 
     async def _add_binding(self, *keys: str) -> None:
-        if not self.user_bindings:
+        if not self.options.user_bindings:
             raise UsageError("bind_* needs Session(user_bindings=True)")
         new = [k for k in keys if k not in self._user_keys]
         self._user_keys.extend(new)
@@ -635,14 +635,14 @@ class Session(ObjectQueries, ObjectView):
         Raises:
             QmfTimeout: not enough agents appeared in time.
         """
-        deadline = time.monotonic() + (timeout or self.timeout)
+        deadline = time.monotonic() + (timeout or self.options.timeout)
         while True:
             found = [a for a in self.get_agents() if label is None or a.label == label]
             if len(found) >= count:
                 return found
             if time.monotonic() >= deadline:
                 raise QmfTimeout(f"{len(found)} of {count} agents known after "
-                                 f"{timeout or self.timeout}s")
+                                 f"{timeout or self.options.timeout}s")
             await asyncio.sleep(0.02)
 
     # ------------------------------------------------------------------ schema
@@ -664,11 +664,11 @@ class Session(ObjectQueries, ObjectView):
         for b in self._connected_brokers():
             if b.has_management:
                 waits.append(b.request(None, make, "broker", query=True, expect=expect,
-                                       timeout=timeout or self.timeout))
+                                       timeout=timeout or self.options.timeout))
             else:
                 for a in b.agents():
                     waits.append(b.request(a, make, a.key, query=True, expect=expect,
-                                           timeout=timeout or self.timeout))
+                                           timeout=timeout or self.options.timeout))
         for outcome in await asyncio.gather(*waits, return_exceptions=True):
             if isinstance(outcome, BaseException):
                 errors.append(outcome)
@@ -731,7 +731,7 @@ class Session(ObjectQueries, ObjectView):
                 [(None, "broker", MANAGEMENT)] if b.has_management
                 else [(a, a.key, MANAGEMENT) for a in b.agents()])
             try:
-                schema = await b.ask_schema(key, targets, _timeout or self.schema_timeout)
+                schema = await b.ask_schema(key, targets, _timeout or self.options.schema_timeout)
             except (QmfError, CommandError) as exc:
                 errors.append(exc)
                 continue
