@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import inspect
 import json
 import os
 import platform
@@ -40,7 +39,12 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.qpidd.broker import HERE, QpiddError, create_queues  # noqa: E402
+from benchmarks.qpidd.broker import (  # noqa: E402
+    HERE,
+    QpiddError,
+    create_queues,
+    session_takes,
+)
 from benchmarks.qpidd.v2 import V2Qpidd, last_json, run_measured  # noqa: E402
 
 FAKE_AGENT = "bench.org:fake:1"
@@ -66,13 +70,6 @@ SESSION_VARIANTS: list[tuple[str, str]] = [
     ("session: events()", "events"),
     ("session: events(_class='queueDeclare')", "event_class"),
 ]
-
-
-def session_has_v2() -> bool:
-    """True when the Session takes ``qmf_version`` (it then speaks v2 to qpidd)."""
-    from qmf_async.console import Session
-
-    return "qmf_version" in inspect.signature(Session.__init__).parameters
 
 
 async def qpidd_agent_name(port: int) -> str:
@@ -188,7 +185,7 @@ def main() -> int:
                 r["name"] = name
                 results.append(r)
                 print(f"{name}: {r['messages']} messages, {r['bytes']} bytes", flush=True)
-            if opts.session and session_has_v2():
+            if opts.session and session_takes("qmf_version"):
                 for name, follow in SESSION_VARIANTS:
                     r = subscribe(q.port, q.pid, "", "", opts.seconds, follow)
                     r["name"] = name

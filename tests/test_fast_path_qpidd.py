@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from qmf_async import ClassKey, QmfObject, Session
+from qmf_async import ClassKey, QmfObject, Session, SessionOptions
 from qmf_async.console._v1route import V1Route
 from qmf_async.protocol import qpidd_object_name
 from qmf_async.wire import (
@@ -79,16 +79,16 @@ class _Host:
     """What V1Route reads of its broker connection, for the method-target rules."""
 
     where = "test"
-    _v2 = None
+    v2 = None
     has_management = True
 
     class session:
-        qmf_version = None
+        options = SessionOptions()
 
-    async def _send_v1_query(self, banks: Any, query: Any, sink: Any) -> Any:
+    async def send_v1_query(self, banks: Any, query: Any, sink: Any) -> Any:
         raise AssertionError("no query in these tests")
 
-    def _discard(self, wait: Any) -> None:
+    def discard(self, wait: Any) -> None:
         raise AssertionError("no query in these tests")
 
 

@@ -557,7 +557,10 @@ async def _qpidd_round(env: QpiddEnv, fault: str) -> dict[str, float]:
     figures["distinct_200_s"] = time.monotonic() - started
     for i, r in enumerate(results):
         assert (r.sequence, r.body) == (i, f"call-{i}"), f"call {i} got {r.out_args}"
-    assert idle(env.broker), pending(env.broker)
+    # the new connection's own start-up requests (the handshake's agent list over v1)
+    # may still be in flight on a busy machine; a leaked entry would never leave
+    await wait_until(lambda: idle(env.broker), 10.0,
+                     message=f"requests answered or expired: {pending(env.broker)}")
     await wait_until(lambda: task_count() <= before_tasks, 10.0,
                      message=f"tasks back to {before_tasks}")
     await wait_until(lambda: fd_count() <= before_fds, 10.0,

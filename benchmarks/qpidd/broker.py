@@ -237,3 +237,19 @@ if __name__ == "__main__":  # manual use: start one and print its port until ^C
                 time.sleep(3600)
         except KeyboardInterrupt:
             sys.exit(0)
+
+
+def session_takes(setting: str) -> bool:
+    """Whether the Session of the tree under test takes ``setting``: a field of its
+    ``SessionOptions``, or a keyword of an older tree's constructor (the benchmarks run
+    against older commits too)."""
+    import inspect
+
+    from qmf_async import console
+
+    options = getattr(console, "SessionOptions", None)
+    if options is not None:
+        import attrs
+
+        return setting in attrs.fields_dict(options)
+    return setting in inspect.signature(console.Session.__init__).parameters

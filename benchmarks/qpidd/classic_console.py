@@ -12,8 +12,9 @@ import socket
 import threading
 import time
 
-import qmf.console
 import qpid.util
+
+import qmf.console
 from qmf.console import Console, Session
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib.util
-import inspect
 import json
 import resource
 import sys
@@ -24,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.qpidd.broker import proc_cpu  # noqa: E402
+from benchmarks.qpidd.broker import proc_cpu, session_takes  # noqa: E402
 
 PACKAGE = "org.apache.qpid.broker"
 BODY = "qmf-bench-echo"
@@ -89,7 +88,7 @@ async def run(opts: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {"client": "ours"}
     t0 = time.monotonic()
     extra: dict[str, Any] = {}
-    if "qmf_version" in inspect.signature(Session.__init__).parameters:
+    if session_takes("qmf_version"):
         extra["qmf_version"] = opts.qmf_version  # v1 by default, as the raw client
     async with Session.connect(f"amqp://127.0.0.1:{opts.port}/", protocol="1.0",
                                **extra) as s:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import inspect
 import json
 import resource
 import sys
@@ -28,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.qpidd.broker import proc_cpu  # noqa: E402
+from benchmarks.qpidd.broker import proc_cpu, session_takes  # noqa: E402
 from qmf_async.console import Session  # noqa: E402
 from qmf_async.protocol import ConsoleProtocolV2, V2QueryAnswered  # noqa: E402
 from qmf_async.transport import Delivery, ProtonTransport, open_reply_endpoint  # noqa: E402
@@ -38,11 +37,6 @@ from qmf_async.wire import V2SchemaId  # noqa: E402
 def self_cpu() -> float:
     ru = resource.getrusage(resource.RUSAGE_SELF)
     return ru.ru_utime + ru.ru_stime
-
-
-def session_has_v2() -> bool:
-    """True when the Session takes ``qmf_version`` (``Session.connect`` passes it on)."""
-    return "qmf_version" in inspect.signature(Session.__init__).parameters
 
 
 class Meter:
@@ -62,7 +56,7 @@ class Meter:
 async def by_session(opts: argparse.Namespace, version: int) -> list[dict[str, Any]]:
     runs = []
     connect: Any = Session.connect
-    extra = {"qmf_version": version} if session_has_v2() else {}
+    extra = {"qmf_version": version} if session_takes("qmf_version") else {}
     async with connect(f"amqp://127.0.0.1:{opts.port}/", protocol="1.0", **extra) as s:
         for _ in range(opts.repeat):
             with Meter(opts.qpidd_pid) as m:
@@ -120,7 +114,7 @@ def main() -> int:
     opts = p.parse_args()
     path = opts.path
     if path == "auto":
-        path = "session" if session_has_v2() else "core"
+        path = "session" if session_takes("qmf_version") else "core"
     runs = asyncio.run(by_core(opts) if path == "core" else
                        by_session(opts, 1 if path == "v1" else 2))
     got = min(r["objects"] for r in runs)
