@@ -331,3 +331,31 @@ def test_protocol_v2_types_are_named_in_one_pattern() -> None:
                 offenders.append(f"{modname}.{name}")
     assert seen >= 25, f"the rule sees too few types ({seen}): is __all__ read?"
     assert offenders == [], "name v2 types V2<Name>:\n" + "\n".join(offenders)
+
+
+def test_each_connection_sends_through_one_path() -> None:
+    """In ``qmf_async.console`` one function publishes, ``Broker.publish``: every
+    request, v1 or v2, a method call or the drain probe, goes through it (so a
+    header, a reply queue or a trace added there applies to all of them)."""
+    offenders, through, inside = [], 0, 0
+    for path in sorted((PACKAGE / "console").glob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        for func in ast.walk(tree):
+            if not isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            the_path = path.name == "_broker.py" and func.name == "publish"
+            for node in ast.walk(func):
+                if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                        and node.func.attr == "publish"):
+                    continue
+                receiver = ast.unparse(node.func.value)
+                if receiver in ("self", "self.host"):
+                    through += 1
+                elif the_path and receiver == "transport":
+                    inside += 1
+                else:
+                    offenders.append(f"{path.name}:{node.lineno} {func.name}: "
+                                     f"{receiver}.publish")
+    assert through >= 6, f"the rule sees too few sends ({through}): is the tree empty?"
+    assert inside == 2, "Broker.publish sends v1 and v2 requests on the transport"
+    assert offenders == [], "publish through Broker.publish:\n" + "\n".join(offenders)

@@ -298,7 +298,7 @@ async def test_a_lost_drain_probe_still_ages_a_silent_agent_out(
     from qmf_async.console import _broker
 
     monkeypatch.setattr(_broker, "_PROBE_RETRY", 1.0)
-    def lost_probe(self: Broker, transport: Any, topic: str, now: float) -> None:
+    def lost_probe(self: Broker, topic: str, now: float) -> None:
         self._probe_sent = now  # noted as sent, never published
         self._probe_dispatched = self._dispatched
 

@@ -6,11 +6,11 @@ v1 ``M`` to the object's agent.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any
 
-from .. import names
 from ..errors import AgentGoneError, MethodError, QmfTimeout
-from ..protocol import ConsoleProtocol
+from ..protocol import ConsoleProtocol, Outgoing
 from ..transport import TransportProtocol
 from ..wire import CommandComplete, MethodResponse, SchemaMethod
 from ._links import SessionSettings
@@ -20,8 +20,6 @@ from ._v2 import V2Link
 from ._waits import Waits
 
 __all__ = ["MethodCalls", "method_result"]
-
-MANAGEMENT: Final = names.MANAGEMENT_EXCHANGE
 
 #: first half of an object id -> ((broker bank, agent bank), routing key of its agent);
 #: cleared when full (a few entries per agent boot)
@@ -42,11 +40,12 @@ class MethodCalls:
         where: str
         _core: ConsoleProtocol
         _waits: Waits
-        _reply_queue: str | None
         _v2: V2Link | None
         _route: V1Route | None
 
         def check(self) -> TransportProtocol: ...
+
+        def publish(self, out: Outgoing) -> Awaitable[None]: ...
 
     async def call_method(self, obj: QmfObject, method: SchemaMethod,
                           in_args: dict[str, Any], timeout: float | None) -> MethodResult:
@@ -61,7 +60,7 @@ class MethodCalls:
             QmfTimeout: no response in time.
             NotConnectedError, TransportError: not sent, or the connection was lost.
         """
-        transport = self.check()
+        self.check()
         wait = timeout if timeout is not None else self.session.options.timeout
         raw_oid = obj.get_object_id().raw
         v2 = self._v2
@@ -90,9 +89,8 @@ class MethodCalls:
         waits = self._waits
         entry = waits.open(out.seq)
         try:
-            # Broker._send, inlined: one coroutine less on every resume of this call
-            await transport.publish(out.body, exchange=MANAGEMENT, routing_key=routing_key,
-                                    reply_to=self._reply_queue)
+            # not Broker._send: its wait is opened here, and expires from here
+            await self.publish(out)
             waits.expire_after(entry, wait)
             try:
                 reply = await entry.future

@@ -27,7 +27,7 @@ import hashlib
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, Protocol
 
 from ..errors import (
@@ -110,6 +110,8 @@ class V2Host(Protocol):
     def has_management(self) -> bool: ...
 
     def check(self) -> TransportProtocol: ...
+
+    def publish(self, out: V2Outgoing) -> Awaitable[None]: ...
 
     def known_agent(self, banks: tuple[int, int]) -> RemoteAgent | None: ...
 
@@ -292,7 +294,7 @@ class V2Link:
         """
         self._located.clear()
         out = self.core.send_locate(time.monotonic())
-        await self._publish(transport, out)
+        await self.host.publish(out)
         timeout = self.host.session.options.broker_timeout
         try:
             await asyncio.wait_for(self._located.wait(), timeout)
@@ -708,7 +710,7 @@ class V2Link:
         """An agent locate, for objects from an agent not in the directory (its
         answer adds the agent; a failure leaves it to the agent's next heartbeat)."""
         try:
-            await self._publish(self.host.check(), self.core.send_locate(time.monotonic()))
+            await self.host.publish(self.core.send_locate(time.monotonic()))
         except QmfError as exc:
             log.debug("agent locate on %s not sent: %s", self.host.where, exc)
 
@@ -721,17 +723,12 @@ class V2Link:
 
     # ------------------------------------------------------------------ requests
 
-    async def _publish(self, transport: TransportProtocol, out: V2Outgoing) -> None:
-        await transport.publish(out.body, exchange=out.exchange, routing_key=out.subject,
-                                reply_to=self.host.reply_queue, headers=out.headers,
-                                correlation_id=out.correlation_id)
-
     async def _send(self, out: V2Outgoing) -> asyncio.Future[Any]:
-        transport = self.host.check()
+        self.host.check()
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._futures[out.correlation_id] = fut
         try:
-            await self._publish(transport, out)
+            await self.host.publish(out)
         except BaseException:
             self._futures.pop(out.correlation_id, None)
             self.core.cancel(out.correlation_id)
@@ -773,7 +770,7 @@ class V2Link:
         answer = _Answer(self, agent, sink, done, wait)
         self._streams[out.correlation_id] = answer
         try:
-            await self._publish(self.host.check(), out)
+            await self.host.publish(out)
         except BaseException:
             self._forget(out.correlation_id)
             raise
