@@ -104,7 +104,9 @@ class Driver:
             await self.t.bind(self.reply, exchange, key)
 
     def on_delivery(self, d: Delivery) -> None:
-        self.events.extend(self.core.receive(d.headers, d.value, subject=d.routing_key,
+        self.events.extend(self.core.receive(d.headers, d.value, body=d.body,
+                                             content_type=d.content_type,
+                                             subject=d.routing_key,
                                              correlation_id=d.correlation_id,
                                              now=time.monotonic()))
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import copy
 import functools
 import itertools
 from collections.abc import Callable, Mapping, Sequence
@@ -41,6 +40,7 @@ from qmf_async.transport import (
     TransportProtocol,
     parse_url,
 )
+from qmf_async.wire import encode_v2_body
 
 __all__ = ["MemoryBus", "MemoryQueue", "MemoryTransport", "topic_matches"]
 
@@ -200,7 +200,7 @@ class MemoryTransport:
 
     #: a test bus: no AMQP version to name; endpoints capped and dead-lettered as on
     #: AMQP 0-9-1, no drain probe, no selectors
-    capabilities = Capabilities("", dead_letters=True)
+    capabilities = Capabilities("", dead_letters=True, v2_map_bytes=True)
     #: deliveries are handed over at once
     backlog = 0
 
@@ -269,9 +269,9 @@ class MemoryTransport:
                       headers: Mapping[str, Any] | None = None,
                       user_id: str | None = None, correlation_id: str | None = None) -> None:
         self._check()
-        if isinstance(body, (dict, list)):  # a v2 map message: handed over as a value
-            raw, value = b"", copy.deepcopy(body)
-            content_type = "amqp/map" if isinstance(body, dict) else "amqp/list"
+        if isinstance(body, (dict, list)):  # a v2 map message: bytes, as over AMQP 0-9-1
+            content_type, raw = encode_v2_body(body)
+            value = None
         elif isinstance(body, (bytes, bytearray)):
             raw, value = bytes(body), None
         else:

@@ -42,6 +42,7 @@ from qmf_async.wire import (
     decode_amqp10_message,
     decode_v2,
     encode,
+    encode_v2_body,
 )
 
 PKG = "org.example.v2"
@@ -261,6 +262,25 @@ def test_what_an_agent_does_not_serve_is_dropped() -> None:
     (ev,) = c.receive({}, None, body=b"garbage", reply_to=REPLY)
     assert isinstance(ev, V2RequestDropped) and "v1" in ev.why
     assert c.messages_in == 6
+
+
+def test_requests_in_amqp_map_bytes_are_decoded_by_the_core() -> None:
+    """Over AMQP 0-9-1 a request's map comes as ``amqp/map`` bytes, decoded here; bytes
+    that do not decode get an exception back, and a map without an opcode is not
+    taken for QMF v1."""
+    c = core()
+    body = {"_what": "OBJECT", "_schema_id": {"_class_name": "widget"}}
+    content_type, raw = encode_v2_body(body)
+    (ev,) = c.receive(request("_query_request"), None, body=raw, content_type=content_type,
+                      reply_to=REPLY, correlation_id="q1")
+    assert isinstance(ev, V2ObjectQueryRequested) and ev.correlation_id == "q1"
+    assert c.select_schemas(ev.schema_id) == [WIDGET]  # type: ignore[arg-type]
+    (ev,) = c.receive(request("_query_request"), None, body=raw[:-2],
+                      content_type=content_type, reply_to=REPLY, correlation_id="q2")
+    assert isinstance(ev, V2RequestRejected) and "runs past" in ev.error
+    assert ev.answer is not None and back(ev.answer).correlation_id == "q2"
+    (ev,) = c.receive({}, None, body=raw, content_type=content_type, reply_to=REPLY)
+    assert isinstance(ev, V2RequestDropped) and ev.why == "no qmf.opcode"
 
 
 def test_a_v1_schema_request_on_the_v2_address() -> None:

@@ -58,6 +58,7 @@ from qmf_async.wire import (
     decode_amqp10_message,
     decode_v2,
     encode_v2,
+    encode_v2_body,
 )
 
 pytestmark = pytest.mark.filterwarnings("ignore:Generating overly large repr")
@@ -472,6 +473,27 @@ def test_malformed_messages_become_events(props: Any, body: Any, opcode: str | N
     assert (ev.subject, ev.opcode) == ("s", opcode)
     assert core.malformed == 1
     assert cid in core  # a malformed message completes nothing
+
+
+def test_an_answer_in_amqp_map_bytes_is_decoded_by_the_core() -> None:
+    """Over AMQP 0-9-1 the transport hands up the ``amqp/list`` bytes as they came: the
+    core decodes them, and the answer is the same as from the decoded value."""
+    (first, *_) = [c for c in CAPTURE if c.props.get("qmf.opcode") == "_query_response"
+                   and not c.props.get("partial")]
+    content_type, raw = encode_v2_body(first.body)
+    by_value, by_bytes = ConsoleProtocolV2(), ConsoleProtocolV2()
+    want = feed(by_value, first, queue_query(by_value))
+    cid = queue_query(by_bytes)
+    got = by_bytes.receive(first.props, None, body=raw, content_type=content_type,
+                           subject=first.subject, correlation_id=cid, now=0.0)
+    assert got and [type(e) for e in got] == [type(e) for e in want]
+    assert [e.items for e in got] == [e.items for e in want]  # type: ignore[union-attr]
+    # malformed bytes: one malformed event, the query still waits
+    cid = queue_query(by_bytes)
+    (ev,) = by_bytes.receive(first.props, None, body=raw[:-3], content_type=content_type,
+                             subject="s", correlation_id=cid, now=0.0)
+    assert isinstance(ev, V2MessageMalformed) and ev.opcode == "_query_response"
+    assert "truncated" in str(ev.error) and cid in by_bytes and by_bytes.malformed == 1
 
 
 def test_unknown_opcodes_and_requests_are_unhandled() -> None:

@@ -78,6 +78,13 @@ async def test_an_agent_behind_the_role_on_rabbitmq_over_v2(amqp_url: str) -> No
                                 _transport_factory=AiormqTransport) as session:
             assert session.brokers[0].has_management
             await _exercise(session, agent)
+            # the agent speaks v1 too: its v1 entry, once heard of, is hidden (one agent)
+            hidden = session.brokers[0]._twins.hidden
+            await wait_until(lambda: len(hidden) == 1, timeout=15.0,
+                             message="the agent's v1 twin heard of and hidden")
+            assert agent.label not in [a.label for a in session.get_agents()
+                                       if a.qmf_version == 1]
+            assert [a.name for a in session.get_agents()].count(agent.v2_name) == 1
 
 
 @pytest.mark.qpidd

@@ -95,6 +95,8 @@ async def test_capabilities_are_the_connected_transports(fakes: Any) -> None:
     await one.connect()
     assert one.capabilities == AMQP10_CAPABILITIES
     assert (one.capabilities.dead_letters, one.capabilities.server_selectors) == (False, True)
+    # v2 maps: 0-10-encoded bytes for the core over 0-9-1, a decoded amqp-value over 1.0
+    assert (t.capabilities.v2_map_bytes, one.capabilities.v2_map_bytes) == (True, False)
     assert AiormqTransport.capabilities.protocol == AiormqTransport.protocol == "0-9-1"
     pytest.importorskip("proton")
     from qmf_async.transport import ProtonTransport

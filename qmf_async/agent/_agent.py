@@ -80,6 +80,7 @@ from ..protocol import (
     V2SchemaQueryRequested,
     V2SchemaRequestedInV1,
     V2Send,
+    agent_v2_name,
     check_arguments,
     object_name,
     reply_target,
@@ -238,7 +239,7 @@ class Agent:
         self.system_id = system_id or uuid.uuid4()
         self._v2: AgentProtocolV2 | None = None
         if 2 in versions:
-            name = v2_name or f"qmf-async:{label.replace(':', '_')}:{self.system_id}"
+            name = v2_name or agent_v2_name(label, str(self.system_id))
             self._v2 = AgentProtocolV2(name, self.registry, interval=interval,
                                        epoch=boot_sequence)
         self._v2_out: asyncio.Queue[V2Send] = asyncio.Queue(max_outgoing)
@@ -854,7 +855,11 @@ class Agent:
         """A message on a v2 exchange: the v2 core makes request events of it."""
         core = self._v2
         assert core is not None
+        # v2 maps as bytes only where the transport carries them so (AMQP 0-9-1)
+        transport = self._runtime.transport
+        bytes_ok = transport is not None and transport.capabilities.v2_map_bytes
         events = core.receive(delivery.headers, delivery.value, body=delivery.body,
+                              content_type=delivery.content_type if bytes_ok else None,
                               reply_to=delivery.reply_to,
                               correlation_id=delivery.correlation_id,
                               user_id=delivery.user_id)

@@ -23,6 +23,7 @@ import attrs
 from .. import wire as codec
 from ..errors import DecodeError, EncodeError, QmfError, UsageError
 from ..logs import warn_limited
+from ..protocol import AGENT_VENDOR
 from ..runtime import PeerRuntime, RequestFutures
 from ..transport import (
     DIRECT_EXCHANGE,
@@ -69,7 +70,7 @@ _M28: Final = (1 << 28) - 1
 _ZERO_OID: Final = ObjectId(bytes(16))
 _ZERO_UUID: Final = uuid.UUID(int=0)
 #: the QMF v2 name of the role's own agent: ``qmf-async:management-broker:<broker id>``
-V2_VENDOR: Final = "qmf-async"
+V2_VENDOR: Final = AGENT_VENDOR
 V2_PRODUCT: Final = "management-broker"
 #: the v2 address the role's agent also answers (qpidd's own agent answers it)
 BROKER_ALIAS: Final = "broker"

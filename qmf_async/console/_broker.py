@@ -46,6 +46,7 @@ from ..protocol import (
     RequestFailed,
     SchemaNeeded,
     SchemaSeen,
+    Twins,
     V2Outgoing,
 )
 from ..runtime import PeerRuntime
@@ -58,6 +59,7 @@ from ..transport import (
     parse_url,
 )
 from ..wire import (
+    V2_BODY_CONTENT_TYPES,
     ClassKey,
     GetQuery,
     Message,
@@ -196,9 +198,12 @@ class Broker(SchemaFetches, MethodCalls):
         self._route: V1Route | None = None
         #: the v1 binding keys of the current connection's topic endpoint
         self._v1_keys: list[str] = []
-        #: over v2: banks of v1 agents that are also known over v2 (hidden)
-        self._twins: set[tuple[int, int]] = set()
+        #: over v2: the v1 agents that are also known over v2 (hidden)
+        self._twins = Twins()
         self._loss_queue: str | None = None
+        #: the content types of v2 maps that arrive as bytes on this connection (none
+        #: over AMQP 1.0, where a v2 map is a decoded amqp-value)
+        self._v2_bodies: frozenset[str] = frozenset()
         #: every delivery received by then has been handled (see _age_agents)
         self._drained_at = time.monotonic()
         #: when the last drain probe was sent (None: none in flight)
@@ -303,6 +308,7 @@ class Broker(SchemaFetches, MethodCalls):
         self.connected = True
         self._handshake_done.clear()
         caps = transport.capabilities
+        self._v2_bodies = V2_BODY_CONTENT_TYPES if caps.v2_map_bytes else frozenset()
         version = session.options.qmf_version
         if version is None:  # v2 where qpidd is reached (AMQP 1.0), v1 on a 0-9-1 bus
             version = 2 if caps.qmf_v2 else 1
@@ -312,7 +318,7 @@ class Broker(SchemaFetches, MethodCalls):
             # heartbeats and, per agent, their objects and events (_v1_agent_keys)
             self._v2 = V2Link(self, self._v2) if version == 2 else None
             self._route = V1Route(self) if version == 2 else None
-            self._twins = set()
+            self._twins.clear()
             self._v1_keys = (self.owner.binding_keys() if version == 1
                              else ["console.heartbeat.#", *_V1_AGENT_LIST])
             # the topic endpoint's overflow is dead-lettered to the loss endpoint, which
@@ -677,7 +683,8 @@ class Broker(SchemaFetches, MethodCalls):
 
     def _dispatch(self, delivery: Delivery) -> None:
         self._dispatched += 1
-        if delivery.value is not None and self._v2 is not None:
+        if self._v2 is not None and (delivery.value is not None
+                                     or delivery.content_type in self._v2_bodies):
             self._v2.dispatch(delivery)
             return
         if delivery.routing_key == self._probe_key and self._probe_back(delivery.body):
@@ -733,58 +740,45 @@ class Broker(SchemaFetches, MethodCalls):
         return self._v2 is not None and (banks is None or banks == (1, 0)
                                          or banks in self._twins)
 
-    def _v2_twin(self, label: str) -> RemoteAgent | None:
-        """Over v2: the v2 agent that is the v1 agent labelled ``label`` (an agent of
-        this project speaking both versions names itself
-        ``qmf-async:<label>:<system id>`` over v2), if one is known."""
-        if self._v2 is None or not label:
-            return None
-        product = label.replace(":", "_")
-        for agent in self._agents.values():
-            parts = agent.name.split(":", 2) if agent.name else ()
-            if len(parts) == 3 and parts[0] == "qmf-async" and parts[1] == product:
-                return agent
-        return None
+    def v2_agent_arrived(self, agent: RemoteAgent) -> None:
+        """Over v2: ``agent`` arrived (its link says so): it joins the agent list, the
+        session hears of it, and its v1 twins, if known, are hidden."""
+        self._agents[(agent.broker_bank, agent.agent_bank)] = agent
+        self.owner.agent_arrived(agent)
+        v1_labels = {banks: known.label for banks, known in self._agents.items()
+                     if not known.name and banks != (1, 0)}
+        for banks in self._twins.v2_arrived(agent.name, v1_labels):
+            self._unlist_v1(banks)
 
-    def _hide_v1_twin(self, banks: tuple[int, int]) -> None:
-        """A v1 agent is also known over v2: it leaves the agent list (v2 serves it)."""
-        self._twins.add(banks)
+    def v2_agent_left(self, banks: tuple[int, int]) -> None:
+        """Over v2: the agent of ``banks`` left (its link says so): it leaves the agent
+        list, the session hears of it, and its v1 twins, if still alive over v1, are
+        listed again.  Nothing happens for banks of no known agent."""
+        agent = self._agents.pop(banks, None)
+        if agent is None:
+            return
+        self.owner.agent_left(agent)
+        directory = self._core.agents
+        alive = {hidden: info.label for hidden in self._twins.hidden
+                 if (info := directory.get(hidden)) is not None}
+        for back in self._twins.v2_left(agent.name, alive):
+            self._on_agent_arrived(AgentArrived(back[0], back[1], alive[back]))
+
+    def _v2_names(self) -> list[str]:
+        return [agent.name for agent in self._agents.values() if agent.name]
+
+    def _unlist_v1(self, banks: tuple[int, int]) -> None:
+        """A v1 agent is hidden as a twin: it leaves the agent list (v2 serves it)."""
         agent = self._agents.pop(banks, None)
         if agent is not None:
             self._follow_v1_agent(agent, False)
             self.owner.agent_left(agent)
 
-    def v2_agent_arrived(self, agent: RemoteAgent) -> None:
-        """Over v2: ``agent`` arrived (its link says so): it joins the agent list, the
-        session hears of it, and its v1 twin, if known, is hidden."""
-        self._agents[(agent.broker_bank, agent.agent_bank)] = agent
-        self.owner.agent_arrived(agent)
-        for banks, known in list(self._agents.items()):
-            if not known.name and banks != (1, 0) and self._v2_twin(known.label) is agent:
-                self._hide_v1_twin(banks)
-
-    def v2_agent_left(self, banks: tuple[int, int]) -> None:
-        """Over v2: the agent of ``banks`` left (its link says so): it leaves the agent
-        list, the session hears of it, and its v1 twin, if still alive over v1, is
-        shown again.  Nothing happens for banks of no known agent."""
-        agent = self._agents.pop(banks, None)
-        if agent is None:
-            return
-        self.owner.agent_left(agent)
-        for banks in list(self._twins):
-            info = self._core.agents.get(banks)
-            if info is None:
-                self._twins.discard(banks)
-            elif info.label.replace(":", "_") == [*agent.name.split(":", 2), "", ""][1]:
-                self._twins.discard(banks)
-                self._on_agent_arrived(AgentArrived(banks[0], banks[1], info.label))
-
     def _on_agent_arrived(self, ev: AgentArrived) -> None:
         banks = (ev.broker_bank, ev.agent_bank)
         if self._v2_owns(banks):
             return
-        if self._v2_twin(ev.label) is not None:
-            self._twins.add(banks)
+        if self._v2 is not None and self._twins.v1_arrived(banks, ev.label, self._v2_names()):
             return
         agent = RemoteAgent(self, ev.broker_bank, ev.agent_bank, ev.label, self.where)
         self._agents[banks] = agent
@@ -816,8 +810,8 @@ class Broker(SchemaFetches, MethodCalls):
         banks = (ev.broker_bank, ev.agent_bank)
         if self._v2_owns(banks):
             return
-        if self._v2_twin(ev.label) is not None:
-            self._hide_v1_twin(banks)
+        if self._v2 is not None and self._twins.v1_arrived(banks, ev.label, self._v2_names()):
+            self._unlist_v1(banks)
             return
         self._agents[banks] = RemoteAgent(self, ev.broker_bank, ev.agent_bank, ev.label,
                                           self.where)
@@ -825,7 +819,7 @@ class Broker(SchemaFetches, MethodCalls):
     def _on_agent_left(self, ev: AgentLeft) -> None:
         banks = (ev.broker_bank, ev.agent_bank)
         if self._v2_owns(banks):
-            self._twins.discard(banks)
+            self._twins.forget(banks)
             return
         agent = self._agents.pop(banks, None)
         if agent is not None:

@@ -112,8 +112,13 @@ from ._events_v2 import (
 )
 from ._qpidd_names import qpidd_object_name
 from ._selector import Selector, SelectorError, compile_selector
+from ._twins import AGENT_VENDOR, Twins, agent_v2_name, is_twin
 
 __all__ = [
+    "AGENT_VENDOR",
+    "Twins",
+    "agent_v2_name",
+    "is_twin",
     "DIRECT",
     "MANAGEMENT",
     "STATUS_TEXT",

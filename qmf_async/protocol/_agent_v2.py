@@ -44,6 +44,7 @@ import attrs
 from .. import names
 from ..errors import DecodeError, EncodeError, UsageError
 from ..wire import (
+    V2_BODY_CONTENT_TYPES,
     Access,
     ClassKey,
     ClassKind,
@@ -68,6 +69,7 @@ from ..wire import (
     V2SchemaId,
     decode,
     decode_v2,
+    decode_v2_body,
     encode,
     encode_v2,
 )
@@ -343,19 +345,22 @@ class AgentProtocolV2:
     # ------------------------------------------------------------------ receive
 
     def receive(self, headers: Mapping[str, Any] | None, value: Any, *, body: bytes = b"",
-                reply_to: str | None = None, correlation_id: Any = None,
-                user_id: str | None = None) -> list[V2AgentEvent]:
+                content_type: str | None = None, reply_to: str | None = None,
+                correlation_id: Any = None, user_id: str | None = None
+                ) -> list[V2AgentEvent]:
         """The events of one received message; never raises on what a peer sent.
 
-        ``value`` is the decoded map or list body of a v2 message; a message without
-        one (``body`` bytes) is taken as QMF v1 (only ``S`` is served).
+        ``value`` is the map or list body of a v2 message as the AMQP library decoded
+        it (an AMQP 1.0 amqp-value); ``body`` bytes of ``content_type``
+        ``amqp/map``/``amqp/list`` (AMQP 0-9-1) are decoded here; other ``body``
+        bytes are taken as QMF v1 (only ``S`` is served).
         """
         self.messages_in += 1
         props: Mapping[str, Any] = headers if isinstance(headers, Mapping) else {}
         cid = _cid(correlation_id)
         opcode = _text(props.get("qmf.opcode"))
         if opcode is None:
-            if value is None and body:
+            if value is None and body and content_type not in V2_BODY_CONTENT_TYPES:
                 return self._receive_v1(body, reply_to)
             return [V2RequestDropped(None, "no qmf.opcode")]
         if opcode == "_agent_locate_request":
@@ -369,6 +374,8 @@ class AgentProtocolV2:
         if reply_to is None:
             return [V2RequestDropped(opcode, "request without reply-to")]
         try:
+            if value is None and content_type in V2_BODY_CONTENT_TYPES:
+                value = decode_v2_body(content_type, body)
             msg = decode_v2(props, value, correlation_id=cid)
         except DecodeError as exc:
             return [self._rejected(opcode, reply_to, cid, str(exc))]

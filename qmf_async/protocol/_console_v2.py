@@ -28,6 +28,7 @@ import attrs
 from .. import names
 from ..errors import AgentGoneError, DecodeError, ProtocolError, QmfError, UsageError
 from ..wire import (
+    V2_BODY_CONTENT_TYPES,
     QmfType,
     SchemaClass,
     SchemaMethod,
@@ -44,6 +45,7 @@ from ..wire import (
     V2QueryResponse,
     V2SchemaId,
     decode_v2,
+    decode_v2_body,
     encode_v2,
 )
 from ._events_v2 import (
@@ -427,16 +429,21 @@ class ConsoleProtocolV2:
     # ------------------------------------------------------------------ receive
 
     def receive(self, headers: Mapping[str, Any] | None, value: Any, *,
+                body: bytes = b"", content_type: str | None = None,
                 subject: str | None = None, correlation_id: Any = None,
                 now: float) -> list[V2ConsoleEvent]:
         """Interpret one received message; never raises on what a peer sent.
 
-        Returns the events it causes (often none: a query part that is not the
-        last only adds to its answer).
+        ``value`` is the body as the AMQP library decoded it (an AMQP 1.0
+        amqp-value); a body of bytes in ``content_type`` ``amqp/map``/``amqp/list``
+        (AMQP 0-9-1) is decoded here.  Returns the events it causes (often none: a
+        query part that is not the last only adds to its answer).
         """
         events: list[V2ConsoleEvent] = []
         cid = _cid_text(correlation_id)
         try:
+            if value is None and content_type in V2_BODY_CONTENT_TYPES:
+                value = decode_v2_body(content_type, body)
             msg = decode_v2(headers if headers is not None else {}, value, subject=subject,
                             correlation_id=cid)
         except DecodeError as exc:

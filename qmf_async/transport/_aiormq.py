@@ -44,7 +44,6 @@ from pamqp import commands as spec
 from ..errors import (
     AuthenticationError,
     ConnectionLostError,
-    DecodeError,
     EncodeError,
     NotConnectedError,
     ProtocolMismatchError,
@@ -53,7 +52,7 @@ from ..errors import (
     TransportError,
     UsageError,
 )
-from ..wire import decode_v2_body, encode_v2_body
+from ..wire import encode_v2_body
 from ._base import (
     AMQP091_CAPABILITIES,
     MANAGEMENT_EXCHANGE,
@@ -101,8 +100,6 @@ _set_value, _set_correlation_id = (
     Delivery.__dict__[name].__set__ for name in ("value", "correlation_id")
 )
 assert len(attrs.fields(Delivery)) == 10  # every field is set by the consumer
-#: content types of QMF v2 map messages over AMQP 0-9-1 (AMQP 0-10 map and list encodings)
-_V2_CONTENT_TYPES: Final = frozenset({"amqp/map", "amqp/list"})
 
 
 class _Connection(aiormq.Connection):
@@ -704,7 +701,6 @@ class AiormqTransport:
         append = buffer.append
         empty = _EMPTY_HEADERS
         new = _new_object
-        v2_types = _V2_CONTENT_TYPES
 
         async def on_message(message: Any) -> None:
             # aiormq runs this in a task of its own, tasks start in arrival order, and
@@ -713,15 +709,7 @@ class AiormqTransport:
             deliver = message.delivery
             delivery = new(Delivery)
             content_type = props.content_type
-            body = message.body
-            value = None
-            if content_type in v2_types:
-                try:
-                    value = decode_v2_body(content_type, body)
-                    body = b""
-                except DecodeError as exc:  # handed on undecoded: the core reports it
-                    log.debug("malformed %s body from %s: %s", content_type, endpoint, exc)
-            _set_body(delivery, body)
+            _set_body(delivery, message.body)
             _set_exchange(delivery, deliver.exchange)
             _set_routing_key(delivery, deliver.routing_key)
             _set_reply_to(delivery, props.reply_to)
@@ -729,7 +717,7 @@ class AiormqTransport:
             _set_headers(delivery, props.headers or empty)
             _set_user_id(delivery, props.user_id)
             _set_endpoint(delivery, endpoint)
-            _set_value(delivery, value)
+            _set_value(delivery, None)
             _set_correlation_id(delivery, props.correlation_id)
             if no_ack:
                 dispatch = self._dispatch

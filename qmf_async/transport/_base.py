@@ -79,7 +79,11 @@ class Capabilities:
     (``open_endpoint(dead_letter_exchange=...)``) and its length capped
     (``max_length``); ``drain_probe``: a message published to ``qpid.management``
     reaches the endpoints bound to its key behind what they already hold, in order
-    (a probe tells when an endpoint's backlog was read).
+    (a probe tells when an endpoint's backlog was read); ``v2_map_bytes``: QMF v2 maps
+    arrive as ``amqp/map``/``amqp/list`` bytes in ``Delivery.body`` for the protocol
+    core to decode (AMQP 0-9-1); without it they arrive only as a decoded
+    ``Delivery.value`` (an AMQP 1.0 amqp-value), and bytes under those content types
+    are not a v2 message.
     """
 
     protocol: str
@@ -87,11 +91,13 @@ class Capabilities:
     server_selectors: bool = False
     dead_letters: bool = False
     drain_probe: bool = False
+    v2_map_bytes: bool = False
 
 
 #: AMQP 0-9-1 (RabbitMQ): queues with length caps and dead letters, no selectors
 AMQP091_CAPABILITIES: Final = Capabilities("0-9-1", server_selectors=False,
-                                           dead_letters=True, drain_probe=True)
+                                           dead_letters=True, drain_probe=True,
+                                           v2_map_bytes=True)
 #: AMQP 1.0 (qpidd): selectors applied at the source; link credit bounds an endpoint
 AMQP10_CAPABILITIES: Final = Capabilities("1.0", qmf_v2=True, server_selectors=True)
 #: a transport that has not connected yet
@@ -118,10 +124,12 @@ class Delivery:
     """One received message, in QMF terms.
 
     ``endpoint`` is the name of the endpoint (queue) it came from; ``headers`` is the
-    application headers table (empty mapping when absent).  A QMF v2 map message
-    arrives with its body decoded in ``value`` (a dict or list: an AMQP 1.0 amqp-value,
-    or an AMQP 0-9-1 body of content type ``amqp/map``/``amqp/list``) and ``body``
-    empty; ``correlation_id`` is the message's correlation id (v2 requests carry one).
+    application headers table (empty mapping when absent).  A transport hands up what
+    its AMQP version carries: bytes in ``body`` with their ``content_type`` (a QMF v2
+    map over AMQP 0-9-1 is ``amqp/map``/``amqp/list`` bytes, which the protocol core
+    decodes), or, for an AMQP 1.0 amqp-value section, the value the AMQP library
+    decoded in ``value`` (a dict or list) with ``body`` empty.  ``correlation_id`` is
+    the message's correlation id (v2 requests carry one).
     """
 
     body: bytes

@@ -59,6 +59,7 @@ from ._messages import (
 from ._record import HEADER_SIZE, RecordLayout, make_oid
 from ._schema import SchemaArgument, SchemaClass, SchemaMethod, SchemaProperty, SchemaStatistic
 from ._v2 import (
+    V2_BODY_CONTENT_TYPES,
     V2AgentHeartbeat,
     V2AgentLocateRequest,
     V2AgentLocateResponse,
@@ -165,6 +166,7 @@ __all__ = [
     "decode_v2",
     "encode_v2",
     "decode_v2_body",
+    "V2_BODY_CONTENT_TYPES",
     "encode_v2_body",
     "RefId",
     "V2RecordConverter",

@@ -2,9 +2,11 @@
 
 A v2 message is a set of application properties (``qmf.opcode``, ``method``,
 ``qmf.agent``, ``qmf.content``, ``partial``), a correlation id and a body that is a map
-or a list.  The transport decodes the body (an amqp-value over AMQP 1.0, ``amqp/map`` /
-``amqp/list`` bytes over 0-9-1: :func:`decode_v2_body`); :func:`decode_v2` turns the
-three into one message value and :func:`encode_v2` goes back.
+or a list.  Over AMQP 1.0 the body is an amqp-value, which the AMQP library decodes;
+over 0-9-1 it is ``amqp/map`` / ``amqp/list`` bytes (the AMQP 0-10 encoding), which the
+transport hands up as they came and the protocol core decodes
+(:func:`decode_v2_body`); :func:`decode_v2` turns the three into one message value and
+:func:`encode_v2` goes back.
 
 qpidd sends every text of its maps (names, ids, string properties) as AMQP *binary*
 over AMQP 1.0.  The protocol keys this module reads (object names, class and package
@@ -46,6 +48,7 @@ __all__ = [
     "decode_v2",
     "encode_v2",
     "decode_v2_body",
+    "V2_BODY_CONTENT_TYPES",
     "encode_v2_body",
 ]
 
@@ -701,6 +704,8 @@ def encode_v2(msg: V2Message) -> tuple[dict[str, Any], Any, str | None]:
 #: content types of v2 bodies in the AMQP 0-10 encoding
 MAP_CONTENT_TYPE: Final = "amqp/map"
 LIST_CONTENT_TYPE: Final = "amqp/list"
+#: the content types :func:`decode_v2_body` reads
+V2_BODY_CONTENT_TYPES: Final = frozenset({MAP_CONTENT_TYPE, LIST_CONTENT_TYPE})
 
 
 def decode_v2_body(content_type: str | None, raw: bytes) -> Any:

@@ -1,0 +1,89 @@
+"""One agent seen over both QMF versions: its v2 name, and the rule that lists it once.
+
+An agent of this project that speaks QMF v1 and v2 takes the v2 name
+``qmf-async:<product>:<instance>``, its product being its v1 label with ``:`` written
+``_`` (:func:`agent_v2_name` builds it, :func:`is_twin` reads it; nothing else does).
+A console that reaches such an agent over v2 lists it once: its v1 entry, the *twin*,
+is hidden while the v2 agent is known, and listed again when the v2 agent leaves while
+the v1 agent is still alive.  :class:`Twins` keeps that rule for one broker connection,
+as plain state: agents in, which banks to hide or list again out.  No I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Final
+
+__all__ = ["AGENT_VENDOR", "Twins", "agent_v2_name", "is_twin"]
+
+#: the vendor part of the v2 names this project's agents take
+AGENT_VENDOR: Final = "qmf-async"
+
+Banks = tuple[int, int]
+
+
+def agent_v2_name(label: str, instance: str) -> str:
+    """The v2 name of an agent of this project labelled ``label`` over v1:
+    ``qmf-async:<label, ':' as '_'>:<instance>``."""
+    return f"{AGENT_VENDOR}:{label.replace(':', '_')}:{instance}"
+
+
+def is_twin(label: str, v2_name: str | None) -> bool:
+    """True when the v1 agent labelled ``label`` and the v2 agent ``v2_name`` are one
+    agent of this project (an empty label is nobody's twin)."""
+    if not label or not v2_name:
+        return False
+    parts = v2_name.split(":", 2)
+    return len(parts) == 3 and parts[0] == AGENT_VENDOR and parts[1] == label.replace(":", "_")
+
+
+class Twins:
+    """Which v1 agents of one connection are hidden as twins of known v2 agents."""
+
+    __slots__ = ("hidden",)
+
+    def __init__(self) -> None:
+        #: the banks of the v1 agents hidden now
+        self.hidden: set[Banks] = set()
+
+    def __contains__(self, banks: object) -> bool:
+        return banks in self.hidden
+
+    def clear(self) -> None:
+        """A new connection: nothing is hidden."""
+        self.hidden.clear()
+
+    def forget(self, banks: Banks) -> None:
+        """The v1 agent of ``banks`` left: it is no longer hidden."""
+        self.hidden.discard(banks)
+
+    def v1_arrived(self, banks: Banks, label: str, v2_names: Iterable[str]) -> bool:
+        """A v1 agent arrived while the v2 agents ``v2_names`` are known: True when it
+        is the twin of one of them (it is hidden then, and not listed)."""
+        if any(is_twin(label, name) for name in v2_names):
+            self.hidden.add(banks)
+            return True
+        return False
+
+    def v2_arrived(self, v2_name: str, v1_labels: Mapping[Banks, str]) -> list[Banks]:
+        """A v2 agent arrived; ``v1_labels`` are the v1 agents listed now (banks to
+        label).  Returns the banks of its twins, hidden from now on (the caller takes
+        them off its list)."""
+        found = [banks for banks, label in v1_labels.items()
+                 if banks not in self.hidden and is_twin(label, v2_name)]
+        self.hidden.update(found)
+        return found
+
+    def v2_left(self, v2_name: str, alive: Mapping[Banks, str]) -> list[Banks]:
+        """A v2 agent left; ``alive`` are the v1 agents still alive (banks to label).
+        Returns the banks of its twins that are alive, to list again; hidden twins
+        that are no longer alive are forgotten."""
+        back: list[Banks] = []
+        for banks in list(self.hidden):
+            label = alive.get(banks)
+            if label is None:
+                self.hidden.discard(banks)
+            elif is_twin(label, v2_name):
+                self.hidden.discard(banks)
+                back.append(banks)
+        return sorted(back)
