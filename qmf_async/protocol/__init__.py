@@ -7,11 +7,14 @@ bodies in (``receive(body, routing_key, now)``), events out, requests built by
 reply_to)``), request events out; every body the agent sends is built by it and
 returned as a :class:`Send`.
 :class:`AgentProtocolV2` is the agent's QMF v2 core: messages in (``receive(headers,
-value, body=, reply_to=, correlation_id=)``), request events out, every message it
-sends built as a :class:`V2Send`.
+value, body=, content_type=, reply_to=, correlation_id=)``), request events out, every
+message it sends built as a :class:`V2Send`.
 :class:`ConsoleProtocolV2` is the console's QMF v2 (map message) state: messages in
-(``receive(headers, value, subject=, correlation_id=, now=)``), events out, requests
-built by ``send_*`` and returned as :class:`V2Outgoing`.
+(``receive(headers, value, body=, content_type=, subject=, correlation_id=, now=)``),
+events out, requests built by ``send_*`` and returned as :class:`V2Outgoing`.  Both
+decode a v2 map that arrives as ``amqp/map``/``amqp/list`` bytes (AMQP 0-9-1).
+:class:`Twins` is the rule that lists an agent seen over both versions once, with
+:func:`agent_v2_name`, the v2 name it reads.
 
 Names: the QMF v1 types carry no marker (:class:`Reply`, :class:`AgentArrived`,
 :class:`Send`, ...).  Of the QMF v2 types, the protocol classes are
