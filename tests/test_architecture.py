@@ -175,6 +175,20 @@ def test_codec_and_protocol_core_do_no_io(layer: str) -> None:
     assert offenders == []
 
 
+def test_the_object_view_is_a_pure_core() -> None:
+    """``console/_view.py`` (the object view's state and rules) does no I/O: no
+    asyncio, no client library, no transport, no broker connection; what it imports
+    of the console is its values."""
+    name = "qmf_async.console._view"
+    imported = [mod for _, mod, _ in _imports(name)]
+    assert imported, "the rule sees no import of the view: was it moved?"
+    offenders = [mod for mod in imported
+                 if mod.split(".")[0] in ("asyncio", "time", *CLIENT_LIBRARIES)
+                 or mod.startswith(("qmf_async.transport", "qmf_async.runtime"))
+                 or mod in ("qmf_async.console._broker", "qmf_async.console._session")]
+    assert offenders == []
+
+
 def test_only_transport_imports_client_libraries() -> None:
     offenders = [
         f"{MODULES[name].relative_to(PACKAGE.parent)}:{line}: {mod}"

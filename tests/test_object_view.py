@@ -97,7 +97,7 @@ async def test_i_first_objects_completed_by_one_query_per_agent_and_class(
     (later,) = await take(updates, 1)
     assert (later.name, later.depth) == ("a5-q0", 40)
     assert len(completion_queries(bus)) == 2
-    assert len(session._waiting) == 0 and len(session._completions) == 0
+    assert len(session._view.waiting) == 0 and len(session._view.completions) == 0
 
 
 async def test_c_first_objects_get_their_statistics(make_session: Any) -> None:
@@ -267,13 +267,13 @@ async def test_deleted_objects_leave_the_view(make_session: Any) -> None:
     publish_body(agent, [q0], "i")
     (first,) = await take(updates, 1)
     # the completion query's answer also brought q1: the view keeps it
-    assert first.name == "a5-q0" and len(session._latest) == 2
+    assert first.name == "a5-q0" and len(session._view.latest) == 2
     q0.deleted = now_ns()
     publish_body(agent, [q0], "i")
     (gone,) = await take(updates, 1)
     assert gone.is_deleted() and gone.name == "a5-q0"
     assert gone.get_changes() == Change.STATISTICS | Change.DELETED
-    assert len(session._latest) == 1  # q0 left it
+    assert len(session._view.latest) == 1  # q0 left it
     # q1's deletion, seen first through statistics: its properties are known already
     q1.deleted = now_ns()
     publish_body(agent, [q1], "i")
@@ -282,7 +282,7 @@ async def test_deleted_objects_leave_the_view(make_session: Any) -> None:
     agent.publish(q1, "ci")
     both = await take(updates, 2)
     assert [(o.name, o.depth, o.is_deleted()) for o in both] == [("a5-q1", 1, True)] * 2
-    assert session.completion_queries == 1 and session._latest == {}
+    assert session.completion_queries == 1 and session._view.latest == {}
     assert session.completion_failures == 0
 
 
@@ -301,7 +301,7 @@ async def test_an_object_first_seen_deleted_is_not_queried(make_session: Any) ->
     agent.publish(q0, "ci")
     both = await take(updates, 2)
     assert [(o.name, o.is_deleted()) for o in both] == [("a5-q0", True)] * 2
-    assert session.completion_queries == 0 and session._latest == {}
+    assert session.completion_queries == 0 and session._view.latest == {}
 
 
 async def test_view_is_bounded_and_departed_agents_leave_it(make_session: Any) -> None:
@@ -314,17 +314,17 @@ async def test_view_is_bounded_and_departed_agents_leave_it(make_session: Any) -
     updates = session.object_updates()
     publish_body(agent, queues(agent), "c")
     await take(updates, 3)
-    assert len(session._latest) == 2 and session.objects_evicted == 1
+    assert len(session._view.latest) == 2 and session.objects_evicted == 1
     publish_body(other, queues(other), "c")
     await take(updates, 1)
-    assert len(session._latest) == 2
+    assert len(session._view.latest) == 2
     # agent 6 keeps heartbeating, agent 5 falls silent and ages out: its objects go
     deadline = time.monotonic() + 5
     while any(a.agent_bank == 5 for a in broker.agents()):
         other.heartbeat()
         assert time.monotonic() < deadline, "agent 5 did not age out"
         await asyncio.sleep(0.05)
-    assert [k[1] for k in session._latest] == [queues(other)[0].oid.raw]
+    assert [k[1] for k in session._view.latest] == [queues(other)[0].oid.raw]
 
 
 async def test_where_evaluates_against_the_merged_view(make_session: Any) -> None:
@@ -350,13 +350,13 @@ async def test_no_listener_keeps_no_view(make_session: Any) -> None:
     session, _broker = await with_heartbeats(make_session, bus)
     await session.get_schema(QUEUE.class_key)
     publish_body(agent, queues(agent), "i")
-    assert session._latest == {} and session.completion_queries == 0
+    assert session._view.latest == {} and session.completion_queries == 0
     sub = session.object_updates()
     publish_body(agent, queues(agent), "i")
     assert [o.name for o in await take(sub, 2)] == ["a5-q0", "a5-q1"]
     sub.close()
     publish_body(agent, queues(agent), "c")
-    assert session._latest == {}
+    assert session._view.latest == {}
 
 
 # ----------------------------------------------------------------------------- errors

@@ -901,7 +901,7 @@ async def test_object_updates_merge_and_callbacks(make_session: Any) -> None:
     gone = await updates.get(2.0)
     assert gone.is_deleted() and gone.get_changes() == Change.PROPERTIES | Change.DELETED
     # the view keeps only a5-q1 (the completion query brought it too)
-    assert [k[1] for k in session._latest] == [agent.objects[1].oid.raw]
+    assert [k[1] for k in session._view.latest] == [agent.objects[1].oid.raw]
     obj.deleted = 0
     queries = len(bus.sent("G"))
     agent.publish(obj, "i")

@@ -63,8 +63,8 @@ from ._options import SessionKeywords, SessionOptions, Setting
 from ._query import ObjectQueries
 from ._query import _where_predicate as _where_predicate  # re-exported (tests use it)
 from ._subscriptions import Subscription
+from ._updates import ObjectUpdates
 from ._v2 import Interest, V2Link, v2_bindings
-from ._view import ObjectView
 
 __all__ = ["Broker", "Session"]
 
@@ -149,7 +149,7 @@ class _BrokerHost:
     follows_events: Callable[[], bool]
 
 
-class Session(ObjectQueries, ObjectView):
+class Session(ObjectQueries, ObjectUpdates):
     """An asyncio QMF console session over one or more brokers.
 
     ``async with Session() as session: broker = await session.add_broker(url)``.
@@ -237,7 +237,7 @@ class Session(ObjectQueries, ObjectView):
         self._agent_subs: list[Subscription[tuple[str, RemoteAgent]]] = []
         # what each event or update subscription follows (QMF v2 binds only that)
         self._interests: dict[Subscription[Any], Interest] = {}
-        ObjectView.__init__(self)  # the object view's state
+        ObjectUpdates.__init__(self)  # the object view and its updates
         self._tasks: set[asyncio.Task[Any]] = set()
         self._ager: asyncio.Task[None] | None = None
         self._closed = False
