@@ -70,7 +70,7 @@ class Sink:
 def view(**settings: Any) -> tuple[ObjectView, Sink]:
     options = SessionOptions(**settings)
     sink = Sink()
-    return ObjectView(lambda: options, sink), sink
+    return ObjectView(types.SimpleNamespace(options=options), sink), sink
 
 
 def test_a_c_then_an_i_complete_each_other_without_a_query() -> None:

@@ -45,7 +45,7 @@ class ObjectUpdates:
         def _notify(self, name: str, *args: Any) -> None: ...
 
     def __init__(self) -> None:
-        self._view = ObjectView(lambda: self.options, self._hand_out)
+        self._view = ObjectView(self, self._hand_out)
 
     @property
     def completion_queries(self) -> int:

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from ..wire import ClassKey, RawObjectRecord, RecordLayout, make_oid
 from ._objects import Change
 
-__all__ = ["Completion", "Deliver", "ObjectView", "ViewLimits"]
+__all__ = ["Completion", "Deliver", "ObjectView", "ViewLimits", "ViewOwner"]
 
 #: how many deleted objects' last views are remembered
 _MAX_GONE = 4096
@@ -37,14 +37,21 @@ _RECORD_CHANGES = {"c": Change.PROPERTIES, "i": Change.STATISTICS,
 
 
 class ViewLimits(Protocol):
-    """The settings the view reads (a Session's options): read at each use, so a
-    changed setting applies at once."""
+    """The settings the view reads (a Session's options)."""
 
     @property
     def max_objects(self) -> int: ...
 
     @property
     def completion_timeout(self) -> float: ...
+
+
+class ViewOwner(Protocol):
+    """What holds the view's settings (a Session): read at each use, so a changed
+    setting applies at once."""
+
+    @property
+    def options(self) -> ViewLimits: ...
 
 
 #: ``deliver(broker, agent, record, raw, sofs, kind, changed)``: one merged update to
@@ -78,12 +85,12 @@ class Completion:
 class ObjectView:
     """The view's state and its rules (see the module's docstring).
 
-    ``limits`` gives ``max_objects`` and ``completion_timeout``; ``deliver`` is called
-    for every update handed out, in order.  Raises nothing of its own.
+    ``owner.options`` gives ``max_objects`` and ``completion_timeout``; ``deliver`` is
+    called for every update handed out, in order.  Raises nothing of its own.
     """
 
-    def __init__(self, limits: Callable[[], ViewLimits], deliver: Deliver) -> None:
-        self._limits = limits
+    def __init__(self, owner: ViewOwner, deliver: Deliver) -> None:
+        self._owner = owner
         self._deliver_to = deliver
         #: (id(broker), object id) -> the latest properties and statistics bytes,
         #: least recently updated first
@@ -149,7 +156,7 @@ class ObjectView:
                 missing = False
             if missing:
                 failed = self.failed_at.get(key)
-                if failed is None or now - failed >= self._limits().completion_timeout:
+                if failed is None or now - failed >= self._owner.options.completion_timeout:
                     return self._hold(broker, agent, rec, key)
         self._deliver(broker, agent, rec, key)
         return None
@@ -235,7 +242,7 @@ class ObjectView:
                 del gone[next(iter(gone))]
         else:
             latest[key] = (props, stats)
-            if len(latest) > self._limits().max_objects:
+            if len(latest) > self._owner.options.max_objects:
                 oldest = next(iter(latest))
                 del latest[oldest]
                 self.failed_at.pop(oldest, None)
@@ -257,7 +264,7 @@ class ObjectView:
         large class would cost its class a query round)."""
         bid = id(broker)
         latest, waiting = self.latest, self.waiting
-        room = self._limits().max_objects - len(latest)
+        room = self._owner.options.max_objects - len(latest)
         for oid, parts in found.items():
             if room <= 0:
                 break
