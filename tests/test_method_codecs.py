@@ -29,7 +29,7 @@ from qmf_async.console._objects import _BoundMethod, bind_arguments
 from qmf_async.console._session import Session
 from qmf_async.wire._codec import SchemaRegistry
 from qmf_async.wire._messages import MethodRequest, MethodResponse
-from tests.fake_transport import FakeBus
+from tests.fake_transport import FakeBus, object_schema
 
 KEY = ClassKey("test.pkg", "thing", bytes(range(16)))
 OID = ObjectId.make(sequence=1, broker_bank=1, agent_bank=2, object=3)
@@ -259,3 +259,22 @@ async def test_bad_arguments_raise_on_await_before_anything_is_sent(thing: Any) 
     with pytest.raises(ArgumentError):
         await call
     assert len(bus.published) == sent
+
+
+def test_proxies_of_one_schema_share_one_class_and_the_table_is_bounded(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from qmf_async.console import _objects
+
+    schema = object_schema("test.proxy", "widget",
+                           properties=[SchemaProperty("name", QmfType.SSTR, index=True)])
+    oid = ObjectId.make(sequence=1, broker_bank=1, agent_bank=2, object=3)
+    a = QmfObject(None, None, None, schema, oid, ("a",), None, (1, 1, 0))
+    b = QmfObject(None, None, None, schema, oid, ("b",), None, (1, 1, 0))
+    assert type(a) is type(b) and type(a) is not QmfObject and b.name == "b"
+    # the console keeps the classes itself (the wire's codec has no slot for them),
+    # at most _MAX_PROXY_CLASSES of them
+    monkeypatch.setattr(_objects, "_MAX_PROXY_CLASSES", 1)
+    other = object_schema("test.proxy", "gadget",
+                          properties=[SchemaProperty("name", QmfType.SSTR, index=True)])
+    QmfObject(None, None, None, other, oid, ("c",), None, (1, 1, 0))
+    assert len(_objects._PROXY_CLASSES) == 1

@@ -124,7 +124,7 @@ class QmfObject:
         (plus ``DELETED`` when the delete time is set).
         """
         reader = plain_reader(schema)
-        self.__class__ = reader.proxy_class or _proxy_class(reader)
+        self.__class__ = _PROXY_CLASSES.get(reader) or _proxy_class(reader)
         self._session = session
         self._broker = broker
         self._agent = agent
@@ -148,7 +148,7 @@ class QmfObject:
         parts it holds, ``sofs`` where its statistics start), as sessions build them."""
         # changed: what the update carried (default: the parts in ``kind``, and
         # DELETED when the record's delete time is set)
-        obj: QmfObject = _new(reader.proxy_class or _proxy_class(reader))
+        obj: QmfObject = _new(_PROXY_CLASSES.get(reader) or _proxy_class(reader))
         if changed is None:
             changed = _OPCODE_CHANGES[kind]
             if RecordLayout.is_deleted(raw):
@@ -466,6 +466,12 @@ class _Method:
         return _BoundMethod(obj, self.method, self.bind)
 
 
+#: the proxy class of each record reader's schema, made on first use; at most
+#: _MAX_PROXY_CLASSES (cleared when full: a reader met again gets a new class)
+_PROXY_CLASSES: dict[RecordReader, type[QmfObject]] = {}
+_MAX_PROXY_CLASSES = 1024
+
+
 def _proxy_class(reader: RecordReader) -> type[QmfObject]:
     """The subclass of QmfObject for one schema: its elements and methods as
     descriptors (names that QmfObject itself defines stay QmfObject's; a property or
@@ -482,7 +488,9 @@ def _proxy_class(reader: RecordReader) -> type[QmfObject]:
                                          | reader.methods.keys()):
         del ns[name]
     cls: type[QmfObject] = type(QmfObject.__name__, (QmfObject,), ns)
-    reader.proxy_class = cls
+    if len(_PROXY_CLASSES) >= _MAX_PROXY_CLASSES:
+        _PROXY_CLASSES.clear()
+    _PROXY_CLASSES[reader] = cls
     return cls
 
 

@@ -107,7 +107,6 @@ class ClassCodec:
         "pget",
         "pnames",
         "props",
-        "proxy_class",
         "schema",
         "sget",
         "snames",
@@ -145,8 +144,6 @@ class ClassCodec:
         self.sget: list[Getter | None] = field_getters(self._sspecs, False)
         self._pdec: Decoder | None = None
         self._sdec: Decoder | None = None
-        #: the console's proxy class of this schema (set by the console on first use)
-        self.proxy_class: Any = None
 
     def __repr__(self) -> str:
         return f"<ClassCodec {self.class_key}>"
