@@ -25,6 +25,7 @@ from proton.utils import BlockingConnection  # noqa: E402
 
 from qmf_async.tools.cli import route  # noqa: E402
 
+from ._util import qmf_in_process  # noqa: E402
 from .qpidd import Qpidd  # noqa: E402
 
 pytestmark = pytest.mark.qpidd
@@ -35,7 +36,12 @@ DEADLINE_S = 20.0
 
 
 def qmf(*argv: str, timeout: float = 60.0) -> tuple[int, str, str]:
-    """Run ``qmf ARGV`` as a subprocess: (exit code, stdout, stderr)."""
+    """Run ``qmf ARGV`` (in this process): (exit code, stdout, stderr)."""
+    return qmf_in_process(*argv, env={"QMF_URL": None}, timeout=timeout)
+
+
+def qmf_process(*argv: str, timeout: float = 60.0) -> tuple[int, str, str]:
+    """Run ``qmf ARGV`` as a subprocess, as a user's shell does."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("QMF_URL", None)
     done = subprocess.run([sys.executable, "-m", "qmf_async.tools.cli", *argv],
@@ -179,7 +185,8 @@ def test_unknown_broker_is_unreachable() -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    rc, out, err = qmf("route", "--timeout", "5", "link", "list", f"127.0.0.1:{port}")
+    # as a process: the exit code a shell sees
+    rc, out, err = qmf_process("route", "--timeout", "5", "link", "list", f"127.0.0.1:{port}")
     assert rc == 3, err
     assert out == "" and len(err.strip().splitlines()) == 1
     assert err.startswith("qmf route: error:")

@@ -27,7 +27,7 @@ import pytest_asyncio
 
 from qmf_async.agent.broker import ManagementBroker
 
-from ._util import drop_vhost, import_example, make_vhost, vhost_url
+from ._util import drop_vhost, import_example, make_vhost, qmf_in_process, vhost_url
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI = ROOT / "qmf_async" / "cli"
@@ -236,7 +236,15 @@ async def _finish(proc: asyncio.subprocess.Process, timeout: float = 30.0,
 
 
 async def qmf(url: str | None, *args: str, timeout: float = 30.0) -> Result:
-    """Run ``python -m qmf_async ARGS`` with ``QMF_URL=url`` (the loop keeps running)."""
+    """Run ``qmf ARGS`` with ``QMF_URL=url``, in this process on a thread (the loop keeps
+    running); the tests of the process itself use :func:`qmf_process`."""
+    rc, out, err = await asyncio.to_thread(
+        qmf_in_process, *args, env={"QMF_URL": url, "COLUMNS": None}, timeout=timeout)
+    return Result(rc, out, err)
+
+
+async def qmf_process(url: str | None, *args: str, timeout: float = 30.0) -> Result:
+    """Run ``python -m qmf_async ARGS`` with ``QMF_URL=url`` as a process."""
     return await _finish(await _start(url, *args), timeout)
 
 

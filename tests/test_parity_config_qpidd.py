@@ -13,10 +13,7 @@ from __future__ import annotations
 
 import ast
 import json
-import os
 import re
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -26,8 +23,9 @@ from typing import Any
 
 import pytest
 
+from ._util import qmf_in_process
 from .conftest import ClassicTools, _start_qpidd
-from .qpidd import ROOT, Qpidd
+from .qpidd import Qpidd
 
 pytestmark = pytest.mark.qpidd
 
@@ -73,13 +71,9 @@ class Tools:
         self.classic_tools = classic_tools
 
     def qmf(self, *args: str, stdin: str | None = None) -> tuple[int, str, str]:
-        env = dict(os.environ,
-                   PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-        env.pop("QMF_URL", None)
-        done = subprocess.run([sys.executable, "-m", "qmf_async", "config", "-b",
-                               self.broker.address, *args], capture_output=True, text=True,
-                              timeout=60, env=env, cwd=ROOT, check=False, input=stdin)
-        return done.returncode, done.stdout, done.stderr
+        # in this process (test_cli_tools and test_cli_route run it as a process too)
+        return qmf_in_process("config", "-b", self.broker.address, *args, stdin=stdin,
+                              env={"QMF_URL": None}, timeout=60)
 
     def classic(self, *args: str) -> tuple[int, str, str]:
         return self.classic_tools("qpid-config", "-b", self.broker.address, *args, timeout=60)

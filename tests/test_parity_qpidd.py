@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from ._util import qmf_in_process
 from .conftest import CLASSIC_TOOLS_RUN, ClassicTools
 from .qpidd import ROOT, Qpidd
 
@@ -79,10 +80,9 @@ def make_state(broker: Qpidd, prefix: str) -> dict[str, tuple[int, int, int]]:
 
 
 def qmf_cli(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    env.pop("QMF_URL", None)
-    return subprocess.run([sys.executable, "-m", "qmf_async", *args], capture_output=True,
-                          text=True, timeout=timeout, env=env, cwd=ROOT, check=False)
+    """``qmf ARGS``, run in this process (the tools' process is tested in test_cli_*)."""
+    rc, out, err = qmf_in_process(*args, env={"QMF_URL": None}, timeout=timeout)
+    return subprocess.CompletedProcess(["qmf", *args], rc, out, err)
 
 
 def classic_number(text: str) -> float | int:
