@@ -30,7 +30,7 @@ from qmf_async.agent import Agent
 from qmf_async.agent.broker import ManagementBroker
 from qmf_async.bridge.rabbitmq import ApiError, RabbitApi, RabbitBridge
 
-from ._util import private_vhost, rabbitmqctl_output, wait_until
+from ._util import private_vhost, qmf_in_process, rabbitmqctl_output, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -127,18 +127,10 @@ def _enc(name: str) -> str:
 
 
 async def qmf(*args: str, url: str, timeout: float = 30.0) -> tuple[int, str, str]:
-    """Run the ``qmf`` command line in a child process: (exit code, stdout, stderr)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "QMF_URL": url}
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "qmf_async", *args, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, env=env)
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        raise
-    return proc.returncode or 0, out.decode(), err.decode()
+    """Run the ``qmf`` command line (in this process, on a thread): (exit code, stdout,
+    stderr)."""
+    return await asyncio.to_thread(qmf_in_process, *args, env={"QMF_URL": url},
+                                   timeout=timeout)
 
 
 # --------------------------------------------------------------------------- statistics
