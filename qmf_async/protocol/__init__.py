@@ -66,6 +66,7 @@ from ._agent_v2 import (
     v2_schema_id,
     v2_schema_map,
 )
+from ._agents import AGENT_VENDOR, Twins, agent_v2_name, is_twin, silence_allowed
 from ._console import BROKER_AGENT_CLASS, AgentInfo, ConsoleProtocol, Outgoing, agent_banks
 from ._console_v2 import (
     BROKER_ADDRESS,
@@ -115,13 +116,13 @@ from ._events_v2 import (
 )
 from ._qpidd_names import qpidd_object_name
 from ._selector import Selector, SelectorError, compile_selector
-from ._twins import AGENT_VENDOR, Twins, agent_v2_name, is_twin
 
 __all__ = [
     "AGENT_VENDOR",
     "Twins",
     "agent_v2_name",
     "is_twin",
+    "silence_allowed",
     "DIRECT",
     "MANAGEMENT",
     "STATUS_TEXT",

@@ -48,6 +48,7 @@ from ..wire import (
     decode,
     encode,
 )
+from ._agents import silence_allowed
 from ._correlation import Correlator, ItemSink, Pending
 from ._events import (
     AgentArrived,
@@ -422,21 +423,19 @@ class ConsoleProtocol:
 
     def overdue(self, now: float) -> bool:
         """Whether :meth:`age` at ``now`` would make some agent leave."""
-        limit_of = self.missed_heartbeats
-        floor = self.min_agent_interval
-        return any(now - info.last_seen > limit_of * max(info.interval, floor)
+        missed, floor = self.missed_heartbeats, self.min_agent_interval
+        return any(now - info.last_seen > silence_allowed(info.interval, missed, floor)
                    for banks, info in self.agents.items()
                    if not (banks == (1, 0) and self.has_management))
 
     def age(self, now: float) -> list[Any]:
         """Agents whose heartbeats stopped by ``now`` leave (their requests fail)."""
         events: list[Any] = []
-        limit_of = self.missed_heartbeats
-        floor = self.min_agent_interval
+        missed, floor = self.missed_heartbeats, self.min_agent_interval
         for banks, info in list(self.agents.items()):
             if banks == (1, 0) and self.has_management:
                 continue
-            if now - info.last_seen > limit_of * max(info.interval, floor):
+            if now - info.last_seen > silence_allowed(info.interval, missed, floor):
                 del self.agents[banks]
                 self._gone(info, f"no heartbeat for {now - info.last_seen:.1f}s", events)
         return events

@@ -48,6 +48,7 @@ from ..wire import (
     decode_v2_body,
     encode_v2,
 )
+from ._agents import silence_allowed
 from ._events_v2 import (
     V2AgentArrived,
     V2AgentLeft,
@@ -374,9 +375,8 @@ class ConsoleProtocolV2:
         waited_on = {entry.agent for entry in self._pending.values() if not entry.draining}
         for name, info in list(self.agents.items()):
             silent = now - info.last_seen
-            allowed = self.missed * info.interval
-            if name in waited_on:
-                allowed += self.busy_grace
+            allowed = silence_allowed(info.interval, self.missed, self.min_agent_interval,
+                                      self.busy_grace if name in waited_on else 0.0)
             if silent > allowed:
                 del self.agents[name]
                 events.append(V2AgentLeft(name, f"no heartbeat for {silent:.3g} s"))

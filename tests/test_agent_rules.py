@@ -1,7 +1,6 @@
-"""One agent seen over QMF v1 and v2 is listed once: the pure rule (protocol/_twins.py).
-
-The console tests (test_session_v2_agents.py) check the same on a live bus; here the
-rule alone, with no connection."""
+"""What the v1 and v2 cores share about agents (protocol/_agents.py): one aging rule,
+and an agent seen over QMF v1 and v2 listed once (the twin rule), with no connection.
+test_session_v2_agents.py checks the twins on a live bus."""
 
 from __future__ import annotations
 
@@ -10,7 +9,7 @@ import uuid
 from hypothesis import given
 from hypothesis import strategies as st
 
-from qmf_async.protocol import AGENT_VENDOR, Twins, agent_v2_name, is_twin
+from qmf_async.protocol import AGENT_VENDOR, Twins, agent_v2_name, is_twin, silence_allowed
 
 
 def test_the_name_is_built_from_the_label_and_read_back() -> None:
@@ -62,3 +61,9 @@ def test_a_v2_agent_leaving_gives_back_only_its_own_twins() -> None:
     assert twins.hidden == {(2, 2)}
     twins.clear()
     assert (2, 2) not in twins
+
+
+def test_one_aging_rule_for_both_versions() -> None:
+    assert silence_allowed(2.0, 3, 0.1) == 6.0
+    assert silence_allowed(0.01, 3, 0.1) == 3 * 0.1  # the interval's floor
+    assert silence_allowed(2.0, 3, 0.1, grace=5.0) == 11.0  # owing an answer

@@ -1,4 +1,12 @@
-"""One agent seen over both QMF versions: its v2 name, and the rule that lists it once.
+"""What the console's v1 and v2 cores share about agents: when one is taken for gone
+(:func:`silence_allowed`, the one aging rule), the v2 name this project's agents take,
+and the rule that lists an agent seen over both versions once.
+
+Aging: an agent silent for more than ``missed`` heartbeat intervals (each at least
+``floor``) is taken for gone, ``grace`` seconds later while it owes an answer (a busy
+agent building a large answer may skip heartbeats).
+
+Twins: an agent seen over both versions.
 
 An agent of this project that speaks QMF v1 and v2 takes the v2 name
 ``qmf-async:<product>:<instance>``, its product being its v1 label with ``:`` written
@@ -14,12 +22,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Final
 
-__all__ = ["AGENT_VENDOR", "Twins", "agent_v2_name", "is_twin"]
+__all__ = ["AGENT_VENDOR", "Twins", "agent_v2_name", "is_twin", "silence_allowed"]
 
 #: the vendor part of the v2 names this project's agents take
 AGENT_VENDOR: Final = "qmf-async"
 
 Banks = tuple[int, int]
+
+
+def silence_allowed(interval: float, missed: int, floor: float, grace: float = 0.0) -> float:
+    """Seconds an agent may stay silent before it is taken for gone: ``missed`` times
+    its heartbeat ``interval`` (at least ``floor``), plus ``grace``."""
+    return missed * max(interval, floor) + grace
 
 
 def agent_v2_name(label: str, instance: str) -> str:
