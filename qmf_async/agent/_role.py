@@ -23,7 +23,7 @@ import attrs
 from .. import wire as codec
 from ..errors import DecodeError, EncodeError, QmfError, UsageError
 from ..logs import warn_limited
-from ..protocol import AGENT_VENDOR
+from ..protocol import AGENT_VENDOR, MAX_BANK, RoleDirectory, RolePeer
 from ..runtime import PeerRuntime, RequestFutures
 from ..transport import (
     DIRECT_EXCHANGE,
@@ -66,9 +66,7 @@ log = logging.getLogger("qmf_async.agent.broker")
 
 MANAGEMENT: Final = MANAGEMENT_EXCHANGE
 DIRECT: Final = DIRECT_EXCHANGE
-_M28: Final = (1 << 28) - 1
 _ZERO_OID: Final = ObjectId(bytes(16))
-_ZERO_UUID: Final = uuid.UUID(int=0)
 #: the QMF v2 name of the role's own agent: ``qmf-async:management-broker:<broker id>``
 V2_VENDOR: Final = AGENT_VENDOR
 V2_PRODUCT: Final = "management-broker"
@@ -137,20 +135,11 @@ class AgentInfo:
 
 
 @attrs.define(eq=False)
-class _Peer:
-    label: str
-    system_id: uuid.UUID
-    agent_bank: int
-    reply_to: str | None
-    adopted: bool
-    last_seen: float
-    obj: ManagedObject | None = None
-    live: bool = True
-    expired_at: float = 0.0
-    classes: set[ClassKey] = attrs.Factory(set)
-    learned: bool = False
+class _Learning:
+    """Learning one agent's schemas (P, Q, S): the task, its phase, its back-off."""
+
     phase: str = ""
-    learn_task: asyncio.Task[None] | None = None
+    task: asyncio.Task[None] | None = None
     relearn: bool = False
     next_try: float = 0.0
     backoff: float = 0.0
@@ -207,7 +196,7 @@ class ManagementBroker:
         """
         if not 0 < broker_bank < (1 << 20):
             raise UsageError(f"broker bank {broker_bank} must be 1 .. 2**20-1")
-        if not 0 < first_agent_bank <= _M28:
+        if not 0 < first_agent_bank <= MAX_BANK:
             raise UsageError(f"first agent bank {first_agent_bank} must be 1 .. 2**28-1")
         timeout = 3 * interval if agent_timeout is None else agent_timeout
         grace = 2 * timeout if bank_grace is None else bank_grace
@@ -244,8 +233,12 @@ class ManagementBroker:
         #: counters
         self.stats = {"requests": 0, "bad_requests": 0, "published": 0, "dropped": 0,
                       "attaches": 0, "aged_out": 0}
-        self._peers: dict[int, _Peer] = {}
-        self._next_bank = first_agent_bank
+        #: the agents, by bank (the rules: protocol/_role.py)
+        self._dir = RoleDirectory(broker_bank, first_agent_bank=first_agent_bank,
+                                  max_agents=max_agents, agent_timeout=timeout,
+                                  bank_grace=grace)
+        self._learning: dict[int, _Learning] = {}  # by agent bank
+        self._objects: dict[int, ManagedObject] = {}  # each agent's ``agent`` object
         self._correlator: RequestFutures[Message] = RequestFutures(random.randrange(1, 1 << 30))
         self._fetching: set[ClassKey] = set()  # S asked for a q received on 'broker'
         self._chased: dict[ClassKey, float] = {}  # unknown broadcast classes -> when asked
@@ -334,9 +327,7 @@ class ManagementBroker:
         self._running = False
         await self._runtime.flush(timeout / 2)
         tasks = [t for t in (self._housekeeper, *self._tasks) if t is not None]
-        for peer in self._peers.values():
-            if peer.learn_task is not None:
-                tasks.append(peer.learn_task)
+        tasks += [st.task for st in self._learning.values() if st.task is not None]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -352,20 +343,17 @@ class ManagementBroker:
         self._fail_pending()
 
     def _reconnected(self) -> None:
-        now = time.monotonic()
-        for peer in self._peers.values():  # we heard nothing while away
-            if peer.live:
-                peer.last_seen = now
-                peer.next_try = 0.0
+        for peer in self._dir.reconnected(time.monotonic()):  # we heard nothing while away
+            self._learn_state(peer).next_try = 0.0
 
     # ------------------------------------------------------------------ public views
 
     def agents(self, *, include_expired: bool = False) -> list[AgentInfo]:
         """The agents known to the role, by agent bank."""
-        return [self._info(p) for _, p in sorted(self._peers.items())
+        return [self._info(p) for _, p in sorted(self._dir.peers.items())
                 if p.live or include_expired]
 
-    def _info(self, p: _Peer) -> AgentInfo:
+    def _info(self, p: RolePeer) -> AgentInfo:
         return AgentInfo(p.label, p.system_id, self.broker_bank, p.agent_bank, p.live,
                          p.adopted, p.learned, frozenset(p.classes))
 
@@ -533,12 +521,11 @@ class ManagementBroker:
         if reply_to == self._queue:
             return  # our own probe
         # a console appeared: every agent re-publishes (qpidd does it on binding)
-        for peer in self._peers.values():
-            if peer.live:
-                self._send(MANAGEMENT, self._key(peer), [ConsoleAdded()])
+        for peer in self._dir.live():
+            self._send(MANAGEMENT, self._key(peer), [ConsoleAdded()])
         self.agent.republish()
 
-    def _key(self, peer: _Peer) -> str:
+    def _key(self, peer: RolePeer) -> str:
         return f"agent.{self.broker_bank}.{peer.agent_bank}"
 
     # ------------------------------------------------------------------ schemas
@@ -549,20 +536,20 @@ class ManagementBroker:
         if schema is not None:
             self._reply(reply_to, [SchemaResponse(msg.seq, schema)])
             return
-        holders = [p for p in self._peers.values() if p.live and key in p.classes]
+        holders = [p for p in self._dir.live() if key in p.classes]
         if holders:  # listed by an agent, not fetched yet: ask it (bounded wait)
             self._spawn(self._forward_schema(msg, reply_to, holders), "qmf-broker-schema")
             return
         known = set(self.registry.packages()) | {
-            k.package for p in self._peers.values() for k in p.classes}
+            k.package for p in self._dir.peers.values() for k in p.classes}
         text = "Class key not found" if key.package in known else "Package not found"
         self._reply(reply_to, [CommandComplete(msg.seq, 1, text)])
 
     async def _forward_schema(self, msg: SchemaRequest, reply_to: str,
-                              holders: list[_Peer]) -> None:
+                              holders: list[RolePeer]) -> None:
         schema = None
         for peer in holders[:3]:
-            schema = await self._fetch_schema(peer, msg.class_key)
+            schema = await self._fetch_schema(msg.class_key, (MANAGEMENT, self._key(peer)))
             if schema is not None:
                 break
         if schema is None:
@@ -570,11 +557,11 @@ class ManagementBroker:
         else:
             self._reply(reply_to, [SchemaResponse(msg.seq, schema)])
 
-    async def _fetch_schema(self, peer: _Peer, key: ClassKey,
-                            routing: tuple[str, str] | None = None) -> SchemaClass | None:
-        """S to the agent (or to ``routing`` = (exchange, key)); cache and return the
-        schema, or None (error, timeout, wrong class)."""
-        exchange, rk = routing or (MANAGEMENT, self._key(peer))
+    async def _fetch_schema(self, key: ClassKey,
+                            routing: tuple[str, str]) -> SchemaClass | None:
+        """S to an agent at ``routing`` = (exchange, key); cache and return the schema,
+        or None (error, timeout, wrong class)."""
+        exchange, rk = routing
         try:
             answer = await self._ask(rk, lambda seq: SchemaRequest(seq, key), single=True,
                                      exchange=exchange)
@@ -621,15 +608,13 @@ class ManagementBroker:
                     self._chased.clear()
                 self._chased[key] = now
                 unknown = True
-        for peer in self._peers.values():
-            if not peer.live:
-                continue
-            task = peer.learn_task
-            if task is not None and not task.done() and peer.phase == "P":
-                task.cancel()
-                peer.learn_task = None
+        for peer in self._dir.live():
+            st = self._learn_state(peer)
+            if st.task is not None and not st.task.done() and st.phase == "P":
+                st.task.cancel()
+                st.task = None
             if unknown or not peer.learned:
-                peer.next_try = 0.0
+                st.next_try = 0.0
                 self._schedule_learn(peer)
 
     def _on_class_indication(self, msg: ClassIndication, reply_to: str) -> None:
@@ -637,40 +622,45 @@ class ManagementBroker:
         for the schema there (what qpidd does)."""
         if msg.class_key in self.registry or msg.class_key in self._fetching:
             return
-        peer = next((p for p in self._peers.values() if p.reply_to == reply_to), None)
+        peer = next((p for p in self._dir.peers.values() if p.reply_to == reply_to), None)
         if peer is not None:
             peer.classes.add(msg.class_key)
-        routing = reply_target(reply_to)
-        dummy = peer or _Peer("", _ZERO_UUID, 0, reply_to, True, 0.0)
         self._fetching.add(msg.class_key)
-        task = self._spawn(self._fetch_schema(dummy, msg.class_key, routing),
+        task = self._spawn(self._fetch_schema(msg.class_key, reply_target(reply_to)),
                            "qmf-broker-schema")
         key = msg.class_key
         task.add_done_callback(lambda _t: self._fetching.discard(key))
 
-    def _schedule_learn(self, peer: _Peer) -> None:
+    def _learn_state(self, peer: RolePeer) -> _Learning:
+        st = self._learning.get(peer.agent_bank)
+        if st is None:
+            st = self._learning[peer.agent_bank] = _Learning()
+        return st
+
+    def _schedule_learn(self, peer: RolePeer) -> None:
         if not self._running or not peer.live:
             return
-        if peer.learn_task is not None and not peer.learn_task.done():
-            peer.relearn = True
+        st = self._learn_state(peer)
+        if st.task is not None and not st.task.done():
+            st.relearn = True
             return
-        if time.monotonic() < peer.next_try:
+        if time.monotonic() < st.next_try:
             return
-        peer.learn_task = asyncio.get_running_loop().create_task(
-            self._learn(peer), name=f"qmf-broker-learn {self._key(peer)}")
+        st.task = asyncio.get_running_loop().create_task(
+            self._learn(peer, st), name=f"qmf-broker-learn {self._key(peer)}")
 
-    async def _learn(self, peer: _Peer) -> None:
+    async def _learn(self, peer: RolePeer, st: _Learning) -> None:
         """P, Q and S to the agent; every wait bounded.  On a timeout, retry a few
         times with a growing back-off, then at its next heartbeat or schema broadcast
         (the first P often arrives before the agent has bound its key)."""
         key = self._key(peer)
         retries = 3
         while True:
-            peer.relearn = False
+            st.relearn = False
             try:
-                peer.phase = "P"
+                st.phase = "P"
                 answer = await self._ask(key, PackageQuery)
-                peer.phase = "QS"
+                st.phase = "QS"
                 packages = [m.package for m in answer if isinstance(m, PackageIndication)]
                 classes: set[ClassKey] = set()
                 for package in packages:
@@ -679,79 +669,55 @@ class ManagementBroker:
                                    and m.class_key.package == package)
                 peer.classes = classes
                 missing = [k for k in classes if k not in self.registry]
-                fetched = await asyncio.gather(*(self._fetch_schema(peer, k) for k in missing))
+                fetched = await asyncio.gather(*(self._fetch_schema(k, (MANAGEMENT, key))
+                                                for k in missing))
                 peer.learned = all(s is not None for s in fetched)
-                peer.backoff = 0.0
-                peer.next_try = 0.0
+                st.backoff = 0.0
+                st.next_try = 0.0
                 if peer.learned:
                     log.info("management broker: schema of %s (%s) learned: %d classes", key,
                              peer.label or "adopted", len(classes))
             except _NoAnswer as exc:
                 peer.learned = False
-                peer.backoff = min(max(peer.backoff * 2, self.request_timeout), 30.0)
-                peer.next_try = time.monotonic() + peer.backoff
+                st.backoff = min(max(st.backoff * 2, self.request_timeout), 30.0)
+                st.next_try = time.monotonic() + st.backoff
                 log.info("management broker: learning the schema of %s: %s; retrying later",
                          key, exc)
-                if retries and not peer.relearn:
+                if retries and not st.relearn:
                     retries -= 1
-                    peer.phase = "P"  # a schema broadcast may cut the wait short
-                    await asyncio.sleep(peer.backoff)
-                    peer.relearn = True
-            peer.phase = ""
-            if not peer.relearn or not peer.live or not self._running:
+                    st.phase = "P"  # a schema broadcast may cut the wait short
+                    await asyncio.sleep(st.backoff)
+                    st.relearn = True
+            st.phase = ""
+            if not st.relearn or not peer.live or not self._running:
                 return
 
     # ------------------------------------------------------------------ agents
 
-    def _assign_bank(self, requested_bb: int, requested_ab: int, label: str,
-                     system_id: uuid.UUID) -> int | None:
-        """The bank for an attaching agent (None when the table is full)."""
-        if requested_bb in (0, self.broker_bank) and \
-                self.first_agent_bank <= requested_ab <= _M28:
-            holder = self._peers.get(requested_ab)
-            if holder is None or holder.adopted or \
-                    (holder.label, holder.system_id) == (label, system_id):
-                return requested_ab
-        if len(self._peers) >= self.max_agents:
-            return None
-        while True:
-            bank = self._next_bank
-            self._next_bank = bank + 1 if bank < _M28 else self.first_agent_bank
-            if bank not in self._peers:
-                return bank
-
     def _on_attach(self, msg: AttachRequest, reply_to: str) -> None:
-        bank = self._assign_bank(msg.broker_bank, msg.agent_bank, msg.label, msg.system_id)
-        if bank is None:
+        attached = self._dir.attach(msg.broker_bank, msg.agent_bank, msg.label, msg.system_id,
+                                    reply_to, time.monotonic())
+        if attached is None:
             log.warning("management broker: %d agents known; attach of %r refused",
                         self.max_agents, msg.label)
             self._reply(reply_to, [CommandComplete(msg.seq, 1, "Too many agents")])
             return
+        peer, new = attached
         self.stats["attaches"] += 1
-        self._reply(reply_to, [AttachResponse(msg.seq, self.broker_bank, bank)])
-        peer = self._peers.get(bank)
-        now = time.monotonic()
-        if peer is None:
-            peer = self._peers[bank] = _Peer(msg.label, msg.system_id, bank, reply_to, False, now)
-        else:  # a re-attach (same identity) or an adopted agent telling us who it is
-            peer.label, peer.system_id, peer.reply_to = msg.label, msg.system_id, reply_to
-            peer.adopted = False
-            peer.last_seen = now
-            peer.next_try = 0.0
-            peer.learned = False  # it may serve other classes now
+        self._reply(reply_to, [AttachResponse(msg.seq, self.broker_bank, peer.agent_bank)])
+        self._learn_state(peer).next_try = 0.0  # a re-attach may serve other classes
         self._revive(peer)
-        log.info("management broker: agent %r attached as %d.%d", msg.label,
-                 self.broker_bank, bank)
+        log.info("management broker: agent %r attached as %d.%d%s", msg.label,
+                 self.broker_bank, peer.agent_bank, "" if new else " again")
         self._schedule_learn(peer)
 
-    def _revive(self, peer: _Peer) -> None:
-        """Make ``peer`` live with an up-to-date ``agent`` object, published now."""
-        peer.live = True
-        obj = peer.obj
+    def _revive(self, peer: RolePeer) -> None:
+        """Publish ``peer``'s ``agent`` object, up to date, now."""
+        obj = self._objects.get(peer.agent_bank)
         if obj is not None and not obj.deleted:
             obj.set(label=peer.label, systemId=peer.system_id)
         else:
-            peer.obj = self.agent.create_object(
+            self._objects[peer.agent_bank] = self.agent.create_object(
                 AGENT_CLASS,
                 connectionRef=ObjectId.make(broker_bank=self.broker_bank,
                                             agent_bank=peer.agent_bank),
@@ -760,31 +726,25 @@ class ManagementBroker:
         self.agent.publish_now()
 
     def _on_heartbeat(self, d: Delivery) -> None:
-        parts = d.routing_key.split(".")
-        try:
-            bb, ab = int(parts[2]), int(parts[3])
-        except (IndexError, ValueError):
+        bank = self._dir.heartbeat_bank(d.routing_key)
+        if bank is None:
             log.debug("management broker: heartbeat key %r ignored", d.routing_key)
-            return
-        if len(parts) != 4 or bb != self.broker_bank or ab == 0:
             return
         messages = self._decode(d)
         if not messages or not any(isinstance(m, Heartbeat) for m in messages):
             return
-        now = time.monotonic()
-        peer = self._peers.get(ab)
+        peer, what = self._dir.heartbeat(bank, time.monotonic())
         if peer is None:
-            if len(self._peers) >= self.max_agents or not 0 < ab <= _M28:
-                return
-            log.info("management broker: adopting agent %d.%d (heard, never attached)", bb, ab)
-            peer = self._peers[ab] = _Peer("", _ZERO_UUID, ab, None, True, now)
+            return
+        if what:
+            if what == "adopted":
+                log.info("management broker: adopting agent %d.%d (heard, never attached)",
+                         self.broker_bank, bank)
+            else:
+                log.info("management broker: agent %r (%d.%d) is back", peer.label,
+                         self.broker_bank, bank)
+            self._learn_state(peer).next_try = 0.0
             self._revive(peer)
-        elif not peer.live:
-            log.info("management broker: agent %r (%d.%d) is back", peer.label, bb, ab)
-            peer.last_seen = now
-            peer.next_try = 0.0
-            self._revive(peer)
-        peer.last_seen = now
         if not peer.learned:
             self._schedule_learn(peer)
 
@@ -800,23 +760,22 @@ class ManagementBroker:
                 log.exception("management broker: ageing failed")
 
     def _age(self, now: float) -> None:
-        expired = False
-        for bank, peer in list(self._peers.items()):
-            if peer.live and now - peer.last_seen > self.agent_timeout:
-                peer.live = False
-                peer.expired_at = now
-                self.stats["aged_out"] += 1
-                if peer.learn_task is not None:
-                    peer.learn_task.cancel()
-                if peer.obj is not None:
-                    self.agent.delete_object(peer.obj)
-                    expired = True
-                log.info("management broker: agent %r (%d.%d) silent for %.1fs; aged out",
-                         peer.label, self.broker_bank, bank, now - peer.last_seen)
-            elif not peer.live and now - peer.expired_at > self.bank_grace:
-                del self._peers[bank]
-                log.debug("management broker: bank %d freed", bank)
-        if expired:
+        aged, freed = self._dir.age(now)
+        for peer in aged:
+            self.stats["aged_out"] += 1
+            st = self._learning.get(peer.agent_bank)
+            if st is not None and st.task is not None:
+                st.task.cancel()
+            obj = self._objects.get(peer.agent_bank)
+            if obj is not None:
+                self.agent.delete_object(obj)
+            log.info("management broker: agent %r (%d.%d) silent for %.1fs; aged out",
+                     peer.label, self.broker_bank, peer.agent_bank, now - peer.last_seen)
+        for bank in freed:
+            self._learning.pop(bank, None)
+            self._objects.pop(bank, None)
+            log.debug("management broker: bank %d freed", bank)
+        if any(peer.agent_bank in self._objects for peer in aged):
             self.agent.publish_now()  # the delete records go out now
 
     def __repr__(self) -> str:

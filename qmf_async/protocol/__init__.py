@@ -14,7 +14,9 @@ message it sends built as a :class:`V2Send`.
 events out, requests built by ``send_*`` and returned as :class:`V2Outgoing`.  Both
 decode a v2 map that arrives as ``amqp/map``/``amqp/list`` bytes (AMQP 0-9-1).
 :class:`Twins` is the rule that lists an agent seen over both versions once, with
-:func:`agent_v2_name`, the v2 name it reads.
+:func:`agent_v2_name`, the v2 name it reads, and :func:`silence_allowed` the one rule
+that ages agents out.  :class:`RoleDirectory` is the management-broker role's agent
+directory (banks, attach, adoption, aging).
 
 Names: the QMF v1 types carry no marker (:class:`Reply`, :class:`AgentArrived`,
 :class:`Send`, ...).  Of the QMF v2 types, the protocol classes are
@@ -115,10 +117,14 @@ from ._events_v2 import (
     V2RequestFailed,
 )
 from ._qpidd_names import qpidd_object_name
+from ._role import MAX_BANK, RoleDirectory, RolePeer
 from ._selector import Selector, SelectorError, compile_selector
 
 __all__ = [
     "AGENT_VENDOR",
+    "MAX_BANK",
+    "RoleDirectory",
+    "RolePeer",
     "Twins",
     "agent_v2_name",
     "is_twin",
