@@ -101,7 +101,7 @@ def proxies(registry: wire.SchemaRegistry, bodies: list[bytes]) -> list[QmfObjec
     out = []
     for body in bodies:
         for rec in wire.decode(body, registry, lazy=True):  # as Session receives them
-            out.append(QmfObject._from_record(None, None, agent, rec))
+            out.append(QmfObject.from_record(None, None, agent, rec))
     return out
 
 
@@ -145,7 +145,7 @@ async def collect_round(objs: list[QmfObject], rows: int, out: Path,
     await asyncio.sleep(0)  # run() subscribes in its first step
     sub = session.updates
     assert sub is not None
-    put = sub._put  # what Session._object_update does for each c/i
+    put = sub.deliver  # what the session does for each update it hands out
     fed = 0
     room = collector._subscription_size // 2
     while fed < rows:

@@ -78,7 +78,7 @@ def build_ours(schema: Any, bodies: list[bytes]) -> list[Any]:
     session = broker = agent = None  # shared by every proxy: not per-object memory
     out = []
     append = out.append
-    from_raw = QmfObject._from_raw
+    from_raw = QmfObject.from_raw
     for body in bodies:
         for msg in wire.decode(body, reg, lazy=True):
             append(from_raw(session, broker, agent, msg.codec, msg.raw, msg.opcode, msg.sofs))

@@ -23,6 +23,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.v2_memory import decode, queue_answers  # noqa: E402
+from qmf_async import SessionOptions  # noqa: E402
 from qmf_async.wire import (  # noqa: E402
     ClassKey,
     SchemaClass,
@@ -71,9 +72,7 @@ class _Host:
 
     def __init__(self, schemas: SchemaRegistry) -> None:
         self._agents: dict[tuple[int, int], Any] = {}
-        self.session = type("S", (), {"schemas": schemas, "agent_interval": 10.0,
-                                      "min_agent_interval": 0.1, "missed_heartbeats": 3,
-                                      "timeout": 10.0, "max_query_items": 1_000_000})()
+        self.session = type("S", (), {"schemas": schemas, "options": SessionOptions()})()
 
 
 def main() -> None:
