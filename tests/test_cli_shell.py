@@ -145,8 +145,12 @@ async def env(bus: Bus) -> AsyncIterator[Env]:
             assert await shell.start() == []
             try:
                 e = Env(shell, session, agent, model, emitted)
+                # the classes the tests read ids of, listed once: the role may learn the
+                # demo agent's classes after the shell started, and a vhost (no
+                # statistics) is published again only when it changes
                 await e.run("list queue")
                 await e.run("list broker")
+                await e.run("list vhost")
                 yield e
             finally:
                 await shell.close()

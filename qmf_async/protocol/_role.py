@@ -163,8 +163,8 @@ class RoleDirectory:
         if broker_bank in (0, self.broker_bank) and \
                 self.first_agent_bank <= agent_bank <= MAX_BANK:
             holder = self.peers.get(agent_bank)
-            if holder is None and not full or holder is not None and (
-                    holder.adopted or (holder.label, holder.system_id) == (label, system_id)):
+            if (holder is None and not full) or (holder is not None and (
+                    holder.adopted or (holder.label, holder.system_id) == (label, system_id))):
                 return agent_bank
         if full:
             return None
