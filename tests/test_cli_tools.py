@@ -237,15 +237,11 @@ async def _finish(proc: asyncio.subprocess.Process, timeout: float = 30.0,
 
 async def qmf(url: str | None, *args: str, timeout: float = 30.0) -> Result:
     """Run ``qmf ARGS`` with ``QMF_URL=url``, in this process on a thread (the loop keeps
-    running); the tests of the process itself use :func:`qmf_process`."""
+    running); the tests of the process itself use :func:`_start` and :func:`_finish`."""
     rc, out, err = await asyncio.to_thread(
         qmf_in_process, *args, env={"QMF_URL": url, "COLUMNS": None}, timeout=timeout)
     return Result(rc, out, err)
 
-
-async def qmf_process(url: str | None, *args: str, timeout: float = 30.0) -> Result:
-    """Run ``python -m qmf_async ARGS`` with ``QMF_URL=url`` as a process."""
-    return await _finish(await _start(url, *args), timeout)
 
 
 async def _wait_listening(proc: asyncio.subprocess.Process) -> str:

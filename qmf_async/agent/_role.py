@@ -23,7 +23,7 @@ import attrs
 from .. import wire as codec
 from ..errors import DecodeError, EncodeError, QmfError, UsageError
 from ..logs import warn_limited
-from ..protocol import AGENT_VENDOR, MAX_BANK, RoleDirectory, RolePeer
+from ..protocol import MAX_BANK, RoleDirectory, RolePeer, agent_v2_name
 from ..runtime import PeerRuntime, RequestFutures
 from ..transport import (
     DIRECT_EXCHANGE,
@@ -67,8 +67,8 @@ log = logging.getLogger("qmf_async.agent.broker")
 MANAGEMENT: Final = MANAGEMENT_EXCHANGE
 DIRECT: Final = DIRECT_EXCHANGE
 _ZERO_OID: Final = ObjectId(bytes(16))
-#: the QMF v2 name of the role's own agent: ``qmf-async:management-broker:<broker id>``
-V2_VENDOR: Final = AGENT_VENDOR
+#: the product part of the QMF v2 name of the role's own agent
+#: (``qmf-async:management-broker:<broker id>``, built by ``agent_v2_name``)
 V2_PRODUCT: Final = "management-broker"
 #: the v2 address the role's agent also answers (qpidd's own agent answers it)
 BROKER_ALIAS: Final = "broker"
@@ -226,7 +226,7 @@ class ManagementBroker:
                            sasl_mechanisms=sasl_mechanisms,
                            connect_timeout=connect_timeout,
                            transport_factory=transport_factory, protocol=protocol,
-                           v2_name=f"{V2_VENDOR}:{V2_PRODUCT}:{self.broker_id}",
+                           v2_name=agent_v2_name(V2_PRODUCT, str(self.broker_id)),
                            v2_aliases=(BROKER_ALIAS,))
         #: every schema the role serves: its own class and those learned from agents
         self.registry = codec.SchemaRegistry([AGENT_CLASS])
