@@ -246,6 +246,28 @@ def test_a_failed_schema_fetch_drops_the_held_bodies_and_fails_their_query() -> 
     assert events[1].count == 2 and core.held_count == 0 and len(core) == 0
 
 
+def test_an_unsolicited_body_held_and_dropped_leaves_the_broker_request_alone() -> None:
+    # ``B`` and unsolicited publications both use sequence 0: an update of a class not
+    # known yet, arriving on the topic before ``b``, is no part of the ``B``
+    reg = SchemaRegistry()
+    core = ConsoleProtocol(reg)
+    out = core.send_broker_request()
+    key = "console.obj.1.0.test.pkg.queue"
+    events = core.receive(body(record(0, 1, "c")), key, 0.0)
+    assert events == [AgentArrived(1, 0, ""), SchemaNeeded(QUEUE.class_key, (1, 0))]
+    assert core.drop_held("no agent to ask", QUEUE.class_key) == [
+        HeldDropped(QUEUE.class_key, 1, "no agent to ask")]
+    assert len(core) == 1  # the B still waits for its b
+    reply = BrokerResponse(__import__("uuid").UUID(int=7))
+    assert core.receive(body(reply), "qmf-reply", 1.0) == [Reply(out.seq, reply)]
+    # and released instead of dropped, it is routed as an update, the B untouched
+    out = core.send_broker_request()
+    core.receive(body(record(0, 2, "c")), key, 2.0)
+    reg.add(QUEUE)
+    assert [type(e) for e in core.schema_known(QUEUE.class_key, 2.0)] == [ObjectUpdate]
+    assert len(core) == 1
+
+
 # ----------------------------------------------------------------------------- agents
 
 

@@ -242,6 +242,29 @@ async def test_handshake_with_management_broker(make_session: Any) -> None:
     assert six.agent_bank == 6
 
 
+async def test_an_update_of_an_unknown_class_before_b_waits_for_it(make_session: Any) -> None:
+    # the topic may deliver before the reply queue: an unsolicited body (sequence 0,
+    # as B's) of a class not known yet arrives while B waits for its b.  Its schema
+    # is asked of the management broker once b said there is one; the B is unharmed.
+    bus = FakeBus()
+    mgmt = bus.add_management(delay={"B": 0.2})
+    five = queue_agent(bus, 5)
+    session = make_session(bus)
+    adding = asyncio.ensure_future(session.add_broker(URL))
+    await wait_until(lambda: bus.sent("B"), 2.0, message="B sent")
+    assert mgmt.announce(five) == 1  # the agent's agent object, before b
+    broker = await asyncio.wait_for(adding, 3.0)
+    assert broker.has_management and broker.broker_id == mgmt.broker_id
+    assert session.held_dropped == 0
+    assert BROKER_AGENT_SCHEMA.class_key in session.schemas
+    # asked of agent 1.0 and of the broker at once, as any schema fetch
+    assert {m.class_key for m in bus.sent("S")} == {BROKER_AGENT_SCHEMA.class_key}
+    assert {p.routing_key for p in bus.published if p.messages[0].OPCODE == "S"} == {
+        "agent.1.0", "broker"}
+    found = {(a.broker_bank, a.agent_bank): a.label for a in session.get_agents()}
+    assert found[(1, 5)] == "agent-1-5"
+
+
 async def test_handshake_without_management_broker(make_session: Any) -> None:
     bus = FakeBus()
     queue_agent(bus, 5)

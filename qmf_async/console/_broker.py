@@ -169,6 +169,9 @@ class Broker(SchemaFetches, MethodCalls):
         # cleared while a connection's handshake (B, the agent list) runs
         self._handshake_done = asyncio.Event()
         self._handshake_done.set()
+        # cleared from the connection's start until ``B`` is answered or timed out
+        self._management_known = asyncio.Event()
+        self._management_known.set()
         self.topic_dropped = 0
         self.reconnects = 0
         self.error: BaseException | None = None
@@ -291,6 +294,12 @@ class Broker(SchemaFetches, MethodCalls):
         """Return once no handshake runs (at once when none does)."""
         await self._handshake_done.wait()
 
+    async def management_known(self) -> None:
+        """Return once :attr:`has_management` holds for this connection: ``B`` was
+        answered or timed out (within the session's ``broker_timeout``), or no
+        connection is being set up."""
+        await self._management_known.wait()
+
     async def connect(self) -> None:
         """Connect once (runtime: connect, declare, reply endpoint; then :meth:`_setup`).
 
@@ -307,6 +316,7 @@ class Broker(SchemaFetches, MethodCalls):
         # requests can flow from here on (schema fetches for early topic messages)
         self.connected = True
         self._handshake_done.clear()
+        self._management_known.clear()
         caps = transport.capabilities
         self._v2_bodies = V2_BODY_CONTENT_TYPES if caps.v2_map_bytes else frozenset()
         version = session.options.qmf_version
@@ -350,6 +360,7 @@ class Broker(SchemaFetches, MethodCalls):
             self.connected = False
             raise
         finally:
+            self._management_known.set()
             self._handshake_done.set()
 
     async def _handshake(self) -> None:
@@ -362,11 +373,13 @@ class Broker(SchemaFetches, MethodCalls):
             msg = await asyncio.wait_for(wait.future, self.session.options.broker_timeout)
         except TimeoutError:
             self.has_management = False
+            self._management_known.set()
             log.info("no management broker answered B on %s; finding agents by heartbeats",
                      self.where)
         else:
             self.broker_id = msg.broker_id
             self.has_management = True
+            self._management_known.set()
             self.owner.notify("broker_info", self)
             await self._load_broker_agents()
         finally:

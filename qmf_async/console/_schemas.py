@@ -56,6 +56,8 @@ class SchemaFetches:
         @property
         def has_management(self) -> bool: ...
 
+        async def management_known(self) -> None: ...
+
         async def request(self, agent: RemoteAgent | None,
                           msg_factory: Callable[[int], Message], routing_key: str, *,
                           query: bool, expect: str, timeout: float,
@@ -136,13 +138,16 @@ class SchemaFetches:
     async def _fetch_schema(self, key: ClassKey, agent: RemoteAgent | None) -> None:
         """Fetch the schema bodies are held for (of their agent and of the management
         broker, at once); the bodies are dropped when it cannot be had."""
-        targets: list[tuple[RemoteAgent | None, str, str]] = []
-        if agent is not None and _answers_own_schema(agent):
-            targets.append((agent, agent.key, MANAGEMENT))
-        if self.has_management:
-            targets.append((None, "broker", MANAGEMENT))
         why: str
         try:
+            # a body may arrive on the topic before ``b`` does: whether the management
+            # broker can be asked is known only then
+            await self.management_known()
+            targets: list[tuple[RemoteAgent | None, str, str]] = []
+            if agent is not None and _answers_own_schema(agent):
+                targets.append((agent, agent.key, MANAGEMENT))
+            if self.has_management:
+                targets.append((None, "broker", MANAGEMENT))
             try:
                 schema = await self.ask_schema(key, targets, self.session.options.schema_timeout)
             except (QmfError, CommandError) as exc:

@@ -148,7 +148,9 @@ class ConsoleProtocol:
         #: seq of a method call -> (class schema, method schema), to decode its ``m``
         self.method_targets: dict[int, tuple[SchemaClass, SchemaMethod]] = {}
         #: class key -> bodies waiting for its schema: (tail, routing key, arrival)
-        self.held: dict[ClassKey, list[tuple[UndecodedTail, str, int]]] = {}
+        #: bodies waiting for a schema: (tail, routing key, arrival, the query it
+        #: answers or 0: unsolicited, whose sequence number is 0 as ``B``'s is)
+        self.held: dict[ClassKey, list[tuple[UndecodedTail, str, int, int]]] = {}
         self.held_count = 0
         #: class keys whose schema fetch was asked for (SchemaNeeded) and not finished
         self.fetching: set[ClassKey] = set()
@@ -467,12 +469,14 @@ class ConsoleProtocol:
         if self.held_count >= self.max_held:
             events.append(HeldDropped(key, 1, "too many bodies waiting for schemas"))
             return
-        self.held.setdefault(key, []).append((tail, routing_key, arrival))
+        # only a query's answer holds its query open: an unsolicited body (sequence 0)
+        # has nothing to do with the ``B`` that is also sequence 0
+        query = tail.seq if tail.seq and correlator.hold(tail.seq) else 0
+        self.held.setdefault(key, []).append((tail, routing_key, arrival, query))
         self.held_count += 1
-        correlator.hold(tail.seq)
         if key not in self.fetching:
             self.fetching.add(key)
-            pending = correlator.get(tail.seq)
+            pending = correlator.get(query) if query else None
             # the core registers its requests with banks (or None) as their agent
             agent = cast("Banks | None", pending.agent if pending is not None else None)
             if agent is None:
@@ -491,10 +495,11 @@ class ConsoleProtocol:
         if not held:
             return events
         correlator = self.correlator
-        for tail, routing_key, arrival in held:
+        for tail, routing_key, arrival, query in held:
             self.held_count -= 1
             self._decode_and_route(tail.remaining, routing_key, arrival, now, events)
-            correlator.unhold(tail.seq, events)
+            if query:
+                correlator.unhold(query, events)
         return events
 
     def fetch_finished(self, class_key: ClassKey) -> None:
@@ -508,10 +513,11 @@ class ConsoleProtocol:
         keys = [class_key] if class_key is not None else list(self.held)
         dropped = 0
         for k in keys:
-            for tail, _, _ in self.held.pop(k, []):
+            for _, _, _, query in self.held.pop(k, []):
                 dropped += 1
                 self.held_count -= 1
-                self.correlator.fail(tail.seq, QmfError(why), events)
+                if query:
+                    self.correlator.fail(query, QmfError(why), events)
         if dropped:
             events.append(HeldDropped(class_key, dropped, why))
         return events
