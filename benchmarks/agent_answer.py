@@ -38,7 +38,7 @@ async def measure(count: int, rounds: int, changed: int) -> tuple[float, int, in
                   agent_bank=7, attach=False)
     objs = [agent.create_object(schema, **queue_values(i)) for i in range(count)]
     bodies: list[bytes] = []
-    agent._enqueue = lambda exchange, key, body, reply_to=None: bodies.append(body)  # type: ignore[method-assign]
+    agent._enqueue = lambda out: bodies.append(out.body)  # type: ignore[method-assign]
     best = float("inf")
     seq = 1
     for r in range(rounds):

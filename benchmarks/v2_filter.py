@@ -95,7 +95,7 @@ async def qpidd_agent_name(port: int) -> str:
         t.set_dispatcher(on_delivery)
         reply = await open_reply_endpoint(t)
         out = core.send_locate(time.monotonic())
-        await t.publish(out.body, exchange=out.exchange, routing_key=out.subject,
+        await t.publish(out.body, exchange=out.exchange, routing_key=out.key,
                         reply_to=reply, correlation_id=out.correlation_id, headers=out.headers)
         deadline = time.monotonic() + 10
         while not names:

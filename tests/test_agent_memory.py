@@ -18,6 +18,7 @@ from qmf_async import wire
 from qmf_async.agent import Agent, Arg, Property, Statistic, method, object_class
 from qmf_async.agent.broker import AGENT_CLASS, ManagementBroker
 from qmf_async.errors import QmfError, QmfTimeout
+from qmf_async.protocol import Outgoing
 from qmf_async.runtime import PeerRuntime, RequestFutures
 from qmf_async.transport import (
     MANAGEMENT_EXCHANGE,
@@ -296,7 +297,7 @@ async def test_runtime_bounds_its_send_queue_and_counts_the_drops(bus: MemoryBus
     assert setups == [rt.endpoint]
     (transport,) = bus.open_transports("rt")
     assert transport.prefetch == 7 and transport.name == "rt"
-    sent = [rt.enqueue(MANAGEMENT_EXCHANGE, "k", bytes([i])) for i in range(4)]
+    sent = [rt.enqueue(Outgoing(MANAGEMENT_EXCHANGE, "k", bytes([i]))) for i in range(4)]
     assert sent == [True, True, False, False] and rt.stats["dropped"] == 2
     rt.run()
     assert await rt.flush(2.0)

@@ -72,9 +72,9 @@ def answers(agent: Agent, methods: dict[int, Any] | None = None) -> dict[int, wi
     """The ``m`` answers queued so far, by sequence number (each alone in its body)."""
     out = {}
     while not agent._outgoing.empty():
-        exchange, key, body, reply_to = agent._outgoing.get_nowait()
-        assert (exchange, key, reply_to) == ("amq.direct", REPLY_KEY, None)
-        (msg,) = wire.decode(body, wire.SchemaRegistry([THING]), methods=methods)
+        sent = agent._outgoing.get_nowait()
+        assert (sent.exchange, sent.key, sent.reply_to) == ("amq.direct", REPLY_KEY, None)
+        (msg,) = wire.decode(sent.body, wire.SchemaRegistry([THING]), methods=methods)
         assert isinstance(msg, wire.MethodResponse)
         out[msg.seq] = msg
     return out
@@ -111,7 +111,7 @@ async def test_a_plain_handler_answers_in_the_dispatch_and_sees_current_request(
     assert agent._slots.free == 64
     # the same bytes as encoding the response message
     agent._dispatch(request(obj, 6, "echo", {"text": "x"}))
-    (_, _, body, _) = agent._outgoing.get_nowait()
+    body = agent._outgoing.get_nowait().body
     assert body == wire.encode(wire.MethodResponse(6, 0, "OK", {"text": "X"}),
                                wire.SchemaRegistry([THING]), methods={6: (THING, ECHO)})
 

@@ -44,7 +44,7 @@ class Sink:
                            agent_bank=5, interval=3600.0, **options)
         self.bodies: list[tuple[str, bytes]] = []
         self.agent._enqueue = (  # type: ignore[method-assign]
-            lambda exchange, key, body, reply_to=None: self.bodies.append((key, body)))
+            lambda out: self.bodies.append((out.key, out.body)))
         self.registry = wire.SchemaRegistry([QUEUE, EXCHANGE, FLAGS])
         self.seq = 100
 

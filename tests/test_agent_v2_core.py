@@ -14,6 +14,7 @@ from qmf_async.agent import Agent, Arg, Property, Statistic, event_class, method
 from qmf_async.errors import EncodeError, UsageError
 from qmf_async.protocol import (
     AgentProtocolV2,
+    Outgoing,
     V2LocateRequested,
     V2MethodRequested,
     V2ObjectQueryRequested,
@@ -21,7 +22,6 @@ from qmf_async.protocol import (
     V2RequestRejected,
     V2SchemaQueryRequested,
     V2SchemaRequestedInV1,
-    V2Send,
     check_arguments,
     object_name,
     v2_schema_id,
@@ -69,9 +69,9 @@ def request(opcode: str) -> dict[str, Any]:
     return {**REQUEST, "qmf.opcode": opcode}
 
 
-def back(out: V2Send) -> Any:
+def back(out: Outgoing) -> Any:
     """What a console decodes of a send."""
-    return decode_v2(out.headers, out.body, subject=out.subject,
+    return decode_v2(out.headers, out.body, subject=out.key,
                      correlation_id=out.correlation_id)
 
 
@@ -106,7 +106,7 @@ def test_agent_locate_is_answered_on_the_reply_address(body: Any) -> None:
                       correlation_id=b"7")
     assert ev == V2LocateRequested(REPLY, "7")
     out = c.answer_locate(ev.reply_to, ev.correlation_id, 1234)
-    assert (out.exchange, out.subject, out.correlation_id) == (
+    assert (out.exchange, out.key, out.correlation_id) == (
         "qmf.default.direct", "console-1", "7")
     msg = back(out)
     assert isinstance(msg, V2AgentLocateResponse) and msg.agent == NAME
@@ -122,21 +122,21 @@ def test_agent_locate_is_answered_on_the_reply_address(body: Any) -> None:
 def test_heartbeat_data_and_event_indications() -> None:
     c = core(max_per_message=2)
     hb = c.heartbeat(55)
-    assert (hb.exchange, hb.subject) == ("qmf.default.topic", c.heartbeat_subject)
+    assert (hb.exchange, hb.key) == ("qmf.default.topic", c.heartbeat_subject)
     msg = back(hb)
     assert isinstance(msg, V2AgentHeartbeat) and msg.agent == NAME and msg.timestamp == 55
     items = [c.data(WIDGET, f"{PKG}:widget:w{i}", {"name": f"w{i}", "hits": i}, update_ts=9,
                     create_ts=8) for i in range(5)]
     sends = c.data_indication(WIDGET.class_key, items)
     assert [len(s.body) for s in sends] == [2, 2, 1]
-    assert {s.subject for s in sends} == {c.data_subject(WIDGET.class_key)}
+    assert {s.key for s in sends} == {c.data_subject(WIDGET.class_key)}
     got = [d for s in sends for d in back(s).items]  # type: ignore[union-attr]
     assert all(isinstance(back(s), V2DataIndication) for s in sends)
     assert got == items and got[0].object_id.agent_name == NAME  # type: ignore[union-attr]
     assert got[0].schema_id.hash == uuid.UUID(bytes=WIDGET.class_key.hash)  # type: ignore
     assert c.data_indication(WIDGET.class_key, []) == []
     ev = c.event(ALARM, 77, 4, {"level": 2})
-    assert ev.subject == c.event_subject(ALARM.class_key, 4) and ".warn." in ev.subject
+    assert ev.key == c.event_subject(ALARM.class_key, 4) and ".warn." in ev.key
     msg = back(ev)
     assert isinstance(msg, V2EventIndication) and msg.agent == NAME
     (event,) = msg.events
@@ -290,7 +290,7 @@ def test_a_v1_schema_request_on_the_v2_address() -> None:
     (ev,) = c.receive({}, None, body=body, reply_to="amq.direct/classic-1")
     assert ev == V2SchemaRequestedInV1("amq.direct/classic-1", 42, WIDGET.class_key)
     out = c.answer_schema_v1(ev)
-    assert out is not None and (out.exchange, out.subject) == ("amq.direct", "classic-1")
+    assert out is not None and (out.exchange, out.key) == ("amq.direct", "classic-1")
     assert out.headers == {"qmf.agent": NAME}
     assert isinstance(out.body, bytes)
     (answer,) = decode(out.body, SchemaRegistry())

@@ -22,10 +22,10 @@ from qmf_async.protocol import (
     GetRequested,
     GetSelection,
     MethodRequested,
+    Outgoing,
     PackagesRequested,
     RequestDropped,
     SchemaRequested,
-    Send,
     reply_target,
     validate_arguments,
 )
@@ -50,7 +50,7 @@ def core(**options: int) -> AgentProtocol:
                          agent_bank=44, **options)
 
 
-def decoded(sends: Sequence[Send]) -> list[list[wire.Message]]:
+def decoded(sends: Sequence[Outgoing]) -> list[list[wire.Message]]:
     registry = wire.SchemaRegistry([THING, OTHER, ALARM])
     return [list(wire.decode(s.body, registry)) for s in sends]
 
@@ -95,7 +95,7 @@ def test_attach_request_asks_for_the_banks_it_had_once_attached() -> None:
     c = core()
     sid = uuid.UUID(int=5)
     first = c.attach_request(1, "lbl", sid, "my-queue")
-    assert (first.exchange, first.routing_key, first.reply_to) == (MANAGEMENT, "broker", "my-queue")
+    assert (first.exchange, first.key, first.reply_to) == (MANAGEMENT, "broker", "my-queue")
     assert first.body == wire.encode(wire.AttachRequest(1, "lbl", sid, 0, 0))
     c.attached_as(AttachAnswered(1, 6, 77))
     again = c.attach_request(2, "lbl", sid, "my-queue")
@@ -150,7 +150,7 @@ def test_get_answer_is_split_into_bodies_then_z() -> None:
     assert calls == [([0, 1, 2], 8, 99), ([3, 4, 5], 8, 99), ([6, 7], 8, 99)]
     assert [s.body for s in sends[:-1]] == [bytes([0, 1, 2]), bytes([6, 7])]
     assert sends[-1].body == wire.encode(wire.CommandComplete(8))
-    assert {(s.exchange, s.routing_key) for s in sends} == {("amq.direct", "me")}
+    assert {(s.exchange, s.key) for s in sends} == {("amq.direct", "me")}
     assert [s.body for s in c.answer_get(9, "q", 1, [], encode)] == [
         wire.encode(wire.CommandComplete(9))]
 
@@ -161,10 +161,10 @@ def test_packages_classes_and_schema_answers() -> None:
     assert decoded(p) == [[wire.PackageIndication(4, PKG)],
                           [wire.PackageIndication(4, "org.qmfasync.other")],
                           [wire.CommandComplete(4)]]
-    assert all((s.exchange, s.routing_key) == (DIRECT, "r") for s in p)
+    assert all((s.exchange, s.key) == (DIRECT, "r") for s in p)
     c.max_per_body = 22
     q = c.answer_classes(5, "ex/key", PKG)
-    assert [s.routing_key for s in q] == ["key", "key"] and q[0].exchange == "ex"
+    assert [s.key for s in q] == ["key", "key"] and q[0].exchange == "ex"
     assert decoded(q) == [[wire.ClassIndication(5, THING.kind, THING.class_key),
                            wire.ClassIndication(5, ALARM.kind, ALARM.class_key)],
                           [wire.CommandComplete(5)]]
@@ -184,7 +184,7 @@ def test_method_statuses_for_unknown_targets_and_arguments() -> None:
         9, f"UnknownClass: {PKG}:nope")
     assert c.unknown_object(THING.class_key) == (1, "UnknownObject")
     err = c.method_error(3, "amq.direct/me", 2, "UnknownMethod")
-    assert (err.exchange, err.routing_key) == ("amq.direct", "me")
+    assert (err.exchange, err.key) == ("amq.direct", "me")
     assert err.body == wire.encode(wire.MethodResponse(3, 2, "UnknownMethod"))
     add, say = THING.method("add"), THING.method("say")
     assert add is not None and say is not None
@@ -197,21 +197,22 @@ def test_publication_heartbeat_event_and_broadcast_routing_keys() -> None:
     c = core(max_per_body=2)
     sends = c.publication({THING.class_key: [1, 2, 3], OTHER.class_key: [4]}, 55,
                           lambda chunk, seq, ts: bytes([seq, *chunk]))
-    assert [(s.routing_key, s.body) for s in sends[:-1]] == [
+    assert [(s.key, s.body) for s in sends[:-1]] == [
         (f"console.obj.3.44.{PKG}.thing", bytes([0, 1, 2])),
         (f"console.obj.3.44.{PKG}.thing", bytes([0, 3])),
         ("console.obj.3.44.org.qmfasync.other.box", bytes([0, 4])),
     ]
-    assert sends[-1] == Send(MANAGEMENT, "console.heartbeat.3.44", wire.encode(wire.Heartbeat(55)))
+    assert sends[-1] == Outgoing(MANAGEMENT, "console.heartbeat.3.44",
+                                 wire.encode(wire.Heartbeat(55)))
     assert all(s.exchange == MANAGEMENT for s in sends)
     ev = c.event(ALARM, 77, 3, {"text": "hot"})
-    assert ev.routing_key == f"console.event.3.44.{PKG}.alarm"
+    assert ev.key == f"console.event.3.44.{PKG}.alarm"
     assert ev.body == wire.encode(wire.EventIndication(0, ALARM, 77, 3, {"text": "hot"}),
                                   c.registry)
     with pytest.raises(EncodeError):
         c.event(ALARM, 77, 3, {"nope": 1})
     b = c.broadcast_all()
-    keys = [(s.routing_key, m) for s, ms in zip(b, decoded(b), strict=True) for m in ms]
+    keys = [(s.key, m) for s, ms in zip(b, decoded(b), strict=True) for m in ms]
     assert keys == [
         ("schema.package", wire.PackageIndication(0, PKG)),
         ("schema.class", wire.ClassIndication(0, THING.kind, THING.class_key)),

@@ -6,7 +6,13 @@ from __future__ import annotations
 
 from qmf_async import wire
 from qmf_async.agent import Arg, Property, event_class, object_class
-from qmf_async.protocol import MANAGEMENT, AgentProtocol, RequestDropped, SchemaRequested, Send
+from qmf_async.protocol import (
+    MANAGEMENT,
+    AgentProtocol,
+    Outgoing,
+    RequestDropped,
+    SchemaRequested,
+)
 
 PKG = "org.qmfasync.registration"
 THING = object_class(PKG, "thing", properties=[Property("name", "sstr", index=True)])
@@ -22,12 +28,12 @@ def test_announcements_carry_the_reply_key_when_given() -> None:
     plain = c.broadcast_all()
     assert {s.reply_to for s in plain} == {None}
     keyed = c.broadcast_all("amq.direct/agent-q")
-    assert [(s.exchange, s.routing_key, s.body) for s in keyed] == \
-        [(s.exchange, s.routing_key, s.body) for s in plain]
-    assert [s.routing_key for s in keyed] == ["schema.package", "schema.class", "schema.class"]
+    assert [(s.exchange, s.key, s.body) for s in keyed] == \
+        [(s.exchange, s.key, s.body) for s in plain]
+    assert [s.key for s in keyed] == ["schema.package", "schema.class", "schema.class"]
     assert {s.reply_to for s in keyed} == {"amq.direct/agent-q"}
     (q,) = c.schema_broadcast(ALARM, announce_package=False, reply_to="k")
-    assert q == Send(MANAGEMENT, "schema.class",
+    assert q == Outgoing(MANAGEMENT, "schema.class",
                      wire.encode(wire.ClassIndication(0, ALARM.kind, ALARM.class_key)), "k")
 
 
@@ -36,7 +42,7 @@ def test_a_schema_request_without_reply_key_is_the_brokers_and_answered_to_broke
     (event,) = c.receive(wire.encode(wire.SchemaRequest(7, THING.class_key)), "agent-q", None)
     assert event == SchemaRequested(7, "", THING.class_key, from_broker=True)
     (answer,) = c.schema_to_broker(7, THING.class_key, "agent-q")
-    assert (answer.exchange, answer.routing_key, answer.reply_to) == \
+    assert (answer.exchange, answer.key, answer.reply_to) == \
         (MANAGEMENT, "broker", "agent-q")
     assert answer.body == wire.encode(wire.SchemaResponse(7, THING))
     # with a reply key it is a console's, answered there as before

@@ -113,7 +113,7 @@ def test_sequence_numbers_are_allocated_released_and_skip_zero_and_those_in_use(
     first = core.send_query(A5, {"_class": "queue"})
     second = core.send_query(A5, {"_class": "queue"})
     assert (first.seq, second.seq) == (0xFFFFFFFE, 0xFFFFFFFF)
-    assert first.routing_key == "agent.1.5"
+    assert first.key == "agent.1.5"
     (msg,) = wire.decode(first.body, SchemaRegistry())
     assert msg == GetQuery(first.seq, {"_class": "queue"})
     core.correlator._next = 0xFFFFFFFF  # wrap around onto a number in use
@@ -131,7 +131,7 @@ def test_sequence_numbers_are_allocated_released_and_skip_zero_and_those_in_use(
 def test_broker_request_uses_sequence_zero_once() -> None:
     core = ConsoleProtocol(SchemaRegistry())
     out = core.send_broker_request()
-    assert (out.seq, out.routing_key) == (0, "broker")
+    assert (out.seq, out.key, out.exchange) == (0, "broker", "qpid.management")
     with pytest.raises(UsageError):
         core.send_broker_request()
     reply = BrokerResponse(__import__("uuid").UUID(int=7))
@@ -342,7 +342,7 @@ def test_a_method_reply_is_decoded_with_its_target_and_the_target_released() -> 
     core = core_with_agents(A5)
     echo = QUEUE.methods[0]
     out = core.send_method(A5, "agent.1.5", QUEUE, echo, oid(1).raw, {"seq": 4})
-    assert out.routing_key == "agent.1.5" and core.method_targets == {out.seq: (QUEUE, echo)}
+    assert out.key == "agent.1.5" and core.method_targets == {out.seq: (QUEUE, echo)}
     (request,) = wire.decode(out.body, full_registry())
     assert isinstance(request, MethodRequest) and request.seq == out.seq
     reply = MethodResponse(out.seq, 0, "OK", {"seq": 4, "total": 8})

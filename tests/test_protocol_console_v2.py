@@ -114,6 +114,7 @@ def names(items: list[Any]) -> list[str]:
 
 def queue_query(core: ConsoleProtocolV2, deadline: float | None = None) -> str:
     out = core.send_query(None, schema_id=V2SchemaId("", "queue"), deadline=deadline)
+    assert out.correlation_id is not None
     return out.correlation_id
 
 
@@ -122,11 +123,11 @@ def queue_query(core: ConsoleProtocolV2, deadline: float | None = None) -> str:
 def test_query_request_is_what_qpidd_was_sent() -> None:
     core = ConsoleProtocolV2()
     out = core.send_query(None, schema_id=V2SchemaId("", "queue"))
-    assert (out.exchange, out.subject) == (DIRECT_EXCHANGE, BROKER_ADDRESS)
+    assert (out.exchange, out.key) == (DIRECT_EXCHANGE, BROKER_ADDRESS)
     assert out.headers == {"x-amqp-0-10.app-id": "qmf2", "qmf.opcode": "_query_request",
                            "method": "request"}
     sent = next(c for c in CAPTURE if c.label == "query-queue" and c.direction == "sent")
-    assert sent.subject == out.subject
+    assert sent.subject == out.key
     assert out.body == sent.body
     assert isinstance(out.correlation_id, str)
     # the body decodes back to the request with this correlation id
@@ -139,16 +140,16 @@ def test_requests_address_agents_and_ids_are_unique() -> None:
     core = ConsoleProtocolV2()
     cids = set()
     a = core.send_query(QPIDD, object_id=BROKER_OID, where=["eq", "name", ["quote", "x"]])
-    assert a.subject == QPIDD and a.exchange == DIRECT_EXCHANGE
+    assert a.key == QPIDD and a.exchange == DIRECT_EXCHANGE
     assert isinstance(a.body, dict)
     assert a.body["_where"] == ["eq", "name", ["quote", "x"]]
     assert a.body["_object_id"] == {"_object_name": BROKER_OID.object_name}
     m = core.send_method("broker", BROKER_OID, "echo", {"sequence": 7, "body": "hi"})
-    assert m.subject == BROKER_ADDRESS
+    assert m.key == BROKER_ADDRESS
     assert decode_v2(m.headers, m.body, correlation_id=m.correlation_id) == V2MethodRequest(
         BROKER_OID, "echo", {"sequence": 7, "body": "hi"}, None, m.correlation_id)
     loc = core.send_locate(0.0)
-    assert (loc.exchange, loc.subject) == (TOPIC_EXCHANGE, LOCATE_SUBJECT)
+    assert (loc.exchange, loc.key) == (TOPIC_EXCHANGE, LOCATE_SUBJECT)
     assert loc.headers["qmf.opcode"] == "_agent_locate_request"
     assert loc.body == {}
     for out in (a, m, loc):

@@ -12,11 +12,11 @@ import pytest
 
 from qmf_async.protocol import (
     ConsoleProtocolV2,
+    Outgoing,
     V2AgentArrived,
     V2ConsoleEvent,
     V2MethodAnswered,
     V2MethodFailed,
-    V2Outgoing,
     V2QueryAnswered,
     V2RequestExpired,
     texts_from_schema,
@@ -43,10 +43,11 @@ class Driver:
                                              correlation_id=d.correlation_id,
                                              now=time.monotonic()))
 
-    async def send(self, out: V2Outgoing) -> str:
-        await self.t.publish(out.body, exchange=out.exchange, routing_key=out.subject,
+    async def send(self, out: Outgoing) -> str:
+        await self.t.publish(out.body, exchange=out.exchange, routing_key=out.key,
                              reply_to=self.reply, correlation_id=out.correlation_id,
                              headers=out.headers)
+        assert out.correlation_id is not None
         return out.correlation_id
 
     async def answer(self, cid: str, timeout: float = 10.0) -> Any:

@@ -598,9 +598,10 @@ async def test_qpidd_without_authentication_passes_any_user_id(qpidd_ssl: QpiddS
             answers = []
             for claimed in ("alice", None):
                 out = driver.core.send_method(agent.v2_name, oid, "add", {"amount": 5})
-                await link.publish(out.body, exchange=out.exchange, routing_key=out.subject,
+                await link.publish(out.body, exchange=out.exchange, routing_key=out.key,
                                    reply_to=driver.reply, correlation_id=out.correlation_id,
                                    headers=out.headers, user_id=claimed)
+                assert out.correlation_id is not None
                 answers.append(await driver.answer(out.correlation_id))
         finally:
             await link.close()

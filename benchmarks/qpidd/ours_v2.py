@@ -89,7 +89,7 @@ async def by_core(opts: argparse.Namespace) -> list[dict[str, Any]]:
             with Meter(opts.qpidd_pid) as m:
                 out = core.send_query(None, schema_id=V2SchemaId("", "queue"))
                 fut = answers[out.correlation_id] = loop.create_future()
-                await t.publish(out.body, exchange=out.exchange, routing_key=out.subject,
+                await t.publish(out.body, exchange=out.exchange, routing_key=out.key,
                                 reply_to=reply, correlation_id=out.correlation_id,
                                 headers=out.headers)
                 ev = await asyncio.wait_for(fut, 300)

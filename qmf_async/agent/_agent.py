@@ -67,10 +67,10 @@ from ..protocol import (
     GetRequested,
     GetSelection,
     MethodRequested,
+    Outgoing,
     PackagesRequested,
     RequestDropped,
     SchemaRequested,
-    Send,
     V2AgentEvent,
     V2LocateRequested,
     V2MethodRequested,
@@ -79,7 +79,6 @@ from ..protocol import (
     V2RequestRejected,
     V2SchemaQueryRequested,
     V2SchemaRequestedInV1,
-    V2Send,
     agent_v2_name,
     check_arguments,
     object_name,
@@ -242,7 +241,7 @@ class Agent:
             name = v2_name or agent_v2_name(label, str(self.system_id))
             self._v2 = AgentProtocolV2(name, self.registry, interval=interval,
                                        epoch=boot_sequence)
-        self._v2_out: asyncio.Queue[V2Send] = asyncio.Queue(max_outgoing)
+        self._v2_out: asyncio.Queue[Outgoing] = asyncio.Queue(max_outgoing)
         self._v2_sender: asyncio.Task[None] | None = None
         self._v2_live = False  # the current connection has the v2 bindings
         self._v2_names: dict[str, ManagedObject] = {}
@@ -460,8 +459,8 @@ class Agent:
         return self._runtime.endpoint
 
     @property
-    def _outgoing(self) -> asyncio.Queue[tuple[str, str, bytes, str | None]]:
-        """Bodies waiting for the sender: (exchange, routing key, body, reply key)."""
+    def _outgoing(self) -> asyncio.Queue[Outgoing]:
+        """QMF v1 bodies waiting for the sender."""
         return self._runtime.outgoing
 
     async def start(self) -> None:
@@ -529,8 +528,7 @@ class Agent:
         correlator.expect(seq)
         request = self._protocol.attach_request(seq, self.label, self.system_id, endpoint)
         try:
-            await self._runtime.publish_now(request.exchange, request.routing_key, request.body,
-                                            reply_to=request.reply_to)
+            await self._runtime.publish_now(request)
             (answer,) = await correlator.wait(seq, self.attach_timeout)
         except QmfTimeout:
             log.info("agent %s: no management broker answered; using banks %d.%d",
@@ -582,23 +580,25 @@ class Agent:
 
     # ------------------------------------------------------------------ sending
 
-    def _enqueue(self, exchange: str, key: str, body: bytes, reply_to: str | None = None) -> None:
-        self._runtime.enqueue(exchange, key, body, reply_to)
+    def _enqueue(self, out: Outgoing) -> None:
+        """Queue one QMF v1 body the protocol core built (a full queue drops it,
+        counted)."""
+        self._runtime.enqueue(out)
 
-    def _put(self, sends: Iterable[Send]) -> None:
-        """Queue the bodies the protocol core built."""
+    def _put(self, sends: Iterable[Outgoing]) -> None:
+        """Queue the QMF v1 bodies the protocol core built."""
         enqueue = self._enqueue
         for out in sends:
-            enqueue(out.exchange, out.routing_key, out.body, out.reply_to)
+            enqueue(out)
 
-    def _send_v2(self, out: V2Send) -> None:
+    def _send_v2(self, out: Outgoing) -> None:
         """Queue a QMF v2 message for the v2 sender (a full queue drops it, counted)."""
         try:
             self._v2_out.put_nowait(out)
         except asyncio.QueueFull:
             self.stats["dropped"] += 1
 
-    def _send_v2_all(self, sends: Iterable[V2Send]) -> None:
+    def _send_v2_all(self, sends: Iterable[Outgoing]) -> None:
         for out in sends:
             self._send_v2(out)
 
@@ -616,14 +616,14 @@ class Agent:
                     continue
                 is_v1 = isinstance(out.body, bytes)
                 await transport.publish(out.body, exchange=out.exchange,
-                                        routing_key=out.subject, headers=out.headers,
+                                        routing_key=out.key, headers=out.headers,
                                         correlation_id=out.correlation_id,
                                         content_type=QMF_CONTENT_TYPE if is_v1 else None)
                 stats["published"] += 1
             except QmfError as exc:
                 stats["dropped"] += 1
                 log.warning("agent %s: QMF v2 publish to %s/%s failed: %s", self.label,
-                            out.exchange, out.subject, exc)
+                            out.exchange, out.key, exc)
             finally:
                 queue.task_done()
 
@@ -649,20 +649,20 @@ class Agent:
 
     def _reply_get(self, reply_to: str, seq: int, timestamp: int,
                    records: Sequence[RecordSnapshot]) -> None:
-        """Send a ``G`` answer now: ``g`` records (at most ``max_get_per_body`` a
+        """Outgoing a ``G`` answer now: ``g`` records (at most ``max_get_per_body`` a
         body), then the ``z``."""
         self._put(self._protocol.answer_get(seq, reply_to, timestamp, records,
                                             self._encode_records))
 
     async def _reply_get_streamed(self, reply_to: str, seq: int, timestamp: int,
                                   records: Sequence[RecordSnapshot]) -> None:
-        """Send a large ``G`` answer body by body, letting the sender publish meanwhile,
+        """Outgoing a large ``G`` answer body by body, letting the sender publish meanwhile,
         so the console decodes the first objects while later ones are being encoded."""
         enqueue = self._enqueue
         bodies = self._protocol.answer_get(seq, reply_to, timestamp, records,
                                            self._encode_records)
         for k, out in enumerate(bodies):
-            enqueue(out.exchange, out.routing_key, out.body, out.reply_to)
+            enqueue(out)
             if k % _BODIES_PER_YIELD == 0:  # the first body leaves at once, then every few
                 await asyncio.sleep(0)
         await asyncio.sleep(0)
@@ -757,7 +757,7 @@ class Agent:
         if not 0 <= sev <= 7:
             raise ArgumentError(f"severity {sev} is not 0 (emerg) .. 7 (debug)")
         ts = now_ns()
-        out: Send | None = None
+        out: Outgoing | None = None
         if self._v1:
             try:
                 out = self._protocol.event(schema, ts, sev, arguments)
@@ -773,7 +773,7 @@ class Agent:
             values = {k: self._v2_value(v) for k, v in arguments.items()}
             self._send_v2(v2.event(schema, ts, sev, values))
         if out is not None:
-            self._enqueue(out.exchange, out.routing_key, out.body)
+            self._enqueue(out)
 
     # ------------------------------------------------------------------ requests
 
@@ -1027,7 +1027,7 @@ class Agent:
         """Answer a ``G``: the matching objects' ``g`` records (taken now, as a
         snapshot), then the ``z``; a large answer is streamed from a task."""
         if event.selection is None:
-            self._enqueue_send(self._protocol.complete(event.seq, event.reply_to, 4,
+            self._enqueue(self._protocol.complete(event.seq, event.reply_to, 4,
                                                        event.error or "invalid query"))
             return
         selected = self._select(event.selection)
@@ -1037,9 +1037,6 @@ class Agent:
             self._reply_get(event.reply_to, event.seq, ts, records)
         else:
             self._spawn(self._reply_get_streamed(event.reply_to, event.seq, ts, records))
-
-    def _enqueue_send(self, out: Send) -> None:
-        self._enqueue(out.exchange, out.routing_key, out.body, out.reply_to)
 
     def _select(self, selection: GetSelection) -> list[ManagedObject]:
         """The live objects ``selection`` picks."""
@@ -1284,7 +1281,7 @@ class Agent:
                 sent = core.reply(reply_to, body)
         else:
             sent = core.method_error(seq, reply_to, status, text)
-        self._enqueue(sent.exchange, sent.routing_key, sent.body)
+        self._enqueue(sent)
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.create_task(coro)

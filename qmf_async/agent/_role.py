@@ -21,9 +21,22 @@ from urllib.parse import quote
 import attrs
 
 from .. import wire as codec
-from ..errors import DecodeError, EncodeError, QmfError, UsageError
+from ..errors import DecodeError, QmfError, UsageError
 from ..logs import warn_limited
-from ..protocol import MAX_BANK, RoleDirectory, RolePeer, agent_v2_name
+from ..protocol import (
+    MAX_BANK,
+    AgentAttached,
+    AttachRefused,
+    ClassAnnounced,
+    ConsoleArrived,
+    Outgoing,
+    RequestDropped,
+    RoleDirectory,
+    RolePeer,
+    RoleProtocol,
+    SchemaForward,
+    agent_v2_name,
+)
 from ..runtime import PeerRuntime, RequestFutures
 from ..transport import (
     DIRECT_EXCHANGE,
@@ -37,15 +50,12 @@ from ..transport import (
 )
 from ..transport import transport_factory as make_transport_factory
 from ..wire import (
-    AttachRequest,
-    AttachResponse,
     BrokerRequest,
     BrokerResponse,
     ClassIndication,
     ClassKey,
     ClassQuery,
     CommandComplete,
-    ConsoleAdded,
     Heartbeat,
     Message,
     ObjectId,
@@ -237,6 +247,8 @@ class ManagementBroker:
         self._dir = RoleDirectory(broker_bank, first_agent_bank=first_agent_bank,
                                   max_agents=max_agents, agent_timeout=timeout,
                                   bank_grace=grace)
+        #: the answers to what comes to ``broker`` (protocol/_role.py)
+        self._core = RoleProtocol(self.broker_id, self._dir, self.registry)
         self._learning: dict[int, _Learning] = {}  # by agent bank
         self._objects: dict[int, ManagedObject] = {}  # each agent's ``agent`` object
         self._correlator: RequestFutures[Message] = RequestFutures(random.randrange(1, 1 << 30))
@@ -362,41 +374,19 @@ class ManagementBroker:
     def _next_seq(self) -> int:
         return self._correlator.next_seq()
 
-    def _enqueue(self, exchange: str, key: str, body: bytes, reply_to: str | None) -> None:
-        self._runtime.enqueue(exchange, key, body, reply_to)
-
-    def _send(self, exchange: str, key: str, messages: Sequence[Message],
-              reply_to: str | None = None) -> None:
-        try:
-            body = codec.encode(messages, self.registry)
-        except EncodeError as exc:
-            log.error("management broker: cannot encode %s: %s",
-                      "".join(m.OPCODE for m in messages), exc)
-            return
-        self._enqueue(exchange, key, body, reply_to)
+    def _put(self, out: list[Outgoing]) -> None:
+        for one in out:
+            self._runtime.enqueue(one)
 
     def _request(self, exchange: str, key: str, msg: Message) -> None:
         """Send a request carrying our reply key (dropped while disconnected)."""
         if self._queue is None:
             return
-        self._send(exchange, key, [msg], reply_to=self._queue)
+        self._put(self._core.encoded(exchange, key, [msg], reply_to=self._queue))
 
-    def _reply(self, reply_to: str, messages: Sequence[Message], per_body: int = 22) -> None:
-        """Send replies, packing consecutive indications of one opcode; ``z`` goes alone
-        (as qpidd: ``pp`` then ``z``)."""
-        exchange, key = reply_target(reply_to)
-        batch: list[Message] = []
-        for msg in messages:
-            alone = msg.OPCODE in "zs"
-            if batch and (alone or len(batch) >= per_body or batch[0].OPCODE != msg.OPCODE):
-                self._send(exchange, key, batch)
-                batch = []
-            if alone:
-                self._send(exchange, key, [msg])
-            else:
-                batch.append(msg)
-        if batch:
-            self._send(exchange, key, batch)
+    def _reply(self, reply_to: str, messages: Sequence[Message]) -> None:
+        """Send replies, packed as qpidd packs them (``RoleProtocol.reply``)."""
+        self._put(self._core.reply(reply_to, messages))
 
     async def _ask(self, routing_key: str, make: Any, *, single: bool = False,
                    exchange: str = MANAGEMENT) -> list[Message]:
@@ -483,79 +473,47 @@ class ManagementBroker:
         for msg in messages or ():
             self.stats["requests"] += 1
             try:
-                self._handle(msg, d.reply_to)
+                answer = self._core.request(msg, d.reply_to, time.monotonic(),
+                                            own_reply=self._queue)
+                for item in answer:
+                    self._apply(item)
             except Exception:
                 self.stats["bad_requests"] += 1
                 log.exception("management broker: failed to handle %r", msg.OPCODE)
 
-    def _handle(self, msg: Message, reply_to: str | None) -> None:
-        if isinstance(msg, PackageIndication):
-            return  # a qpid agent announcing a package; its classes follow
-        if reply_to is None:
+    def _apply(self, item: Any) -> None:
+        """Do what the core answered: send, or act on its event."""
+        if type(item) is Outgoing:
+            self._runtime.enqueue(item)
+        elif isinstance(item, ConsoleArrived):
+            self.agent.republish()  # the agents were sent x: our own agent too
+        elif isinstance(item, AgentAttached):
+            self._attached(item.peer, item.new)
+        elif isinstance(item, SchemaForward):
+            self._spawn(self._forward_schema(item), "qmf-broker-schema")
+        elif isinstance(item, ClassAnnounced):
+            self._fetch_announced(item)
+        elif isinstance(item, AttachRefused):
+            log.warning("management broker: %d agents known; attach of %r refused",
+                        self.max_agents, item.label)
+        elif isinstance(item, RequestDropped):
             self.stats["bad_requests"] += 1
-            log.warning("management broker: %r request without reply-to dropped", msg.OPCODE)
-            return
-        if isinstance(msg, BrokerRequest):
-            self._on_broker_request(msg, reply_to)
-        elif isinstance(msg, PackageQuery):
-            replies: list[Message] = [PackageIndication(msg.seq, p)
-                                      for p in self.registry.packages()]
-            self._reply(reply_to, [*replies, CommandComplete(msg.seq)])
-        elif isinstance(msg, ClassQuery):
-            replies = [ClassIndication(msg.seq, s.kind, s.class_key)
-                       for s in self.registry.classes(msg.package)]
-            self._reply(reply_to, [*replies, CommandComplete(msg.seq)])  # unknown: z 0
-        elif isinstance(msg, SchemaRequest):
-            self._on_schema_request(msg, reply_to)
-        elif isinstance(msg, AttachRequest):
-            self._on_attach(msg, reply_to)
-        elif isinstance(msg, ClassIndication):
-            self._on_class_indication(msg, reply_to)
-        else:
-            self.stats["bad_requests"] += 1
-            log.warning("management broker: unexpected %r message on 'broker' ignored",
-                        msg.OPCODE)
-
-    def _on_broker_request(self, msg: BrokerRequest, reply_to: str) -> None:
-        self._reply(reply_to, [BrokerResponse(self.broker_id, msg.seq)])
-        if reply_to == self._queue:
-            return  # our own probe
-        # a console appeared: every agent re-publishes (qpidd does it on binding)
-        for peer in self._dir.live():
-            self._send(MANAGEMENT, self._key(peer), [ConsoleAdded()])
-        self.agent.republish()
-
-    def _key(self, peer: RolePeer) -> str:
-        return f"agent.{self.broker_bank}.{peer.agent_bank}"
+            log.warning("management broker: %r request dropped: %s", item.opcode, item.why)
 
     # ------------------------------------------------------------------ schemas
 
-    def _on_schema_request(self, msg: SchemaRequest, reply_to: str) -> None:
-        key = msg.class_key
-        schema = self.registry.get(key)
-        if schema is not None:
-            self._reply(reply_to, [SchemaResponse(msg.seq, schema)])
-            return
-        holders = [p for p in self._dir.live() if key in p.classes]
-        if holders:  # listed by an agent, not fetched yet: ask it (bounded wait)
-            self._spawn(self._forward_schema(msg, reply_to, holders), "qmf-broker-schema")
-            return
-        known = set(self.registry.packages()) | {
-            k.package for p in self._dir.peers.values() for k in p.classes}
-        text = "Class key not found" if key.package in known else "Package not found"
-        self._reply(reply_to, [CommandComplete(msg.seq, 1, text)])
-
-    async def _forward_schema(self, msg: SchemaRequest, reply_to: str,
-                              holders: list[RolePeer]) -> None:
+    async def _forward_schema(self, forward: SchemaForward) -> None:
         schema = None
-        for peer in holders[:3]:
-            schema = await self._fetch_schema(msg.class_key, (MANAGEMENT, self._key(peer)))
+        for peer in forward.holders[:3]:
+            schema = await self._fetch_schema(forward.class_key,
+                                              (MANAGEMENT, self._core.agent_key(peer)))
             if schema is not None:
                 break
         if schema is None:
-            self._reply(reply_to, [CommandComplete(msg.seq, 1, "Schema not available")])
+            self._reply(forward.reply_to,
+                        [CommandComplete(forward.seq, 1, "Schema not available")])
         else:
-            self._reply(reply_to, [SchemaResponse(msg.seq, schema)])
+            self._reply(forward.reply_to, [SchemaResponse(forward.seq, schema)])
 
     async def _fetch_schema(self, key: ClassKey,
                             routing: tuple[str, str]) -> SchemaClass | None:
@@ -617,18 +575,14 @@ class ManagementBroker:
                 st.next_try = 0.0
                 self._schedule_learn(peer)
 
-    def _on_class_indication(self, msg: ClassIndication, reply_to: str) -> None:
-        """A qpid-style agent announces a class to ``broker`` with its reply key: ask it
-        for the schema there (what qpidd does)."""
-        if msg.class_key in self.registry or msg.class_key in self._fetching:
+    def _fetch_announced(self, announced: ClassAnnounced) -> None:
+        """Ask the agent that announced a class on ``broker`` for its schema, once."""
+        key = announced.class_key
+        if key in self._fetching:
             return
-        peer = next((p for p in self._dir.peers.values() if p.reply_to == reply_to), None)
-        if peer is not None:
-            peer.classes.add(msg.class_key)
-        self._fetching.add(msg.class_key)
-        task = self._spawn(self._fetch_schema(msg.class_key, reply_target(reply_to)),
+        self._fetching.add(key)
+        task = self._spawn(self._fetch_schema(key, reply_target(announced.reply_to)),
                            "qmf-broker-schema")
-        key = msg.class_key
         task.add_done_callback(lambda _t: self._fetching.discard(key))
 
     def _learn_state(self, peer: RolePeer) -> _Learning:
@@ -647,13 +601,13 @@ class ManagementBroker:
         if time.monotonic() < st.next_try:
             return
         st.task = asyncio.get_running_loop().create_task(
-            self._learn(peer, st), name=f"qmf-broker-learn {self._key(peer)}")
+            self._learn(peer, st), name=f"qmf-broker-learn {self._core.agent_key(peer)}")
 
     async def _learn(self, peer: RolePeer, st: _Learning) -> None:
         """P, Q and S to the agent; every wait bounded.  On a timeout, retry a few
         times with a growing back-off, then at its next heartbeat or schema broadcast
         (the first P often arrives before the agent has bound its key)."""
-        key = self._key(peer)
+        key = self._core.agent_key(peer)
         retries = 3
         while True:
             st.relearn = False
@@ -694,20 +648,13 @@ class ManagementBroker:
 
     # ------------------------------------------------------------------ agents
 
-    def _on_attach(self, msg: AttachRequest, reply_to: str) -> None:
-        attached = self._dir.attach(msg.broker_bank, msg.agent_bank, msg.label, msg.system_id,
-                                    reply_to, time.monotonic())
-        if attached is None:
-            log.warning("management broker: %d agents known; attach of %r refused",
-                        self.max_agents, msg.label)
-            self._reply(reply_to, [CommandComplete(msg.seq, 1, "Too many agents")])
-            return
-        peer, new = attached
+    def _attached(self, peer: RolePeer, new: bool) -> None:
+        """An agent attached (its ``a`` is on its way): publish its ``agent`` object and
+        learn its schemas."""
         self.stats["attaches"] += 1
-        self._reply(reply_to, [AttachResponse(msg.seq, self.broker_bank, peer.agent_bank)])
         self._learn_state(peer).next_try = 0.0  # a re-attach may serve other classes
         self._revive(peer)
-        log.info("management broker: agent %r attached as %d.%d%s", msg.label,
+        log.info("management broker: agent %r attached as %d.%d%s", peer.label,
                  self.broker_bank, peer.agent_bank, "" if new else " again")
         self._schedule_learn(peer)
 

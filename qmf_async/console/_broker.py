@@ -47,7 +47,6 @@ from ..protocol import (
     SchemaNeeded,
     SchemaSeen,
     Twins,
-    V2Outgoing,
 )
 from ..runtime import PeerRuntime
 from ..transport import (
@@ -457,26 +456,21 @@ class Broker(SchemaFetches, MethodCalls):
                                     + (f" ({self.error})" if self.error else ""))
         return transport
 
-    def publish(self, out: Outgoing | V2Outgoing, *, exchange: str = MANAGEMENT,
+    def publish(self, out: Outgoing, *,
                 content_type: str | None = QMF_CONTENT_TYPE) -> Awaitable[None]:
-        """This connection's one send path: publish what a core built, replies to
-        this connection's reply queue.  A v1 request goes to ``exchange`` under its
-        key; a v2 request to its own address with its headers and correlation id.
-        Returns the transport's publish to await (no coroutine of its own: the call
-        path of every request stays one frame shorter).
+        """This connection's one send path: publish what a core built (v1 or v2, to
+        its exchange under its key, with its headers and correlation id), replies to
+        this connection's reply queue.  Returns the transport's publish to await (no
+        coroutine of its own: the call path of every request stays one frame shorter).
 
         Raises:
             NotConnectedError: at once, when not connected.
             TransportError: when awaited, the message was not sent.
         """
         transport = self.check()
-        if type(out) is Outgoing:
-            return transport.publish(out.body, exchange=exchange, routing_key=out.routing_key,
-                                     reply_to=self._reply_queue, content_type=content_type)
-        assert isinstance(out, V2Outgoing)
-        return transport.publish(out.body, exchange=out.exchange, routing_key=out.subject,
-                                 reply_to=self._reply_queue, headers=out.headers,
-                                 correlation_id=out.correlation_id)
+        return transport.publish(out.body, exchange=out.exchange, routing_key=out.key,
+                                 reply_to=self._reply_queue, content_type=content_type,
+                                 headers=out.headers, correlation_id=out.correlation_id)
 
     # ------------------------------------------------------------------ requests
 
@@ -484,7 +478,7 @@ class Broker(SchemaFetches, MethodCalls):
     def _banks(agent: RemoteAgent | None) -> tuple[int, int] | None:
         return None if agent is None else (agent.broker_bank, agent.agent_bank)
 
-    async def _send(self, out: Outgoing, exchange: str = MANAGEMENT) -> Wait:
+    async def _send(self, out: Outgoing) -> Wait:
         """Publish what the core built and open the wait for its answer.
 
         Raises:
@@ -492,7 +486,7 @@ class Broker(SchemaFetches, MethodCalls):
         """
         wait = self._waits.open(out.seq)
         try:
-            await self.publish(out, exchange=exchange)
+            await self.publish(out)
         except BaseException:
             self.discard(wait)
             raise
@@ -527,8 +521,8 @@ class Broker(SchemaFetches, MethodCalls):
         self.check()
         banks = None if agent is not None and agent.name else self._banks(agent)
         out = self._core.send_request(msg_factory, routing_key, query=query,
-                                      agent=banks, expect=expect)
-        wait = await self._send(out, exchange)
+                                      agent=banks, expect=expect, exchange=exchange)
+        wait = await self._send(out)
         try:
             self._waits.expire_after(wait, timeout)
             return await wait.future
@@ -649,7 +643,7 @@ class Broker(SchemaFetches, MethodCalls):
 
         async def send() -> None:
             try:
-                await self.publish(Outgoing(0, _PROBE + struct.pack("!d", now), key),
+                await self.publish(Outgoing(MANAGEMENT, key, _PROBE + struct.pack("!d", now)),
                                    content_type=None)
             except QmfError as exc:  # the loss, if any, is reported by the runtime
                 # without a probe, age as before: as of now

@@ -42,6 +42,7 @@ from ..logs import warn_limited
 from ..protocol import (
     TOPIC_EXCHANGE,
     ConsoleProtocolV2,
+    Outgoing,
     V2AgentArrived,
     V2AgentLeft,
     V2AgentRestarted,
@@ -51,7 +52,6 @@ from ..protocol import (
     V2MessageUnhandled,
     V2MethodAnswered,
     V2MethodFailed,
-    V2Outgoing,
     V2QueryAnswered,
     V2QueryFailed,
     V2QueryPart,
@@ -89,6 +89,13 @@ _QPIDD_PREFIX: Final = "apache.org:qpidd:"
 _MAX_RETRY: Final = 60.0
 
 
+def _cid(out: Outgoing) -> str:
+    """The correlation id of a v2 request the core built (always a string)."""
+    cid = out.correlation
+    assert isinstance(cid, str)
+    return cid
+
+
 class V2Host(Protocol):
     """What :class:`V2Link` needs of its broker connection (a Broker is one)."""
 
@@ -111,7 +118,7 @@ class V2Host(Protocol):
 
     def check(self) -> TransportProtocol: ...
 
-    def publish(self, out: V2Outgoing) -> Awaitable[None]: ...
+    def publish(self, out: Outgoing) -> Awaitable[None]: ...
 
     def known_agent(self, banks: tuple[int, int]) -> RemoteAgent | None: ...
 
@@ -724,15 +731,15 @@ class V2Link:
 
     # ------------------------------------------------------------------ requests
 
-    async def _send(self, out: V2Outgoing) -> asyncio.Future[Any]:
+    async def _send(self, out: Outgoing) -> asyncio.Future[Any]:
         self.host.check()
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._futures[out.correlation_id] = fut
+        self._futures[_cid(out)] = fut
         try:
             await self.host.publish(out)
         except BaseException:
-            self._futures.pop(out.correlation_id, None)
-            self.core.cancel(out.correlation_id)
+            self._futures.pop(_cid(out), None)
+            self.core.cancel(_cid(out))
             raise
         return fut
 
@@ -767,13 +774,13 @@ class V2Link:
             where = None
         out = self.core.send_query(agent.name or None, schema_id=schema_id,
                                    object_id=object_id, where=where, stream=True)
-        wait = V2Wait(out.correlation_id, done)
+        wait = V2Wait(_cid(out), done)
         answer = _Answer(self, agent, sink, done, wait)
-        self._streams[out.correlation_id] = answer
+        self._streams[_cid(out)] = answer
         try:
             await self.host.publish(out)
         except BaseException:
-            self._forget(out.correlation_id)
+            self._forget(_cid(out))
             raise
         return wait
 
@@ -884,7 +891,7 @@ class V2Link:
             raise QmfTimeout(f"{schema.class_key.name}.{method.name} on {oid.object_name}: "
                              f"no response within {timeout}s") from None
         finally:
-            self._forget(out.correlation_id)
+            self._forget(_cid(out))
         got = texts_from_schema(ev.arguments, method)
         # in the schema's order, as over v1 (qpidd sends the map sorted by name)
         ordered = {a.name: got.pop(a.name) for a in method.out_args if a.name in got}

@@ -2,29 +2,29 @@
 
 :class:`ConsoleProtocol` is the console's state for one broker connection:
 bodies in (``receive(body, routing_key, now)``), events out, requests built by
-``send_*`` and returned as :class:`Outgoing`; time is passed in.
-:class:`AgentProtocol` is the agent's: bodies in (``receive(body, routing_key,
-reply_to)``), request events out; every body the agent sends is built by it and
-returned as a :class:`Send`.
+``send_*``.  :class:`AgentProtocol` is the agent's: bodies in (``receive(body,
+routing_key, reply_to)``), request events out, every body the agent sends built by it.
 :class:`AgentProtocolV2` is the agent's QMF v2 core: messages in (``receive(headers,
 value, body=, content_type=, reply_to=, correlation_id=)``), request events out, every
-message it sends built as a :class:`V2Send`.
+message it sends built by it.
 :class:`ConsoleProtocolV2` is the console's QMF v2 (map message) state: messages in
 (``receive(headers, value, body=, content_type=, subject=, correlation_id=, now=)``),
-events out, requests built by ``send_*`` and returned as :class:`V2Outgoing`.  Both
-decode a v2 map that arrives as ``amqp/map``/``amqp/list`` bytes (AMQP 0-9-1).
+events out, requests built by ``send_*``.  Both decode a v2 map that arrives as
+``amqp/map``/``amqp/list`` bytes (AMQP 0-9-1).
+Every message the four cores build, to send, is one type: :class:`Outgoing`
+(exchange, key, body, reply key, headers, correlation); time is passed in.
 :class:`Twins` is the rule that lists an agent seen over both versions once, with
 :func:`agent_v2_name`, the v2 name it reads, and :func:`silence_allowed` the one rule
 that ages agents out.  :class:`RoleDirectory` is the management-broker role's agent
-directory (banks, attach, adoption, aging).
+directory (banks, attach, adoption, aging) and :class:`RoleProtocol` its answers to
+what comes to ``broker``.
 
-Names: the QMF v1 types carry no marker (:class:`Reply`, :class:`AgentArrived`,
-:class:`Send`, ...).  Of the QMF v2 types, the protocol classes are
-``<Role>ProtocolV2`` (pairing with :class:`ConsoleProtocol` and
-:class:`AgentProtocol`) and every event and message type is ``V2<Name>``
-(:class:`V2QueryAnswered`, :class:`V2AgentArrived`, :class:`V2Outgoing`,
-:class:`V2Send`, :class:`V2LocateRequested`, ...; the unions of every event a core
-returns are :data:`V2ConsoleEvent` and :data:`V2AgentEvent`).
+Names: the QMF v1 types carry no marker (:class:`Reply`, :class:`AgentArrived`, ...).
+Of the QMF v2 types, the protocol classes are ``<Role>ProtocolV2`` (pairing with
+:class:`ConsoleProtocol` and :class:`AgentProtocol`) and every event type is
+``V2<Name>`` (:class:`V2QueryAnswered`, :class:`V2AgentArrived`,
+:class:`V2LocateRequested`, ...; the unions of every event a core returns are
+:data:`V2ConsoleEvent` and :data:`V2AgentEvent`).
 """
 
 from __future__ import annotations
@@ -44,7 +44,6 @@ from ._agent import (
     PackagesRequested,
     RequestDropped,
     SchemaRequested,
-    Send,
     reply_target,
     validate_arguments,
 )
@@ -61,7 +60,6 @@ from ._agent_v2 import (
     V2RequestRejected,
     V2SchemaQueryRequested,
     V2SchemaRequestedInV1,
-    V2Send,
     check_arguments,
     keyify,
     object_name,
@@ -69,7 +67,7 @@ from ._agent_v2 import (
     v2_schema_map,
 )
 from ._agents import AGENT_VENDOR, Twins, agent_v2_name, is_twin, silence_allowed
-from ._console import BROKER_AGENT_CLASS, AgentInfo, ConsoleProtocol, Outgoing, agent_banks
+from ._console import BROKER_AGENT_CLASS, AgentInfo, ConsoleProtocol, agent_banks
 from ._console_v2 import (
     BROKER_ADDRESS,
     DIRECT_EXCHANGE,
@@ -77,7 +75,6 @@ from ._console_v2 import (
     TOPIC_EXCHANGE,
     ConsoleProtocolV2,
     V2AgentInfo,
-    V2Outgoing,
     texts_from_schema,
 )
 from ._correlation import Correlator, ItemSink, Pending, ReplyMessage
@@ -116,15 +113,32 @@ from ._events_v2 import (
     V2RequestExpired,
     V2RequestFailed,
 )
+from ._outgoing import Outgoing
 from ._qpidd_names import qpidd_object_name
-from ._role import MAX_BANK, RoleDirectory, RolePeer
+from ._role import (
+    MAX_BANK,
+    AgentAttached,
+    AttachRefused,
+    ClassAnnounced,
+    ConsoleArrived,
+    RoleDirectory,
+    RolePeer,
+    RoleProtocol,
+    SchemaForward,
+)
 from ._selector import Selector, SelectorError, compile_selector
 
 __all__ = [
     "AGENT_VENDOR",
     "MAX_BANK",
+    "AgentAttached",
+    "AttachRefused",
+    "ClassAnnounced",
+    "ConsoleArrived",
     "RoleDirectory",
     "RolePeer",
+    "RoleProtocol",
+    "SchemaForward",
     "Twins",
     "agent_v2_name",
     "is_twin",
@@ -143,7 +157,6 @@ __all__ = [
     "PackagesRequested",
     "RequestDropped",
     "SchemaRequested",
-    "Send",
     "reply_target",
     "validate_arguments",
     "BROKER_AGENT_CLASS",
@@ -190,7 +203,6 @@ __all__ = [
     "V2MessageUnhandled",
     "V2MethodAnswered",
     "V2MethodFailed",
-    "V2Outgoing",
     "V2QueryAnswered",
     "V2QueryFailed",
     "V2QueryPart",
@@ -209,7 +221,6 @@ __all__ = [
     "V2RequestRejected",
     "V2SchemaQueryRequested",
     "V2SchemaRequestedInV1",
-    "V2Send",
     "keyify",
     "object_name",
     "qpidd_object_name",

@@ -3,9 +3,9 @@
 :class:`AgentProtocol` owns what an agent decides by the protocol alone: a
 delivered body is decoded (with the agent's schema registry) into request events
 (:meth:`AgentProtocol.receive`), and every body the agent sends is built here as
-a :class:`Send` (exchange, routing key, body bytes, reply key): answers to ``G``
-split into bodies of at most ``max_get_per_body`` records then a ``z``, ``m``
-answers and errors, ``s``/``p``/``q`` answers, the heartbeat ``h``, the attach
+an :class:`~._outgoing.Outgoing` (exchange, routing key, body bytes, reply key):
+answers to ``G`` split into bodies of at most ``max_get_per_body`` records then a
+``z``, ``m`` answers and errors, ``s``/``p``/``q`` answers, the heartbeat ``h``, the attach
 ``A``, events ``e`` and the ``c``/``i`` publication, under the routing keys of
 the agent's banks.  Time is passed in (``timestamp``, nanoseconds since the
 epoch, as the wire carries it).
@@ -53,6 +53,7 @@ from ..wire import (
 )
 from ..wire import ConsoleAdded as _ConsoleAddedMessage
 from ._events import BodyMalformed
+from ._outgoing import Outgoing
 
 __all__ = [
     "DIRECT",
@@ -69,7 +70,6 @@ __all__ = [
     "PackagesRequested",
     "RequestDropped",
     "SchemaRequested",
-    "Send",
     "reply_target",
     "validate_arguments",
 ]
@@ -123,17 +123,6 @@ def validate_arguments(method: SchemaMethod, args: Mapping[str, Any]) -> str | N
 
 
 # ---------------------------------------------------------------------- values
-
-
-class Send(NamedTuple):
-    """A body to publish: on ``exchange`` under ``routing_key``; ``reply_to`` is the
-    reply key replies to it go to (None when none are expected).  (A named tuple,
-    not an attrs class: one is built for every answer, on the method call path.)"""
-
-    exchange: str
-    routing_key: str
-    body: bytes
-    reply_to: str | None = None
 
 
 @attrs.frozen(slots=True)
@@ -401,16 +390,16 @@ class AgentProtocol:
 
     # ------------------------------------------------------------------ bodies out
 
-    def reply(self, reply_to: str, body: bytes) -> Send:
+    def reply(self, reply_to: str, body: bytes) -> Outgoing:
         """``body`` sent to the reply key ``reply_to`` (``K`` or ``EXCHANGE/K``)."""
         exchange, key = reply_target(reply_to)
-        return Send(exchange, key, body)
+        return Outgoing(exchange, key, body)
 
-    def complete(self, seq: int, reply_to: str, code: int = 0, text: str = "OK") -> Send:
+    def complete(self, seq: int, reply_to: str, code: int = 0, text: str = "OK") -> Outgoing:
         """The ``z`` ending request ``seq`` with ``code``."""
         return self.reply(reply_to, encode(CommandComplete(seq, code, text)))
 
-    def method_error(self, seq: int, reply_to: str, status: int, text: str) -> Send:
+    def method_error(self, seq: int, reply_to: str, status: int, text: str) -> Outgoing:
         """The ``m`` answering request ``seq`` with a status and no output arguments."""
         return self.reply(reply_to, encode(MethodResponse(seq, status, text)))
 
@@ -425,7 +414,7 @@ class AgentProtocol:
 
     def answer_get(self, seq: int, reply_to: str, timestamp: int, records: Sequence[T],
                    encode_records: Callable[[Sequence[T], int, int], bytes | None]
-                   ) -> Iterator[Send]:
+                   ) -> Iterator[Outgoing]:
         """The bodies answering ``G`` ``seq``, built as they are taken: ``records``
         in slices of at most ``max_get_per_body``, each encoded by
         ``encode_records(slice, seq, timestamp)`` (a None is a body that did not
@@ -435,28 +424,28 @@ class AgentProtocol:
         for i in range(0, len(records), per_body):
             body = encode_records(records[i:i + per_body], seq, timestamp)
             if body is not None:
-                yield Send(exchange, key, body)
-        yield Send(exchange, key, encode(CommandComplete(seq)))
+                yield Outgoing(exchange, key, body)
+        yield Outgoing(exchange, key, encode(CommandComplete(seq)))
 
-    def answer_packages(self, seq: int, reply_to: str) -> list[Send]:
+    def answer_packages(self, seq: int, reply_to: str) -> list[Outgoing]:
         """The ``p`` indications (packed) and the ``z`` answering ``P`` ``seq``."""
         replies: list[Message] = [PackageIndication(seq, p) for p in self.registry.packages()]
         return self._replies(reply_to, [*replies, CommandComplete(seq)], self.max_per_body)
 
-    def answer_classes(self, seq: int, reply_to: str, package: str) -> list[Send]:
+    def answer_classes(self, seq: int, reply_to: str, package: str) -> list[Outgoing]:
         """The ``q`` indications (packed) and the ``z`` answering ``Q`` ``seq``."""
         replies: list[Message] = [ClassIndication(seq, s.kind, s.class_key)
                                   for s in self.registry.classes(package)]
         return self._replies(reply_to, [*replies, CommandComplete(seq)], self.max_per_body)
 
-    def answer_schema(self, seq: int, reply_to: str, key: ClassKey) -> list[Send]:
+    def answer_schema(self, seq: int, reply_to: str, key: ClassKey) -> list[Outgoing]:
         """The ``s`` answering ``S`` ``seq``, or a ``z`` of code 1 for an unknown class."""
         schema = self.registry.get(key)
         if schema is None:
             return self._replies(reply_to, [CommandComplete(seq, 1, "Schema not found")], 1)
         return self._replies(reply_to, [SchemaResponse(seq, schema)], 1)
 
-    def schema_to_broker(self, seq: int, key: ClassKey, reply_to: str) -> list[Send]:
+    def schema_to_broker(self, seq: int, key: ClassKey, reply_to: str) -> list[Outgoing]:
         """The ``s`` answering a management broker's ``S`` ``seq``: to ``broker`` on
         ``qpid.management`` with the agent's reply key ``reply_to`` (qpidd handles
         only requests that carry one, and takes the schema when ``seq`` is the one it
@@ -466,16 +455,17 @@ class AgentProtocol:
             log.warning("agent %s: the management broker asked for unknown class %s",
                         self.label, key)
             return []
-        return [Send(out.exchange, out.routing_key, out.body, reply_to)
-                for out in self._to(MANAGEMENT, "broker", [SchemaResponse(seq, schema)])]
+        answer = self._to(MANAGEMENT, "broker", [SchemaResponse(seq, schema)])
+        return [out._replace(reply_to=reply_to) for out in answer]
 
-    def attach_request(self, seq: int, label: str, system_id: uuid.UUID, reply_to: str) -> Send:
+    def attach_request(self, seq: int, label: str, system_id: uuid.UUID,
+                       reply_to: str) -> Outgoing:
         """The ``A`` asking the management broker for banks (the current ones when
         attached before, so it may give them back)."""
         request = AttachRequest(seq, label, system_id,
                                 self.broker_bank if self.attached else 0,
                                 self.agent_bank if self.attached else 0)
-        return Send(MANAGEMENT, "broker", encode(request), reply_to)
+        return Outgoing(MANAGEMENT, "broker", encode(request), reply_to)
 
     def attached_as(self, answer: AttachAnswered) -> bool:
         """Take the banks of an ``a``; True when they differ from the current ones
@@ -490,39 +480,40 @@ class AgentProtocol:
         self.attached = True
         return changed
 
-    def heartbeat(self, timestamp: int) -> Send:
+    def heartbeat(self, timestamp: int) -> Outgoing:
         """The ``h`` of time ``timestamp``."""
-        return Send(MANAGEMENT, self.heartbeat_key, encode(Heartbeat(timestamp)))
+        return Outgoing(MANAGEMENT, self.heartbeat_key, encode(Heartbeat(timestamp)))
 
     def publication(self, by_class: Mapping[ClassKey, Sequence[T]], timestamp: int,
                     encode_records: Callable[[Sequence[T], int, int], bytes | None]
-                    ) -> list[Send]:
+                    ) -> list[Outgoing]:
         """One round of publication: each class's ``c``/``i`` records in bodies of
         at most ``max_per_body`` (encoded by ``encode_records(slice, 0, timestamp)``,
         None: skipped) under its ``console.obj`` key, then the heartbeat."""
-        out: list[Send] = []
+        out: list[Outgoing] = []
         per_body = self.max_per_body
         for key, records in by_class.items():
             rkey = self.object_key(key)
             for i in range(0, len(records), per_body):
                 body = encode_records(records[i:i + per_body], 0, timestamp)
                 if body is not None:
-                    out.append(Send(MANAGEMENT, rkey, body))
+                    out.append(Outgoing(MANAGEMENT, rkey, body))
         out.append(self.heartbeat(timestamp))
         return out
 
     def event(self, schema: SchemaClass, timestamp: int, severity: int,
-              arguments: Mapping[str, Any]) -> Send:
+              arguments: Mapping[str, Any]) -> Outgoing:
         """The ``e`` of an event of class ``schema``.
 
         Raises:
             EncodeError: missing, unknown or mistyped arguments.
         """
         msg = EventIndication(0, schema, timestamp, severity, dict(arguments))
-        return Send(MANAGEMENT, self.event_key(schema.class_key), encode(msg, self.registry))
+        return Outgoing(MANAGEMENT, self.event_key(schema.class_key),
+                        encode(msg, self.registry))
 
     def schema_broadcast(self, schema: SchemaClass, announce_package: bool = True,
-                         reply_to: str | None = None) -> list[Send]:
+                         reply_to: str | None = None) -> list[Outgoing]:
         """The ``p`` (when ``announce_package``) and ``q`` announcing ``schema``.
 
         With the agent's reply key ``reply_to`` a management broker learns the class
@@ -535,14 +526,14 @@ class AgentProtocol:
             out += self._to(MANAGEMENT, "schema.package", [PackageIndication(0, key.package)])
         out += self._to(MANAGEMENT, "schema.class", [ClassIndication(0, schema.kind, key)])
         if reply_to is not None:
-            out = [Send(o.exchange, o.routing_key, o.body, reply_to) for o in out]
+            out = [o._replace(reply_to=reply_to) for o in out]
         return out
 
-    def broadcast_all(self, reply_to: str | None = None) -> list[Send]:
+    def broadcast_all(self, reply_to: str | None = None) -> list[Outgoing]:
         """Every served schema announced (each package once; ``reply_to`` as for
         :meth:`schema_broadcast`)."""
         announced: set[str] = set()
-        out: list[Send] = []
+        out: list[Outgoing] = []
         for schema in self.registry:
             package = schema.class_key.package
             out += self.schema_broadcast(schema, package not in announced, reply_to)
@@ -551,7 +542,7 @@ class AgentProtocol:
 
     # ------------------------------------------------------------------ helpers
 
-    def _to(self, exchange: str, key: str, messages: Sequence[Message]) -> list[Send]:
+    def _to(self, exchange: str, key: str, messages: Sequence[Message]) -> list[Outgoing]:
         """``messages`` as one body (none when they do not encode: logged)."""
         try:
             body = encode(messages, self.registry)
@@ -559,13 +550,14 @@ class AgentProtocol:
             log.error("agent %s: cannot encode %s: %s", self.label,
                       "".join(m.OPCODE for m in messages), exc)
             return []
-        return [Send(exchange, key, body)]
+        return [Outgoing(exchange, key, body)]
 
-    def _replies(self, reply_to: str, messages: Sequence[Message], per_body: int) -> list[Send]:
+    def _replies(self, reply_to: str, messages: Sequence[Message],
+                 per_body: int) -> list[Outgoing]:
         """Replies packed into bodies: consecutive indications of one opcode (at most
         ``per_body`` a body), ``z`` and ``m`` alone."""
         exchange, key = reply_target(reply_to)
-        out: list[Send] = []
+        out: list[Outgoing] = []
         batch: list[Message] = []
         for msg in messages:
             alone = msg.OPCODE in "zm"

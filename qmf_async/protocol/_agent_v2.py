@@ -3,7 +3,7 @@
 :class:`AgentProtocolV2` holds what a v2 agent decides by the protocol alone: a
 received message (application properties, decoded body, reply address, correlation
 id) becomes a request event (:meth:`AgentProtocolV2.receive`), and every message the
-agent sends is built here as a :class:`V2Send`: answers to agent locate, object and
+agent sends is built here as an :class:`~._outgoing.Outgoing`: answers to agent locate, object and
 schema queries (split into parts of at most ``max_per_message`` items, every part but
 the last marked ``partial``, as qpidd does), method answers and ``_exception``
 answers, heartbeats, data indications and event indications.  Time is passed in
@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
 import attrs
 
@@ -75,6 +75,7 @@ from ..wire import (
 )
 from ._agent import reply_target, validate_arguments
 from ._console_v2 import _text_or_none as _text
+from ._outgoing import Outgoing
 
 __all__ = [
     "LOCATE_SUBJECT",
@@ -90,7 +91,6 @@ __all__ = [
     "V2RequestRejected",
     "V2SchemaQueryRequested",
     "V2SchemaRequestedInV1",
-    "V2Send",
     "check_arguments",
     "keyify",
     "object_name",
@@ -179,17 +179,6 @@ def v2_schema_map(schema: SchemaClass) -> dict[str, Any]:
 # ---------------------------------------------------------------------- values
 
 
-class V2Send(NamedTuple):
-    """A message to publish: ``body`` (a map or list; bytes for the v1 ``s``) to
-    ``exchange`` under ``subject`` with application properties ``headers``."""
-
-    exchange: str
-    subject: str
-    headers: Mapping[str, Any]
-    body: dict[str, Any] | list[Any] | bytes
-    correlation_id: str | None = None
-
-
 @attrs.frozen(slots=True)
 class V2LocateRequested:
     """An agent locate request: answer with :meth:`AgentProtocolV2.answer_locate`."""
@@ -254,7 +243,7 @@ class V2RequestRejected:
 
     opcode: str | None
     error: str
-    answer: V2Send | None
+    answer: Outgoing | None
 
 
 @attrs.frozen(slots=True)
@@ -416,20 +405,20 @@ class AgentProtocolV2:
 
     # ------------------------------------------------------------------ answers
 
-    def _to(self, reply_to: str, msg: Any) -> V2Send:
+    def _to(self, reply_to: str, msg: Any) -> Outgoing:
         headers, body, cid = encode_v2(msg)
         exchange, key = reply_target(reply_to)
-        return V2Send(exchange, key, headers, body, cid)
+        return Outgoing(exchange, key, body, headers=headers, correlation=cid)
 
     def answer_locate(self, reply_to: str, correlation_id: str | None,
-                      timestamp: int) -> V2Send:
+                      timestamp: int) -> Outgoing:
         """The ``_agent_locate_response``."""
         return self._to(reply_to, V2AgentLocateResponse(self.name, self.values(timestamp),
                                                         correlation_id))
 
     def answer_query(self, reply_to: str, correlation_id: str | None,
                      items: Sequence[V2Data | Mapping[str, Any]],
-                     content: str = "_data", *, agent: str | None = None) -> list[V2Send]:
+                     content: str = "_data", *, agent: str | None = None) -> list[Outgoing]:
         """The ``_query_response`` parts carrying ``items`` (at least one part, empty
         when there are none).  ``agent`` is the name the answers carry (default the
         agent's; an alias the request was addressed by, as qpidd answers ``broker``)."""
@@ -441,7 +430,7 @@ class AgentProtocolV2:
                 for i, part in enumerate(parts)]
 
     def answer_schema_query(self, event: V2SchemaQueryRequested, *,
-                            agent: str | None = None) -> list[V2Send]:
+                            agent: str | None = None) -> list[Outgoing]:
         """The answer to a ``SCHEMA_ID`` query (every served schema's id, or those of
         the class ``schema_id`` names) or a ``SCHEMA`` query (the schemas
         ``schema_id`` selects; an ``_exception`` without a schema id)."""
@@ -471,20 +460,20 @@ class AgentProtocolV2:
                 and (raw is None or s.class_key.hash == raw)]
 
     def answer_method(self, reply_to: str, correlation_id: str | None,
-                      arguments: Mapping[str, Any], *, agent: str | None = None) -> V2Send:
+                      arguments: Mapping[str, Any], *, agent: str | None = None) -> Outgoing:
         """The ``_method_response`` with the output ``arguments`` (``agent``: as for
         :meth:`answer_query`)."""
         return self._to(reply_to, V2MethodResponse(dict(arguments), None, agent or self.name,
                                                    correlation_id))
 
     def exception(self, reply_to: str, correlation_id: str | None, code: int,
-                  text: str, *, agent: str | None = None) -> V2Send:
+                  text: str, *, agent: str | None = None) -> Outgoing:
         """The ``_exception`` with ``error_code`` and ``error_text`` (``agent``: as
         for :meth:`answer_query`)."""
         return self._to(reply_to, V2Exception({"error_code": code, "error_text": text},
                                               agent or self.name, correlation_id))
 
-    def answer_schema_v1(self, event: V2SchemaRequestedInV1) -> V2Send | None:
+    def answer_schema_v1(self, event: V2SchemaRequestedInV1) -> Outgoing | None:
         """The QMF v1 ``s`` answering a v1 ``S`` (None for a class not served),
         with ``qmf.agent`` set to the agent's name."""
         schema = self.registry.get(event.class_key)
@@ -492,16 +481,16 @@ class AgentProtocolV2:
             return None
         exchange, key = reply_target(event.reply_to)
         body = encode(SchemaResponse(event.seq, schema), self.registry)
-        return V2Send(exchange, key, {"qmf.agent": self.name}, body)
+        return Outgoing(exchange, key, body, headers={"qmf.agent": self.name})
 
     # ------------------------------------------------------------------ indications
 
-    def heartbeat(self, timestamp: int) -> V2Send:
+    def heartbeat(self, timestamp: int) -> Outgoing:
         """The ``_agent_heartbeat_indication`` of time ``timestamp``."""
         headers, body, _ = encode_v2(V2AgentHeartbeat(self.name, self.values(timestamp)))
-        return V2Send(V2_TOPIC_EXCHANGE, self.heartbeat_subject, headers, body)
+        return Outgoing(V2_TOPIC_EXCHANGE, self.heartbeat_subject, body, headers=headers)
 
-    def data_indication(self, key: ClassKey, items: Sequence[V2Data]) -> list[V2Send]:
+    def data_indication(self, key: ClassKey, items: Sequence[V2Data]) -> list[Outgoing]:
         """The ``_data_indication`` messages of changed objects of class ``key`` (at
         most ``max_per_message`` a message; none for no items)."""
         per = self.max_per_message
@@ -509,11 +498,11 @@ class AgentProtocolV2:
         out = []
         for i in range(0, len(items), per):
             headers, body, _ = encode_v2(V2DataIndication(list(items[i:i + per]), self.name))
-            out.append(V2Send(V2_TOPIC_EXCHANGE, subject, headers, body))
+            out.append(Outgoing(V2_TOPIC_EXCHANGE, subject, body, headers=headers))
         return out
 
     def event(self, schema: SchemaClass, timestamp: int, severity: int,
-              arguments: Mapping[str, Any]) -> V2Send:
+              arguments: Mapping[str, Any]) -> Outgoing:
         """The ``_data_indication`` (content ``_event``) of one event of ``schema``.
 
         Raises:
@@ -523,8 +512,8 @@ class AgentProtocolV2:
             raise EncodeError(f"severity {severity} is not 0 (emerg) .. 7 (debug)")
         event = V2Event(v2_schema_id(schema), dict(arguments), timestamp, severity)
         headers, body, _ = encode_v2(V2EventIndication([event], self.name))
-        return V2Send(V2_TOPIC_EXCHANGE, self.event_subject(schema.class_key, severity),
-                      headers, body)
+        return Outgoing(V2_TOPIC_EXCHANGE, self.event_subject(schema.class_key, severity),
+                        body, headers=headers)
 
     def data(self, schema: SchemaClass, object_name: str, values: Mapping[str, Any], *,
              update_ts: int, create_ts: int, delete_ts: int = 0) -> V2Data:

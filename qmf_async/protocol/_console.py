@@ -21,9 +21,8 @@ import logging
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, cast
 
-import attrs
-
 from ..errors import AgentGoneError, DecodeError, QmfError
+from ..names import MANAGEMENT_EXCHANGE
 from ..wire import (
     BrokerRequest,
     BrokerResponse,
@@ -64,8 +63,9 @@ from ._events import (
     SchemaNeeded,
     SchemaSeen,
 )
+from ._outgoing import Outgoing
 
-__all__ = ["BROKER_AGENT_CLASS", "AgentInfo", "ConsoleProtocol", "Outgoing", "agent_banks"]
+__all__ = ["BROKER_AGENT_CLASS", "AgentInfo", "ConsoleProtocol", "agent_banks"]
 
 log = logging.getLogger("qmf_async.session")
 
@@ -74,16 +74,6 @@ BROKER_AGENT_CLASS = ("org.apache.qpid.broker", "agent")
 
 #: (brokerBank, agentBank)
 Banks = tuple[int, int]
-
-
-@attrs.frozen(slots=True)
-class Outgoing:
-    """A request to publish on the management exchange: ``body`` under
-    ``routing_key``, replies expected under sequence number ``seq``."""
-
-    seq: int
-    body: bytes
-    routing_key: str
 
 
 class AgentInfo:
@@ -164,7 +154,8 @@ class ConsoleProtocol:
 
     def _send(self, make: Callable[[int], Message], routing_key: str, *, query: bool,
               agent: Hashable | None, expect: str, sink: ItemSink | None,
-              deadline: float | None, seq: int | None = None) -> Outgoing:
+              deadline: float | None, seq: int | None = None,
+              exchange: str = MANAGEMENT_EXCHANGE) -> Outgoing:
         entry = self.correlator.register(query=query, agent=agent, expect=expect, sink=sink,
                                          seq=seq, deadline=deadline)
         try:
@@ -172,12 +163,15 @@ class ConsoleProtocol:
         except BaseException:
             self.correlator.discard(entry.seq, entry)
             raise
-        return Outgoing(entry.seq, body, routing_key)
+        return Outgoing(exchange, routing_key, body, correlation=entry.seq)
 
     def send_request(self, make: Callable[[int], Message], routing_key: str, *, query: bool,
                      agent: Banks | None = None, expect: str = "",
-                     sink: ItemSink | None = None, deadline: float | None = None) -> Outgoing:
-        """Any request: ``make(seq)`` builds the message under a fresh number.
+                     sink: ItemSink | None = None, deadline: float | None = None,
+                     exchange: str = MANAGEMENT_EXCHANGE) -> Outgoing:
+        """Any request: ``make(seq)`` builds the message under a fresh number, to
+        ``exchange`` (``qpid.management``; ``qmf.default.direct`` for a v1 ``S`` to a
+        v2 agent's address) under ``routing_key``.
 
         ``query`` requests end with a ``z`` (:class:`~._events.QueryDone`),
         others with their first reply whose opcode is in ``expect``
@@ -188,7 +182,7 @@ class ConsoleProtocol:
             EncodeError: the message cannot be encoded (nothing is registered).
         """
         return self._send(make, routing_key, query=query, agent=agent, expect=expect,
-                          sink=sink, deadline=deadline)
+                          sink=sink, deadline=deadline, exchange=exchange)
 
     def send_broker_request(self, deadline: float | None = None) -> Outgoing:
         """``B`` to the management broker (sequence 0); a ``b`` answers it.
@@ -248,7 +242,7 @@ class ConsoleProtocol:
             correlator.discard(seq, entry)
             raise
         self.method_targets[seq] = (schema, method)
-        return Outgoing(seq, body, routing_key)
+        return Outgoing(MANAGEMENT_EXCHANGE, routing_key, body, correlation=seq)
 
     def cancel(self, seq: int, entry: Pending | None = None) -> bool:
         """Forget request ``seq`` (timed out, cancelled): its number is free again and

@@ -8,7 +8,7 @@ directory fed by heartbeats and locate answers, with aging.
 Messages go in (:meth:`ConsoleProtocolV2.receive`: application properties, decoded
 body, subject, correlation id), events come out (the values of
 :mod:`._events_v2`); requests are built by the ``send_*`` methods and returned as
-:class:`V2Outgoing`, never sent.  Time is passed in (``now``, any monotonic clock in
+:class:`~._outgoing.Outgoing`, never sent.  Time is passed in (``now``, any monotonic clock in
 seconds).
 
 Addressing (what qpidd accepts): requests go to ``qmf.default.direct`` with the
@@ -22,8 +22,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any, Final
-
-import attrs
 
 from .. import names
 from ..errors import AgentGoneError, DecodeError, ProtocolError, QmfError, UsageError
@@ -66,6 +64,7 @@ from ._events_v2 import (
     V2RequestExpired,
     V2RequestFailed,
 )
+from ._outgoing import Outgoing
 
 __all__ = [
     "BROKER_ADDRESS",
@@ -74,7 +73,6 @@ __all__ = [
     "TOPIC_EXCHANGE",
     "V2AgentInfo",
     "ConsoleProtocolV2",
-    "V2Outgoing",
     "texts_from_schema",
 ]
 
@@ -93,18 +91,6 @@ _LOCATE: Final = "locate"
 _STRING_TYPES: Final = frozenset({QmfType.SSTR, QmfType.LSTR})
 #: a heartbeat interval beyond this (s) is taken as this (a day)
 _MAX_INTERVAL: Final = 86_400
-
-
-@attrs.frozen(slots=True)
-class V2Outgoing:
-    """A v2 request to publish: ``body`` with application properties ``headers``
-    to ``exchange`` under ``subject``; answers carry ``correlation_id``."""
-
-    exchange: str
-    subject: str
-    headers: Mapping[str, Any]
-    body: dict[str, Any] | list[Any]
-    correlation_id: str
 
 
 class V2AgentInfo:
@@ -250,12 +236,12 @@ class ConsoleProtocolV2:
         return cid
 
     @staticmethod
-    def _outgoing(msg: Any, exchange: str, subject: str) -> V2Outgoing:
+    def _outgoing(msg: Any, exchange: str, subject: str) -> Outgoing:
         headers, body, cid = encode_v2(msg)
         assert cid is not None
-        return V2Outgoing(exchange, subject, headers, body, cid)
+        return Outgoing(exchange, subject, body, headers=headers, correlation=cid)
 
-    def send_locate(self, now: float, deadline: float | None = None) -> V2Outgoing:
+    def send_locate(self, now: float, deadline: float | None = None) -> Outgoing:
         """An agent locate request to every agent.
 
         Answers update the directory whenever they come.  With a ``deadline`` the
@@ -273,7 +259,7 @@ class ConsoleProtocolV2:
     def send_query(self, agent: str | None, *, what: str = "OBJECT",
                    schema_id: V2SchemaId | None = None, object_id: V2ObjectId | None = None,
                    where: Any = None, deadline: float | None = None,
-                   stream: bool = False) -> V2Outgoing:
+                   stream: bool = False) -> Outgoing:
         """A ``_query_request`` to ``agent`` (its name; None or ``broker``: qpidd's
         own agent).  The answer comes as one :class:`V2QueryAnswered` (or
         :class:`V2QueryFailed`, :class:`V2RequestFailed`, :class:`V2RequestExpired`).
@@ -297,7 +283,7 @@ class ConsoleProtocolV2:
 
     def send_method(self, agent: str | None, object_id: V2ObjectId, method: str,
                     arguments: Mapping[str, Any], deadline: float | None = None, *,
-                    subtypes: Mapping[str, Any] | None = None) -> V2Outgoing:
+                    subtypes: Mapping[str, Any] | None = None) -> Outgoing:
         """A ``_method_request`` calling ``method`` of ``object_id`` on ``agent``;
         answered by :class:`V2MethodAnswered` or :class:`V2MethodFailed`.
 

@@ -1,9 +1,17 @@
-"""The management-broker role's agent directory, sans-I/O: which agent holds which
-bank, who attached, who was only heard, who went silent, when a bank is free again.
+"""The management-broker role, sans-I/O: its agent directory and its answers.
 
-The role (:mod:`qmf_async.agent._role`) feeds it attach requests, heartbeats and the
-time, and acts on what it answers (the ``a`` reply, the ``agent`` objects it publishes,
-the schema learning it starts); nothing here does I/O or keeps a task.
+:class:`RoleDirectory` knows which agent holds which bank, who attached, who was only
+heard, who went silent, when a bank is free again.  :class:`RoleProtocol` answers what
+comes to ``broker`` (``B``, ``P``, ``Q``, ``S``, ``A``, and the ``q`` a qpid-style
+agent announces there) from the directory and the role's schema registry: each
+request becomes the :class:`~._outgoing.Outgoing` answers to send and, where the role
+has more to do, an event (:class:`ConsoleArrived`, :class:`AgentAttached`,
+:class:`AttachRefused`, :class:`SchemaForward`, :class:`ClassAnnounced`,
+:class:`~._agent.RequestDropped`).
+
+The role (:mod:`qmf_async.agent._role`) feeds them requests, heartbeats and the time,
+and does what they answer (sends, the ``agent`` objects it publishes, the schema
+fetches and learning it starts); nothing here does I/O or keeps a task.
 
 Rules:
 
@@ -16,16 +24,48 @@ Rules:
   agent adopts it; from an agent aged out, brings it back.
 - An agent silent for ``agent_timeout`` is aged out (no longer live); its bank stays
   reserved for it for ``bank_grace`` more seconds, then is free.
+- Answers are packed as qpidd packs them: consecutive indications of one opcode
+  together (at most ``per_body`` a body), ``z`` and ``s`` alone.
+- A console's ``B`` makes every live agent re-publish (``x``, what qpidd does when a
+  console binds); the role's own ``B`` (its probe for a second role) is only answered.
 """
 
 from __future__ import annotations
 
+import logging
 import uuid
-from typing import Final
+from collections.abc import Sequence
+from typing import Any, Final
 
-from ..wire import ClassKey
+import attrs
 
-__all__ = ["MAX_BANK", "RoleDirectory", "RolePeer"]
+from ..errors import EncodeError
+from ..names import MANAGEMENT_EXCHANGE
+from ..wire import (
+    AttachRequest,
+    AttachResponse,
+    BrokerRequest,
+    BrokerResponse,
+    ClassIndication,
+    ClassKey,
+    ClassQuery,
+    CommandComplete,
+    ConsoleAdded,
+    Message,
+    PackageIndication,
+    PackageQuery,
+    SchemaRegistry,
+    SchemaRequest,
+    SchemaResponse,
+    encode,
+)
+from ._agent import RequestDropped, reply_target
+from ._outgoing import Outgoing
+
+__all__ = ["MAX_BANK", "AgentAttached", "AttachRefused", "ClassAnnounced", "ConsoleArrived",
+           "RoleDirectory", "RolePeer", "RoleProtocol", "SchemaForward"]
+
+log = logging.getLogger("qmf_async.agent.broker")
 
 #: the largest agent bank (28 bits)
 MAX_BANK: Final = (1 << 28) - 1
@@ -173,3 +213,164 @@ class RoleDirectory:
             self._next_bank = bank + 1 if bank < MAX_BANK else self.first_agent_bank
             if bank not in self.peers:
                 return bank
+
+
+# ---------------------------------------------------------------------- the answers
+
+
+@attrs.frozen(slots=True)
+class ConsoleArrived:
+    """A console's ``B``: the agents were asked to re-publish; the role's own agent
+    should too."""
+
+
+@attrs.frozen(slots=True)
+class AgentAttached:
+    """An ``A`` was answered: ``peer`` holds its bank (``new``: first seen now)."""
+
+    peer: RolePeer
+    new: bool
+
+
+@attrs.frozen(slots=True)
+class AttachRefused:
+    """An ``A`` was refused (``z`` 1): ``max_agents`` are known."""
+
+    label: str
+
+
+@attrs.frozen(slots=True)
+class SchemaForward:
+    """An ``S`` for a class live agents listed but the role has not fetched yet: ask
+    ``holders`` (the first few, one after the other), then answer ``seq`` on
+    ``reply_to`` with the schema or ``z`` 1 "Schema not available"."""
+
+    seq: int
+    reply_to: str
+    class_key: ClassKey
+    holders: tuple[RolePeer, ...]
+
+
+@attrs.frozen(slots=True)
+class ClassAnnounced:
+    """A qpid-style agent announced ``class_key`` to ``broker`` with its reply key
+    ``reply_to``: ask it for the schema there (what qpidd does)."""
+
+    class_key: ClassKey
+    reply_to: str
+
+
+class RoleProtocol:
+    """The answers of one management broker (see the module's rules): ``broker_id`` is
+    what ``b`` carries; ``directory`` the agents; ``registry`` the schemas it serves
+    (its own class and those learned)."""
+
+    def __init__(self, broker_id: uuid.UUID, directory: RoleDirectory,
+                 registry: SchemaRegistry, *, per_body: int = 22) -> None:
+        self.broker_id = broker_id
+        self.directory = directory
+        self.registry = registry
+        self.per_body = per_body
+
+    def agent_key(self, peer: RolePeer) -> str:
+        """The routing key of ``peer``: ``agent.<broker bank>.<agent bank>``."""
+        return f"agent.{self.directory.broker_bank}.{peer.agent_bank}"
+
+    def request(self, msg: Message, reply_to: str | None, now: float, *,
+                own_reply: str | None = None) -> list[Any]:
+        """One message that came to ``broker`` with reply key ``reply_to`` (``own_reply``:
+        the role's own, whose ``B`` is its probe): the :class:`Outgoing` answers to
+        send, in order, and the events for the role."""
+        if isinstance(msg, PackageIndication):
+            return []  # a qpid agent announcing a package; its classes follow
+        if reply_to is None:
+            return [RequestDropped(msg.OPCODE, "no reply key")]
+        if isinstance(msg, BrokerRequest):
+            out: list[Any] = self.reply(reply_to, [BrokerResponse(self.broker_id, msg.seq)])
+            if reply_to != own_reply:
+                for peer in self.directory.live():
+                    out += self.encoded(MANAGEMENT_EXCHANGE, self.agent_key(peer),
+                                         [ConsoleAdded()])
+                out.append(ConsoleArrived())
+            return out
+        if isinstance(msg, PackageQuery):
+            replies: list[Message] = [PackageIndication(msg.seq, p)
+                                      for p in self.registry.packages()]
+            return self.reply(reply_to, [*replies, CommandComplete(msg.seq)])
+        if isinstance(msg, ClassQuery):  # an unknown package: z 0 and nothing
+            replies = [ClassIndication(msg.seq, s.kind, s.class_key)
+                       for s in self.registry.classes(msg.package)]
+            return self.reply(reply_to, [*replies, CommandComplete(msg.seq)])
+        if isinstance(msg, SchemaRequest):
+            return self._schema_request(msg, reply_to)
+        if isinstance(msg, AttachRequest):
+            return self._attach(msg, reply_to, now)
+        if isinstance(msg, ClassIndication):
+            return self._class_indication(msg, reply_to)
+        return [RequestDropped(msg.OPCODE, "not a request the management broker serves")]
+
+    def reply(self, reply_to: str, messages: Sequence[Message]) -> list[Outgoing]:
+        """``messages`` to the reply key ``reply_to``, packed (``z`` and ``s`` alone)."""
+        exchange, key = reply_target(reply_to)
+        out: list[Outgoing] = []
+        batch: list[Message] = []
+        for msg in messages:
+            alone = msg.OPCODE in "zs"
+            if batch and (alone or len(batch) >= self.per_body
+                          or batch[0].OPCODE != msg.OPCODE):
+                out += self.encoded(exchange, key, batch)
+                batch = []
+            if alone:
+                out += self.encoded(exchange, key, [msg])
+            else:
+                batch.append(msg)
+        if batch:
+            out += self.encoded(exchange, key, batch)
+        return out
+
+    def encoded(self, exchange: str, key: str, messages: Sequence[Message],
+                reply_to: str | None = None) -> list[Outgoing]:
+        """``messages`` as one body to ``exchange`` under ``key`` (none when they do
+        not encode: logged)."""
+        try:
+            body = encode(messages, self.registry)
+        except EncodeError as exc:
+            log.error("management broker: cannot encode %s: %s",
+                      "".join(m.OPCODE for m in messages), exc)
+            return []
+        return [Outgoing(exchange, key, body, reply_to)]
+
+    # ------------------------------------------------------------------ internals
+
+    def _schema_request(self, msg: SchemaRequest, reply_to: str) -> list[Any]:
+        key = msg.class_key
+        schema = self.registry.get(key)
+        if schema is not None:
+            return self.reply(reply_to, [SchemaResponse(msg.seq, schema)])
+        directory = self.directory
+        holders = tuple(p for p in directory.live() if key in p.classes)
+        if holders:  # listed by an agent, not fetched yet: the role asks it
+            return [SchemaForward(msg.seq, reply_to, key, holders)]
+        known = set(self.registry.packages()) | {
+            k.package for p in directory.peers.values() for k in p.classes}
+        text = "Class key not found" if key.package in known else "Package not found"
+        return self.reply(reply_to, [CommandComplete(msg.seq, 1, text)])
+
+    def _attach(self, msg: AttachRequest, reply_to: str, now: float) -> list[Any]:
+        attached = self.directory.attach(msg.broker_bank, msg.agent_bank, msg.label,
+                                         msg.system_id, reply_to, now)
+        if attached is None:
+            return [*self.reply(reply_to, [CommandComplete(msg.seq, 1, "Too many agents")]),
+                    AttachRefused(msg.label)]
+        peer, new = attached
+        answer = AttachResponse(msg.seq, self.directory.broker_bank, peer.agent_bank)
+        return [*self.reply(reply_to, [answer]), AgentAttached(peer, new)]
+
+    def _class_indication(self, msg: ClassIndication, reply_to: str) -> list[Any]:
+        if msg.class_key in self.registry:
+            return []
+        peer = next((p for p in self.directory.peers.values() if p.reply_to == reply_to),
+                    None)
+        if peer is not None:
+            peer.classes.add(msg.class_key)
+        return [ClassAnnounced(msg.class_key, reply_to)]

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from ._backoff import retry_with_backoff
 from ._correlation import RequestFutures
-from ._peer import Outgoing, PeerRuntime
+from ._peer import PeerRuntime
 
 __all__ = [
     "RequestFutures",
-    "Outgoing",
     "PeerRuntime",
     "retry_with_backoff",
 ]

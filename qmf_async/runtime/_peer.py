@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final
 
 from ..errors import NotConnectedError, QmfError, UsageError
+from ..protocol import Outgoing
 from ..transport import (
     DIRECT_EXCHANGE,
     QMF_CONTENT_TYPE,
@@ -32,10 +33,7 @@ from ..transport import (
 from ..transport import transport_factory as default_transport_factory
 from ._backoff import retry_with_backoff
 
-__all__ = ["Outgoing", "PeerRuntime"]
-
-#: one queued body: (exchange, routing key, body, reply key or None)
-Outgoing = tuple[str, str, bytes, "str | None"]
+__all__ = ["PeerRuntime"]
 
 _DEFAULT_LOG: Final = logging.getLogger("qmf_async.runtime")
 
@@ -309,14 +307,15 @@ class PeerRuntime:
 
     # ------------------------------------------------------------------ sending
 
-    def enqueue(self, exchange: str, key: str, body: bytes, reply_to: str | None = None) -> bool:
-        """Queue ``body`` for the sender; False (and counted) when the queue is full.
+    def enqueue(self, out: Outgoing) -> bool:
+        """Queue ``out`` (a QMF v1 body a core built) for the sender; False (and
+        counted) when the queue is full.
 
         Raises:
             Nothing: it does not raise.
         """
         try:
-            self.outgoing.put_nowait((exchange, key, body, reply_to))
+            self.outgoing.put_nowait(out)
         except asyncio.QueueFull:
             dropped = self.stats["dropped"] = self.stats["dropped"] + 1
             if dropped in (1, 10, 100) or dropped % 1000 == 0:
@@ -329,26 +328,23 @@ class PeerRuntime:
         outgoing = self.outgoing
         stats = self.stats
         while True:
-            exchange, key, body, reply_to = await outgoing.get()
+            out = await outgoing.get()
             try:
                 transport = self.transport
                 if transport is None or not transport.is_open:
                     stats["dropped"] += 1
                     continue
-                await transport.publish(body, exchange=exchange, routing_key=key,
-                                        reply_to=reply_to,
-                                        content_type=QMF_CONTENT_TYPE if reply_to else None)
+                await self._publish(transport, out)
                 stats["published"] += 1
             except QmfError as exc:
                 stats["dropped"] += 1
-                self._log.warning("%s: publish to %s/%s failed: %s", self._what, exchange,
-                                  key, exc)
+                self._log.warning("%s: publish to %s/%s failed: %s", self._what, out.exchange,
+                                  out.key, exc)
             finally:
                 outgoing.task_done()
 
-    async def publish_now(self, exchange: str, key: str, body: bytes,
-                          reply_to: str | None = None) -> None:
-        """Publish ``body`` at once, bypassing the queue (e.g. during ``setup``).
+    async def publish_now(self, out: Outgoing) -> None:
+        """Publish ``out`` at once, bypassing the queue (e.g. during ``setup``).
 
         Raises:
             NotConnectedError: no open transport.
@@ -357,8 +353,16 @@ class PeerRuntime:
         transport = self.transport
         if transport is None:
             raise NotConnectedError(f"{self._what}: not connected")
-        await transport.publish(body, exchange=exchange, routing_key=key, reply_to=reply_to,
-                                content_type=QMF_CONTENT_TYPE if reply_to else None)
+        await self._publish(transport, out)
+
+    @staticmethod
+    def _publish(transport: TransportProtocol, out: Outgoing) -> Awaitable[None]:
+        # a request (it carries a reply key) is marked as QMF; publications are not,
+        # as qpidd's agent sends them
+        return transport.publish(out.body, exchange=out.exchange, routing_key=out.key,
+                                 reply_to=out.reply_to, headers=out.headers,
+                                 correlation_id=out.correlation_id,
+                                 content_type=QMF_CONTENT_TYPE if out.reply_to else None)
 
     def __repr__(self) -> str:
         state = "running" if self._running else "stopped"
