@@ -790,8 +790,7 @@ class Agent:
             return
         core = self._protocol
         before = core.messages_in
-        events = core.receive(delivery.body, delivery.routing_key, delivery.reply_to,
-                              delivery.user_id)
+        events = core.feed(delivery)
         self.stats["requests"] += core.messages_in - before
         for event in events:
             try:
@@ -858,11 +857,7 @@ class Agent:
         # v2 maps as bytes only where the transport carries them so (AMQP 0-9-1)
         transport = self._runtime.transport
         bytes_ok = transport is not None and transport.capabilities.v2_map_bytes
-        events = core.receive(delivery.headers, delivery.value, body=delivery.body,
-                              content_type=delivery.content_type if bytes_ok else None,
-                              reply_to=delivery.reply_to,
-                              correlation_id=delivery.correlation_id,
-                              user_id=delivery.user_id)
+        events = core.feed(delivery, map_bytes=bytes_ok)
         self.stats["requests"] += 1
         for event in events:
             try:

@@ -704,7 +704,7 @@ class Broker(SchemaFetches, MethodCalls):
                 log.warning("console too slow for %s: %d unsolicited messages dropped so far",
                             self.where, self.topic_dropped)
             return
-        events = self._core.receive(delivery.body, delivery.routing_key, time.monotonic())
+        events = self._core.feed(delivery, time.monotonic())
         if events:
             self._handle(events)
 

@@ -420,11 +420,7 @@ class V2Link:
 
     def dispatch(self, delivery: Delivery) -> None:
         """Feed one v2 message to the core and act on what it says."""
-        events = self.core.receive(delivery.headers, delivery.value, body=delivery.body,
-                                   content_type=delivery.content_type,
-                                   subject=delivery.routing_key,
-                                   correlation_id=delivery.correlation_id,
-                                   now=time.monotonic())
+        events = self.core.feed(delivery, time.monotonic())
         if events:
             self._handle(events)
 

@@ -11,7 +11,8 @@ message it sends built by it.
 (``receive(headers, value, body=, content_type=, subject=, correlation_id=, now=)``),
 events out, requests built by ``send_*``.  Both decode a v2 map that arrives as
 ``amqp/map``/``amqp/list`` bytes (AMQP 0-9-1).
-Every message the four cores build, to send, is one type: :class:`Outgoing`
+The four cores take one inbound type, the :class:`Delivery` a transport hands up
+(``feed``), and build every message they want sent as one type, :class:`Outgoing`
 (exchange, key, body, reply key, headers, correlation); time is passed in.
 :class:`Twins` is the rule that lists an agent seen over both versions once, with
 :func:`agent_v2_name`, the v2 name it reads, and :func:`silence_allowed` the one rule
@@ -78,6 +79,7 @@ from ._console_v2 import (
     texts_from_schema,
 )
 from ._correlation import Correlator, ItemSink, Pending, ReplyMessage
+from ._envelope import Delivery, Outgoing
 from ._events import (
     AgentArrived,
     AgentLeft,
@@ -113,7 +115,6 @@ from ._events_v2 import (
     V2RequestExpired,
     V2RequestFailed,
 )
-from ._outgoing import Outgoing
 from ._qpidd_names import qpidd_object_name
 from ._role import (
     MAX_BANK,
@@ -168,6 +169,7 @@ __all__ = [
     "ClassSeen",
     "ConsoleProtocol",
     "Correlator",
+    "Delivery",
     "Event",
     "EventReceived",
     "HeartbeatReceived",

@@ -3,7 +3,7 @@
 :class:`AgentProtocol` owns what an agent decides by the protocol alone: a
 delivered body is decoded (with the agent's schema registry) into request events
 (:meth:`AgentProtocol.receive`), and every body the agent sends is built here as
-an :class:`~._outgoing.Outgoing` (exchange, routing key, body bytes, reply key):
+an :class:`~._envelope.Outgoing` (exchange, routing key, body bytes, reply key):
 answers to ``G`` split into bodies of at most ``max_get_per_body`` records then a
 ``z``, ``m`` answers and errors, ``s``/``p``/``q`` answers, the heartbeat ``h``, the attach
 ``A``, events ``e`` and the ``c``/``i`` publication, under the routing keys of
@@ -52,8 +52,8 @@ from ..wire import (
     encode,
 )
 from ..wire import ConsoleAdded as _ConsoleAddedMessage
+from ._envelope import Delivery, Outgoing
 from ._events import BodyMalformed
-from ._outgoing import Outgoing
 
 __all__ = [
     "DIRECT",
@@ -328,6 +328,11 @@ class AgentProtocol:
         return f"console.event.{self.broker_bank}.{self.agent_bank}.{key.package}.{key.name}"
 
     # ------------------------------------------------------------------ bodies in
+
+    def feed(self, delivery: Delivery) -> list[AgentEvent]:
+        """One delivery: :meth:`receive` of its body, routing key, reply key and user."""
+        return self.receive(delivery.body, delivery.routing_key, delivery.reply_to,
+                            delivery.user_id)
 
     def receive(self, body: bytes, routing_key: str, reply_to: str | None,
                 user_id: str | None = None) -> list[AgentEvent]:

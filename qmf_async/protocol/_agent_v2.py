@@ -3,7 +3,7 @@
 :class:`AgentProtocolV2` holds what a v2 agent decides by the protocol alone: a
 received message (application properties, decoded body, reply address, correlation
 id) becomes a request event (:meth:`AgentProtocolV2.receive`), and every message the
-agent sends is built here as an :class:`~._outgoing.Outgoing`: answers to agent locate, object and
+agent sends is built here as an :class:`~._envelope.Outgoing`: answers to agent locate, object and
 schema queries (split into parts of at most ``max_per_message`` items, every part but
 the last marked ``partial``, as qpidd does), method answers and ``_exception``
 answers, heartbeats, data indications and event indications.  Time is passed in
@@ -75,7 +75,7 @@ from ..wire import (
 )
 from ._agent import reply_target, validate_arguments
 from ._console_v2 import _text_or_none as _text
-from ._outgoing import Outgoing
+from ._envelope import Delivery, Outgoing
 
 __all__ = [
     "LOCATE_SUBJECT",
@@ -332,6 +332,15 @@ class AgentProtocolV2:
                 "_schema_updated": self.schema_updated}
 
     # ------------------------------------------------------------------ receive
+
+    def feed(self, delivery: Delivery, *, map_bytes: bool = True) -> list[V2AgentEvent]:
+        """One delivery: :meth:`receive` of its headers, value or bytes, reply key,
+        correlation id and user.  ``map_bytes``: whether the connection carries v2
+        maps as bytes (AMQP 0-9-1); when not, bytes are never taken as a map."""
+        return self.receive(delivery.headers, delivery.value, body=delivery.body,
+                            content_type=delivery.content_type if map_bytes else None,
+                            reply_to=delivery.reply_to,
+                            correlation_id=delivery.correlation_id, user_id=delivery.user_id)
 
     def receive(self, headers: Mapping[str, Any] | None, value: Any, *, body: bytes = b"",
                 content_type: str | None = None, reply_to: str | None = None,

@@ -49,6 +49,7 @@ from ..wire import (
 )
 from ._agents import silence_allowed
 from ._correlation import Correlator, ItemSink, Pending
+from ._envelope import Delivery, Outgoing
 from ._events import (
     AgentArrived,
     AgentLeft,
@@ -63,7 +64,6 @@ from ._events import (
     SchemaNeeded,
     SchemaSeen,
 )
-from ._outgoing import Outgoing
 
 __all__ = ["BROKER_AGENT_CLASS", "AgentInfo", "ConsoleProtocol", "agent_banks"]
 
@@ -255,6 +255,10 @@ class ConsoleProtocol:
         return self.correlator.expired(now)
 
     # ------------------------------------------------------------------ receiving
+
+    def feed(self, delivery: Delivery, now: float) -> list[Any]:
+        """One delivery: :meth:`receive` of its body under its routing key."""
+        return self.receive(delivery.body, delivery.routing_key, now)
 
     def receive(self, body: bytes, routing_key: str, now: float) -> list[Any]:
         """Decode and route one body; returns the events it caused, in order.

@@ -8,7 +8,7 @@ directory fed by heartbeats and locate answers, with aging.
 Messages go in (:meth:`ConsoleProtocolV2.receive`: application properties, decoded
 body, subject, correlation id), events come out (the values of
 :mod:`._events_v2`); requests are built by the ``send_*`` methods and returned as
-:class:`~._outgoing.Outgoing`, never sent.  Time is passed in (``now``, any monotonic clock in
+:class:`~._envelope.Outgoing`, never sent.  Time is passed in (``now``, any monotonic clock in
 seconds).
 
 Addressing (what qpidd accepts): requests go to ``qmf.default.direct`` with the
@@ -47,6 +47,7 @@ from ..wire import (
     encode_v2,
 )
 from ._agents import silence_allowed
+from ._envelope import Delivery, Outgoing
 from ._events_v2 import (
     V2AgentArrived,
     V2AgentLeft,
@@ -64,7 +65,6 @@ from ._events_v2 import (
     V2RequestExpired,
     V2RequestFailed,
 )
-from ._outgoing import Outgoing
 
 __all__ = [
     "BROKER_ADDRESS",
@@ -413,6 +413,13 @@ class ConsoleProtocolV2:
         info.last_seen = now
 
     # ------------------------------------------------------------------ receive
+
+    def feed(self, delivery: Delivery, now: float) -> list[V2ConsoleEvent]:
+        """One delivery: :meth:`receive` of its headers, value or bytes, subject and
+        correlation id."""
+        return self.receive(delivery.headers, delivery.value, body=delivery.body,
+                            content_type=delivery.content_type, subject=delivery.routing_key,
+                            correlation_id=delivery.correlation_id, now=now)
 
     def receive(self, headers: Mapping[str, Any] | None, value: Any, *,
                 body: bytes = b"", content_type: str | None = None,

@@ -4,7 +4,7 @@
 heard, who went silent, when a bank is free again.  :class:`RoleProtocol` answers what
 comes to ``broker`` (``B``, ``P``, ``Q``, ``S``, ``A``, and the ``q`` a qpid-style
 agent announces there) from the directory and the role's schema registry: each
-request becomes the :class:`~._outgoing.Outgoing` answers to send and, where the role
+request becomes the :class:`~._envelope.Outgoing` answers to send and, where the role
 has more to do, an event (:class:`ConsoleArrived`, :class:`AgentAttached`,
 :class:`AttachRefused`, :class:`SchemaForward`, :class:`ClassAnnounced`,
 :class:`~._agent.RequestDropped`).
@@ -60,7 +60,7 @@ from ..wire import (
     encode,
 )
 from ._agent import RequestDropped, reply_target
-from ._outgoing import Outgoing
+from ._envelope import Outgoing
 
 __all__ = ["MAX_BANK", "AgentAttached", "AttachRefused", "ClassAnnounced", "ConsoleArrived",
            "RoleDirectory", "RolePeer", "RoleProtocol", "SchemaForward"]

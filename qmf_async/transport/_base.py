@@ -19,6 +19,7 @@ import attrs
 
 from .. import names
 from ..errors import UsageError
+from ..protocol import Delivery
 
 __all__ = [
     "Body",
@@ -117,31 +118,6 @@ class TlsOptions:
     certfile: str | None = None
     keyfile: str | None = None
     verify_hostname: bool = True
-
-
-@attrs.frozen
-class Delivery:
-    """One received message, in QMF terms.
-
-    ``endpoint`` is the name of the endpoint (queue) it came from; ``headers`` is the
-    application headers table (empty mapping when absent).  A transport hands up what
-    its AMQP version carries: bytes in ``body`` with their ``content_type`` (a QMF v2
-    map over AMQP 0-9-1 is ``amqp/map``/``amqp/list`` bytes, which the protocol core
-    decodes), or, for an AMQP 1.0 amqp-value section, the value the AMQP library
-    decoded in ``value`` (a dict or list) with ``body`` empty.  ``correlation_id`` is
-    the message's correlation id (v2 requests carry one).
-    """
-
-    body: bytes
-    exchange: str
-    routing_key: str
-    reply_to: str | None
-    content_type: str | None
-    headers: Mapping[str, Any]
-    user_id: str | None
-    endpoint: str
-    value: Any = None
-    correlation_id: Any = None
 
 
 @attrs.frozen

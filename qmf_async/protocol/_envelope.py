@@ -1,9 +1,10 @@
-"""The one outgoing type: every message a protocol core asks to be published.
+"""The envelopes: the one inbound type and the one outgoing type of every core.
 
-The console's and the agent's cores, QMF v1 and v2 alike, build :class:`Outgoing`
-values and never send them; the layer above hands each to its connection's one send
-path (``Broker.publish`` in the console, ``PeerRuntime.enqueue`` in the agent and the
-management-broker role).
+A transport hands each received message up as a :class:`Delivery`; the console's and
+the agent's cores, QMF v1 and v2 alike, take it in ``feed`` and build every message
+they want sent as an :class:`Outgoing`, which they never send themselves: the layer
+above hands each to its connection's one send path (``Broker.publish`` in the console,
+``PeerRuntime.enqueue`` in the agent and the management-broker role).
 """
 
 from __future__ import annotations
@@ -11,7 +12,34 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-__all__ = ["Outgoing"]
+import attrs
+
+__all__ = ["Delivery", "Outgoing"]
+
+
+@attrs.frozen
+class Delivery:
+    """One received message, in QMF terms.
+
+    ``endpoint`` is the name of the endpoint (queue) it came from; ``headers`` is the
+    application headers table (empty mapping when absent).  A transport hands up what
+    its AMQP version carries: bytes in ``body`` with their ``content_type`` (a QMF v2
+    map over AMQP 0-9-1 is ``amqp/map``/``amqp/list`` bytes, which the protocol core
+    decodes), or, for an AMQP 1.0 amqp-value section, the value the AMQP library
+    decoded in ``value`` (a dict or list) with ``body`` empty.  ``correlation_id`` is
+    the message's correlation id (v2 requests carry one).
+    """
+
+    body: bytes
+    exchange: str
+    routing_key: str
+    reply_to: str | None
+    content_type: str | None
+    headers: Mapping[str, Any]
+    user_id: str | None
+    endpoint: str
+    value: Any = None
+    correlation_id: Any = None
 
 
 class Outgoing(NamedTuple):
