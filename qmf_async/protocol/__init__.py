@@ -14,11 +14,12 @@ events out, requests built by ``send_*``.  Both decode a v2 map that arrives as
 The four cores take one inbound type, the :class:`Delivery` a transport hands up
 (``feed``), and build every message they want sent as one type, :class:`Outgoing`
 (exchange, key, body, reply key, headers, correlation); time is passed in.
+:class:`AgentDirectory` is the one agent directory of both console cores (v1 by banks,
+v2 by name), with :func:`silence_allowed` the one rule that ages agents out;
 :class:`Twins` is the rule that lists an agent seen over both versions once, with
-:func:`agent_v2_name`, the v2 name it reads, and :func:`silence_allowed` the one rule
-that ages agents out.  :class:`RoleDirectory` is the management-broker role's agent
-directory (banks, attach, adoption, aging) and :class:`RoleProtocol` its answers to
-what comes to ``broker``.
+:func:`agent_v2_name`, the v2 name it reads.  :class:`RoleDirectory` is the
+management-broker role's agent directory (banks, attach, adoption, aging) and
+:class:`RoleProtocol` its answers to what comes to ``broker``.
 
 Names: the QMF v1 types carry no marker (:class:`Reply`, :class:`AgentArrived`, ...).
 Of the QMF v2 types, the protocol classes are ``<Role>ProtocolV2`` (pairing with
@@ -67,7 +68,14 @@ from ._agent_v2 import (
     v2_schema_id,
     v2_schema_map,
 )
-from ._agents import AGENT_VENDOR, Twins, agent_v2_name, is_twin, silence_allowed
+from ._agents import (
+    AGENT_VENDOR,
+    AgentDirectory,
+    Twins,
+    agent_v2_name,
+    is_twin,
+    silence_allowed,
+)
 from ._console import BROKER_AGENT_CLASS, AgentInfo, ConsoleProtocol, agent_banks
 from ._console_v2 import (
     BROKER_ADDRESS,
@@ -131,6 +139,7 @@ from ._selector import Selector, SelectorError, compile_selector
 
 __all__ = [
     "AGENT_VENDOR",
+    "AgentDirectory",
     "MAX_BANK",
     "AgentAttached",
     "AttachRefused",

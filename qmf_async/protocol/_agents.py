@@ -1,6 +1,13 @@
-"""What the console's v1 and v2 cores share about agents: when one is taken for gone
-(:func:`silence_allowed`, the one aging rule), the v2 name this project's agents take,
-and the rule that lists an agent seen over both versions once.
+"""What the console's v1 and v2 cores share about agents: one directory
+(:class:`AgentDirectory`) with one aging rule (:func:`silence_allowed`), the v2 name
+this project's agents take, and the rule that lists an agent seen over both versions
+once.
+
+Directory: the agents one core knows on one connection, by key (banks over v1, the
+agent's name over v2), each with its heartbeat ``interval`` and when it was
+``last_seen``, and why those that left went (bounded).  The cores differ in what they
+learn of an agent (v1 measures the interval from heartbeat gaps; v2 is told it, with
+the agent's values), not in how they keep and age it.
 
 Aging: an agent silent for more than ``missed`` heartbeat intervals (each at least
 ``floor``) is taken for gone, ``grace`` seconds later while it owes an answer (a busy
@@ -19,10 +26,11 @@ as plain state: agents in, which banks to hide or list again out.  No I/O.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Final
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from typing import Final, Generic, Protocol, TypeVar
 
-__all__ = ["AGENT_VENDOR", "Twins", "agent_v2_name", "is_twin", "silence_allowed"]
+__all__ = ["AGENT_VENDOR", "AgentDirectory", "Twins", "agent_v2_name", "is_twin",
+           "silence_allowed"]
 
 #: the vendor part of the v2 names this project's agents take
 AGENT_VENDOR: Final = "qmf-async"
@@ -34,6 +42,88 @@ def silence_allowed(interval: float, missed: int, floor: float, grace: float = 0
     """Seconds an agent may stay silent before it is taken for gone: ``missed`` times
     its heartbeat ``interval`` (at least ``floor``), plus ``grace``."""
     return missed * max(interval, floor) + grace
+
+
+class AgentEntry(Protocol):
+    """What the directory reads of an agent: its heartbeat interval (s) and when it
+    was last seen (the caller's clock)."""
+
+    interval: float
+    last_seen: float
+
+
+K = TypeVar("K", bound=Hashable)
+E = TypeVar("E", bound=AgentEntry)
+
+
+def _no_grace(key: object) -> float:
+    return 0.0
+
+
+def _never(key: object) -> bool:
+    return False
+
+
+class AgentDirectory(Generic[K, E]):
+    """The agents one console core knows on one connection (see the module).
+
+    ``agents`` maps key to entry in the order they arrived; ``departed`` maps the keys
+    of agents seen leaving to why (newest last, at most ``max_departed``).  Both dicts
+    are kept for the directory's life (cleared, never replaced)."""
+
+    __slots__ = ("agents", "departed", "max_departed")
+
+    def __init__(self, max_departed: int = 4096) -> None:
+        self.agents: dict[K, E] = {}
+        self.departed: dict[K, str] = {}
+        self.max_departed = max_departed
+
+    def __len__(self) -> int:
+        return len(self.agents)
+
+    def add(self, key: K, entry: E) -> None:
+        """``entry`` is the agent of ``key`` from now on (back, if it had left)."""
+        self.agents[key] = entry
+        self.departed.pop(key, None)
+
+    def leave(self, key: K, why: str) -> E | None:
+        """The agent of ``key`` left for ``why``: its entry (None: it was not known)."""
+        entry = self.agents.pop(key, None)
+        if entry is None:
+            return None
+        departed = self.departed
+        departed.pop(key, None)
+        if len(departed) >= self.max_departed:
+            del departed[next(iter(departed))]
+        departed[key] = why
+        return entry
+
+    def departed_why(self, key: K) -> str | None:
+        """Why the agent of ``key``, not known now, left (None: never seen leaving,
+        or back)."""
+        if key in self.agents:
+            return None
+        return self.departed.get(key)
+
+    def silent(self, now: float, missed: int, floor: float, *,
+               grace: Callable[[K], float] = _no_grace,
+               exempt: Callable[[K], bool] = _never) -> list[tuple[K, float]]:
+        """The agents taken for gone at ``now`` by :func:`silence_allowed` (``grace``
+        for each key; ``exempt`` keys never), with how long each was silent."""
+        out: list[tuple[K, float]] = []
+        for key, entry in self.agents.items():
+            silent = now - entry.last_seen
+            if silent > silence_allowed(entry.interval, missed, floor, grace(key)) \
+                    and not exempt(key):
+                out.append((key, silent))
+        return out
+
+    def clear(self) -> list[K]:
+        """Every agent is forgotten (the connection ended; not remembered as
+        departed); returns their keys."""
+        keys = list(self.agents)
+        self.agents.clear()
+        return keys
 
 
 def agent_v2_name(label: str, instance: str) -> str:

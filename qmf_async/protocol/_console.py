@@ -47,7 +47,7 @@ from ..wire import (
     decode,
     encode,
 )
-from ._agents import silence_allowed
+from ._agents import AgentDirectory
 from ._correlation import Correlator, ItemSink, Pending
 from ._envelope import Delivery, Outgoing
 from ._events import (
@@ -131,10 +131,12 @@ class ConsoleProtocol:
         self.max_departed = max_departed
         self.has_management = False
         self.correlator = Correlator(start_seq)
+        #: the agents of this connection (the one directory and aging rule, _agents.py)
+        self.directory: AgentDirectory[Banks, AgentInfo] = AgentDirectory(max_departed)
         #: agents known on this connection, by banks, in the order they arrived
-        self.agents: dict[Banks, AgentInfo] = {}
+        self.agents = self.directory.agents
         #: banks of agents seen leaving (newest last, bounded) -> why
-        self.departed: dict[Banks, str] = {}
+        self.departed = self.directory.departed
         #: seq of a method call -> (class schema, method schema), to decode its ``m``
         self.method_targets: dict[int, tuple[SchemaClass, SchemaMethod]] = {}
         #: class key -> bodies waiting for its schema: (tail, routing key, arrival)
@@ -366,8 +368,7 @@ class ConsoleProtocol:
         info = self.agents.get((bb, ab))
         if info is None:
             info = AgentInfo(bb, ab, label or "", now, self.agent_interval)
-            self.agents[(bb, ab)] = info
-            self.departed.pop((bb, ab), None)
+            self.directory.add((bb, ab), info)
             events.append(AgentArrived(bb, ab, info.label))
         elif label and info.label != label:
             info.label = label
@@ -403,54 +404,43 @@ class ConsoleProtocol:
         if not isinstance(bb, int) or not isinstance(ab, int):
             return
         if rec.deleted:
-            info = self.agents.pop((bb, ab), None)
-            if info is not None:
-                self._gone(info, "deleted by the management broker", events)
+            self._gone((bb, ab), "deleted by the management broker", events)
             return
         self._see(bb, ab, now, events, label=str(values.get("label", "")))
 
-    def _gone(self, info: AgentInfo, why: str, events: list[Any]) -> None:
-        banks = (info.broker_bank, info.agent_bank)
-        departed = self.departed
-        departed.pop(banks, None)
-        if len(departed) >= self.max_departed:
-            del departed[next(iter(departed))]
-        departed[banks] = why
+    def _gone(self, banks: Banks, why: str, events: list[Any]) -> None:
+        info = self.directory.leave(banks, why)
+        if info is None:
+            return
         error = AgentGoneError(f"RemoteAgent({banks[0]}.{banks[1]} {info.label or '?'}) on "
                                f"{self.where} left: {why}")
         self.correlator.fail_agent(banks, error, events)
         events.append(AgentLeft(banks[0], banks[1], why))
 
+    def _silent(self, now: float) -> list[tuple[Banks, float]]:
+        # the management broker's own agent stays while the broker answers
+        return self.directory.silent(
+            now, self.missed_heartbeats, self.min_agent_interval,
+            exempt=lambda banks: banks == (1, 0) and self.has_management)
+
     def overdue(self, now: float) -> bool:
         """Whether :meth:`age` at ``now`` would make some agent leave."""
-        missed, floor = self.missed_heartbeats, self.min_agent_interval
-        return any(now - info.last_seen > silence_allowed(info.interval, missed, floor)
-                   for banks, info in self.agents.items()
-                   if not (banks == (1, 0) and self.has_management))
+        return bool(self._silent(now))
 
     def age(self, now: float) -> list[Any]:
         """Agents whose heartbeats stopped by ``now`` leave (their requests fail)."""
         events: list[Any] = []
-        missed, floor = self.missed_heartbeats, self.min_agent_interval
-        for banks, info in list(self.agents.items()):
-            if banks == (1, 0) and self.has_management:
-                continue
-            if now - info.last_seen > silence_allowed(info.interval, missed, floor):
-                del self.agents[banks]
-                self._gone(info, f"no heartbeat for {now - info.last_seen:.1f}s", events)
+        for banks, silent in self._silent(now):
+            self._gone(banks, f"no heartbeat for {silent:.1f}s", events)
         return events
 
     def departed_why(self, banks: Banks) -> str | None:
         """Why an agent that is not known now left (None: never seen leaving, or back)."""
-        if banks in self.agents:
-            return None
-        return self.departed.get(banks)
+        return self.directory.departed_why(banks)
 
     def forget_agents(self, why: str) -> list[Any]:
         """Every known agent leaves (the connection ended); not remembered as departed."""
-        events: list[Any] = [AgentLeft(bb, ab, why) for bb, ab in self.agents]
-        self.agents.clear()
-        return events
+        return [AgentLeft(bb, ab, why) for bb, ab in self.directory.clear()]
 
     # ------------------------------------------------------------------ unknown schemas
 

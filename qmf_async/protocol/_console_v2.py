@@ -46,7 +46,7 @@ from ..wire import (
     decode_v2_body,
     encode_v2,
 )
-from ._agents import silence_allowed
+from ._agents import AgentDirectory
 from ._envelope import Delivery, Outgoing
 from ._events_v2 import (
     V2AgentArrived,
@@ -204,8 +204,10 @@ class ConsoleProtocolV2:
         self.busy_grace = busy_grace
         self._next_cid = start_cid
         self._pending: dict[str, _Pending] = {}
+        #: the agents of this connection (the one directory and aging rule, _agents.py)
+        self.directory: AgentDirectory[str, V2AgentInfo] = AgentDirectory()
         #: agents known on this connection, by name, in the order they arrived
-        self.agents: dict[str, V2AgentInfo] = {}
+        self.agents = self.directory.agents
         self.dropped = 0
         self.drained = 0
         self.malformed = 0
@@ -336,8 +338,7 @@ class ConsoleProtocolV2:
                 events.append(V2RequestFailed(cid, error, entry.items))
         self._pending.clear()
         why = f"connection lost: {error}"
-        events.extend(V2AgentLeft(name, why) for name in self.agents)
-        self.agents.clear()
+        events.extend(V2AgentLeft(name, why) for name in self.directory.clear())
         return events
 
     def close(self, error: QmfError) -> list[V2ConsoleEvent]:
@@ -359,19 +360,20 @@ class ConsoleProtocolV2:
         # an agent still owing an answer gets ``busy_grace`` more: a busy agent (qpidd
         # building a large answer) may skip heartbeats
         waited_on = {entry.agent for entry in self._pending.values() if not entry.draining}
-        for name, info in list(self.agents.items()):
-            silent = now - info.last_seen
-            allowed = silence_allowed(info.interval, self.missed, self.min_agent_interval,
-                                      self.busy_grace if name in waited_on else 0.0)
-            if silent > allowed:
-                del self.agents[name]
-                events.append(V2AgentLeft(name, f"no heartbeat for {silent:.3g} s"))
-                error = AgentGoneError(f"QMF v2 agent {name!r} left (no heartbeat)")
-                for cid, entry in list(self._pending.items()):
-                    if entry.agent == name:
-                        del self._pending[cid]
-                        if not entry.draining:
-                            events.append(V2RequestFailed(cid, error, entry.items))
+        busy = self.busy_grace
+        directory = self.directory
+        for name, silent in directory.silent(
+                now, self.missed, self.min_agent_interval,
+                grace=lambda name: busy if name in waited_on else 0.0):
+            why = f"no heartbeat for {silent:.3g} s"
+            directory.leave(name, why)
+            events.append(V2AgentLeft(name, why))
+            error = AgentGoneError(f"QMF v2 agent {name!r} left (no heartbeat)")
+            for cid, entry in list(self._pending.items()):
+                if entry.agent == name:
+                    del self._pending[cid]
+                    if not entry.draining:
+                        events.append(V2RequestFailed(cid, error, entry.items))
         return events
 
     def _agent_seen(self, msg: V2AgentHeartbeat | V2AgentLocateResponse, now: float,
@@ -388,7 +390,7 @@ class ConsoleProtocolV2:
                 self.agents_refused += 1
                 return False
             info = V2AgentInfo(name, now, seconds)
-            self.agents[name] = info
+            self.directory.add(name, info)
             self._update(info, msg, seconds, now)
             events.append(V2AgentArrived(name, info.vendor, info.product, info.instance,
                                          info.epoch, info.interval))
