@@ -24,6 +24,7 @@ from qmf_async.wire._compile import (
     compile_decoder,
     compile_encoder,
     compile_record_encoder,
+    compile_ref_scanner,
 )
 
 U64 = QmfType.UINT64
@@ -357,3 +358,39 @@ def test_object_records_are_encoded_with_the_record_encoder() -> None:
     rec = wire.ObjectRecord("g", 9, schema, 1, 2, 0, OID, ("x",), (7,))
     (back,) = wire.decode(wire.encode(rec, registry), registry)
     assert back == rec
+
+
+# --------------------------------------------------------------------------- reference offsets
+
+@st.composite
+def records_with_lists(draw: st.DrawFn) -> tuple[list[FieldSpec], list[Any]]:
+    fields, values = draw(valid_records())
+    if draw(st.booleans()):  # a list among them: skipped by its size too
+        at = draw(st.integers(0, len(fields)))
+        fields.insert(at, ("l", QmfType.LIST, draw(st.booleans())))
+        values.insert(at, draw(st.lists(st.integers(0, 9), max_size=3)))
+    return fields, values
+
+
+@settings(max_examples=300, deadline=None)
+@given(records_with_lists(), st.binary(max_size=3))
+def test_the_reference_scanner_finds_every_reference_without_decoding(
+        case: tuple[list[FieldSpec], list[Any]], before: bytes) -> None:
+    fields, values = case
+    body = before + enc(fields, values)
+    scan = compile_ref_scanner(fields)
+    refs = [v for (_, t, _), v in zip(fields, values, strict=True) if t == QmfType.REF]
+    if not refs:
+        assert scan is None
+        return
+    assert scan is not None
+    offsets = scan(body, len(before))
+    assert [None if o is None else ObjectId(body[o:o + 16]) for o in offsets] == refs
+    if len(body) > len(before):
+        with pytest.raises(wire.DecodeError):
+            scan(body[:-1], len(before))
+
+
+def test_no_reference_scanner_for_an_object_value() -> None:
+    fields: list[FieldSpec] = [("r", QmfType.REF, False), ("o", QmfType.OBJECT, False)]
+    assert compile_ref_scanner(fields) is None

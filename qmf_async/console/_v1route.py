@@ -359,21 +359,18 @@ class V1Route:
                              ) -> list[RawObjectRecord] | None:
         """Every record with v2 identities (None: some could not be named)."""
         names = self.names
-        decoded = [(r, None if r.opcode == "i" else (r.properties or ())) for r in records]
-        unnamed = [(r, p) for r, p in decoded
-                   if p is not None and r.object_id_bytes not in names]
+        unnamed = [(r, r.properties or ()) for r in records
+                   if r.opcode != "i" and r.object_id_bytes not in names]
         if unnamed and not await self._name_decoded(unnamed, 0):
             return None
+        # where each record's references are (found without decoding its values)
+        refs = [self._ref_slots(r) for r in records]
         # references outside the index (a queue's alternate exchange ...)
         unknown: dict[bytes, str] = {}
-        for rec, props in decoded:
-            refs = self._ref_props(rec)
-            if not refs or props is None:
-                continue
-            for i, prop in refs:
-                value = props[i]
-                if value is not None and value.raw != _ZERO and value.raw not in names:
-                    unknown[value.raw] = prop
+        for found in refs:
+            for _, prop, value in found:
+                if value not in names:
+                    unknown[value] = prop
         if unknown:
             await self._resolve(unknown, 1)
         link = self.broker.v2
@@ -382,41 +379,71 @@ class V1Route:
         ids = _Ids(link.name_id, (agent.broker_bank, agent.agent_bank), names, self.v1_ids)
         out = []
         translate = self._translate
-        for rec, props in decoded:
-            new = translate(rec, props, ids)
+        for rec, found in zip(records, refs, strict=True):
+            new = translate(rec, found, ids)
             if new is None:
                 return None
             out.append(new)
         return out
 
-    def _translate(self, rec: RawObjectRecord, props: tuple[Any, ...] | None,
+    def _ref_slots(self, rec: RawObjectRecord) -> list[tuple[int, str, bytes]]:
+        """Each reference ``rec`` carries to an object (not a null one): (where it is,
+        the property, qpidd's v1 id).  Where: its offset in the record's bytes, or,
+        for a class the codec cannot scan (an ``object`` value), ``-1 - index`` of the
+        property, the properties then decoded."""
+        props = self._ref_props(rec)
+        if not props or rec.opcode == "i":
+            return []
+        raw = rec.raw
+        offsets = rec.codec.ref_offsets(raw)
+        found: list[tuple[int, str, bytes]] = []
+        if offsets is None:
+            values = rec.properties or ()
+            for i, prop in props:
+                value = values[i]
+                if value is not None and value.raw != _ZERO:
+                    found.append((-1 - i, prop, value.raw))
+            return found
+        for (_, prop), off in zip(props, offsets, strict=True):
+            if off is not None:
+                value = raw[off:off + 16]
+                if value != _ZERO:
+                    found.append((off, prop, value))
+        return found
+
+    def _translate(self, rec: RawObjectRecord, refs: list[tuple[int, str, bytes]],
                    ids: _Ids) -> RawObjectRecord | None:
-        """``rec`` (its decoded properties ``props``) with the ids v2 gives its object
-        and its references (None: one of them has no known name)."""
-        v1 = rec.object_id_bytes
-        oid = ids.of(v1)
+        """``rec`` with the ids v2 gives its object and the objects it references
+        (``refs``, from :meth:`_ref_slots`); None: one of them has no known name.  A
+        reference is 16 bytes either way: it is written over in place."""
+        oid = ids.of(rec.object_id_bytes)
         if oid is None:
             return None
         raw, sofs = rec.raw, rec.sofs
         header = _header(*_times(raw), oid)
-        refs = self._ref_props(rec)
-        if not refs or props is None:
+        if not refs:
             return RawObjectRecord(rec.opcode, rec.seq, rec.codec,
                                    header + raw[_HEADER_SIZE:], sofs)
-        values = list(props)
-        for i, _prop in refs:
-            value = values[i]
-            if value is None or value.raw == _ZERO:
-                continue
-            ref = ids.ref(value.raw)
+        if refs[0][0] < 0:  # not scanned: the properties decoded, changed, encoded
+            values = list(rec.properties or ())
+            for where, _, value in refs:
+                ref = ids.ref(value)
+                if ref is None:
+                    return None
+                values[-1 - where] = ref
+            out = bytearray(header)
+            rec.codec.properties[1](out, values)
+            new_sofs = len(out)
+            out += raw[sofs:]
+            return RawObjectRecord(rec.opcode, rec.seq, rec.codec, bytes(out), new_sofs)
+        out = bytearray(raw)
+        out[:_HEADER_SIZE] = header
+        for where, _, value in refs:
+            ref = ids.ref(value)
             if ref is None:
                 return None
-            values[i] = ref
-        out = bytearray(header)
-        rec.codec.properties[1](out, values)
-        new_sofs = len(out)
-        out += raw[sofs:]
-        return RawObjectRecord(rec.opcode, rec.seq, rec.codec, bytes(out), new_sofs)
+            out[where:where + 16] = ref.raw
+        return RawObjectRecord(rec.opcode, rec.seq, rec.codec, bytes(out), sofs)
 
 
 def _epoch(v1: bytes) -> int | None:

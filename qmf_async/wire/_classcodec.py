@@ -30,11 +30,13 @@ from ._compile import (
     Encoder,
     FieldSpec,
     ObjectValueCodec,
+    RefScanner,
     _slot_setters,
     compile_decoder,
     compile_encoder,
     compile_record_decoder,
     compile_record_encoder,
+    compile_ref_scanner,
 )
 from ._messages import ObjectRecord
 from ._record import (
@@ -96,6 +98,8 @@ class ClassCodec:
         "_record_encoders",
         "_record_writers",
         "_records",
+        "_refscan",
+        "_refscan_made",
         "_requests",
         "_scanners",
         "_sdec",
@@ -144,6 +148,10 @@ class ClassCodec:
         self.sget: list[Getter | None] = field_getters(self._sspecs, False)
         self._pdec: Decoder | None = None
         self._sdec: Decoder | None = None
+        # compiled on first use; None then: no scanner for this class (no reference,
+        # or an ``object`` value)
+        self._refscan: RefScanner | None = None
+        self._refscan_made = False
 
     def __repr__(self) -> str:
         return f"<ClassCodec {self.class_key}>"
@@ -221,6 +229,21 @@ class ClassCodec:
         if dec is None:
             dec = self._pdec = self.properties[0]
         return dec(raw, HEADER_SIZE)[0]
+
+    def ref_offsets(self, raw: bytes) -> tuple[int | None, ...] | None:
+        """Where each reference property of kept ``c``/``g`` record bytes starts (None
+        for one absent), in schema order of the references, found without decoding
+        the other values; None when the class has no reference property or has an
+        ``object`` one.  A reference is 16 bytes: it can be rewritten in place.
+
+        Raises:
+            DecodeError: the properties are truncated.
+        """
+        if not self._refscan_made:
+            self._refscan = compile_ref_scanner(self._pspecs, label=str(self.class_key))
+            self._refscan_made = True
+        scan = self._refscan
+        return None if scan is None else scan(raw, HEADER_SIZE)
 
     def decode_stats(self, raw: bytes, sofs: int) -> tuple[Any, ...]:
         """Every statistic of kept ``i``/``g`` record bytes (statistics at ``sofs``).

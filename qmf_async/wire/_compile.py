@@ -31,14 +31,16 @@ from ._amqp010 import (
 )
 from ._values import ObjectId, QmfType
 
-__all__ = ["FieldSpec", "compile_decoder", "compile_encoder", "compile_record_encoder", "Decoder",
-           "Encoder"]
+__all__ = ["FieldSpec", "compile_decoder", "compile_encoder", "compile_record_encoder",
+           "compile_ref_scanner", "Decoder", "Encoder", "RefScanner"]
 
 #: (name, type, optional)
 FieldSpec = tuple[str, QmfType, bool]
 Decoder = Callable[[bytes, int], tuple[tuple[Any, ...], int]]
 Encoder = Callable[[bytearray, Sequence[Any]], None]
 ObjectValueCodec = tuple[Callable[[bytes, int], tuple[Any, int]], Callable[[bytearray, Any], None]]
+#: ``(buf, pos) -> offsets``: where each reference value of a section starts
+RefScanner = Callable[[bytes, int], tuple["int | None", ...]]
 
 _FIXED_FMT = {
     QmfType.UINT8: "B", QmfType.UINT16: "H", QmfType.UINT32: "I", QmfType.UINT64: "Q",
@@ -189,6 +191,68 @@ def compile_decoder(fields: Sequence[FieldSpec], *, presence: bool = True,
     fn: Decoder = _generate(name, "buf, pos", pbytes + values, _tuple_expr(values), {},
                             object_codec)
     return fn
+
+
+def compile_ref_scanner(fields: Sequence[FieldSpec], *, presence: bool = True,
+                        label: str = "") -> RefScanner | None:
+    """Compile ``(buf, pos) -> offsets``: the offset in ``buf`` of each reference
+    (``REF``) value of ``fields`` encoded at ``pos`` (None for one absent), found by
+    skipping the other values without decoding them.  None for fields with no
+    reference, or with an ``OBJECT`` value (whose size only decoding tells).
+
+    The scanner raises :class:`DecodeError` when the section is truncated.
+    """
+    if not any(QmfType(t) == QmfType.REF for _, t, _ in fields) or \
+            any(QmfType(t) == QmfType.OBJECT for _, t, _ in fields):
+        return None
+    pbytes, values = _presence_items(fields, "v", presence)
+    lines = ["def scan_refs(buf, pos):", "    try:"]
+    lines += [f"        {v} = buf[pos + {k}]" for k, (v, _, _) in enumerate(pbytes)]
+    fixed = len(pbytes)  # bytes to skip before the next value
+    refs: list[str] = []
+
+    def skip(t: QmfType) -> list[str]:
+        if t in _FIXED_FMT:
+            return [f"pos += {struct.calcsize('>' + _FIXED_FMT[t])}"]
+        if t == QmfType.SSTR:
+            return ["pos += 1 + buf[pos]"]
+        if t == QmfType.LSTR:
+            return ["pos += 2 + ((buf[pos] << 8) | buf[pos + 1])"]
+        # MAP, LIST, ARRAY: a uint32 size, then that many bytes
+        return ["pos += 4 + int.from_bytes(buf[pos:pos + 4], 'big')"]
+
+    for v, t, bit in values:
+        if bit is None and t in _FIXED_FMT and t != QmfType.REF:
+            fixed += struct.calcsize(">" + _FIXED_FMT[t])
+            continue
+        if fixed:
+            lines.append(f"        pos += {fixed}")
+            fixed = 0
+        body = ([f"{v} = pos"] if t == QmfType.REF else []) + skip(t)
+        if t == QmfType.REF:
+            refs.append(v)
+        if bit is None:
+            lines += [f"        {line}" for line in body]
+        else:
+            pvar = f"vp{bit[0]}"
+            lines.append(f"        if {pvar} & {bit[1]}:")
+            lines += [f"            {line}" for line in body]
+            if t == QmfType.REF:
+                lines += ["        else:", f"            {v} = None"]
+    if fixed:
+        lines.append(f"        pos += {fixed}")
+    lines += [
+        "    except IndexError as exc:",
+        "        raise _DecodeError('truncated object values', pos) from exc",
+        "    if pos > len(buf):",
+        "        raise _DecodeError('truncated object values', len(buf))",
+        f"    return ({''.join(f'{v}, ' for v in refs)})",
+    ]
+    env: dict[str, Any] = {"_DecodeError": DecodeError}
+    fname = f"<qmf codec scan_refs {ascii(label)[1:-1]}>" if label else "<qmf codec scan_refs>"
+    exec(compile("\n".join(lines) + "\n", fname, "exec"), env)
+    scanner: RefScanner = env["scan_refs"]
+    return scanner
 
 
 def compile_record_decoder(opcode: str, props: Sequence[FieldSpec], stats: Sequence[FieldSpec],
