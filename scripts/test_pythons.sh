@@ -26,6 +26,8 @@ TIERS=(
     tests/test_session_unit.py tests/test_object_view.py tests/test_lazy.py
     tests/test_transport_auto.py tests/test_transport_dispatch.py
     tests/test_selector.py tests/test_fuzz_corpus.py
+    tests/test_envelope.py tests/test_agent_rules.py tests/test_role_directory.py
+    tests/test_object_view_core.py tests/test_v1route_translate.py
 )
 
 # A candidate counts only when it runs: pyenv puts a shim for every version it has on
