@@ -111,6 +111,17 @@ def task_count() -> int:
     return len(asyncio.all_tasks())
 
 
+async def resting_task_count(seconds: float = 0.5, every: float = 0.05) -> int:
+    """The task count at rest: the fewest tasks seen over ``seconds`` (a heartbeat's
+    publish, a probe or a schema fetch may be running at any one moment)."""
+    least = task_count()
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        await asyncio.sleep(every)
+        least = min(least, task_count())
+    return least
+
+
 def pending(broker: Broker) -> tuple[int, ...]:
     """Outstanding requests of ``broker``: the v1 core's sequence table and the waits,
     and over QMF v2 the v2 core's table, futures and streams; all 0 when idle."""
@@ -726,7 +737,7 @@ async def soak(url: str, seconds: float, *, qpidd: bool = False, every: float = 
             events = session.events(_class="tick", _package=PACKAGE, maxsize=1000)
             updates = session.object_updates(_class="item", _package=PACKAGE, maxsize=1000)
             gc.collect()
-            idle_tasks, fds = task_count(), fd_count()
+            idle_tasks, fds = await resting_task_count(), fd_count()
             stop = asyncio.Event()
 
             async def guarded(what: str, step: Callable[[], Awaitable[None]]) -> None:
@@ -810,7 +821,8 @@ async def soak(url: str, seconds: float, *, qpidd: bool = False, every: float = 
                 await wait_until(lambda: not any(pending(broker)), 10.0, "idle")
                 await wait_until(lambda: task_count() <= idle_tasks, 10.0, "tasks back")
                 await wait_until(lambda: fd_count() <= fds, 10.0, "descriptors back")
-            end_pending, end_tasks, end_fds = pending(broker), task_count(), fd_count()
+            end_pending, end_fds = pending(broker), fd_count()
+            end_tasks = await resting_task_count()
             dropped = {"events": events.dropped, "updates": updates.dropped,
                        "topic": broker.topic_dropped}
     finally:

@@ -190,7 +190,8 @@ def _check_soak(f: dict[str, Any]) -> None:
     assert min(done.get(k, 0) for k in ("calls", "queries", "raised", "events read",
                                         "updates read")) > 0, done
     assert not any(f["pending_after"])
-    assert f["tasks_idle_after"] == f["tasks_idle_before"]
+    # no task left behind: at rest after the soak, no more tasks than at rest before
+    assert f["tasks_idle_after"] <= f["tasks_idle_before"]
     assert f["fds_after"] <= f["fds_before"]
     # in flight at any time: 5 workers, 20 calls (a task each at the console and at the
     # agent), a query, the agent's publisher: the count stays under that bound
