@@ -105,6 +105,26 @@ def reply_target(reply_to: str) -> tuple[str, str]:
     return DIRECT, reply_to
 
 
+def packed(messages: Sequence[Message], per_body: int, alone: str) -> list[list[Message]]:
+    """``messages`` in bodies, as qpidd packs replies: consecutive messages of one
+    opcode together (at most ``per_body`` a body); those whose opcode is in ``alone``
+    each in a body of its own."""
+    out: list[list[Message]] = []
+    batch: list[Message] = []
+    for msg in messages:
+        single = msg.OPCODE in alone
+        if batch and (single or len(batch) >= per_body or batch[0].OPCODE != msg.OPCODE):
+            out.append(batch)
+            batch = []
+        if single:
+            out.append([msg])
+        else:
+            batch.append(msg)
+    if batch:
+        out.append(batch)
+    return out
+
+
 def validate_arguments(method: SchemaMethod, args: Mapping[str, Any]) -> str | None:
     """Range and length checks of ``method``'s input arguments: the error text or None."""
     for a in method.in_args:
@@ -559,21 +579,10 @@ class AgentProtocol:
 
     def _replies(self, reply_to: str, messages: Sequence[Message],
                  per_body: int) -> list[Outgoing]:
-        """Replies packed into bodies: consecutive indications of one opcode (at most
-        ``per_body`` a body), ``z`` and ``m`` alone."""
+        """Replies packed into bodies (:func:`packed`; ``z`` and ``m`` alone)."""
         exchange, key = reply_target(reply_to)
         out: list[Outgoing] = []
-        batch: list[Message] = []
-        for msg in messages:
-            alone = msg.OPCODE in "zm"
-            if batch and (alone or len(batch) >= per_body or batch[0].OPCODE != msg.OPCODE):
-                out += self._to(exchange, key, batch)
-                batch = []
-            if alone:
-                out += self._to(exchange, key, [msg])
-            else:
-                batch.append(msg)
-        if batch:
+        for batch in packed(messages, per_body, "zm"):
             out += self._to(exchange, key, batch)
         return out
 

@@ -128,7 +128,6 @@ class ConsoleProtocol:
         self.agent_interval = agent_interval
         self.min_agent_interval = min_agent_interval
         self.missed_heartbeats = missed_heartbeats
-        self.max_departed = max_departed
         self.has_management = False
         self.correlator = Correlator(start_seq)
         #: the agents of this connection (the one directory and aging rule, _agents.py)

@@ -59,7 +59,7 @@ from ..wire import (
     SchemaResponse,
     encode,
 )
-from ._agent import RequestDropped, reply_target
+from ._agent import RequestDropped, packed, reply_target
 from ._envelope import Outgoing
 
 __all__ = ["MAX_BANK", "AgentAttached", "AttachRefused", "ClassAnnounced", "ConsoleArrived",
@@ -313,18 +313,7 @@ class RoleProtocol:
         """``messages`` to the reply key ``reply_to``, packed (``z`` and ``s`` alone)."""
         exchange, key = reply_target(reply_to)
         out: list[Outgoing] = []
-        batch: list[Message] = []
-        for msg in messages:
-            alone = msg.OPCODE in "zs"
-            if batch and (alone or len(batch) >= self.per_body
-                          or batch[0].OPCODE != msg.OPCODE):
-                out += self.encoded(exchange, key, batch)
-                batch = []
-            if alone:
-                out += self.encoded(exchange, key, [msg])
-            else:
-                batch.append(msg)
-        if batch:
+        for batch in packed(messages, self.per_body, "zs"):
             out += self.encoded(exchange, key, batch)
         return out
 
