@@ -657,13 +657,21 @@ async def test_qpidd_killed_mid_stream_keeps_what_arrived(qpidd_fresh: Any) -> N
         assert len(await env.session.get_objects(_class="holder", _agent=env.remote(),
                                                  where="n = 0", _timeout=20.0)) == 1
         got: list[QmfObject] = []
+        # the answer must still be on its way when qpidd dies, whatever the machine's speed:
+        # the agent sends its first parts and holds the rest (a fast machine had the whole
+        # answer at the console before the first object was handed out)
+        held = _HeldAnswer(env.agent, parts=20)
         # a clean stop (SIGTERM) lets qpidd deliver the whole answer first: kill it
-        with pytest.raises(PartialResultError) as info:
-            async for obj in env.session.iter_objects(_class="holder", _agent=env.remote(),
-                                                      _timeout=30.0):
-                got.append(obj)
-                if len(got) == 1:
-                    os.kill(qpidd.pid, signal.SIGKILL)
+        try:
+            with pytest.raises(PartialResultError) as info:
+                async for obj in env.session.iter_objects(_class="holder",
+                                                          _agent=env.remote(), _timeout=30.0):
+                    got.append(obj)
+                    if len(got) == 1:
+                        os.kill(qpidd.pid, signal.SIGKILL)
+        finally:
+            held.release()
+        assert held.count > 0  # the kill did come mid-answer
         partial = info.value.partial
         assert 0 < len(partial) < count
         assert [o.get_object_id() for o in partial] == [o.get_object_id() for o in got]
@@ -677,6 +685,28 @@ async def test_qpidd_killed_mid_stream_keeps_what_arrived(qpidd_fresh: Any) -> N
         assert sorted(o.n for o in again) == list(range(count))
     _report(f"qpidd killed mid-stream: {len(partial)} of {count} objects kept "
             f"({type(info.value).__name__})")
+
+
+class _HeldAnswer:
+    """Lets ``agent`` send the first ``parts`` parts of its query answers and counts
+    the later ones, which it keeps from sending until :meth:`release`."""
+
+    def __init__(self, agent: Agent, parts: int) -> None:
+        self.agent, self.parts, self.count = agent, parts, 0
+        self.send = agent._send_v2
+        agent._send_v2 = self._send  # type: ignore[method-assign]
+
+    def _send(self, out: Any) -> None:
+        if (out.headers or {}).get("qmf.opcode") == "_query_response":
+            if self.parts <= 0:
+                self.count += 1
+                return
+            self.parts -= 1
+        self.send(out)
+
+    def release(self) -> None:
+        """The agent sends as before (the held parts are dropped)."""
+        self.agent._send_v2 = self.send  # type: ignore[method-assign]
 
 
 TICK = event_class("org.qmfasync.faults", "tick", [Arg("n", "uint32")])
