@@ -18,10 +18,10 @@ from qmf_async import MethodError, QmfError, Session
 
 def _table(rows: list[list[str]], header: list[str]) -> str:
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(str(h).ljust(w) for h, w in zip(header, widths)),
+    lines = ["  ".join(str(h).ljust(w) for h, w in zip(header, widths, strict=True)),
              "  ".join("-" * w for w in widths)]
     lines += ["  ".join(str(c).rjust(w) if i else str(c).ljust(w)
-                        for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
+                        for i, (c, w) in enumerate(zip(r, widths, strict=True))) for r in rows]
     return "\n".join(lines)
 
 
@@ -46,7 +46,7 @@ async def main(url: str, events_wanted: int, timeout: float,
             try:
                 first = await ups.get(timeout)
                 print(f"first traffic seen on queue {first.name!r}")
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 print("no queue traffic yet")
 
         queues = await session.get_objects(_class="queue", _package="org.apache.qpid.broker",
@@ -88,7 +88,7 @@ async def main(url: str, events_wanted: int, timeout: float,
             for _ in range(events_wanted):
                 try:
                     event = await events.get(min(timeout, 3.0))
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     print("  (no more events within the timeout)")
                     break
                 print(f"  {event}")

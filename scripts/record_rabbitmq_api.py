@@ -44,7 +44,8 @@ async def wait_for(predicate, what: str, timeout: float = 30.0):  # type: ignore
 
 async def dump(bridge: RabbitBridge, path: Path) -> None:
     raw = await bridge.fetch()
-    path.write_text(json.dumps(attrs.asdict(raw), indent=1, sort_keys=True) + "\n")
+    text = json.dumps(attrs.asdict(raw), indent=1, sort_keys=True) + "\n"
+    await asyncio.to_thread(path.write_text, text)
     print(f"wrote {path}")
 
 
@@ -55,7 +56,7 @@ async def main(argv: list[str]) -> int:
     p.add_argument("out", nargs="?", default="tests/data/rabbitmq-api")
     args = p.parse_args(argv)
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    await asyncio.to_thread(out.mkdir, parents=True, exist_ok=True)
     api = RabbitApi(args.api)
     v = "bridge-record"
     await api.request("DELETE", f"vhosts/{v}", params=None) if await _exists(api, v) else None
