@@ -17,6 +17,11 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from ._cpu_report import (  # noqa: F401  (pytest's hooks: time and CPU per module)
+    pytest_runtest_logfinish,
+    pytest_runtest_logstart,
+    pytest_terminal_summary,
+)
 from .qpidd import ROOT, Qpidd, QpiddError, qpidd_home
 
 DEFAULT_URL = "amqp://guest:guest@localhost:5672/"
