@@ -13,8 +13,9 @@
 # The suite runs in this process, one test at a time, by default; QMF_TEST_WORKERS=N runs
 # it on N pytest-xdist workers, each with a RabbitMQ node and qpidds of its own
 # (tests/conftest.py).  On a 2-core machine the suite is CPU-bound (Spark, the CLI
-# subprocesses, floods): 4 workers ran its longest quarter in 20 min with two timing
-# failures, so the parallel mode is not CI's yet (docs/benchmarks.md, "Test suite").
+# subprocesses, floods): 2 workers took 26 min 50 s, no faster than one, with two
+# failures from CPU contention, so the parallel mode is not CI's yet (docs/benchmarks.md,
+# "Test suite").  A serial run ends with the time and CPU of each test module.
 # QMF_TEST_URL (default amqp://guest:guest@localhost:5672/) names the broker; a local
 # RabbitMQ is started only when it points at this machine.  Exits non-zero when any
 # part failed.
