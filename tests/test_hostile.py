@@ -31,7 +31,8 @@ import sys
 import time
 import tracemalloc
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Iterator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import aiormq
@@ -635,7 +636,8 @@ async def test_malformed_v2_requests_at_a_live_agent(
 # ------------------------------------------------------------------ floods: memory
 
 FLOOD = 750  # bodies per round in the default run; 20,000 in the slow one
-_FLOOD_IN_FLIGHT = 50  # publishes awaiting their confirms at once
+#: publishes the floods from a process of its own (tracemalloc traces this one)
+FLOOD_PUBLISHER = Path(__file__).resolve().parent / "flood_publisher.py"
 
 
 def _rss_kib() -> int:
@@ -646,34 +648,27 @@ def _rss_kib() -> int:
     return 0
 
 
-async def _flood_round(live: Live, count: int, rnd: random.Random) -> float:
-    """``count`` malformed bodies (about 1 KiB each): three quarters to the console's
-    reply queue and topic bindings, a quarter to the agent; returns the seconds until
-    all were counted."""
+async def _flood_round(live: Live, count: int, seed: int) -> float:
+    """``count`` malformed bodies (about 1 KiB each, ``tests/flood_publisher.py``):
+    three quarters to the console's reply queue and topic bindings, a quarter to the
+    agent; returns the seconds until all were counted."""
     malformed0 = live.session.malformed
     bad0 = live.agent.stats["bad_requests"]
-    reply = live.broker._reply_queue or ""
-    to_console = to_agent = 0
     started = time.monotonic()
-    batch: list[Awaitable[None]] = []
-    for i in range(count):
-        body = b"AM2" + bytes(rnd.randrange(256) for _ in range(8)) + rnd.randbytes(1000)
-        if body[3:4] in b"zmsbqpgchexaAGMSQPB":  # keep it undecodable: an unknown opcode
-            body = b"AM2Y" + body[4:]
-        if i % 4 == 3:
-            batch.append(live.raw.publish(body, "qpid.management", live.agent_key))
-            to_agent += 1
-        elif i % 4 == 2:
-            batch.append(live.raw.publish(body, "qpid.management",
-                                          "console.obj.1.0.hostile.flood"))
-            to_console += 1
-        else:
-            batch.append(live.raw.publish(body, "amq.direct", reply))
-            to_console += 1
-        if len(batch) == _FLOOD_IN_FLIGHT or i == count - 1:
-            # each publish waits for the broker's confirm: a few at a time, not one
-            await asyncio.gather(*batch)
-            batch.clear()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, str(FLOOD_PUBLISHER), live.url, str(count), str(seed),
+        live.broker._reply_queue or "", live.agent_key,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), 300.0)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise AssertionError(f"the flood publisher did not send {count} bodies in 300 s"
+                             ) from None
+    assert proc.returncode == 0, err.decode(errors="replace")[-2000:]
+    to_console, to_agent = map(int, out.split())
+    assert to_console + to_agent == count
     await wait_until(lambda: live.session.malformed - malformed0 == to_console
                      and live.agent.stats["bad_requests"] - bad0 == to_agent, 60.0,
                      interval=0.05, message=f"{count} flood bodies counted")
@@ -681,19 +676,18 @@ async def _flood_round(live: Live, count: int, rnd: random.Random) -> float:
 
 
 async def _flood(bus: str, count: int) -> dict[str, float]:
-    rnd = random.Random(1818)
     async with live_bus(bus) as live:
         with counted_logs():
-            await _flood_round(live, 200, rnd)  # warm-up: buffers, caches, first logs
+            await _flood_round(live, 200, 1817)  # warm-up: buffers, caches, first logs
             gc.collect()
             tracemalloc.start()
             try:
                 base, _ = tracemalloc.get_traced_memory()
                 rss0 = _rss_kib()
-                took1 = await _flood_round(live, count, rnd)
+                took1 = await _flood_round(live, count, 1818)
                 gc.collect()
                 after1, _ = tracemalloc.get_traced_memory()
-                took2 = await _flood_round(live, count, rnd)
+                took2 = await _flood_round(live, count, 1819)
                 gc.collect()
                 after2, peak = tracemalloc.get_traced_memory()
                 rss2 = _rss_kib()
