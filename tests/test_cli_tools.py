@@ -174,8 +174,10 @@ class Bus:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def bus(vhosts: Vhosts) -> AsyncIterator[Bus]:
+    # the demo agent publishes every INTERVAL; the role ages agents out only after 10 s
+    # of silence (3 x INTERVAL by default), which a stall of a busy machine can reach
     role = ManagementBroker(vhosts.url, broker_id=uuid.uuid4(), label=_unique("role"),
-                            interval=INTERVAL)
+                            interval=INTERVAL, agent_timeout=10.0)
     await role.start()
     agent, model = demo.build_demo_agent(vhosts.url, interval=INTERVAL, queues=1, seed=7,
                                          label=LABEL, attach_timeout=2.0)

@@ -352,10 +352,11 @@ async def test_an_agent_killed_mid_answer_on_qpidd(qpidd_fresh: Any) -> None:
 async def _killed_mid_answer(url: str, v2: bool) -> None:
     """An agent process with many objects is killed (SIGKILL) once the first object of
     its answer arrived: PartialResultError with what arrived, the agent aged out."""
-    # over v2 the agent both streams its answer and heartbeats from one process: a
-    # longer interval and a smaller (still many-part) answer keep its heartbeats on
-    # time on a loaded machine, so only the kill ends it
-    count, interval = (20_000, 2.0) if v2 else (60_000, 1.0)
+    # the agent publishes its objects, streams its answer and heartbeats from one
+    # process: a 2 s interval keeps its heartbeats on time on a loaded machine, so only
+    # the kill ends it (at 1 s, publishing 60,000 objects made it miss three on a busy
+    # one); over v2 a smaller (still many-part) answer as well
+    count, interval = (20_000, 2.0) if v2 else (60_000, 2.0)
     label = _label("killed")
     # over v1 the agent sends the first 20 bodies of its answer and holds the rest:
     # however fast the answer would travel, the kill below comes mid-answer
