@@ -86,7 +86,7 @@ def build_spark(master: str = "local[*]", app_name: str = "qmf-async-pipeline",
       (``spark.sql.optimizer.canChangeCachedPlanOutputPartitioning``): without it a
       cluster's or a Spark Connect server's 200 shuffle partitions stay in every job
       downstream of them (5,000 tasks for a small dataset instead of about 100; the
-      rate benchmark's small dataset on a Connect server took 180 s instead of 55 s).
+      rate benchmark's small dataset on a Connect server took 95 s instead of 44 s).
 
     ``driver_memory`` (e.g. ``"4g"``) only takes effect when this call starts the JVM;
     ``config`` adds or overrides Spark settings.
