@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import random
 import sys
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Iterator
 from typing import Any
 
 import aiormq
@@ -29,41 +29,34 @@ IN_FLIGHT = 50
 KNOWN_OPCODES = b"zmsbqpgchexaAGMSQPB"
 
 
-def bodies(count: int, seed: int) -> list[tuple[bytes, str, str]]:
-    """(body, exchange, routing key) of each flood body, REPLY and AGENT standing for the
-    reply queue and the agent's key."""
+def bodies(count: int, seed: int, reply: str, agent_key: str
+           ) -> Iterator[tuple[bytes, str, str]]:
+    """(body, exchange, routing key) of each flood body."""
     rnd = random.Random(seed)
-    out = []
     for i in range(count):
         body = b"AM2" + bytes(rnd.randrange(256) for _ in range(8)) + rnd.randbytes(1000)
         if body[3:4] in KNOWN_OPCODES:  # keep it undecodable: an unknown opcode
             body = b"AM2Y" + body[4:]
         if i % 4 == 3:
-            out.append((body, "qpid.management", "AGENT"))
+            yield body, "qpid.management", agent_key
         elif i % 4 == 2:
-            out.append((body, "qpid.management", "console.obj.1.0.hostile.flood"))
+            yield body, "qpid.management", "console.obj.1.0.hostile.flood"
         else:
-            out.append((body, "amq.direct", "REPLY"))
-    return out
+            yield body, "amq.direct", reply
 
 
 async def publish(url: str, count: int, seed: int, reply: str, agent_key: str
                   ) -> tuple[int, int]:
     """Publish the flood; returns (bodies to the console, bodies to the agent)."""
-    keys = {"REPLY": reply, "AGENT": agent_key}
     props = aiormq.spec.Basic.Properties(content_type="x-application/qmf")
-    to_console = to_agent = 0
+    to_agent = 0
     conn: Any = await asyncio.wait_for(aiormq.connect(url), 10.0)
     try:
         channel = await conn.channel()
         batch: list[Awaitable[Any]] = []
-        for body, exchange, key in bodies(count, seed):
-            if key == "AGENT":
-                to_agent += 1
-            else:
-                to_console += 1
-            batch.append(channel.basic_publish(body, exchange=exchange,
-                                               routing_key=keys.get(key, key),
+        for body, exchange, key in bodies(count, seed, reply, agent_key):
+            to_agent += key == agent_key
+            batch.append(channel.basic_publish(body, exchange=exchange, routing_key=key,
                                                properties=props))
             if len(batch) == IN_FLIGHT:
                 await asyncio.wait_for(asyncio.gather(*batch), 30.0)
@@ -71,7 +64,7 @@ async def publish(url: str, count: int, seed: int, reply: str, agent_key: str
         await asyncio.wait_for(asyncio.gather(*batch), 30.0)
     finally:
         await asyncio.wait_for(conn.close(), 10.0)
-    return to_console, to_agent
+    return count - to_agent, to_agent
 
 
 def main(argv: list[str]) -> int:
