@@ -27,7 +27,7 @@ import pytest_asyncio
 from qmf_async.agent.broker import ManagementBroker
 
 from ._util import import_example, private_vhost
-from .docs_blocks import BROKERS, Block, MarkerError, all_blocks, form_mismatch, shape
+from .docs_blocks import Block, MarkerError, all_blocks, form_mismatch, shape
 from .qpidd import Qpidd, qpidd_home
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,22 +63,13 @@ def test_docs_build_strict(tmp_path: Path) -> None:
 # --- the code blocks run as tests (tests/docs_blocks.py says how to mark a block) ------
 
 
-def _groups() -> list[Any]:
-    """One test per page and broker: its blocks for that broker, run in one process."""
+def _pages(broker: str) -> list[str]:
+    """The pages with blocks to run on ``broker``."""
     try:
         found = all_blocks()
     except MarkerError:
         return []  # test_every_block_is_marked_well reports it
-    params = []
-    for page in dict.fromkeys(b.page for b in found):
-        for broker in BROKERS:
-            runs = [b for b in found if b.page == page and broker in b.brokers and b.skip is None]
-            if runs:
-                marks = [] if broker == "none" else [pytest.mark.integration]
-                if broker == "qpidd":
-                    marks.append(pytest.mark.qpidd)
-                params.append(pytest.param(page, broker, id=f"{page}-{broker}", marks=marks))
-    return params
+    return list(dict.fromkeys(b.page for b in found if broker in b.brokers and b.skip is None))
 
 
 def test_every_block_is_marked_well() -> None:
@@ -196,21 +187,13 @@ async def _run_page(blocks: list[Block], url: str | None, cwd: Path) -> list[dic
     return results
 
 
-@pytest.mark.asyncio(loop_scope="module")
-@pytest.mark.parametrize(("page", "broker"), _groups())
-async def test_docs_blocks_run(page: str, broker: str, request: pytest.FixtureRequest,
-                               tmp_path: Path) -> None:
-    """Every Python and shell block of the page runs against its broker without an
-    error, and prints what the page shows in form (the shown output is checked on the
-    first broker a block names)."""
-    url: str | None = None
-    if broker == "rabbitmq":
-        url = request.getfixturevalue("rabbitmq_bus")
-    elif broker == "qpidd":
-        url = request.getfixturevalue("stock_qpidd").url
+async def _check_page(page: str, broker: str, url: str | None, cwd: Path) -> None:
+    """Every Python and shell block of the page for ``broker`` runs without an error,
+    and prints what the page shows in form (the shown output is checked on the first
+    broker a block names)."""
     runs = [b for b in all_blocks() if b.page == page and broker in b.brokers
             and b.skip is None]
-    results = await _run_page(runs, url, tmp_path)
+    results = await _run_page(runs, url, cwd)
     failures = []
     for block, result in zip(runs, results, strict=False):
         if not result["ok"]:
@@ -223,3 +206,23 @@ async def test_docs_blocks_run(page: str, broker: str, request: pytest.FixtureRe
                                 f"shows:\n{why}\nprinted:\n{result['stdout']}")
     if failures:
         pytest.fail("\n\n".join(failures), pytrace=False)
+
+
+@pytest.mark.integration
+@pytest.mark.asyncio(loop_scope="module")
+@pytest.mark.parametrize("page", _pages("rabbitmq"))
+async def test_docs_blocks_rabbitmq(page: str, rabbitmq_bus: str, tmp_path: Path) -> None:
+    await _check_page(page, "rabbitmq", rabbitmq_bus, tmp_path)
+
+
+@pytest.mark.qpidd
+@pytest.mark.asyncio(loop_scope="module")
+@pytest.mark.parametrize("page", _pages("qpidd"))
+async def test_docs_blocks_qpidd(page: str, stock_qpidd: Qpidd, tmp_path: Path) -> None:
+    await _check_page(page, "qpidd", stock_qpidd.url, tmp_path)
+
+
+@pytest.mark.asyncio(loop_scope="module")
+@pytest.mark.parametrize("page", _pages("none"))
+async def test_docs_blocks_without_broker(page: str, tmp_path: Path) -> None:
+    await _check_page(page, "none", None, tmp_path)
