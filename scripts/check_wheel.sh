@@ -11,9 +11,16 @@
 #                 against qpidd: one line naming the amqp10 extra
 #   collector     qmf collect --help
 #   bridge        python -m qmf_async.bridge.rabbitmq --help; qmf bridge names its extra
-#   cli,amqp10,prometheus  qmf exporter --help; the rules and dashboard are installed
-#   classic       import qmf.console and qpidtoollibs; a classic script on the qpidd
-#   web           import aiohttp and qmf_async together
+#   prometheus    (alone) qmf exporter against the stock qpidd serves its broker's
+#                 metrics; the rules and dashboard are installed
+#   classic       (alone) import qmf.console and qpidtoollibs; a classic script on the qpidd
+#   web           (alone) the dashboard example (examples/web_dashboard/app.py) against the
+#                 stock qpidd answers /api/objects/queue
+#
+# Each extra brings what its commands need to reach both buses, so the venvs of
+# prometheus, classic and web hold that extra alone.  python-qpid-proton (amqp10) has no
+# wheel on PyPI: pip builds it once (about 20 s) and takes it from its wheel cache for
+# every later venv of the same Python.
 #
 # Needs a running RabbitMQ on localhost:5672 (scripts/rabbitmq.sh) and qpidd
 # (../shared/qpidd or $QPIDD_HOME; scripts/qpidd.sh); without qpidd the qpidd checks are
@@ -222,6 +229,7 @@ echo "check_wheel: bridge: python -m qmf_async.bridge.rabbitmq --help; qmf bridg
 
 # the classic synchronous API (qmf.console, qpidtoollibs), as an old script uses it
 venv classic "$PYTHON" "classic"
+# the classic extra alone (it brings amqp10 for qpidd)
 run "import qmf.console and qpidtoollibs (classic)" "$WORK/venv-classic/bin/python" -c \
     "import qmf.console, qpidtoollibs; assert qmf.console.Session and qpidtoollibs.BrokerAgent"
 if [ -n "$QPIDD_PORT" ]; then
@@ -243,21 +251,75 @@ PY
 fi
 echo "check_wheel: classic: import qmf.console and qpidtoollibs; getObjects and echo on qpidd"
 
-# the Prometheus exporter, as a qpidd operator adds it
-venv exporter "$PYTHON" "cli,amqp10,prometheus"
-run "qmf exporter --help (cli,amqp10,prometheus)" "$WORK/venv-exporter/bin/qmf" exporter --help
-run "the exporter's rules and dashboard are in the wheel" "$WORK/venv-exporter/bin/python" -c \
+# free_port: a TCP port nothing listens on now
+free_port() {
+    "$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# serves LOG URL PATTERN: poll URL (30 s at most) until its body matches the Python
+# regular expression PATTERN, while the last process started (PIDS) runs
+serves() {
+    local log="$1" url="$2" pattern="$3"
+    "$PYTHON" - "$url" "$pattern" "${PIDS[-1]}" <<'PY' || { cat "$log" >&2; die "$url never served '$pattern'"; }
+import os, re, sys, time, urllib.request
+url, pattern, pid = sys.argv[1], sys.argv[2], int(sys.argv[3])
+deadline = time.monotonic() + 30
+while time.monotonic() < deadline:
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        sys.exit(f"the server exited before serving {url}")
+    try:
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            if re.search(pattern, answer.read().decode()):
+                sys.exit(0)
+    except OSError:
+        pass
+    time.sleep(0.3)
+sys.exit(f"{url} did not serve {pattern!r} within 30 s")
+PY
+}
+
+stop_started() {
+    local pid
+    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
+    PIDS=()
+}
+
+# the Prometheus exporter, the prometheus extra alone (it brings cli and amqp10)
+venv exporter "$PYTHON" "prometheus"
+bin="$WORK/venv-exporter/bin"
+run "qmf exporter --help (prometheus)" "$bin/qmf" exporter --help
+run "the exporter's rules and dashboard are in the wheel" "$bin/python" -c \
     "import importlib.resources as r; f = r.files('qmf_async.exporter'); \
 assert f.joinpath('rules.yml').read_text() and f.joinpath('dashboard.json').read_text()"
 expect_missing_extra "qmf exporter without the prometheus extra" "qmf-async\[prometheus\]" \
     "$WORK/venv-cli/bin/qmf" exporter -b 127.0.0.1:5672
-echo "check_wheel: cli,amqp10,prometheus: qmf exporter --help; without the extra it names it"
+if [ -n "$QPIDD_PORT" ]; then
+    port="$(free_port)"
+    "$bin/qmf" exporter -b "127.0.0.1:$QPIDD_PORT" --listen "127.0.0.1:$port" \
+        >"$WORK/exporter.log" 2>&1 &
+    PIDS+=($!)
+    serves "$WORK/exporter.log" "http://127.0.0.1:$port/metrics" "(?m)^qpidd_broker_uptime_seconds"
+    stop_started
+fi
+echo "check_wheel: prometheus: qmf exporter --help; /metrics of the stock qpidd; without the extra it names it"
 
-# the web backend
+# the web dashboard example, the web extra alone (it brings amqp10 for qpidd)
 venv web "$PYTHON" "web"
-run "import aiohttp with qmf_async (web)" "$WORK/venv-web/bin/python" -c \
+bin="$WORK/venv-web/bin"
+run "import aiohttp with qmf_async (web)" "$bin/python" -c \
     "import aiohttp, qmf_async; assert qmf_async.Session"
-run "qmf --version (web)" "$WORK/venv-web/bin/qmf" --version
-echo "check_wheel: web: aiohttp and qmf_async import together"
+run "qmf --version (web)" "$bin/qmf" --version
+if [ -n "$QPIDD_PORT" ]; then
+    port="$(free_port)"
+    "$bin/python" "$ROOT/examples/web_dashboard/app.py" -b "127.0.0.1:$QPIDD_PORT" \
+        --port "$port" >"$WORK/web.log" 2>&1 &
+    PIDS+=($!)
+    # the broker object's list: the session reached qpidd over AMQP 1.0
+    serves "$WORK/web.log" "http://127.0.0.1:$port/api/objects/broker" "amqp-broker"
+    stop_started
+fi
+echo "check_wheel: web: aiohttp and qmf_async import together; the dashboard on the stock qpidd"
 
 echo "check_wheel: all checks passed ($WORK)"

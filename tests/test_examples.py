@@ -293,28 +293,4 @@ async def test_run_agent_stops_after_its_duration(bus: Bus) -> None:
     assert r.stdout.rstrip().endswith("agent stopped")
 
 
-# --------------------------------------------------------------------------- docs
-
-
-def _doc_scripts() -> list[Any]:
-    """The complete scripts (``asyncio.run(...)``) among the docs' python blocks."""
-    found = []
-    for page in ("tutorial.md", "index.md", "migration.md"):
-        text = (DOCS / page).read_text()
-        blocks = re.findall(r"^```python\n(.*?)^```", text, re.S | re.M)
-        for i, block in enumerate(blocks, 1):
-            # the qpidd section's script runs against qpidd (tests/test_session_qpidd.py)
-            if "asyncio.run(" in block and "QPIDD_URL" not in block:
-                found.append(pytest.param(block, id=f"{page}-{i}"))
-    return found
-
-
-@pytest.mark.parametrize("code", _doc_scripts())
-async def test_doc_script_runs(bus: Bus, code: str, tmp_path: Path) -> None:
-    """Every complete script of the tutorial (and of the overview and the migration
-    guide) runs against the demo bus: the docs show real, working code."""
-    script = tmp_path / "doc_script.py"
-    script.write_text(code.replace('"amqp://guest:guest@localhost:5672/"', repr(bus.url)))
-    r = await run(bus, script)
-    assert r.returncode == 0, f"{r.stdout}\n{r.stderr}"
-    assert r.stdout.strip(), "the script printed nothing"
+# The docs' code blocks run in tests/test_docs.py (every page, both buses).

@@ -275,7 +275,7 @@ def test_the_tutorials_qpidd_section_runs_and_prints_what_it_shows(qpidd_v1: Any
     code, shown = re.findall(r"^```(?:python|text)\n(.*?)^```", section, re.S | re.M)[:2]
     script = tmp_path / "qpidd_tutorial.py"
     script.write_text(code)
-    env = {**os.environ, "QPIDD_URL": qpidd_v1.url}
+    env = {**os.environ, "QMF_URL": qpidd_v1.url}
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                           env=env, timeout=60)
     assert proc.returncode == 0, proc.stderr

@@ -44,7 +44,7 @@ EXTRAS = {
     "pipeline": "pipeline",
     "collect": "collector",
     "bridge": "cli,bridge",
-    "exporter": "cli,prometheus",
+    "exporter": "prometheus",
 }
 
 #: the top-level packages of the extras (a missing one means an extra is not installed;
