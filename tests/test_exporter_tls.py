@@ -17,6 +17,8 @@ import ssl
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -255,6 +257,23 @@ async def test_a_client_stalled_in_the_handshake_holds_no_one_up(pki: Pki,
             silent.close()
     finally:
         await server.close()
+
+
+def test_basic_auth_without_tls_works_and_warns(tmp_path: Path, hashed: str) -> None:
+    config = tmp_path / "web.yml"
+    config.write_text(f"basic_auth_users:\n  {USER}: '{hashed}'\n")
+    exporter = ExporterProcess("-b", "127.0.0.1:1", "--web.config.file", str(config))
+    try:
+        url = f"http://{exporter.target}/metrics"
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(url, timeout=10)
+        assert refused.value.code == 401
+        request = urllib.request.Request(url, headers={"Authorization": _basic(USER, PASSWORD)})
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            assert answer.status == 200 and b"qpidd_up" in answer.read()
+    finally:
+        err = exporter.stop()
+    assert "warning: basic auth without TLS" in err, err
 
 
 # --------------------------------------------------------------------------- Prometheus

@@ -393,15 +393,25 @@ async def test_reads_check_the_host_too(env: Env, host: str, want: int) -> None:
     port = urlsplit(env.base).port or 80
     value = host.format(port=port, other=port + 1)
     for path in ("/api/agents", "/"):
-        async with env.http.get(env.base + path, headers={"Host": value}) as r:
+        async with env.http.get(env.base + path, headers={"Host": value,
+                                                          "Origin": "http://evil.example"}) as r:
             assert r.status == want, (path, value, await r.text())
+            # no CORS header: a foreign page cannot read what the dashboard answers
+            assert not any(h.lower().startswith("access-control-") for h in r.headers)
             if want == 403:
                 assert (await r.json())["type"] == "Forbidden"
 
 
-async def test_a_token_guards_the_writes(env: Env, bus_url: str) -> None:
-    """With a token (a dashboard bound beyond loopback makes one), a write from the
-    app's own origin as JSON still needs ``Authorization: Bearer``."""
+@dataclass
+class Tokened:
+    base: str
+    token: str
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def tokened(env: Env, bus_url: str) -> AsyncIterator[Tokened]:
+    """A second dashboard on the same bus, with a write token (as one bound beyond
+    loopback has)."""
     token = "t0ken-for-the-test-" + uuid.uuid4().hex
     app = dashboard.create_app(bus_url, request_timeout=5.0,
                                guard=dashboard.Guard(token=token),
@@ -412,28 +422,121 @@ async def test_a_token_guards_the_writes(env: Env, bus_url: str) -> None:
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()
         host, port = runner.addresses[0][:2]
-        base = f"http://{host}:{port}"
-
-        async def audit() -> Any:
-            async with env.http.get(base + "/api/objects/queue",
-                                    params={"where": "name = 'audit'"}) as r:
-                found = await r.json() if r.status == 200 else []
-                return found[0] if found else None
-
-        queue = await wait_until(audit, 10.0, 0.1, message="audit listed")
-        purge = f"{base}/api/object/{queue['object_id']}/methods/purge"
-        headers = {"Content-Type": "application/json", "Origin": base}
-        for authorization in (None, "Bearer wrong-token-of-the-same-size",
-                              f"Basic {token}", f"Bearer {token}x"):
-            sent = {**headers, **({"Authorization": authorization} if authorization else {})}
-            async with env.http.post(purge, json={"request": 0}, headers=sent) as r:
-                assert r.status == 401, (authorization, await r.text())
-                assert r.headers["WWW-Authenticate"].startswith("Bearer")
-        async with env.http.post(purge, json={"request": 0},
-                                 headers={**headers, "Authorization": f"Bearer {token}"}) as r:
-            assert r.status == 200, await r.text()
+        yield Tokened(f"http://{host}:{port}", token)
     finally:
         await runner.cleanup()
+
+
+async def _audit(env: Env, base: str) -> Any:
+    async with env.http.get(base + "/api/objects/queue",
+                            params={"where": "name = 'audit'"}) as r:
+        found = await r.json() if r.status == 200 else []
+        return found[0] if found else None
+
+
+async def test_a_token_guards_the_writes(env: Env, tokened: Tokened) -> None:
+    """With a token, a write from the app's own origin as JSON still needs
+    ``Authorization: Bearer``; reads do not."""
+    base, token = tokened.base, tokened.token
+    queue = await wait_until(lambda: _audit(env, base), 10.0, 0.1, message="audit listed")
+    purge = f"{base}/api/object/{queue['object_id']}/methods/purge"
+    headers = {"Content-Type": "application/json", "Origin": base}
+    for authorization in (None, "Bearer wrong-token-of-the-same-size",
+                          f"Basic {token}", f"Bearer {token}x"):
+        sent = {**headers, **({"Authorization": authorization} if authorization else {})}
+        async with env.http.post(purge, json={"request": 0}, headers=sent) as r:
+            assert r.status == 401, (authorization, await r.text())
+            assert r.headers["WWW-Authenticate"].startswith("Bearer")
+    async with env.http.post(purge, json={"request": 0},
+                             headers={**headers, "Authorization": f"Bearer {token}"}) as r:
+        assert r.status == 200, await r.text()
+
+
+async def test_the_page_sends_the_token_from_its_address(env: Env, tokened: Tokened,
+                                                         browser: Browser) -> None:
+    """Opened as ``/#token=...`` (the address printed at start), the page keeps the
+    token (not in the address) and its purge works; opened without it, the purge is
+    refused with the reason shown."""
+    name, _ = await _busy_queue(env)
+    try:
+        for with_token in (False, True):
+            context = await browser.new_context(viewport={"width": 1280, "height": 800})
+            try:
+                page = await context.new_page()
+                suffix = f"#token={tokened.token}" if with_token else ""
+                await page.goto(f"{tokened.base}/?queue={name}{suffix}")
+                assert tokened.token not in page.url  # taken out of the address at once
+                row = page.locator(f"tr[data-queue='{name}']")
+                await expect(row).to_have_count(1, timeout=WAIT_MS)
+                await expect(row.locator("button.purge")).to_be_enabled(timeout=WAIT_MS)
+                await row.locator("button.purge").click()
+                await page.locator("#confirm-purge").click()
+                if with_token:
+                    await expect(page.locator("#message")).to_contain_text(
+                        f"Purged {name}", timeout=WAIT_MS)
+                else:
+                    await expect(page.locator("#message")).to_contain_text(
+                        "needs the dashboard's token", timeout=WAIT_MS)
+                    depth = (await env.queues())[name]["statistics"]["msgDepth"]
+                    assert depth > 0, "purged without the token"
+            finally:
+                await context.close()
+    finally:
+        env.model.paused = False
+
+
+async def test_bound_beyond_loopback_it_makes_and_prints_a_token() -> None:
+    """``app.py --host 0.0.0.0``: a token is made and printed with the address to open;
+    writes without it get 401, with it they pass the guard (here to a bus that is not
+    there: 503)."""
+    await asyncio.to_thread(_bound_beyond_loopback)
+
+
+def _bound_beyond_loopback() -> None:
+    import subprocess
+    import sys
+    import urllib.error
+    import urllib.request
+
+    env = {k: v for k, v in os.environ.items() if k != dashboard.TOKEN_ENV}
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "examples" / "web_dashboard" / "app.py"), "--url",
+         "amqp://guest:guest@127.0.0.1:1/", "--host", "0.0.0.0", "--port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        assert proc.stdout is not None
+        lines: list[str] = []
+        deadline = time.monotonic() + 30
+        while not any("Running on" in line for line in lines):
+            assert time.monotonic() < deadline and proc.poll() is None, lines
+            lines.append(proc.stdout.readline())
+        text = "".join(lines)
+        token = re.search(r"writes need this token: (\S+)", text)
+        assert token, text
+        assert f"/#token={token.group(1)}" in text
+        port = re.search(r"Running on http://0\.0\.0\.0:(\d+)", text)
+        assert port, text
+        base = f"http://127.0.0.1:{port.group(1)}"
+
+        def post(authorization: str | None) -> int:
+            headers = {"Content-Type": "application/json", "Origin": base}
+            if authorization:
+                headers["Authorization"] = authorization
+            request = urllib.request.Request(
+                f"{base}/api/object/0-1-1-10-7/methods/purge", data=b'{"request": 0}',
+                headers=headers, method="POST")
+            try:
+                with urllib.request.urlopen(request, timeout=10) as r:
+                    return int(r.status)
+            except urllib.error.HTTPError as exc:
+                return int(exc.code)
+
+        assert post(None) == 401
+        assert post("Bearer not-the-token-at-all") == 401
+        assert post(f"Bearer {token.group(1)}") == 503  # past the guard: no broker
+    finally:
+        proc.terminate()
+        proc.wait(10)
 
 
 async def test_the_token_beyond_loopback(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -452,7 +555,7 @@ async def test_the_token_beyond_loopback(monkeypatch: pytest.MonkeyPatch) -> Non
     from qmf_async import UsageError
     with pytest.raises(UsageError, match="at least 16"):
         dashboard.write_token("0.0.0.0", "short")
-    with pytest.raises(UsageError, match="CLASS.METHOD"):
+    with pytest.raises(UsageError, match=r"CLASS\.METHOD"):
         dashboard.parse_methods("queue.purge,delete")
     assert dashboard.parse_methods("") == ()
     with pytest.raises(UsageError, match="HOST"):

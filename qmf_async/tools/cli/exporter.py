@@ -153,6 +153,9 @@ async def run(args: argparse.Namespace) -> int:
             bound = server.address
             if not args.quiet:
                 note("exporter", f"serving {server.scheme}://{bound[0]}:{bound[1]}/metrics")
+                if web_config is not None and web_config.users and web_config.tls is None:
+                    note("exporter", "warning: basic auth without TLS: passwords cross the "
+                                     "network in clear (add tls_server_config)")
             try:
                 for url in urls:
                     broker = await session.add_broker(url, timeout=args.timeout,
