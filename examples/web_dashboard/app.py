@@ -841,7 +841,9 @@ def _parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("-b", "--broker", "--url", dest="url", default=None, metavar="ADDRESS",
                         help="the broker of the QMF bus: a URL or a qpid-tools address "
                              "(host:port, user/password@host:port); default $QMF_URL")
-    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="address to bind (default 127.0.0.1; beyond loopback, writes "
+                             "need a token)")
     parser.add_argument("--port", type=int, default=8080, help="port (default 8080)")
     parser.add_argument("--timeout", type=float, default=5.0,
                         help="timeout of the bus requests of one HTTP request (default 5 s)")
