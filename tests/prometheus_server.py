@@ -36,7 +36,9 @@ class Prometheus:
     """One prometheus process; ``query`` answers PromQL through its HTTP API."""
 
     def __init__(self, binary: str, directory: Path, targets: Sequence[str],
-                 job: str = "qpidd", interval: str = "1s") -> None:
+                 job: str = "qpidd", interval: str = "1s", jobs: str = "") -> None:
+        """``jobs``: more scrape configurations, YAML list items at the indentation of
+        ``scrape_configs`` (``  - job_name: ...``)."""
         self.port = free_port()
         directory.mkdir(parents=True, exist_ok=True)
         config = directory / "prometheus.yml"
@@ -45,7 +47,7 @@ class Prometheus:
             f"  scrape_interval: {interval}\n  evaluation_interval: {interval}\n"
             "scrape_configs:\n"
             f"  - job_name: {job}\n    scrape_timeout: {interval}\n"
-            f"    static_configs:\n      - targets: {json.dumps(list(targets))}\n")
+            f"    static_configs:\n      - targets: {json.dumps(list(targets))}\n" + jobs)
         self.log = directory / "prometheus.log"
         with self.log.open("wb") as log:
             self.process = subprocess.Popen(
@@ -86,6 +88,14 @@ class Prometheus:
             raise AssertionError(f"{expr}: {exc.read().decode(errors='replace')}") from exc
         assert answer["status"] == "success", answer
         return list(answer["data"]["result"])
+
+    def targets(self) -> dict[str, dict[str, Any]]:
+        """The active targets by job name: ``health`` ("up", "down", "unknown"),
+        ``lastError`` ...."""
+        with urllib.request.urlopen(f"{self.base}/api/v1/targets?state=active",
+                                    timeout=10) as r:
+            answer = json.load(r)
+        return {t["labels"]["job"]: t for t in answer["data"]["activeTargets"]}
 
     def value(self, expr: str, at: float | None = None) -> float | None:
         """The value of a one-series ``expr``, None when it has no series."""

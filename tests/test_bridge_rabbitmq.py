@@ -589,8 +589,9 @@ async def test_shell_and_dashboard_see_and_purge_rabbitmqs_queue(
         mine = await wait_until(listed, timeout=20, interval=0.2,
                                 message="the dashboard lists tools.q with 5")
         assert mine["agent_label"] == LABEL
+        origin = str(client.make_url("/").origin())  # a write from the dashboard's page
         resp = await client.post(f"/api/object/{mine['object_id']}/methods/purge",
-                                 json={"request": 0})
+                                 json={"request": 0}, headers={"Origin": origin})
         assert resp.status == 200, await resp.text()
 
     async def emptied() -> bool:

@@ -10,6 +10,7 @@ import os
 import socket
 import subprocess
 import sys
+import urllib.parse
 import urllib.request
 import uuid
 from pathlib import Path
@@ -121,8 +122,10 @@ def _get(url: str) -> Any:
 
 
 def _post(url: str, body: Any) -> Any:
+    parts = urllib.parse.urlsplit(url)  # a write from the dashboard's own origin
     req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                 headers={"content-type": "application/json"})
+                                 headers={"content-type": "application/json",
+                                          "origin": f"{parts.scheme}://{parts.netloc}"})
     with urllib.request.urlopen(req, timeout=10) as resp:
         return json.loads(resp.read())
 
@@ -146,7 +149,8 @@ async def _dashboard_shows_and_calls(qpidd: Any, queue: str) -> None:
     port = _free_port()
     proc = await asyncio.to_thread(
         subprocess.Popen, [sys.executable, str(ROOT / "examples" / "web_dashboard" / "app.py"),
-                           "--url", qpidd.address, "--port", str(port)],
+                           "--url", qpidd.address, "--port", str(port),
+                           "--methods", "queue.purge,broker.echo"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
     base = f"http://127.0.0.1:{port}"
     try:

@@ -90,7 +90,8 @@ class Env:
                    ) -> tuple[int, Any]:
         data = raw if raw is not None else json.dumps(body if body is not None else {}).encode()
         async with self.http.post(self.base + path, data=data,
-                                  headers={"Content-Type": "application/json"}) as r:
+                                  headers={"Content-Type": "application/json",
+                                           "Origin": self.base}) as r:
             return r.status, await r.json()
 
     async def queues(self) -> dict[str, dict[str, Any]]:
@@ -127,7 +128,9 @@ async def env(bus_url: str) -> AsyncIterator[Env]:
                                             + f"127.0.0.1:{proxy.port}"))
         app = dashboard.create_app(app_url, request_timeout=5.0, session_options={
             "broker_timeout": 1.0, "reconnect_min_delay": 0.1, "reconnect_max_delay": 0.5,
-            "missed_heartbeats": round(AGENT_TIMEOUT / INTERVAL)})
+            "missed_heartbeats": round(AGENT_TIMEOUT / INTERVAL)},
+            # echo and create too, for the tests of calls and errors
+            guard=dashboard.Guard(methods=("queue.purge", "broker.echo", "broker.create")))
         runner = web.AppRunner(app, shutdown_timeout=5.0)
         await runner.setup()
         stack.push_async_callback(runner.cleanup)
@@ -212,7 +215,8 @@ async def test_method_calls(env: Env) -> None:
     ("POST", "/api/object/{broker}/methods/echo", {"sequence": 1, "_timeout": 1}, 400),
     ("POST", "/api/object/{broker}/methods/echo", b"{not json", 400),
     ("POST", "/api/object/{broker}/methods/echo", b"[1, 2]", 400),
-    ("POST", "/api/object/{broker}/methods/noSuchMethod", {}, 404),
+    ("POST", "/api/object/{broker}/methods/noSuchMethod", {}, 403),  # not offered
+    ("POST", "/api/object/{queue}/methods/echo", {"sequence": 1, "body": "b"}, 403),
     ("POST", "/api/object/{queue}/methods/purge", {"request": -1}, 400),
     ("POST", "/api/object/0-0-1-1048575-1/methods/purge", {"request": 0}, 404),
 ])
@@ -267,6 +271,298 @@ async def test_200_concurrent_requests_share_one_session(env: Env) -> None:
         else:
             assert {q["properties"]["name"] for q in body} == QUEUES
     assert elapsed < 15, f"200 requests took {elapsed:.1f} s"
+
+
+# --------------------------------------------------------------------------- who may write
+#
+# The attacks of issue 34 against the running application: a foreign page's writes
+# (forged Origin or Referer, none at all, a form or text/plain body that a browser
+# sends without a preflight), DNS rebinding (a foreign Host), and methods outside the
+# allow-list.  Each is refused and the queue keeps its messages; the same purge from the
+# dashboard's own origin as JSON works.
+
+
+async def _busy_queue(env: Env) -> tuple[str, dict[str, Any]]:
+    """A queue with messages, with the demo traffic paused (the caller resumes it)."""
+    async def busy() -> tuple[str, dict[str, Any]] | None:
+        found = await env.queues()
+        names = [n for n in sorted(found) if found[n]["statistics"]["msgDepth"] > 0]
+        return (names[0], found[names[0]]) if names else None
+
+    env.model.paused = False
+    await wait_until(busy, 10.0, 0.1, message="a queue with messages")
+    env.model.paused = True
+    found = await busy()  # paused now: this depth holds
+    if found is None:
+        env.model.paused = False
+        found = await wait_until(busy, 10.0, 0.1, message="a queue with messages")
+        env.model.paused = True
+    return found
+
+
+async def test_foreign_writes_are_refused_and_the_queue_stays(env: Env) -> None:
+    name, queue = await _busy_queue(env)
+    try:
+        depth = queue["statistics"]["msgDepth"]
+        broker = await env.the_broker()
+        purge = f"/api/object/{queue['object_id']}/methods/purge"
+        evil = "http://evil.example"
+        port = urlsplit(env.base).port
+        as_json = {"Content-Type": "application/json"}
+        body = json.dumps({"request": 0})
+        attacks: list[tuple[str, str, dict[str, str], str, int]] = [
+            ("forged Origin", purge, {**as_json, "Origin": evil}, body, 403),
+            ("Origin of another port", purge,
+             {**as_json, "Origin": f"http://127.0.0.1:{port + 1 if port else 1}"}, body, 403),
+            ("opaque Origin (sandboxed page)", purge, {**as_json, "Origin": "null"}, body, 403),
+            ("foreign Referer without Origin", purge, {**as_json, "Referer": f"{evil}/x"},
+             body, 403),
+            ("neither Origin nor Referer", purge, as_json, body, 403),
+            ("DNS rebinding (foreign Host)", purge,
+             {**as_json, "Host": f"evil.example:{port}", "Origin": f"http://evil.example:{port}"},
+             body, 403),
+            ("form from a foreign page", purge,
+             {"Content-Type": "application/x-www-form-urlencoded", "Origin": evil},
+             "request=0", 403),
+            ("text/plain from a foreign page", purge,
+             {"Content-Type": "text/plain", "Origin": evil}, body, 403),
+            ("form from the app's origin", purge,
+             {"Content-Type": "application/x-www-form-urlencoded", "Origin": env.base},
+             "request=0", 415),
+            ("multipart form from the app's origin", purge,
+             {"Content-Type": "multipart/form-data; boundary=x", "Origin": env.base},
+             '--x\r\nContent-Disposition: form-data; name="request"\r\n\r\n0\r\n--x--\r\n', 415),
+            ("text/plain from the app's origin", purge,
+             {"Content-Type": "text/plain", "Origin": env.base}, body, 415),
+            ("no Content-Type from the app's origin", purge, {"Origin": env.base}, body, 415),
+            # the attack of the issue: delete of the queue on the broker object, as JSON
+            # from the app's own origin; delete is not on the list
+            ("broker.delete (not offered)",
+             f"/api/object/{broker['object_id']}/methods/delete",
+             {**as_json, "Origin": env.base}, json.dumps({"type": "queue", "name": name,
+                                                         "options": {}}), 403),
+            ("purge of a broker object (purge is offered on queues only)",
+             f"/api/object/{broker['object_id']}/methods/purge",
+             {**as_json, "Origin": env.base}, body, 403),
+        ]
+        for what, path, headers, data, want in attacks:
+            async with env.http.post(env.base + path, data=data.encode(),
+                                     headers=headers) as r:
+                answer = await r.json()
+                assert r.status == want, (what, r.status, answer)
+                assert isinstance(answer["error"], str) and answer["error"], (what, answer)
+        # another HTTP method on the endpoint: refused by origin, then not routed
+        async with env.http.delete(env.base + purge, headers={"Origin": evil}) as r:
+            assert r.status == 403, await r.text()
+        async with env.http.put(env.base + purge, data=body,
+                                headers={**as_json, "Origin": env.base}) as r:
+            assert r.status == 405, await r.text()
+
+        after = await env.queues()
+        assert name in after, "the queue was deleted"
+        assert after[name]["statistics"]["msgDepth"] == depth, "the queue was purged"
+
+        # the same request from the app's own origin, as JSON: it works
+        async with env.http.post(env.base + purge, data=body.encode(),
+                                 headers={**as_json, "Origin": env.base}) as r:
+            assert r.status == 200, await r.text()
+            assert (await r.json())["status"] == 0
+        # ... and with a Referer of the app instead of an Origin, and a localhost Host
+        localhost = f"http://localhost:{port}"
+        async with env.http.post(env.base + purge, data=body.encode(), headers={
+                **as_json, "Host": f"localhost:{port}", "Referer": f"{localhost}/?queue=x"}) as r:
+            assert r.status == 200, await r.text()
+
+        async def purged() -> bool:
+            return bool((await env.queues())[name]["statistics"]["msgDepth"] == 0)
+
+        await wait_until(purged, 10.0, 0.1, message=f"{name} purged")
+    finally:
+        env.model.paused = False
+
+
+@pytest.mark.parametrize(("host", "want"), [
+    ("evil.example:{port}", 403),  # DNS rebinding: a foreign name for our address
+    ("127.0.0.1:{other}", 403),
+    ("", 403),
+    ("127.0.0.1:{port}", 200),
+    ("localhost:{port}", 200),
+    ("[::1]:{port}", 200),
+])
+async def test_reads_check_the_host_too(env: Env, host: str, want: int) -> None:
+    port = urlsplit(env.base).port or 80
+    value = host.format(port=port, other=port + 1)
+    for path in ("/api/agents", "/"):
+        async with env.http.get(env.base + path, headers={"Host": value,
+                                                          "Origin": "http://evil.example"}) as r:
+            assert r.status == want, (path, value, await r.text())
+            # no CORS header: a foreign page cannot read what the dashboard answers
+            assert not any(h.lower().startswith("access-control-") for h in r.headers)
+            if want == 403:
+                assert (await r.json())["type"] == "Forbidden"
+
+
+@dataclass
+class Tokened:
+    base: str
+    token: str
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def tokened(env: Env, bus_url: str) -> AsyncIterator[Tokened]:
+    """A second dashboard on the same bus, with a write token (as one bound beyond
+    loopback has)."""
+    token = "t0ken-for-the-test-" + uuid.uuid4().hex
+    app = dashboard.create_app(bus_url, request_timeout=5.0,
+                               guard=dashboard.Guard(token=token),
+                               session_options={"broker_timeout": 1.0})
+    runner = web.AppRunner(app, shutdown_timeout=5.0)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        host, port = runner.addresses[0][:2]
+        yield Tokened(f"http://{host}:{port}", token)
+    finally:
+        await runner.cleanup()
+
+
+async def _audit(env: Env, base: str) -> Any:
+    async with env.http.get(base + "/api/objects/queue",
+                            params={"where": "name = 'audit'"}) as r:
+        found = await r.json() if r.status == 200 else []
+        return found[0] if found else None
+
+
+async def test_a_token_guards_the_writes(env: Env, tokened: Tokened) -> None:
+    """With a token, a write from the app's own origin as JSON still needs
+    ``Authorization: Bearer``; reads do not."""
+    base, token = tokened.base, tokened.token
+    queue = await wait_until(lambda: _audit(env, base), 10.0, 0.1, message="audit listed")
+    purge = f"{base}/api/object/{queue['object_id']}/methods/purge"
+    headers = {"Content-Type": "application/json", "Origin": base}
+    for authorization in (None, "Bearer wrong-token-of-the-same-size",
+                          f"Basic {token}", f"Bearer {token}x"):
+        sent = {**headers, **({"Authorization": authorization} if authorization else {})}
+        async with env.http.post(purge, json={"request": 0}, headers=sent) as r:
+            assert r.status == 401, (authorization, await r.text())
+            assert r.headers["WWW-Authenticate"].startswith("Bearer")
+    async with env.http.post(purge, json={"request": 0},
+                             headers={**headers, "Authorization": f"Bearer {token}"}) as r:
+        assert r.status == 200, await r.text()
+
+
+async def test_the_page_sends_the_token_from_its_address(env: Env, tokened: Tokened,
+                                                         browser: Browser) -> None:
+    """Opened as ``/#token=...`` (the address printed at start), the page keeps the
+    token (not in the address) and its purge works; opened without it, the purge is
+    refused with the reason shown."""
+    name, _ = await _busy_queue(env)
+    try:
+        for with_token in (False, True):
+            context = await browser.new_context(viewport={"width": 1280, "height": 800})
+            try:
+                page = await context.new_page()
+                suffix = f"#token={tokened.token}" if with_token else ""
+                await page.goto(f"{tokened.base}/?queue={name}{suffix}")
+                assert tokened.token not in page.url  # taken out of the address at once
+                row = page.locator(f"tr[data-queue='{name}']")
+                await expect(row).to_have_count(1, timeout=WAIT_MS)
+                await expect(row.locator("button.purge")).to_be_enabled(timeout=WAIT_MS)
+                await row.locator("button.purge").click()
+                await page.locator("#confirm-purge").click()
+                if with_token:
+                    await expect(page.locator("#message")).to_contain_text(
+                        f"Purged {name}", timeout=WAIT_MS)
+                else:
+                    await expect(page.locator("#message")).to_contain_text(
+                        "needs the dashboard's token", timeout=WAIT_MS)
+                    depth = (await env.queues())[name]["statistics"]["msgDepth"]
+                    assert depth > 0, "purged without the token"
+            finally:
+                await context.close()
+    finally:
+        env.model.paused = False
+
+
+async def test_bound_beyond_loopback_it_makes_and_prints_a_token() -> None:
+    """``app.py --host 0.0.0.0``: a token is made and printed with the address to open;
+    writes without it get 401, with it they pass the guard (here to a bus that is not
+    there: 503)."""
+    await asyncio.to_thread(_bound_beyond_loopback)
+
+
+def _bound_beyond_loopback() -> None:
+    import subprocess
+    import sys
+    import urllib.error
+    import urllib.request
+
+    env = {k: v for k, v in os.environ.items() if k != dashboard.TOKEN_ENV}
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "examples" / "web_dashboard" / "app.py"), "--url",
+         "amqp://guest:guest@127.0.0.1:1/", "--host", "0.0.0.0", "--port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        assert proc.stdout is not None
+        lines: list[str] = []
+        deadline = time.monotonic() + 30
+        while not any("Running on" in line for line in lines):
+            assert time.monotonic() < deadline and proc.poll() is None, lines
+            lines.append(proc.stdout.readline())
+        text = "".join(lines)
+        token = re.search(r"writes need this token: (\S+)", text)
+        assert token, text
+        assert f"/#token={token.group(1)}" in text
+        port = re.search(r"Running on http://0\.0\.0\.0:(\d+)", text)
+        assert port, text
+        base = f"http://127.0.0.1:{port.group(1)}"
+
+        def post(authorization: str | None) -> int:
+            headers = {"Content-Type": "application/json", "Origin": base}
+            if authorization:
+                headers["Authorization"] = authorization
+            request = urllib.request.Request(
+                f"{base}/api/object/0-1-1-10-7/methods/purge", data=b'{"request": 0}',
+                headers=headers, method="POST")
+            try:
+                with urllib.request.urlopen(request, timeout=10) as r:
+                    return int(r.status)
+            except urllib.error.HTTPError as exc:
+                return int(exc.code)
+
+        assert post(None) == 401
+        assert post("Bearer not-the-token-at-all") == 401
+        assert post(f"Bearer {token.group(1)}") == 503  # past the guard: no broker
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+async def test_the_token_beyond_loopback(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(dashboard.TOKEN_ENV, raising=False)
+    for loopback in ("127.0.0.1", "127.0.1.1", "::1", "localhost"):
+        assert dashboard.write_token(loopback, None) == (None, False)
+    made, generated = dashboard.write_token("0.0.0.0", None)
+    assert generated and made is not None and len(made) >= 32
+    assert dashboard.write_token("192.0.2.7", None)[1]
+    assert dashboard.write_token("0.0.0.0", None)[0] != made  # a new one each start
+    given = "a-token-of-the-operator"
+    assert dashboard.write_token("0.0.0.0", given) == (given, False)
+    assert dashboard.write_token("127.0.0.1", given) == (given, False)  # kept on loopback
+    monkeypatch.setenv(dashboard.TOKEN_ENV, given)
+    assert dashboard.write_token("0.0.0.0", None) == (given, False)
+    from qmf_async import UsageError
+    with pytest.raises(UsageError, match="at least 16"):
+        dashboard.write_token("0.0.0.0", "short")
+    with pytest.raises(UsageError, match=r"CLASS\.METHOD"):
+        dashboard.parse_methods("queue.purge,delete")
+    assert dashboard.parse_methods("") == ()
+    with pytest.raises(UsageError, match="HOST"):
+        dashboard.create_app("amqp://localhost/", guard=dashboard.Guard(hosts=("a:b:c:x",)))
+    with pytest.raises(UsageError, match="origin"):
+        dashboard.create_app("amqp://localhost/",
+                             guard=dashboard.Guard(origins=("dash.example.com",)))
 
 
 # --------------------------------------------------------------------------- stream

@@ -8,8 +8,8 @@ by every request.  JSON endpoints:
 * ``GET /api/objects/{class}``: objects of a class (``?where=`` a JMS selector,
   ``?package=`` narrows the package);
 * ``GET /api/object/{object_id}``: one object (id in its text form ``0-1-1-10-26``);
-* ``POST /api/object/{object_id}/methods/{method}``: call a method, the body is a JSON
-  object of its arguments;
+* ``POST /api/object/{object_id}/methods/{method}``: call a method of the allow-list
+  (``--methods``, default ``queue.purge``), the body is a JSON object of its arguments;
 * ``GET /api/stream``: server-sent events: ``status`` (broker connected or not),
   ``snapshot``, ``queue`` (an update with its depth and enqueue-rate sample) and
   ``agent_gone``.
@@ -19,6 +19,13 @@ fault: 400 bad selector, object id, body or arguments (``ArgumentError``); 404 u
 object, class or method; 422 the agent refused the method (``MethodError``: ``status``
 and ``text`` are in the body); 502 other agent/protocol errors; 503 the broker is not
 connected (``Retry-After`` is set); 504 the bus did not answer in time.
+
+Who may write (:class:`Guard`, docs/web.md): every request must name a Host the
+dashboard serves (403 otherwise: DNS rebinding); a write (POST ...) must also be
+``application/json`` (415), come from the dashboard's own origin (Origin, or Referer
+without one; 403), carry the bearer token when there is one (401: bound beyond
+loopback, one is made and printed at start unless ``--token``/$QMF_DASHBOARD_TOKEN
+gives it) and call a method of the allow-list (403).
 
     python examples/web_dashboard/app.py --url amqp://guest:guest@localhost:5672/ \\
         [--host 127.0.0.1] [--port 8080] [--timeout 5] [-v]
@@ -33,17 +40,22 @@ import argparse
 import asyncio
 import collections
 import contextlib
+import hmac
+import ipaddress
 import json
 import logging
 import math
 import os
+import secrets
 import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
+import attrs
 from aiohttp import web
 
 from qmf_async import (
@@ -71,7 +83,8 @@ from qmf_async import (
 from qmf_async.exporter import is_console_queue
 from qmf_async.transport import add_connection_arguments, connection_arguments
 
-__all__ = ["STATIC", "Dashboard", "create_app", "encode_object", "jsonable", "main"]
+__all__ = ["STATIC", "Dashboard", "Guard", "create_app", "encode_object", "jsonable",
+           "is_loopback", "parse_methods", "write_token", "main"]
 
 log = logging.getLogger("qmf_async.web_dashboard")
 
@@ -447,6 +460,212 @@ class _StatusConsole(Console):
             self.dashboard.forget_agent(agent)
 
 
+# --------------------------------------------------------------------------- who may write
+#
+# A browser sends requests to the dashboard on behalf of any page it shows, and a
+# cross-origin form or text/plain POST goes out without a CORS preflight.  So a write
+# (any method but GET, HEAD and OPTIONS) must be JSON, from a page of the dashboard
+# itself (Origin, or Referer without one), addressed to a Host the dashboard serves
+# (DNS rebinding gives a foreign name), carry the bearer token when one is set, and
+# call a method of the allow-list.  Every request, reads too, must name a served Host.
+
+#: the methods callable by default: CLASS.METHOD (the class name of the object's key)
+DEFAULT_METHODS: tuple[str, ...] = ("queue.purge",)
+#: the environment variable that gives the write token
+TOKEN_ENV = "QMF_DASHBOARD_TOKEN"
+_SAFE = frozenset({"GET", "HEAD", "OPTIONS"})
+_LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+
+
+def _host_port(text: str, scheme: str) -> tuple[str, int | None] | None:
+    """``host[:port]`` (``[v6]:port`` too) as a lower-case host and a port (the scheme's
+    default when absent); None when it is not one."""
+    try:
+        parts = urlsplit(f"{scheme}://{text}")
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        return None
+    if not host or parts.path or parts.query or parts.username is not None:
+        return None
+    return host, port if port is not None else {"http": 80, "https": 443}.get(scheme)
+
+
+def _host_entry(entry: str) -> tuple[str, int | None]:
+    """A served-host entry (``name``, ``name:port``, ``[v6]:port``) as (name, port or
+    None for any port).
+
+    Raises:
+        UsageError: not a host.
+    """
+    try:
+        parts = urlsplit(f"//{entry.strip()}")
+        name, port = parts.hostname, parts.port
+    except ValueError:
+        name = None
+    if not name or parts.path or parts.username is not None:
+        raise UsageError(f"not HOST or HOST:PORT: {entry!r}")
+    return name, port
+
+
+def _origin(text: str) -> tuple[str, str, int | None] | None:
+    """The (scheme, host, port) of an Origin or Referer value; None when it has none."""
+    try:
+        parts = urlsplit(text)
+    except ValueError:
+        return None
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        return None
+    found = _host_port(parts.netloc, parts.scheme)
+    return None if found is None else (parts.scheme, *found)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether binding ``host`` serves this machine only (127.0.0.0/8, ::1, localhost)."""
+    if host.strip("[]").lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def parse_methods(text: str) -> tuple[str, ...]:
+    """``CLASS.METHOD[,CLASS.METHOD...]`` as a tuple (empty text: none).
+
+    Raises:
+        UsageError: an entry is not ``CLASS.METHOD``.
+    """
+    found = []
+    for entry in (e.strip() for e in text.split(",")):
+        if not entry:
+            continue
+        cls, dot, method = entry.rpartition(".")
+        if not dot or not cls or not method:
+            raise UsageError(f"not CLASS.METHOD: {entry!r}")
+        found.append(entry)
+    return tuple(found)
+
+
+@attrs.frozen
+class Guard:
+    """Who may do what through the dashboard (see docs/web.md, "Who may write").
+
+    ``hosts``: the Host values served (``name`` for any port, or ``name:port``); None
+    is the address the connection came in on, plus localhost, 127.0.0.1 and [::1] at
+    that port when it is a loopback address.  ``origins``: pages (``scheme://host[:port]``)
+    allowed to write besides the dashboard's own origin (``scheme://Host``), e.g. the
+    ``https://`` address of an authenticating proxy in front.  ``methods``: the callable
+    ``CLASS.METHOD`` names.  ``token``: when set, a write needs ``Authorization: Bearer
+    TOKEN``.
+    """
+
+    hosts: tuple[str, ...] | None = None
+    origins: tuple[str, ...] = ()
+    methods: tuple[str, ...] = DEFAULT_METHODS
+    token: str | None = None
+
+    def host_error(self, request: web.Request) -> str | None:
+        """Why the request's Host is not served; None when it is."""
+        given = request.headers.get("Host", "")
+        found = _host_port(given, request.scheme)
+        if found is None:
+            return f"bad Host header {given!r}"
+        if self.hosts is not None:
+            for entry in self.hosts:
+                name, port = _host_entry(entry)
+                if name == found[0] and port in (None, found[1]):
+                    return None
+            return f"this dashboard does not serve host {given!r}"
+        sockname = request.transport.get_extra_info("sockname") if request.transport else None
+        if not sockname:
+            return None  # not a socket (a test transport): nothing to compare with
+        ip, port = str(sockname[0]).lower().removeprefix("::ffff:"), int(sockname[1])
+        served = {(ip, port)}
+        if is_loopback(ip):
+            served.update((name, port) for name in _LOOPBACK_NAMES)
+        if found in served:
+            return None
+        return f"this dashboard does not serve host {given!r}"
+
+    def write_error(self, request: web.Request) -> tuple[int, str] | None:
+        """Why a write is refused (HTTP status, reason); None when it may go on."""
+        origin_text = request.headers.get("Origin")
+        source = "Origin"
+        if origin_text is None:
+            origin_text, source = request.headers.get("Referer"), "Referer"
+        if origin_text is None:
+            return 403, "a write needs an Origin (or Referer) header of the dashboard itself"
+        origin = _origin(origin_text)
+        own = _origin(f"{request.scheme}://{request.headers.get('Host', '')}")
+        trusted = {own} | {_origin(o) for o in self.origins}
+        if origin is None or origin not in trusted:
+            return 403, f"cross-origin write refused ({source} {origin_text!r})"
+        if request.content_type != "application/json":
+            return 415, (f"a write must be application/json, not "
+                         f"{request.content_type or 'without a Content-Type'}")
+        if self.token is not None:
+            scheme, _, credential = request.headers.get("Authorization", "").partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(
+                    credential.strip().encode(), self.token.encode()):
+                return 401, "a write needs the dashboard's token (Authorization: Bearer ...)"
+        return None
+
+    def offers(self, method: str, cls: str | None = None) -> bool:
+        """Whether ``method`` (of an object of class ``cls``; any class when None) is
+        callable."""
+        for entry in self.methods:
+            name, _, allowed = entry.rpartition(".")
+            if allowed == method and (cls is None or name == cls):
+                return True
+        return False
+
+
+def write_token(host: str, given: str | None) -> tuple[str | None, bool]:
+    """The token for a dashboard bound on ``host``: ``given`` (the option, else
+    $QMF_DASHBOARD_TOKEN) when set; else a new random one when ``host`` is beyond
+    loopback; None on loopback.  The flag says whether it was generated."""
+    token = given if given is not None else os.environ.get(TOKEN_ENV) or None
+    if token is not None:
+        if len(token) < 16:
+            raise UsageError("the token must be at least 16 characters")
+        return token, False
+    if is_loopback(host):
+        return None, False
+    return secrets.token_urlsafe(24), True
+
+
+_REFUSALS = {401: "Unauthorized", 403: "Forbidden", 415: "UnsupportedMediaType"}
+
+
+def _refuse(status: int, message: str) -> web.Response:
+    headers = {"WWW-Authenticate": 'Bearer realm="qmf dashboard"'} if status == 401 else None
+    return web.json_response({"error": message, "type": _REFUSALS[status]}, status=status,
+                             headers=headers, dumps=_dumps)
+
+
+GUARD = web.AppKey("guard", Guard)
+
+
+@web.middleware
+async def _guard(request: web.Request,
+                 handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+                 ) -> web.StreamResponse:
+    """Host on every request; Origin, JSON and token on every write (before routing
+    errors: an unknown path gets the same refusal)."""
+    guard = request.app[GUARD]
+    reason = guard.host_error(request)
+    if reason is not None:
+        log.warning("refused %s %s: %s", request.method, request.path, reason)
+        return _refuse(403, reason)
+    if request.method not in _SAFE:
+        refused = guard.write_error(request)
+        if refused is not None:
+            log.warning("refused %s %s from %s: %s", request.method, request.path,
+                        request.remote, refused[1])
+            return _refuse(*refused)
+    return await handler(request)
+
+
 # --------------------------------------------------------------------------- HTTP
 
 DASHBOARD = web.AppKey("dashboard", Dashboard)
@@ -509,7 +728,10 @@ async def one_object(request: web.Request) -> web.Response:
 
 async def call_method(request: web.Request) -> web.Response:
     dash = request.app[DASHBOARD]
+    guard = request.app[GUARD]
     method = request.match_info["method"]
+    if not guard.offers(method):
+        raise _not_offered(guard, method)
     raw = await request.read()
     try:
         arguments = json.loads(raw) if raw.strip() else {}
@@ -521,9 +743,19 @@ async def call_method(request: web.Request) -> web.Response:
     if reserved:
         raise ArgumentError(f"{method}() has no argument {reserved[0]!r}")
     obj = await dash.find_object(request.match_info["object_id"])
+    cls = obj.get_class_key().name
+    if not guard.offers(method, cls):
+        raise _not_offered(guard, method, cls)
     result = await obj.invoke(method, _timeout=dash.request_timeout, **arguments)
     return _json({"status": result.status, "text": result.text,
                   "out_args": jsonable(result.out_args)})
+
+
+def _not_offered(guard: Guard, method: str, cls: str | None = None) -> web.HTTPException:
+    what = f"{cls}.{method}" if cls else method
+    log.warning("refused a call of %s: not in the allow-list", what)
+    return _http(web.HTTPForbidden, f"this dashboard does not offer {what}() (allowed: "
+                                    f"{', '.join(guard.methods) or 'none'})")
 
 
 async def stream(request: web.Request) -> web.StreamResponse:
@@ -563,7 +795,7 @@ def create_app(url: str, *, request_timeout: float = 5.0,
                session_options: Mapping[str, Any] | None = None,
                connection: Mapping[str, Any] | None = None,
                history: int = 120, client_buffer: int = 1000,
-               console_queues: bool = False) -> web.Application:
+               console_queues: bool = False, guard: Guard | None = None) -> web.Application:
     """The dashboard application for the QMF bus at ``url``.
 
     ``request_timeout`` bounds every bus request of an HTTP request;
@@ -572,12 +804,25 @@ def create_app(url: str, *, request_timeout: float = 5.0,
     ``sasl_mechanisms``); ``history`` is the number of samples kept per queue and
     ``client_buffer`` the events buffered per SSE client before the oldest is dropped;
     ``console_queues`` shows the consoles' own reply and topic queues too.
+    ``guard`` says who may write and which methods are callable (default
+    ``Guard()``: the address the connection came in on, purge on queues, no token).
+
+    Raises:
+        UsageError: a bad entry in ``guard``.
     """
+    guard = guard if guard is not None else Guard()
+    for entry in guard.hosts or ():
+        _host_entry(entry)
+    for origin in guard.origins:
+        if _origin(origin) is None:
+            raise UsageError(f"not an origin (http[s]://HOST[:PORT]): {origin!r}")
+    parse_methods(",".join(guard.methods))
     dash = Dashboard(url, request_timeout=request_timeout, history=history,
                      client_buffer=client_buffer, session_options=session_options,
                      connection=connection, console_queues=console_queues)
-    app = web.Application(middlewares=[_errors])
+    app = web.Application(middlewares=[_guard, _errors])
     app[DASHBOARD] = dash
+    app[GUARD] = guard
     app.on_startup.append(dash.startup)
     app.on_shutdown.append(dash.shutdown)
     app.on_cleanup.append(dash.cleanup)
@@ -596,12 +841,26 @@ def _parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("-b", "--broker", "--url", dest="url", default=None, metavar="ADDRESS",
                         help="the broker of the QMF bus: a URL or a qpid-tools address "
                              "(host:port, user/password@host:port); default $QMF_URL")
-    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="address to bind (default 127.0.0.1; beyond loopback, writes "
+                             "need a token)")
     parser.add_argument("--port", type=int, default=8080, help="port (default 8080)")
     parser.add_argument("--timeout", type=float, default=5.0,
                         help="timeout of the bus requests of one HTTP request (default 5 s)")
     parser.add_argument("--console-queues", action="store_true",
                         help="show the consoles' own reply and topic queues too")
+    parser.add_argument("--methods", default=",".join(DEFAULT_METHODS), metavar="LIST",
+                        help="the callable methods, CLASS.METHOD comma-separated (default "
+                             "queue.purge; an empty LIST: none)")
+    parser.add_argument("--allowed-host", action="append", default=None, metavar="HOST",
+                        help="a Host header served, HOST or HOST:PORT (repeatable; default: "
+                             "the address bound, plus localhost forms on loopback)")
+    parser.add_argument("--allowed-origin", action="append", default=[], metavar="URL",
+                        help="a page allowed to write besides the dashboard's own origin, "
+                             "e.g. https://dash.example.com of a proxy (repeatable)")
+    parser.add_argument("--token", default=None,
+                        help=f"the bearer token writes need (default ${TOKEN_ENV}; bound "
+                             "beyond loopback without one, one is made and printed)")
     parser.add_argument("-v", "--verbose", action="store_true", help="log more")
     add_connection_arguments(parser)
     args = parser.parse_args(argv)
@@ -610,6 +869,11 @@ def _parse_args(argv: list[str]) -> argparse.Namespace:
         parser.error("no broker: give -b ADDRESS, or set QMF_URL")
     if args.timeout <= 0:
         parser.error("--timeout must be positive")
+    try:
+        args.methods = parse_methods(args.methods)
+        args.token, args.token_made = write_token(args.host, args.token)
+    except UsageError as exc:
+        parser.error(str(exc))
     try:
         args.connection = connection_arguments(args)
     except QmfError as exc:
@@ -622,11 +886,19 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
+        guard = Guard(hosts=tuple(args.allowed_host) if args.allowed_host else None,
+                      origins=tuple(args.allowed_origin), methods=args.methods,
+                      token=args.token)
         app = create_app(args.url, request_timeout=args.timeout, connection=args.connection,
-                         console_queues=args.console_queues)
+                         console_queues=args.console_queues, guard=guard)
     except QmfError as exc:
         print(f"web_dashboard: {exc}", file=sys.stderr)
         return 1
+    if args.token_made:
+        shown = f"[{args.host}]" if ":" in args.host else args.host
+        print(f"web_dashboard: bound beyond loopback, writes need this token: {args.token}\n"
+              f"web_dashboard: open http://{shown}:{args.port}/#token={args.token} "
+              f"(or set ${TOKEN_ENV})", flush=True)
     web.run_app(app, host=args.host, port=args.port, print=lambda text: print(text, flush=True))
     return 0
 

@@ -4,8 +4,9 @@
 exposition; ``Exporter`` keeps it current from a Session; ``serve_metrics`` serves it
 (from a thread; the text is rendered on the event loop).
 The package imports without prometheus-client (extra ``prometheus``); making an
-``Exporter`` needs it.  ``rules.yml`` (alert rules) and ``dashboard.json`` (Grafana) ship
-with it: :func:`resource_path`.
+``Exporter`` needs it.  ``load_web_config`` reads ``--web.config.file`` (exporter-toolkit
+format: TLS, client certificates, basic auth).  ``rules.yml`` (alert rules) and
+``dashboard.json`` (Grafana) ship with it: :func:`resource_path`.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from ._store import (
     format_value,
     is_console_queue,
 )
+from ._webconfig import BasicAuth, TlsConfig, WebConfig, WebConfigError, load_web_config
 
 __all__ = [
     "Exporter",
@@ -44,6 +46,11 @@ __all__ = [
     "ObjectLike",
     "serve_metrics",
     "MetricsServer",
+    "load_web_config",
+    "WebConfig",
+    "TlsConfig",
+    "WebConfigError",
+    "BasicAuth",
     "CONTENT_TYPE",
     "INSTALL_HINT",
     "OWN_METRICS",

@@ -59,6 +59,11 @@ def add_parser(subparsers: Any) -> None:
                         metavar="HOST:PORT",
                         help="where to serve /metrics (default 0.0.0.0:9469; port 0 picks "
                              "a free one, printed on stderr)")
+    parser.add_argument("--web.config.file", dest="web_config_file", default=None,
+                        metavar="FILE",
+                        help="TLS, client certificates and basic auth of /metrics: the "
+                             "web configuration file of Prometheus' exporter-toolkit "
+                             "(docs/prometheus.md)")
     parser.add_argument("--queue-include", action="append", default=[], metavar="GLOB",
                         help="export only queues whose name matches (repeatable)")
     parser.add_argument("--queue-exclude", action="append", default=[], metavar="GLOB",
@@ -101,9 +106,25 @@ async def run(args: argparse.Namespace) -> int:
         print("qmf exporter: needs the prometheus extra: pip install 'qmf-async[prometheus]'",
               file=sys.stderr)
         return EXIT_USAGE
-    from qmf_async.exporter import CONSOLE_QUEUES, Exporter, Filters, LiveStore, serve_metrics
+    from qmf_async.exporter import (
+        CONSOLE_QUEUES,
+        Exporter,
+        Filters,
+        LiveStore,
+        WebConfigError,
+        load_web_config,
+        serve_metrics,
+    )
 
     setup_logging(args.verbose)
+    web_config = None
+    if args.web_config_file is not None:
+        try:
+            web_config = load_web_config(args.web_config_file)
+        except WebConfigError as exc:
+            print(f"qmf exporter: error: --web.config.file {args.web_config_file}: {exc}",
+                  file=sys.stderr)
+            return EXIT_USAGE
     if args.max_series < 1:
         print("qmf exporter: error: --max-series must be at least 1", file=sys.stderr)
         return EXIT_USAGE
@@ -127,10 +148,14 @@ async def run(args: argparse.Namespace) -> int:
         async with Exporter(session, store, stale_after=args.stale_after, tick=args.tick,
                             snapshot_timeout=args.snapshot_timeout) as exporter:
             host, port = args.listen
-            server = await serve_metrics(exporter.render, host, port, pause=exporter.pause)
+            server = await serve_metrics(exporter.render, host, port, pause=exporter.pause,
+                                         web_config=web_config)
             bound = server.address
             if not args.quiet:
-                note("exporter", f"serving http://{bound[0]}:{bound[1]}/metrics")
+                note("exporter", f"serving {server.scheme}://{bound[0]}:{bound[1]}/metrics")
+                if web_config is not None and web_config.users and web_config.tls is None:
+                    note("exporter", "warning: basic auth without TLS: passwords cross the "
+                                     "network in clear (add tls_server_config)")
             try:
                 for url in urls:
                     broker = await session.add_broker(url, timeout=args.timeout,
