@@ -3,6 +3,11 @@ the same operations, with no broker."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
 from qmf_async.bridge._access import (
     Permissions,
     UserAccess,
@@ -73,3 +78,40 @@ def test_access_from_both_api_forms() -> None:
     assert new == old and new.administrator
     assert new.permissions["/"] == Permissions(".*", "", "x")
     assert not access_from_api("u", {"tags": ""}, []).tags
+
+
+async def test_permission_lookups_are_cached_for_access_cache_seconds(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bridge reads a caller's permissions once per ``access_cache`` seconds (a
+    clock of the test's), an unknown user too; 0 reads them for every request."""
+    from qmf_async.agent import Agent
+    from qmf_async.bridge import _agent
+    from qmf_async.bridge._http import ApiError
+    from qmf_async.bridge.rabbitmq import RabbitBridge
+
+    clock = [100.0]
+    monkeypatch.setattr(_agent, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    gets: list[str] = []
+
+    class Api:
+        async def get(self, path: str, **params: str) -> Any:
+            gets.append(path)
+            if "nobody" in path:
+                raise ApiError(404, "Object Not Found", path)
+            if path.endswith("/permissions"):
+                return [{"vhost": "/", "configure": ".*", "write": ".*", "read": ".*"}]
+            return {"name": "u", "tags": ["monitoring"]}
+
+    bridge = RabbitBridge(Agent("amqp://localhost/"), Api(), access_cache=5.0)  # type: ignore[arg-type]
+    first = await bridge.access_of("u")
+    assert first is not None and first.tags == {"monitoring"} and len(gets) == 2
+    clock[0] += 4.9
+    assert await bridge.access_of("u") == first and len(gets) == 2
+    clock[0] += 0.2  # past 5 s: read again
+    assert await bridge.access_of("u") == first and len(gets) == 4
+    assert await bridge.access_of("nobody") is None and len(gets) == 6
+    assert await bridge.access_of("nobody") is None and len(gets) == 6
+    bridge.access_cache = 0
+    await bridge.access_of("v")
+    await bridge.access_of("v")
+    assert len(gets) == 10

@@ -783,3 +783,31 @@ async def test_a_forged_or_missing_user_id_is_refused(
     assert answers[2].text.startswith(
         "unauthorized-access: the request carries no validated user id"), answers[2]
     await amqp.queue_declare("important2-q", passive=True)  # still there
+
+
+async def test_a_bus_user_reads_other_users_requests(
+        session: Session, bridge: RabbitBridge, low_url: str) -> None:
+    """What the bus does not hide, shown: a user with read on ``qpid.management`` (every
+    console needs it for the publications) binds a queue of its own under ``agent.#``
+    and receives other users' method requests, arguments and user id included."""
+    from qmf_async import wire
+
+    seen: list[tuple[str | None, Any]] = []
+    conn = await aiormq.connect(low_url)
+    try:
+        ch = await conn.channel()
+        spy = f"qmf-spy-{uuid.uuid4().hex[:8]}"
+        await ch.queue_declare(spy, exclusive=True)
+        await ch.queue_bind(spy, "qpid.management", routing_key="agent.#")
+
+        async def on_message(msg: aiormq.abc.DeliveredMessage) -> None:
+            for m in wire.decode(msg.body, bridge.agent.registry):
+                if isinstance(m, wire.MethodRequest):
+                    seen.append((msg.header.properties.user_id, m.arguments))
+        await ch.basic_consume(spy, on_message, no_ack=True)
+        (broker,) = await session.get_objects(_class="broker", _package=PACKAGE)
+        assert (await broker.echo(7, "guest's secret")).body == "guest's secret"
+        await wait_until(lambda: seen, timeout=10.0, interval=0.05, message="the copy")
+    finally:
+        await conn.close()
+    assert seen == [("guest", {"sequence": 7, "body": "guest's secret"})]
