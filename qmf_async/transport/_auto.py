@@ -223,19 +223,6 @@ class AutoTransport:
         """
         await self._connected().declare_management_exchange()
 
-    async def declare_exchange(self, name: str, kind: str = "topic") -> None:
-        """Declare the durable exchange ``name`` where the connected transport declares
-        exchanges (AMQP 0-9-1: the QMF v2 exchanges on RabbitMQ); nothing over AMQP
-        1.0 (qpidd has them).
-
-        Raises:
-            NotConnectedError: not open.
-            TransportError: the broker refused.
-        """
-        declare = getattr(self._connected(), "declare_exchange", None)
-        if declare is not None:
-            await declare(name, kind)
-
     async def open_endpoint(
         self,
         name: str | None = None,
