@@ -17,6 +17,7 @@ import re
 import signal
 import sys
 import time
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -43,10 +44,31 @@ LABEL = "rabbitmq-bridge-test"
 
 @pytest.fixture(scope="module")
 def bus_url(amqp_url: str) -> Iterator[str]:
+    """A private vhost with the QMF v2 exchanges (so the bridge's agent, on the default
+    transport, which does not declare them, speaks v2 too)."""
     with private_vhost(amqp_url, "qmf-bridge") as url:
         if url == amqp_url:
             pytest.skip("needs a private vhost (local RabbitMQ with rabbitmqctl)")
+        _declare_v2_exchanges(unquote(urlsplit(url).path[1:]))
         yield url
+
+
+def _declare_v2_exchanges(vhost: str) -> None:
+    """``qmf.default.direct`` and ``qmf.default.topic`` in ``vhost``, through the API."""
+    import base64
+    import urllib.request
+
+    parts = urlsplit(API_URL)
+    token = base64.b64encode(f"{unquote(parts.username or 'guest')}:"
+                             f"{unquote(parts.password or 'guest')}".encode()).decode()
+    base = f"{parts.scheme}://{parts.hostname}:{parts.port or 15672}/api"
+    for name, kind in (("qmf.default.direct", "direct"), ("qmf.default.topic", "topic")):
+        req = urllib.request.Request(
+            f"{base}/exchanges/{_enc(vhost)}/{name}", method="PUT",
+            data=json.dumps({"type": kind, "durable": True}).encode(),
+            headers={"Authorization": f"Basic {token}", "Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=10.0):
+            pass
 
 
 @pytest.fixture(scope="module")
@@ -645,3 +667,171 @@ async def test_collect_and_pipeline_on_rabbitmqs_queue(
     # pace of the sender, within what the 1 s statistics of RabbitMQ can resolve
     assert total <= sent
     assert 10.0 <= total / seconds <= 30.0, (total, seconds)
+
+
+# --------------------------------------------------------------------------- authorization
+
+#: the issue's limited user: QMF's own names are configurable, read and write on all
+LOW_CONFIGURE = r"^(qpid\..*|qmf.*|amq\..*)$"
+
+
+@pytest.fixture(scope="module")
+def low_url(bus_url: str, vhost: str) -> Iterator[str]:
+    """The bus as a RabbitMQ user (made with rabbitmqctl, removed after) that may use
+    QMF but configure nothing else: ``configure`` on LOW_CONFIGURE, read/write on all,
+    no tags."""
+    from .security_brokers import RabbitTlsError, rabbitmqctl
+
+    name = f"qmf-low-{uuid.uuid4().hex[:8]}"
+    try:
+        rabbitmqctl("add_user", name, "low-pw")
+    except RabbitTlsError as exc:
+        pytest.skip(f"cannot make a RabbitMQ user: {exc}")
+    try:
+        rabbitmqctl("set_permissions", "-p", vhost, name, LOW_CONFIGURE, ".*", ".*")
+        parts = urlsplit(bus_url)
+        yield parts._replace(netloc=f"{name}:low-pw@{parts.netloc.rsplit('@', 1)[-1]}").geturl()
+    finally:
+        rabbitmqctl("delete_user", name)
+
+
+async def test_a_limited_user_is_refused_what_rabbitmq_refuses_it(
+        session: Session, bridge: RabbitBridge, low_url: str, amqp: Any, bus_url: str,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The escalation of issue 34: a user RabbitMQ refuses to delete ``important-q``
+    is refused the same through the bridge (status 6, over the tool, QMF v1 and v2),
+    and the queue stays; what its permissions allow goes through; an administrator
+    (guest) still deletes the queue through the bridge."""
+    low = unquote(urlsplit(low_url).username or "")
+    await amqp.queue_declare("important-q")
+    await amqp.basic_publish(b"keep me", routing_key="important-q")
+    # RabbitMQ itself refuses the user
+    conn = await aiormq.connect(low_url)
+    try:
+        ch = await conn.channel()
+        with pytest.raises(aiormq.exceptions.ChannelAccessRefused):
+            await ch.queue_delete("important-q")
+    finally:
+        await conn.close()
+    caplog.set_level(logging.WARNING, logger="qmf_async.bridge")
+    assert bridge.agent.v2_live  # (the module's vhost has the v2 exchanges)
+    for version in (1, 2):
+        async with Session.connect(low_url, qmf_version=version, timeout=10.0) as s:
+            (broker,) = await wait_until(
+                lambda s=s: s.get_objects(_class="broker", _package=PACKAGE, _timeout=5.0),
+                timeout=15.0, interval=0.2, message=f"the bridge over QMF v{version}")
+            with pytest.raises(MethodError) as exc:
+                await broker.delete("queue", "important-q", {})
+            assert exc.value.status == 6
+            assert str(exc.value.text).startswith(
+                f"unauthorized-access: user {low!r} has no configure permission on queue "
+                f"'important-q'"), exc.value
+            with pytest.raises(MethodError) as exc:
+                await broker.create("queue", f"other-{version}", {}, False)
+            assert exc.value.status == 6
+            await broker.create("queue", f"qmf.low-{version}", {}, False)  # allowed
+            # closing another user's connection takes the administrator tag
+            outsider = await wait_until(
+                lambda s=s: s.get_objects(_class="connection", _package=PACKAGE,
+                                          authIdentity="guest", _timeout=5.0),
+                timeout=15.0, interval=0.2, message="guest's connections")
+            with pytest.raises(MethodError) as exc:
+                await outsider[0].close()
+            assert exc.value.status == 6 and "only its own connections" in exc.value.text
+    assert f"refused delete queue 'important-q' to user {low!r}" in caplog.text
+    # the issue's command line (last: the tool takes over the process's logging)
+    code, out, err = await qmf("config", "--agent", LABEL, "del", "queue", "important-q",
+                               "--force", url=low_url)
+    assert code != 0 and "deleted" not in out, (code, out, err)
+    assert (f"qmf config: error: delete failed: unauthorized-access: user {low!r} has no "
+            f"configure permission on queue 'important-q'") in err, err
+    assert err.rstrip().endswith("(delete queue 'important-q') (status 6)"), err
+    left = await amqp.queue_declare("important-q", passive=True)
+    assert left.message_count == 1
+    for version in (1, 2):
+        await amqp.queue_declare(f"qmf.low-{version}", passive=True)
+    # the administrator
+    (broker,) = await session.get_objects(_class="broker", _package=PACKAGE)
+    await broker.delete("queue", "important-q", {})
+    ch = await amqp.connection.channel()
+    with pytest.raises(aiormq.exceptions.ChannelNotFoundEntity):
+        await ch.queue_declare("important-q", passive=True)
+
+
+async def test_a_forged_or_missing_user_id_is_refused(
+        bridge: RabbitBridge, low_url: str, amqp: Any) -> None:
+    """A request claiming to come from guest over the limited user's connection is
+    refused by RabbitMQ itself (the channel is closed, nothing reaches the bridge); one
+    with no user id at all reaches the bridge and is answered status 6."""
+    from qmf_async import wire
+
+    await amqp.queue_declare("important2-q")
+    agent = bridge.agent
+    (broker,) = agent.objects("broker")
+    assert broker.object_id is not None
+
+    def request(seq: int) -> bytes:
+        return wire.encode(wire.MethodRequest(
+            seq, broker.object_id, broker.schema.class_key, "delete",
+            {"type": "queue", "name": "important2-q", "options": {}}), agent.registry)
+
+    answers: dict[int, Any] = {}
+    conn = await aiormq.connect(low_url)
+    try:
+        ch = await conn.channel()
+        reply = f"qmf-raw-{uuid.uuid4().hex[:8]}"
+        await ch.queue_declare(reply, exclusive=True)
+        await ch.queue_bind(reply, "amq.direct", routing_key=reply)
+
+        async def on_message(msg: aiormq.abc.DeliveredMessage) -> None:
+            for m in wire.decode(msg.body, agent.registry):
+                answers[m.seq] = m
+        await ch.basic_consume(reply, on_message, no_ack=True)
+        forger = await conn.channel()  # publisher confirms: the refusal is the answer
+        with pytest.raises(aiormq.exceptions.ChannelPreconditionFailed,
+                           match="user_id property set to 'guest' but authenticated user"):
+            await asyncio.wait_for(forger.basic_publish(
+                request(1), exchange="qpid.management", routing_key=agent.agent_key,
+                properties=aiormq.spec.Basic.Properties(
+                    reply_to=reply, user_id="guest", content_type="x-application/qmf")), 15.0)
+        await ch.basic_publish(
+            request(2), exchange="qpid.management", routing_key=agent.agent_key,
+            properties=aiormq.spec.Basic.Properties(reply_to=reply,
+                                                    content_type="x-application/qmf"))
+        await wait_until(lambda: 2 in answers, timeout=15.0, interval=0.05,
+                         message="the bridge's answer")
+    finally:
+        await conn.close()
+    assert 1 not in answers
+    assert answers[2].status == 6
+    assert answers[2].text.startswith(
+        "unauthorized-access: the request carries no validated user id"), answers[2]
+    await amqp.queue_declare("important2-q", passive=True)  # still there
+
+
+async def test_a_bus_user_reads_other_users_requests(
+        session: Session, bridge: RabbitBridge, low_url: str) -> None:
+    """What the bus does not hide, shown: a user with read on ``qpid.management`` (every
+    console needs it for the publications) binds a queue of its own under ``agent.#``
+    and receives other users' method requests, arguments and user id included."""
+    from qmf_async import wire
+
+    seen: list[tuple[str | None, Any]] = []
+    conn = await aiormq.connect(low_url)
+    try:
+        ch = await conn.channel()
+        spy = f"qmf-spy-{uuid.uuid4().hex[:8]}"
+        await ch.queue_declare(spy, exclusive=True)
+        await ch.queue_bind(spy, "qpid.management", routing_key="agent.#")
+
+        async def on_message(msg: aiormq.abc.DeliveredMessage) -> None:
+            for m in wire.decode(msg.body, bridge.agent.registry):
+                if isinstance(m, wire.MethodRequest):
+                    seen.append((msg.header.properties.user_id, m.arguments))
+        await ch.basic_consume(spy, on_message, no_ack=True)
+        (broker,) = await session.get_objects(_class="broker", _package=PACKAGE)
+        assert (await broker.echo(7, "guest's secret")).body == "guest's secret"
+        await wait_until(lambda: seen, timeout=10.0, interval=0.05, message="the copy")
+    finally:
+        await conn.close()
+    assert seen == [("guest", {"sequence": 7, "body": "guest's secret"})]

@@ -6,8 +6,13 @@ objects are created (with RabbitMQ's creation time where it has one), changed on
 updated (only those, so the agent publishes only them), vanished ones deleted (published
 once more with their delete time), and qpidd's events raised for what appeared and
 went.  The broker's ``create``/``delete``, ``queue.purge`` and ``connection.close``
-act on RabbitMQ through the API.  An API failure is logged once and the bridge keeps
-polling; the agent's bus connection is not touched.
+act on RabbitMQ through the API, but only for callers RabbitMQ would let do the same
+themselves: a request must carry the user id RabbitMQ validated (the AMQP ``user_id``
+property, which RabbitMQ checks against the publishing connection's login), and that
+user's permissions and tags, read from the API (cached ``access_cache`` seconds), must
+allow the operation by RabbitMQ's rules (:mod:`._access`).  Anything else is answered
+with status 6, ``unauthorized-access: ...``, logged, and nothing is done.  An API failure
+is logged once and the bridge keeps polling; the agent's bus connection is not touched.
 """
 
 from __future__ import annotations
@@ -20,9 +25,21 @@ from collections.abc import Mapping
 from importlib import resources
 from typing import Any
 
-from ..agent import Agent, ManagedObject, XmlSchemas, load_schema_xml
+from ..agent import Agent, ManagedObject, XmlSchemas, current_request, load_schema_xml
 from ..errors import MethodError, QmfError, UsageError
 from ..wire import ObjectId, QmfType
+from ._access import (
+    Need,
+    UserAccess,
+    access_from_api,
+    close_refusal,
+    needs_bind,
+    needs_create_exchange,
+    needs_create_queue,
+    needs_delete,
+    needs_purge,
+    refusal,
+)
 from ._http import ApiError, ApiUnavailableError, RabbitApi, enc
 from ._mapping import (
     BINDING_COLUMNS,
@@ -186,17 +203,29 @@ class RabbitBridge:
 
     ``vhost`` limits the bridge to one vhost (and is where ``create`` acts); without
     it every vhost is served and ``create``/``delete`` act on ``/``.
+
+    ``access_cache`` is how long (seconds) a caller's permissions and tags, once read
+    from the API, are used before they are read again: a permission revoked in
+    RabbitMQ stops working through the bridge within that time (0: read them for every
+    request).  The API user (``api``) needs the ``administrator`` tag to read them.
     """
 
     def __init__(self, agent: Agent, api: RabbitApi, *, interval: float = 5.0,
-                 vhost: str | None = None, schemas: XmlSchemas | None = None) -> None:
+                 vhost: str | None = None, schemas: XmlSchemas | None = None,
+                 access_cache: float = 5.0) -> None:
         """Register the schema and the method handlers on ``agent`` (not started).
 
         Raises:
-            UsageError: a non-positive interval, or an unusable schema.
+            UsageError: a non-positive interval, a negative ``access_cache``, or an
+                unusable schema.
         """
         if interval <= 0:
             raise UsageError("the bridge's interval must be positive")
+        if access_cache < 0:
+            raise UsageError("the bridge's access_cache must be >= 0 seconds")
+        self.access_cache = access_cache
+        #: callers' permissions as read from the API: user -> (expiry, access or None)
+        self._access: dict[str, tuple[float, UserAccess | None]] = {}
         self.agent = agent
         self.api = api
         self.interval = interval
@@ -394,6 +423,72 @@ class RabbitBridge:
         on("queue", "purge", self.purge)
         on("connection", "close", self.close_connection)
 
+    # ------------------------------------------------------------------ authorization
+
+    def _caller(self, action: str) -> str:
+        """The validated user id of the request being served.
+
+        Raises:
+            MethodError: status 6, the request carries none.
+        """
+        ctx = current_request.get(None)
+        user = ctx.user_id if ctx is not None else None
+        if not user:
+            raise self._refused(action, None, "the request carries no validated user id")
+        return user
+
+    def _refused(self, action: str, user: str | None, why: str) -> MethodError:
+        who = f"user {user!r}" if user is not None else "a caller without a user id"
+        log.warning("RabbitMQ bridge: refused %s to %s: %s", action, who, why)
+        return _fail(f"unauthorized-access: {why} ({action})", STATUS_FORBIDDEN)
+
+    async def access_of(self, user: str) -> UserAccess | None:
+        """``user``'s tags and permissions as the API reports them (None: no such
+        user), cached for ``access_cache`` seconds.
+
+        Raises:
+            MethodError: status 6 when the API refuses to tell (the bridge's API user
+                is no administrator), 7 when it does not answer.
+        """
+        now = time.monotonic()
+        hit = self._access.get(user)
+        if hit is not None and hit[0] > now:
+            return hit[1]
+        path = f"users/{enc(user)}"
+        try:
+            record, perms = await asyncio.gather(self.api.get(path),
+                                                 self.api.get(f"{path}/permissions"))
+            access: UserAccess | None = access_from_api(user, record or {}, perms or ())
+        except ApiError as exc:
+            if exc.status != 404:
+                log.error("RabbitMQ bridge: cannot read the permissions of user %r: %s",
+                          user, exc)
+                raise _fail(f"unauthorized-access: cannot read the permissions of user "
+                            f"{user!r}: {exc.reason}", STATUS_FORBIDDEN) from exc
+            access = None
+        except ApiUnavailableError as exc:
+            raise _fail(f"cannot read the permissions of user {user!r}: {exc}") from exc
+        if self.access_cache > 0:
+            if len(self._access) >= 1024:
+                self._access = {u: e for u, e in self._access.items() if e[0] > now}
+                if len(self._access) >= 1024:
+                    self._access.clear()
+            self._access[user] = (now + self.access_cache, access)
+        return access
+
+    async def _authorize(self, action: str, vhost: str, needs: list[Need]) -> None:
+        """Return when the caller may do ``action`` (``needs`` on ``vhost``).
+
+        Raises:
+            MethodError: status 6 (logged), it may not; 7, the API does not answer.
+        """
+        user = self._caller(action)
+        why = refusal(await self.access_of(user), vhost, needs)
+        if why is not None:
+            raise self._refused(action, user, why)
+
+    # ------------------------------------------------------------------ calls
+
     async def _call(self, method: str, path: str, **options: Any) -> Any:
         try:
             answer = await self.api.request(method, path, **options)
@@ -418,12 +513,16 @@ class RabbitBridge:
 
     async def create(self, obj: ManagedObject, *, type: str, name: str,
                      properties: Mapping[str, Any] | None, strict: bool) -> None:
+        self._caller(f"create {type} {name!r}")
         props = dict(properties or {})
-        v = enc(self.method_vhost)
+        vhost = self.method_vhost
+        v = enc(vhost)
         if type == "queue":
             body = queue_arguments(props, strict)
             if not name:
                 raise _fail("invalid-argument: a queue needs a name", STATUS_INVALID_PARAMETER)
+            await self._authorize(f"create queue {name!r}", vhost,
+                                  needs_create_queue(name, body["arguments"]))
             if await self._exists(f"queues/{v}/{enc(name)}"):
                 raise _fail(f"object already exists: {name}")
             await self._call("PUT", f"queues/{v}/{enc(name)}", body=body)
@@ -432,6 +531,8 @@ class RabbitBridge:
             if not name:
                 raise _fail("invalid-argument: an exchange needs a name",
                             STATUS_INVALID_PARAMETER)
+            await self._authorize(f"create exchange {name!r}", vhost,
+                                  needs_create_exchange(name, body["arguments"]))
             if await self._exists(f"exchanges/{v}/{enc(name)}"):
                 raise _fail(f"object already exists: {name}")
             await self._call("PUT", f"exchanges/{v}/{enc(name)}", body=body)
@@ -441,6 +542,7 @@ class RabbitBridge:
                 raise _fail("not-allowed: Bind not allowed for default exchange",
                             STATUS_FORBIDDEN)
             args = {k: v for k, v in props.items() if k != "exchange-type"}
+            await self._authorize(f"create binding {name!r}", vhost, needs_bind(exchange, queue))
             await self._call("POST", f"bindings/{v}/e/{enc(exchange)}/q/{enc(queue)}",
                              body={"routing_key": key, "arguments": args})
         else:
@@ -449,9 +551,12 @@ class RabbitBridge:
 
     async def delete(self, obj: ManagedObject, *, type: str, name: str,
                      options: Mapping[str, Any] | None) -> None:
+        self._caller(f"delete {type} {name!r}")
         opts = dict(options or {})
-        v = enc(self.method_vhost)
+        vhost = self.method_vhost
+        v = enc(vhost)
         if type == "queue":
+            await self._authorize(f"delete queue {name!r}", vhost, needs_delete("queue", name))
             params = {k.replace("_", "-"): "true" for k in ("if_empty", "if_unused")
                       if opts.get(k)}
             await self._call("DELETE", f"queues/{v}/{enc(name)}", params=params or None,
@@ -460,10 +565,13 @@ class RabbitBridge:
             if name == "":
                 raise _fail("not-allowed: Delete not allowed for default exchange",
                             STATUS_FORBIDDEN)
+            await self._authorize(f"delete exchange {name!r}", vhost,
+                                  needs_delete("exchange", name))
             await self._call("DELETE", f"exchanges/{v}/{enc(name)}",
                              what=f"delete exchange {name!r}")
         elif type == "binding":
             exchange, queue, key = _binding_id(name)
+            await self._authorize(f"delete binding {name!r}", vhost, needs_bind(exchange, queue))
             path = f"bindings/{v}/e/{enc(exchange)}/q/{enc(queue)}"
             try:
                 found = await self.api.get(path)
@@ -481,6 +589,7 @@ class RabbitBridge:
 
     async def purge(self, obj: ManagedObject, *, request: int,
                     filter: Mapping[str, Any] | None) -> None:
+        self._caller("purge")
         key = self._keys.get(obj)
         if key is None or obj.is_deleted:
             raise _fail("UnknownObject", STATUS_UNKNOWN_OBJECT)
@@ -488,6 +597,7 @@ class RabbitBridge:
             raise _fail("not-implemented: RabbitMQ's API cannot select messages by a filter",
                         STATUS_FEATURE_NOT_IMPLEMENTED)
         _, vhost, name = key
+        await self._authorize(f"purge queue {name!r}", vhost, needs_purge(name))
         path = f"queues/{enc(vhost)}/{enc(name)}"
         if not request:
             await self._call("DELETE", f"{path}/contents", what=f"purge queue {name!r}")
@@ -498,9 +608,19 @@ class RabbitBridge:
                                "encoding": "auto", "truncate": 1})
 
     async def close_connection(self, obj: ManagedObject) -> None:
+        user = self._caller("close connection")
         key = self._keys.get(obj)
         if key is None or obj.is_deleted:
             raise _fail("UnknownObject", STATUS_UNKNOWN_OBJECT)
+        action = f"close connection {key[1]!r}"
+        try:  # whose it is now (the API's answer, not the last poll's)
+            found = await self.api.get(f"connections/{enc(key[1])}", columns="user")
+        except (ApiError, ApiUnavailableError) as exc:
+            raise _api_failure(exc) from exc
+        owner = found.get("user") if isinstance(found, dict) else None
+        why = close_refusal(await self.access_of(user), None if owner is None else str(owner))
+        if why is not None:
+            raise self._refused(action, user, why)
         await self._call("DELETE", f"connections/{enc(key[1])}",
                          headers={"X-Reason": "closed by QMF management request"},
                          what=f"close connection {key[1]!r}")

@@ -42,6 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--label", default="rabbitmq", help="agent label (default rabbitmq)")
     parser.add_argument("--api-timeout", type=float, default=10.0, metavar="S",
                         help="seconds to wait for one API answer (default 10)")
+    parser.add_argument("--access-cache", type=float, default=5.0, metavar="S",
+                        help="seconds a caller's RabbitMQ permissions are reused before "
+                             "they are read from the API again (default 5; 0: every call)")
     parser.add_argument("--no-attach", dest="attach", action="store_false",
                         help="do not ask a management broker for banks")
     parser.add_argument("-v", "--verbose", action="count", default=0,
@@ -60,11 +63,14 @@ def build_bridge(args: argparse.Namespace) -> RabbitBridge:
         raise UsageError("no QMF bus: give -b ADDRESS, or set QMF_URL")
     if args.interval <= 0 or args.api_timeout <= 0:
         raise UsageError("--interval and --api-timeout must be positive")
+    if args.access_cache < 0:
+        raise UsageError("--access-cache must be >= 0")
     api = RabbitApi(args.api or os.environ.get("QMF_RABBITMQ_API") or DEFAULT_API,
                     timeout=args.api_timeout)
     agent = Agent(broker_url(url), label=args.label, interval=args.interval,
                   attach=args.attach, **connection_arguments(args))
-    return RabbitBridge(agent, api, interval=args.interval, vhost=args.vhost)
+    return RabbitBridge(agent, api, interval=args.interval, vhost=args.vhost,
+                        access_cache=args.access_cache)
 
 
 async def run(args: argparse.Namespace) -> int:

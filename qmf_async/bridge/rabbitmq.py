@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 
+from ._access import Permissions, UserAccess
 from ._agent import PACKAGE, RabbitBridge, exchange_arguments, load_schemas, queue_arguments
 from ._cli import add_arguments, build_bridge, main, run
 from ._http import ApiAuthError, ApiError, ApiUnavailableError, RabbitApi, api_base
@@ -20,7 +21,7 @@ from ._mapping import Mapped, RawState, diff_events, map_state
 __all__ = ["PACKAGE", "RabbitBridge", "RabbitApi", "ApiError", "ApiAuthError",
            "ApiUnavailableError", "load_schemas", "queue_arguments", "exchange_arguments",
            "api_base", "Mapped", "RawState", "map_state", "diff_events", "add_arguments",
-           "build_bridge", "run", "main"]
+           "build_bridge", "run", "main", "Permissions", "UserAccess"]
 
 if __name__ == "__main__":
     sys.exit(main())
