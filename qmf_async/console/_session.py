@@ -470,7 +470,10 @@ class Session(ObjectQueries, ObjectUpdates):
                 sub.binding(self._sync_v2())
         if not self.options.manage_connections:
             followed = [broker] if broker is not None else self.brokers
-            if followed and not any(b.connected or b.closing for b in followed):
+            # lost: not connected, with the loss's error (a first connection under
+            # way has none yet)
+            if followed and all(not b.connected and b.error is not None and not b.closing
+                                for b in followed):
                 sub.fail(self._lost_error(followed[0], followed[0].error))
 
     @staticmethod
