@@ -122,7 +122,7 @@ async def test_subscriptions_end_when_rabbitmq_closes_the_connection(bus: Any) -
     api = _management_api(bus.url)
     if not bus.isolated or api is None:
         pytest.skip("needs the management API of a local broker and a private vhost")
-    async with running_role(bus), running_demo(bus) as (agent, _model), \
+    async with running_role(bus), running_demo(bus) as (_agent, _model), \
             Session.connect(bus.url, timeout=10.0, agent_interval=1.0) as plain, \
             Session.connect(bus.url, timeout=10.0, manage_connections=True,
                             reconnect_min_delay=0.1, reconnect_max_delay=0.5) as managed:

@@ -544,7 +544,11 @@ class _RefElement(_Element):
     def __get__(self, obj: QmfObject | None, owner: type | None = None) -> Any:
         if obj is None:
             return self
-        return obj._scoped(_Element.__get__(self, obj, owner))
+        value = _Element.__get__(self, obj, owner)
+        broker = obj.get_broker()
+        if broker is None or not isinstance(value, ObjectId):
+            return value
+        return broker_object_id(value.raw, broker)
 
 
 _BASE_NAMES = frozenset(dir(QmfObject))

@@ -143,7 +143,7 @@ class ObjectQueries:
                 raise UsageError(f"object id {oid} is of {oid.broker.where}, not of "
                                  f"{_broker.where}")
             if _broker is None and oid.broker in self.brokers:
-                _broker = cast(Broker, oid.broker)
+                _broker = oid.broker
         brokers = self._connected_brokers(_broker)
         timeout = self.options.timeout if _timeout is None else _timeout
         if _agent is None:
