@@ -56,7 +56,11 @@ class BrokerObjectId(ObjectId):
     broker: BrokerLink
 
     def __init__(self, raw: bytes, broker: BrokerLink) -> None:
-        """Raises: UsageError: ``raw`` is not 16 bytes."""
+        """The id of the 16 bytes ``raw`` on ``broker``.
+
+        Raises:
+            UsageError: ``raw`` is not 16 bytes.
+        """
         super().__init__(raw)
         _set_broker(self, broker)
 
