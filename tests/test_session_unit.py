@@ -1344,3 +1344,33 @@ def test_agents_and_object_ids_of_two_brokers_are_never_equal() -> None:
     assert o1 == BrokerObjectId(plain.raw, one) and o1 == plain and plain == o2  # type: ignore[arg-type]
     assert plain in {o1: 1} and str(o1) == "0-1-1-0-26" and repr(o2) == "ObjectId('0-1-1-0-26')"
     assert type(pickle.loads(pickle.dumps(o1))) is ObjectId
+
+
+async def test_iter_objects_ends_with_connection_lost_when_a_broker_asked_is_lost(
+        make_session: Any) -> None:
+    """Without manage_connections, a broker lost mid-query ends iter_objects with
+    ConnectionLostError (not a PartialResultError), after the other broker's objects."""
+    bus = FakeBus()
+    agent = queue_agent(bus, 5, count=2)
+    session = make_session(bus)
+    b1 = await session.add_broker(URL)
+    b2 = await session.add_broker(URL)
+    second = bus.transport
+    agent.heartbeat()
+    await wait_until(lambda: b1.agents() and b2.agents(), message="the agent on both")
+    bus.pause()
+    got: list[QmfObject] = []
+
+    async def iterate() -> None:
+        async for q in session.iter_objects(_class="queue"):
+            got.append(q)
+    task = asyncio.create_task(iterate())
+    await wait_until(lambda: len(bus.sent("G")) == 2 and bus.queued > 0,
+                     message="both asked")
+    cause = OSError("connection reset by peer")
+    second.lose(cause)
+    bus.flush()
+    with pytest.raises(ConnectionLostError) as info:
+        await asyncio.wait_for(task, 2.0)
+    assert cause in chain(info.value) and b2.where in str(info.value)
+    assert len(got) == 2 and all(q.get_broker() is b1 for q in got)

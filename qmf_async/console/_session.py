@@ -867,9 +867,13 @@ class Session(ObjectQueries, ObjectUpdates):
         raised after what did arrive was yielded.
 
         Raises:
-            ConnectionLostError: the connection of a broker asked was lost before its
-                agents finished (the transport's error as its cause), whatever the
-                other brokers answered: what arrived was yielded already.
+            ConnectionLostError: on a session that does not manage connections, the
+                connection of a broker asked was lost before its agents finished (the
+                transport's error as its cause), whatever the other brokers answered:
+                what arrived was yielded already.  With ``manage_connections=True``
+                that is a PartialResultError (``errors`` holds the
+                ConnectionLostError) when some objects arrived, as for
+                :meth:`get_objects`.
             Else: as :meth:`get_objects`.
         """
         queue: asyncio.Queue[QmfObject | None] = asyncio.Queue()
@@ -887,7 +891,8 @@ class Session(ObjectQueries, ObjectUpdates):
                 await task
             except PartialResultError as exc:
                 lost = [e for e in exc.errors if isinstance(e, ConnectionLostError)]
-                if lost:  # a broker it follows is gone: that is the end, as for events()
+                if lost and not self.options.manage_connections:
+                    # a broker it asked is gone for good: the end, as for events()
                     raise lost[0] from lost[0].__cause__
                 raise
         finally:
