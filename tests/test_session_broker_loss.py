@@ -25,6 +25,7 @@ from urllib.parse import quote
 import pytest
 
 from qmf_async import ConnectionLostError, Session, TransportError
+from qmf_async.transport import with_heartbeat
 
 from ._util import _api_call, _management_api, wait_until
 from .qpidd import Qpidd
@@ -108,6 +109,26 @@ async def test_subscriptions_and_a_query_end_when_qpidd_is_killed(
         # a subscription taken after the loss ends at once too
         with pytest.raises(ConnectionLostError):
             await s.object_updates(_class="queue").get(timeout=1.0)
+
+
+@pytest.mark.qpidd
+async def test_a_stalled_qpidd_ends_the_subscription_within_the_heartbeat(
+        qpidd_fresh: Callable[[bool], Qpidd]) -> None:
+    # a broker that stops answering without closing the connection (SIGSTOP, a dead
+    # host): the loss is seen at the transport's heartbeat (heartbeat=1: silent for
+    # 2 s), and the subscription ends then
+    broker = qpidd_fresh(False)
+    async with Session.connect(with_heartbeat(broker.url, 1), timeout=10.0) as s:
+        updates: list[Any] = []
+        follow = asyncio.create_task(_drain(s.object_updates(_class="queue"), updates))
+        await wait_until(lambda: updates, timeout=15.0, message="a queue update")
+        os.kill(broker.pid, signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            await _ends_with_lost(follow, "object_updates()")
+            assert time.monotonic() - started < 2 * 2.0 + 2.0  # the idle timeout, a margin
+        finally:
+            os.kill(broker.pid, signal.SIGCONT)
 
 
 def _console_connections(api: str, vhost: str) -> list[str]:
