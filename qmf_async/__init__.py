@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from .console import (
     Broker,
+    BrokerObjectId,
     Change,
     Console,
     Event,
@@ -60,6 +61,7 @@ __all__ = [
     "Session",
     "SessionOptions",
     "Broker",
+    "BrokerObjectId",
     "Console",
     "QmfObject",
     "Change",

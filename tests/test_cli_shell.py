@@ -20,6 +20,7 @@ import io
 import logging
 import os
 import re
+import signal
 import struct
 import sys
 import termios
@@ -704,6 +705,62 @@ async def test_shell_on_qpidd_survives_a_restart(
             assert str(info.value) == f"object {qid} (queue gone-q) no longer exists"
             assert info.value.code == EXIT_NOT_FOUND
             assert shell.describe(qid) == "queue gone-q (deleted)"
+        finally:
+            await shell.close()
+    finally:
+        await session.close()
+
+
+def _stopped(pid: int) -> bool:
+    """Every thread of process ``pid`` is stopped (state T in /proc)."""
+    states = []
+    for stat in Path(f"/proc/{pid}/task").glob("*/stat"):
+        try:
+            states.append(stat.read_text().rsplit(")", 1)[1].split()[0])
+        except (OSError, IndexError):
+            continue
+    return bool(states) and all(state in ("T", "t") for state in states)
+
+
+async def test_a_stalled_qpidd_never_fills_the_destroyed_column(
+        qpidd_fresh: Callable[[bool], Qpidd]) -> None:
+    # issue 33: qpidd stalled, `list queue` timed out, then qpidd's agent stopped
+    # heartbeating and left: every queue was marked destroyed until the next answer
+    qpidd = qpidd_fresh(False)
+    session = Session(manage_connections=True, timeout=2.0, reconnect_max_delay=1.0)
+    try:
+        await session.add_broker(qpidd.url, timeout=10.0)
+        shell = Shell(session, emit=lambda _text: None)
+        await shell.start()
+        # taken after the shell's own subscriptions: what reaches this one has reached
+        # (and been handled by) the shell's first
+        changes = session.agent_changes()
+        try:
+            (bid,) = shell.cached("broker")
+            assert await shell.execute(f"call {bid} create queue stall-q {{}} false") \
+                == "OK (0)"
+            live = _rows(await shell.execute("list queue"))
+            assert live and all(row[2] == "-" for row in live)
+            qid = _queue_ids(shell)["stall-q"]
+            os.kill(qpidd.pid, signal.SIGSTOP)
+            try:
+                await wait_until(lambda: _stopped(qpidd.pid), 5, message="qpidd stopped")
+                timed_out = await shell.execute("list queue")  # a timed-out answer
+                assert "did not finish within" in timed_out
+                while (await changes.get(timeout=30))[0] != "removed":
+                    pass  # qpidd's agent stopped heartbeating and left
+                await asyncio.sleep(0)  # the shell's background tasks had their turn
+                without_agent = await shell.execute("list queue")
+                assert "no agent is known" in without_agent
+            finally:
+                os.kill(qpidd.pid, signal.SIGCONT)
+            for listing in (timed_out, without_agent):
+                rows = _rows(listing)
+                assert {row[0] for row in rows} >= {row[0] for row in live}
+                assert all(row[2] == "-" for row in rows), listing
+            assert "(deleted)" not in await shell.execute(f"show {qid}")
+            await wait_until(lambda: session.get_agents(), 30, message="qpidd's agent back")
+            assert all(row[2] == "-" for row in _rows(await shell.execute("list queue")))
         finally:
             await shell.close()
     finally:

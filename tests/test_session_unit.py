@@ -1178,6 +1178,48 @@ async def test_without_manage_connections_a_lost_broker_stays_lost(make_session:
     assert bus.connect_attempts == 1 and bus.transports == [first] and not broker.connected
 
 
+async def test_subscriptions_end_with_the_brokers_they_follow(make_session: Any) -> None:
+    """Without manage_connections, a subscription hands out what it received, then
+    raises ConnectionLostError (cause chained) once a broker it follows is lost; one
+    following another broker (``_broker=``) goes on.  With manage_connections it
+    goes on."""
+    bus = FakeBus()
+    queue_agent(bus, 5, count=1)
+    session = make_session(bus)
+    b1 = await session.add_broker(URL)
+    first = bus.transport
+    b2 = await session.add_broker(URL)
+    second = bus.transport
+    every = session.agent_changes()
+    events_of_b2 = session.events(_broker=b2)
+    updates_of_b2 = session.object_updates(_broker=b2)
+    every.deliver(("added", "kept"))  # type: ignore[arg-type]
+    cause = OSError("connection reset by peer")
+    first.lose(cause)
+    assert await every.get(timeout=1.0) == ("added", "kept")  # what it held first
+    with pytest.raises(ConnectionLostError) as info:
+        await every.get(timeout=1.0)
+    assert cause in chain(info.value) and b1.where in str(info.value)
+    assert not events_of_b2.closed and not updates_of_b2.closed
+    second.lose(OSError("gone too"))
+    for sub in (events_of_b2, updates_of_b2):
+        with pytest.raises(ConnectionLostError):
+            await asyncio.wait_for(sub.__anext__(), 1.0)
+    late = session.events()  # every broker is lost: nothing would ever come
+    with pytest.raises(ConnectionLostError):
+        await late.get(timeout=1.0)
+
+    managed_bus = FakeBus()
+    managed = make_session(managed_bus, manage_connections=True, reconnect_min_delay=0.01,
+                           reconnect_max_delay=0.02)
+    await managed.add_broker(URL)
+    kept = managed.events()
+    managed_bus.transport.lose(OSError("reset"))
+    assert not kept.closed
+    with pytest.raises(QmfTimeout):  # still waiting, not ended
+        await kept.get(timeout=0.05)
+
+
 async def test_manage_connections_first_connect_retried(make_session: Any) -> None:
     bus = FakeBus()
     bus.fail_connects = 2
@@ -1286,3 +1328,49 @@ def test_correlator_ignores_replies_after_the_z_but_not_held_bodies() -> None:
     assert first.seq == 0xFFFFFFFF and corr2.register(query=False).seq == 1
     assert corr2.discard(first.seq, first)
     assert len(corr2) == 1
+
+
+def test_agents_and_object_ids_of_two_brokers_are_never_equal() -> None:
+    import pickle
+
+    from qmf_async import BrokerObjectId, ObjectId, RemoteAgent
+
+    one, two = object(), object()
+    a1, a2 = RemoteAgent(one, 1, 0), RemoteAgent(two, 1, 0)  # type: ignore[arg-type]
+    assert a1 != a2 and len({a1, a2}) == 2 and a1 == RemoteAgent(one, 1, 0, "relabeled")  # type: ignore[arg-type]
+    plain = ObjectId.parse("0-1-1-0-26")
+    o1, o2 = BrokerObjectId(plain.raw, one), BrokerObjectId(plain.raw, two)  # type: ignore[arg-type]
+    assert o1 != o2 and not o1 == o2 and len({o1, o2}) == 2
+    assert o1 == BrokerObjectId(plain.raw, one) and o1 == plain and plain == o2  # type: ignore[arg-type]
+    assert plain in {o1: 1} and str(o1) == "0-1-1-0-26" and repr(o2) == "ObjectId('0-1-1-0-26')"
+    assert type(pickle.loads(pickle.dumps(o1))) is ObjectId
+
+
+async def test_iter_objects_ends_with_connection_lost_when_a_broker_asked_is_lost(
+        make_session: Any) -> None:
+    """Without manage_connections, a broker lost mid-query ends iter_objects with
+    ConnectionLostError (not a PartialResultError), after the other broker's objects."""
+    bus = FakeBus()
+    agent = queue_agent(bus, 5, count=2)
+    session = make_session(bus)
+    b1 = await session.add_broker(URL)
+    b2 = await session.add_broker(URL)
+    second = bus.transport
+    agent.heartbeat()
+    await wait_until(lambda: b1.agents() and b2.agents(), message="the agent on both")
+    bus.pause()
+    got: list[QmfObject] = []
+
+    async def iterate() -> None:
+        async for q in session.iter_objects(_class="queue"):
+            got.append(q)
+    task = asyncio.create_task(iterate())
+    await wait_until(lambda: len(bus.sent("G")) == 2 and bus.queued > 0,
+                     message="both asked")
+    cause = OSError("connection reset by peer")
+    second.lose(cause)
+    bus.flush()
+    with pytest.raises(ConnectionLostError) as info:
+        await asyncio.wait_for(task, 2.0)
+    assert cause in chain(info.value) and b2.where in str(info.value)
+    assert len(got) == 2 and all(q.get_broker() is b1 for q in got)

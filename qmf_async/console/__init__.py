@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from ._objects import Change, Event, MethodResult, QmfObject, RemoteAgent
+from ._objects import BrokerObjectId, Change, Event, MethodResult, QmfObject, RemoteAgent
 from ._options import SessionOptions
 from ._session import Broker, Console, Session
 from ._subscriptions import Subscription
 
 __all__ = [
     "Broker",
+    "BrokerObjectId",
     "Change",
     "Console",
     "Event",

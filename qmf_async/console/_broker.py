@@ -129,6 +129,10 @@ class SessionHost(Protocol):
 
     def event(self, broker: Broker, event: Event) -> None: ...
 
+    def connection_lost(self, broker: Broker, error: ConnectionLostError) -> None:
+        """The connection of ``broker`` was lost and will not be made again (the
+        session does not manage connections)."""
+
     def follows_objects(self) -> bool:
         """Whether a console or a subscription takes object updates."""
 
@@ -415,6 +419,8 @@ class Broker(SchemaFetches, MethodCalls):
             self._v2.connection_lost(lost)
         self._waits.fail_all(lost)  # waits the core no longer knew (already answered)
         self.owner.notify("broker_disconnected", self)
+        if not self._runtime.reconnect:  # gone for good: what follows it ends
+            self.owner.connection_lost(self, lost)
 
     def start_reconnect(self) -> None:
         """The first connection failed: let the runtime retry it with backoff (in the

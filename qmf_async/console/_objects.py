@@ -32,7 +32,73 @@ _new = object.__new__
 #: (properties received, statistics received) -> kind
 _KINDS = {(True, True): "g", (True, False): "c", (False, True): "i", (False, False): ""}
 
-__all__ = ["Change", "QmfObject", "MethodResult", "Event", "RemoteAgent", "convert_argument"]
+__all__ = ["BrokerObjectId", "Change", "QmfObject", "MethodResult", "Event", "RemoteAgent",
+           "convert_argument"]
+
+
+class BrokerObjectId(ObjectId):
+    """An object id as a session hands it out (``QmfObject.get_object_id()``, and the
+    references among an object's properties): the 16 bytes of an :class:`ObjectId`
+    and the ``broker`` connection the object was received on.
+
+    Two brokers number their objects alike (two qpidds give their queue ``orders``
+    the same id), so the broker is part of the identity: ids of two brokers never
+    compare equal, and sets and dicts keep them apart.  A plain :class:`ObjectId`
+    (parsed from text, or built by hand) names the id on any broker: it compares
+    equal to the id of those bytes of every broker; the hash is the bytes' hash, so
+    it also finds such an id in a dict or set (the first one held when several
+    brokers have it: key by the session's own ids to keep brokers apart).
+    Text form and ``repr`` are those of the 16 bytes.
+    """
+
+    __slots__ = ("broker",)
+
+    broker: BrokerLink
+
+    def __init__(self, raw: bytes, broker: BrokerLink) -> None:
+        """The id of the 16 bytes ``raw`` on ``broker``.
+
+        Raises:
+            UsageError: ``raw`` is not 16 bytes.
+        """
+        super().__init__(raw)
+        _set_broker(self, broker)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, BrokerObjectId):
+            return self.raw == other.raw and self.broker is other.broker
+        if isinstance(other, ObjectId):
+            return self.raw == other.raw
+        return NotImplemented
+
+    def __ne__(self, other: object) -> bool:
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    def __hash__(self) -> int:
+        return hash(self.raw)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # pickled (copied to another process) without its connection: a plain id
+        return (ObjectId, (self.raw,))
+
+    def __copy__(self) -> BrokerObjectId:
+        return self
+
+    def __deepcopy__(self, memo: Any) -> BrokerObjectId:
+        return self
+
+
+_set_raw = ObjectId.__dict__["raw"].__set__  # slot descriptors: past the frozen __setattr__
+_set_broker = BrokerObjectId.__dict__["broker"].__set__
+
+
+def broker_object_id(raw: bytes, broker: BrokerLink) -> BrokerObjectId:
+    """The id of 16 wire bytes known to be valid, on ``broker`` (no checks)."""
+    oid: BrokerObjectId = _new(BrokerObjectId)
+    _set_raw(oid, raw)
+    _set_broker(oid, broker)
+    return oid
 
 
 class Change(enum.Flag):
@@ -59,12 +125,16 @@ _OPCODE_CHANGES = {"c": Change.PROPERTIES, "i": Change.STATISTICS,
 class RemoteAgent:
     """A remote agent as a console sees it: its broker and banks, and its label.
 
+    Two agents are equal (and hash alike) when they are the same banks on the same
+    broker connection: the agents of two brokers (two qpidds' own agents, both
+    ``1.0``) are never confused in sets, dicts or ``_agent=`` filters.
+
     An agent reached over QMF v2 has its v2 ``name`` (``vendor:product:instance``;
     qpidd's is ``apache.org:qpidd:<uuid>``) and banks its connection gives it:
     ``1.0`` for qpidd's own agent, ``0.N`` for the others.
     """
 
-    broker: BrokerLink = attrs.field(repr=False, eq=False)
+    broker: BrokerLink = attrs.field(repr=False)
     broker_bank: int
     agent_bank: int
     label: str = attrs.field(default="", eq=False)
@@ -112,6 +182,8 @@ class QmfObject:
         "_session",
         "_sofs",
     )
+    #: the positions of the reference properties (set on each schema's proxy class)
+    _refs: tuple[int, ...] = ()
 
     def __init__(self, session: SessionLink | None, broker: BrokerLink | None,
                  agent: RemoteAgent | None,
@@ -217,7 +289,7 @@ class QmfObject:
             value = self._prop(i)
             if value is None:
                 raise AttributeError(f"optional property {name!r} is not present")
-            return value
+            return self._scoped(value) if i in self._refs else value
         i = reader.stats.get(name)
         if i is not None:
             if self._kind not in ("i", "g"):
@@ -241,6 +313,8 @@ class QmfObject:
         values = self._props()
         if values is None:
             return {}
+        if self._refs and self._broker is not None:
+            values = self._scoped_refs(values)
         if None in values:
             names = self._reader.pnames
             return {n: v for n, v in zip(names, values, strict=False) if v is not None}
@@ -267,7 +341,9 @@ class QmfObject:
         i = reader.props.get(name)
         if i is not None and self._kind in ("c", "g"):
             v = self._prop(i)
-            return default if v is None else v
+            if v is None:
+                return default
+            return self._scoped(v) if i in self._refs else v
         i = reader.stats.get(name)
         if i is not None and self._kind in ("i", "g"):
             return self._stat(i)
@@ -283,8 +359,26 @@ class QmfObject:
         out.update(self.get_statistics())
         return out
 
+    def _scoped(self, ref: Any) -> Any:
+        """A reference value as an id of this object's broker (as is without one)."""
+        broker = self._broker
+        if broker is None or not isinstance(ref, ObjectId):
+            return ref
+        return broker_object_id(ref.raw, broker)
+
+    def _scoped_refs(self, values: tuple[Any, ...]) -> tuple[Any, ...]:
+        out = list(values)
+        for i in self._refs:
+            out[i] = self._scoped(out[i])
+        return tuple(out)
+
     def get_object_id(self) -> ObjectId:
-        return RecordLayout.object_id(self._raw)
+        """The object's id: a :class:`BrokerObjectId` (equal only to the same id of
+        the same broker) for an object a session received, else a plain ObjectId."""
+        broker = self._broker
+        if broker is None:
+            return RecordLayout.object_id(self._raw)
+        return broker_object_id(RecordLayout.object_id_bytes(self._raw), broker)
 
     def get_class_key(self) -> ClassKey:
         return self._reader.schema.class_key
@@ -446,6 +540,21 @@ class _Element:
         raise AttributeError
 
 
+class _RefElement(_Element):
+    """A reference property: its value as an id of the object's broker."""
+
+    __slots__ = ()
+
+    def __get__(self, obj: QmfObject | None, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        value = _Element.__get__(self, obj, owner)
+        broker = obj.get_broker()
+        if broker is None or not isinstance(value, ObjectId):
+            return value
+        return broker_object_id(value.raw, broker)
+
+
 _BASE_NAMES = frozenset(dir(QmfObject))
 
 
@@ -482,8 +591,10 @@ def _proxy_class(reader: RecordReader) -> type[QmfObject]:
         ns[name] = _Method(method)
     for name, i in reader.stats.items():
         ns[name] = _Element(i, True)
+    refs = tuple(i for i, p in enumerate(reader.schema.properties) if p.type == QmfType.REF)
     for name, i in reader.props.items():  # a property wins over a statistic of its name
-        ns[name] = _Element(i, False)
+        ns[name] = _RefElement(i, False) if i in refs else _Element(i, False)
+    ns["_refs"] = refs
     for name in _BASE_NAMES.intersection(reader.props.keys() | reader.stats.keys()
                                          | reader.methods.keys()):
         del ns[name]

@@ -30,7 +30,7 @@ from ..protocol import Selector, compile_selector
 from ..wire import ClassKey, Message, ObjectId, RawObjectRecord
 from ._broker import Broker
 from ._links import SessionLink
-from ._objects import QmfObject, RemoteAgent
+from ._objects import BrokerObjectId, QmfObject, RemoteAgent
 from ._waits import Wait
 
 if TYPE_CHECKING:
@@ -138,6 +138,12 @@ class ObjectQueries:
                              f"filters never start with '_')")
         query, key, oid = self._prepare_query(_class, _package, _key, _objectId)
         selector = compile_selector(where)
+        if isinstance(oid, BrokerObjectId):  # an id a session handed out: its broker
+            if _broker is not None and oid.broker is not _broker:
+                raise UsageError(f"object id {oid} is of {oid.broker.where}, not of "
+                                 f"{_broker.where}")
+            if _broker is None and oid.broker in self.brokers:
+                _broker = oid.broker
         brokers = self._connected_brokers(_broker)
         timeout = self.options.timeout if _timeout is None else _timeout
         if _agent is None:

@@ -26,7 +26,9 @@ import attrs
 from .. import wire as codec
 from ..errors import (
     CommandError,
+    ConnectionLostError,
     NotConnectedError,
+    PartialResultError,
     QmfError,
     QmfTimeout,
     TransportError,
@@ -145,6 +147,7 @@ class _BrokerHost:
     agent_left: Callable[[RemoteAgent], None]
     object_update: Callable[[Broker, RemoteAgent | None, RawObjectRecord], None]
     event: Callable[[Broker, Event], None]
+    connection_lost: Callable[[Broker, ConnectionLostError], None]
     follows_objects: Callable[[], bool]
     follows_events: Callable[[], bool]
 
@@ -237,6 +240,8 @@ class Session(ObjectQueries, ObjectUpdates):
         self._agent_subs: list[Subscription[tuple[str, RemoteAgent]]] = []
         # what each event or update subscription follows (QMF v2 binds only that)
         self._interests: dict[Subscription[Any], Interest] = {}
+        # the broker each subscription follows (None: every broker of the session)
+        self._followed: dict[Subscription[Any], Broker | None] = {}
         ObjectUpdates.__init__(self)  # the object view and its updates
         self._tasks: set[asyncio.Task[Any]] = set()
         self._ager: asyncio.Task[None] | None = None
@@ -340,6 +345,9 @@ class Session(ObjectQueries, ObjectUpdates):
         if broker in self.brokers:
             self.brokers.remove(broker)
         broker.forget_agents()
+        for sub, followed in list(self._followed.items()):
+            if followed is broker:  # it follows nothing any more: it ends
+                sub.close()
         await broker.close()
 
     async def close(self) -> None:
@@ -383,7 +391,7 @@ class Session(ObjectQueries, ObjectUpdates):
             self._notify, self._package_seen,
             self._class_seen, self._schema_seen, self._binding_keys, self._v2_bindings_for,
             self._agent_arrived, self._agent_left, self._object_update, self._event,
-            lambda: self.console is not None or bool(self._update_subs),
+            self._connection_lost, lambda: self.console is not None or bool(self._update_subs),
             lambda: self.console is not None or bool(self._event_subs))
 
     # ------------------------------------------------------------------ bindings
@@ -441,18 +449,48 @@ class Session(ObjectQueries, ObjectUpdates):
         except QmfError as exc:
             log.warning("could not update the QMF v2 bindings on %s: %s", broker.where, exc)
 
-    def _follow(self, sub: Subscription[Any], interest: Interest,
-                subs: list[Any]) -> None:
-        """Register ``sub`` in ``subs`` with what it follows over v2."""
+    def _follow(self, sub: Subscription[Any], interest: Interest | None,
+                subs: list[Any], broker: Broker | None) -> None:
+        """Register ``sub`` in ``subs`` with what it follows over v2 (``interest``;
+        None: nothing to bind) and the broker it follows (None: every broker).  On a
+        session that does not manage connections, a subscription whose broker is
+        already lost (or, following every broker, when brokers were added and none is
+        connected any more) ends at once: nothing would ever come."""
         def closed(s: Subscription[Any]) -> None:
             subs.remove(s)
+            self._followed.pop(s, None)
             if self._interests.pop(s, None) is not None and not self._closed:
                 self._sync_v2()
         sub.on_close(closed)
         subs.append(sub)
-        self._interests[sub] = interest
-        if any(b.v2 is not None for b in self.brokers):
-            sub.binding(self._sync_v2())
+        self._followed[sub] = broker
+        if interest is not None:
+            self._interests[sub] = interest
+            if any(b.v2 is not None for b in self.brokers):
+                sub.binding(self._sync_v2())
+        if not self.options.manage_connections:
+            followed = [broker] if broker is not None else self.brokers
+            # lost: not connected, with the loss's error (a first connection under
+            # way has none yet)
+            if followed and all(not b.connected and b.error is not None and not b.closing
+                                for b in followed):
+                sub.fail(self._lost_error(followed[0], followed[0].error))
+
+    @staticmethod
+    def _lost_error(broker: Broker, cause: BaseException | None) -> ConnectionLostError:
+        lost = ConnectionLostError(f"connection to {broker.where} lost"
+                                   + (f": {cause}" if cause is not None else ""))
+        lost.__cause__ = cause
+        return lost
+
+    def _connection_lost(self, broker: Broker, error: ConnectionLostError) -> None:
+        """``broker``'s connection was lost for good (the session does not manage
+        connections): every subscription following it ends with ConnectionLostError
+        (a fresh one each, the transport's error as its cause) once its items are
+        handed out."""
+        for sub, followed in list(self._followed.items()):
+            if followed is None or followed is broker:
+                sub.fail(self._lost_error(broker, error.__cause__))
 
     async def _add_binding(self, *keys: str) -> None:
         if not self.options.user_bindings:
@@ -548,24 +586,37 @@ class Session(ObjectQueries, ObjectUpdates):
 
     def _event(self, broker: Broker, event: Event) -> None:
         self._notify("event", broker, event)
+        followed = self._followed
         for sub in self._event_subs:
-            sub.deliver(event)
+            only = followed.get(sub)
+            if only is None or only is broker:
+                sub.deliver(event)
 
     # ------------------------------------------------------------------ subscriptions
 
     def events(self, *, where: str | Selector | None = None, _class: str | None = None,
                _package: str | None = None, severity: int | None = None,
-               _agent: RemoteAgent | None = None,
+               _agent: RemoteAgent | None = None, _broker: Broker | None = None,
                maxsize: int = 10_000) -> Subscription[Event]:
-        """An async iterator over events (filtered by class, package, agent, the most
-        severe ``severity`` level accepted, and a ``where`` selector over arguments).
+        """An async iterator over events (filtered by class, package, agent, broker,
+        the most severe ``severity`` level accepted, and a ``where`` selector over
+        arguments).
 
         Over QMF v2 the broker is asked to pass only the events followed: the class
         and package by subject, the agent by a selector on ``qmf.agent`` (qpidd
         filters at the source).
 
+        It follows ``_broker`` (or ``_agent``'s broker), else every broker of the
+        session.  On a session that does not manage connections
+        (``manage_connections=False``, the default), the iterator raises
+        ConnectionLostError, after the events already received, as soon as a broker
+        it follows is lost (to keep following the others, take one subscription per
+        broker with ``_broker=``); with ``manage_connections=True`` it keeps going
+        across the reconnections.
+
         Raises:
             SelectorError (a UsageError): ``where`` does not parse.
+            UsageError: ``_agent`` is not of ``_broker``.
         """
         selector = compile_selector(where)
 
@@ -582,23 +633,42 @@ class Session(ObjectQueries, ObjectUpdates):
             return selector is None or selector(ev.arguments)
 
         sub: Subscription[Event] = Subscription(maxsize, accept)
-        self._follow(sub, Interest("event", _package, _class, _agent), self._event_subs)
+        self._follow(sub, Interest("event", _package, _class, _agent), self._event_subs,
+                     self._followed_broker(_agent, _broker))
         return sub
+
+    @staticmethod
+    def _followed_broker(agent: RemoteAgent | None, broker: Broker | None) -> Broker | None:
+        """The one broker a subscription follows (None: every one).
+
+        Raises:
+            UsageError: ``agent`` is not of ``broker``.
+        """
+        if agent is None:
+            return broker
+        if broker is not None and agent.broker is not broker:
+            raise UsageError(f"{agent} is not an agent of {broker.where}")
+        return agent.broker  # type: ignore[return-value]
 
     def object_updates(self, *, _class: str | None = None, _package: str | None = None,
                        where: str | Selector | None = None, _agent: RemoteAgent | None = None,
+                       _broker: Broker | None = None,
                        maxsize: int = 10_000) -> Subscription[QmfObject]:
         """An async iterator over object updates (``c``/``i``), merged with the last
         known properties/statistics of the same object: every proxy answers both
         (an object first seen through one part is completed by a query first, see
         ``completion_timeout``), ``get_changes()`` tells what the update carried,
         and ``where`` is evaluated over the merged values.  ``_agent`` follows one
-        agent; over QMF v2 the broker passes only the classes and agent followed.
+        agent, ``_broker`` one broker; over QMF v2 the broker passes only the classes
+        and agent followed.  When the broker(s) it follows are lost, it ends as
+        :meth:`events` says (ConnectionLostError without ``manage_connections``).
 
         Raises:
             SelectorError (a UsageError): ``where`` does not parse.
+            UsageError: ``_agent`` is not of ``_broker``.
         """
         selector = compile_selector(where)
+        followed = self._followed_broker(_agent, _broker)
 
         def accept(obj: QmfObject) -> bool:
             k = obj.get_class_key()
@@ -608,17 +678,25 @@ class Session(ObjectQueries, ObjectUpdates):
                 return False
             if _agent is not None and obj.get_agent() != _agent:
                 return False
+            if followed is not None and obj.get_broker() is not followed:
+                return False
             return selector is None or selector(obj.values())
 
         sub: Subscription[QmfObject] = Subscription(maxsize, accept)
-        self._follow(sub, Interest("data", _package, _class, _agent), self._update_subs)
+        self._follow(sub, Interest("data", _package, _class, _agent), self._update_subs,
+                     followed)
         return sub
 
-    def agent_changes(self, *, maxsize: int = 1000) -> Subscription[tuple[str, RemoteAgent]]:
-        """An async iterator of ``("added" | "removed", agent)``."""
-        sub: Subscription[tuple[str, RemoteAgent]] = Subscription(maxsize, None,
-                                                                  self._agent_subs.remove)
-        self._agent_subs.append(sub)
+    def agent_changes(self, *, _broker: Broker | None = None,
+                      maxsize: int = 1000) -> Subscription[tuple[str, RemoteAgent]]:
+        """An async iterator of ``("added" | "removed", agent)`` (of ``_broker``, else
+        of every broker).  When the broker(s) it follows are lost, it ends as
+        :meth:`events` says (ConnectionLostError without ``manage_connections``)."""
+        def accept(change: tuple[str, RemoteAgent]) -> bool:
+            return _broker is None or change[1].broker is _broker
+
+        sub: Subscription[tuple[str, RemoteAgent]] = Subscription(maxsize, accept)
+        self._follow(sub, None, self._agent_subs, _broker)
         return sub
 
     # ------------------------------------------------------------------ agents
@@ -786,7 +864,18 @@ class Session(ObjectQueries, ObjectUpdates):
                            where: str | Selector | None = None, **property_equals: Any
                            ) -> AsyncIterator[QmfObject]:
         """Like :meth:`get_objects`, yielding proxies as they arrive; errors are
-        raised after what did arrive was yielded."""
+        raised after what did arrive was yielded.
+
+        Raises:
+            ConnectionLostError: on a session that does not manage connections, the
+                connection of a broker asked was lost before its agents finished (the
+                transport's error as its cause), whatever the other brokers answered:
+                what arrived was yielded already.  With ``manage_connections=True``
+                that is a PartialResultError (``errors`` holds the
+                ConnectionLostError) when some objects arrived, as for
+                :meth:`get_objects`.
+            Else: as :meth:`get_objects`.
+        """
         queue: asyncio.Queue[QmfObject | None] = asyncio.Queue()
         task = asyncio.ensure_future(self._collect(queue.put_nowait, _class, _package, _key,
                                                    _objectId, _agent, _broker, _timeout, where,
@@ -798,7 +887,14 @@ class Session(ObjectQueries, ObjectUpdates):
                 if item is None:
                     break
                 yield item
-            await task
+            try:
+                await task
+            except PartialResultError as exc:
+                lost = [e for e in exc.errors if isinstance(e, ConnectionLostError)]
+                if lost and not self.options.manage_connections:
+                    # a broker it asked is gone for good: the end, as for events()
+                    raise lost[0] from lost[0].__cause__
+                raise
         finally:
             if not task.done():
                 task.cancel()

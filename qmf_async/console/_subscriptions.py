@@ -7,7 +7,7 @@ import collections
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-from ..errors import QmfTimeout, UsageError
+from ..errors import ConnectionLostError, QmfTimeout, UsageError
 
 __all__ = ["Subscription"]
 
@@ -21,6 +21,10 @@ class Subscription(Generic[T]):
     ``dropped``; the iterator never blocks the session.  Use as
     ``async with session.events() as events: async for ev in events: ...`` or call
     :meth:`close`.  ``get(timeout)`` waits for one item.
+
+    When the session says the broker(s) it follows are gone for good (:meth:`fail`),
+    the items already received are still handed out, then the iterator raises
+    :class:`~qmf_async.ConnectionLostError` (the transport's error as its cause).
     """
 
     def __init__(self, maxsize: int, accept: Callable[[T], bool] | None = None,
@@ -33,6 +37,8 @@ class Subscription(Generic[T]):
         self._on_close = on_close
         self._waiter: asyncio.Future[None] | None = None
         self._closed = False
+        #: why the subscription ended (raised once its items are handed out)
+        self._error: ConnectionLostError | None = None
         #: items dropped because the consumer was slower than the bus
         self.dropped = 0
         #: the binding changes (over QMF v2) that bring this subscription's items
@@ -68,6 +74,21 @@ class Subscription(Generic[T]):
         :meth:`ready` waits for them."""
         self._binding = tasks
 
+    def fail(self, error: ConnectionLostError) -> None:
+        """End the subscription because what it follows is gone: no more items are
+        taken; once those received are handed out, the iterator raises ``error``.
+        Ignored when already closed (raises nothing)."""
+        if self._closed:
+            return
+        self._error = error
+        self.close()
+
+    @property
+    def error(self) -> ConnectionLostError | None:
+        """Why the subscription ended, when the broker(s) it follows were lost (None
+        while it runs, and after :meth:`close`)."""
+        return self._error
+
     def close(self) -> None:
         """Stop receiving; a waiting ``async for`` ends."""
         if self._closed:
@@ -92,6 +113,8 @@ class Subscription(Generic[T]):
     async def __anext__(self) -> T:
         while not self._items:
             if self._closed:
+                if self._error is not None:
+                    raise self._error.with_traceback(None)
                 raise StopAsyncIteration
             self._waiter = asyncio.get_running_loop().create_future()
             try:
@@ -106,6 +129,8 @@ class Subscription(Generic[T]):
         Raises:
             QmfTimeout: none arrived within ``timeout`` (also a ``TimeoutError``).
             StopAsyncIteration: the subscription is closed and empty.
+            ConnectionLostError: the broker(s) it follows were lost (with
+                ``manage_connections=False``) and every item received was handed out.
         """
         try:
             return await asyncio.wait_for(self.__anext__(), timeout)

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 from .. import (
     Broker,
     ClassKind,
+    ConnectionLostError,
     QmfError,
     QmfObject,
     Session,
@@ -160,6 +161,12 @@ class Exporter:
         return label
 
     async def _follow(self, sub: Subscription[QmfObject]) -> None:
+        try:
+            await self._take(sub)
+        except ConnectionLostError as exc:  # a session that does not reconnect
+            log.warning("exporter: no more updates: %s", exc)
+
+    async def _take(self, sub: Subscription[QmfObject]) -> None:
         store, run = self.store, 0
         async for obj in sub:
             try:
@@ -174,10 +181,11 @@ class Exporter:
                 await asyncio.sleep(0)
 
     async def _follow_agents(self, sub: Subscription[tuple[str, Any]]) -> None:
-        async for change, agent in sub:
-            if change == "removed":
-                self.store.agent_left(self.broker_label(agent.broker),
-                                      agent.name or agent.label, time.monotonic())
+        with contextlib.suppress(ConnectionLostError):  # said by _follow
+            async for change, agent in sub:
+                if change == "removed":
+                    self.store.agent_left(self.broker_label(agent.broker),
+                                          agent.name or agent.label, time.monotonic())
 
     async def _housekeeping(self) -> None:
         while True:

@@ -225,7 +225,7 @@ def to_text(v: Any) -> str:
         return "true" if v else "false"
     if t is float:
         return _float_text(v)
-    if t is ObjectId or t is uuid.UUID:
+    if t is ObjectId or t is uuid.UUID or isinstance(v, ObjectId):  # a session's ids too
         return str(v)
     if isinstance(v, bool):
         return "true" if v else "false"

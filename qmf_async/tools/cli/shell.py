@@ -48,6 +48,7 @@ from qmf_async import (
     Broker,
     ClassKey,
     ClassKind,
+    ConnectionLostError,
     Console,
     Event,
     MethodError,
@@ -282,7 +283,7 @@ class Shell:
 
     async def start(self) -> list[str]:
         """Learn the classes on the bus and their objects (short ids are given in the
-        order of the class names), then follow object updates and agent changes.
+        order of the class names), then follow object updates.
 
         Returns warnings (one line each) for what could not be learned; the shell
         works without it and retries when a command needs the classes.
@@ -290,8 +291,7 @@ class Shell:
         # subscribe first so nothing is missed; merge what arrived once the initial
         # queries are in, so that the short ids follow the classes' order
         updates = self.session.object_updates()
-        agents = self.session.agent_changes()
-        self._subscriptions += [updates, agents]
+        self._subscriptions.append(updates)
         if self._watch is None:
             self._watch = _ConnectionWatch(self, self.session.console)
             self.session.console = self._watch
@@ -307,8 +307,6 @@ class Shell:
                 warnings += more
         self._tasks.append(asyncio.create_task(self._follow_updates(updates),
                                                name="qmf-shell-updates"))
-        self._tasks.append(asyncio.create_task(self._follow_agents(agents),
-                                               name="qmf-shell-agents"))
         return warnings
 
     async def close(self) -> None:
@@ -431,6 +429,10 @@ class Shell:
                 del self._objects[oid]
 
     async def _follow_updates(self, updates: Any) -> None:
+        with contextlib.suppress(ConnectionLostError):  # the connection note says it
+            await self._merge_updates(updates)
+
+    async def _merge_updates(self, updates: Any) -> None:
         async for obj in updates:
             try:
                 self._merge(obj)
@@ -464,15 +466,6 @@ class Shell:
         self._tasks.append(task)
         task.add_done_callback(self._forget)
 
-    async def _follow_agents(self, changes: Any) -> None:
-        async for change, agent in changes:
-            if change != "removed" or not agent.broker.connected:
-                continue  # agents "leave" with a lost connection: the resync decides
-            banks = (agent.broker_bank, agent.agent_bank)
-            for oid, entry in self._objects.items():
-                if oid.agent_key() == banks:
-                    self._mark_deleted(entry)
-
     async def refresh(self, key: tuple[str, str]) -> list[str]:
         """Ask the agents for every object of class (package, name) and merge them;
         cached live objects the agents no longer have are marked deleted.
@@ -502,13 +495,20 @@ class Shell:
 
     def _apply(self, key: tuple[str, str], found: list[QmfObject], complete: bool,
                started: float) -> None:
+        """Merge a query's answer; when it is complete, the cached live objects of the
+        class that it lacks are marked deleted -- only those of agents known now (that
+        answered): an object is never marked deleted for want of an answer (an agent
+        that timed out, left, or stopped heartbeating because its broker stalled)."""
         for obj in found:
             self._merge(obj)
         if complete:
             present = {o.get_object_id() for o in found}
+            answered = {(id(a.broker), a.broker_bank, a.agent_bank)
+                        for a in self.session.get_agents()}
             for oid, entry in list(self._objects.items()):
                 if (entry.key == key and not entry.deleted and oid not in present
-                        and entry.seen < started):
+                        and entry.seen < started
+                        and (id(entry.obj.get_broker()), *oid.agent_key()) in answered):
                     self._mark_deleted(entry)
 
     # ------------------------------------------------------------------ connections
@@ -1130,8 +1130,9 @@ class Shell:
                 f"{_class_name(event.class_key)} {args}").rstrip()
 
     async def _print_events(self, sub: Any) -> None:
-        async for event in sub:
-            self.emit(self.format_event(event))
+        with contextlib.suppress(ConnectionLostError):  # the connection note says it
+            async for event in sub:
+                self.emit(self.format_event(event))
 
     # ------------------------------------------------------------------ completion
 
