@@ -241,6 +241,16 @@ class V1Route:
         if not wait.future.done():
             wait.future.set_result(None)
 
+    def forget(self, released: Iterable[bytes]) -> None:
+        """The objects this path handed out as ``released`` were deleted a while ago
+        (:meth:`V2Link.age <qmf_async.console._v2.V2Link.age>`): their qpidd ids and
+        names are forgotten."""
+        v1_ids, names = self.v1_ids, self.names
+        for raw in released:
+            v1 = v1_ids.pop(raw, None)
+            if v1 is not None:
+                names.pop(v1, None)
+
     # ------------------------------------------------------------------ methods
 
     def method_target(self, raw_oid: bytes, method: SchemaMethod, args: Mapping[str, Any]
