@@ -10,7 +10,23 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["churn_queues"]
+__all__ = ["churn_queues", "hold_queues"]
+
+
+def hold_queues(address: str, count: int) -> Any:
+    """Declare ``count`` temporary queues on the qpidd at ``address`` and keep them:
+    they are deleted when the returned connection (proton's ``BlockingConnection``) is
+    closed."""
+    from proton.utils import BlockingConnection
+
+    conn = BlockingConnection(address, timeout=10)
+    try:
+        for _ in range(count):
+            conn.create_receiver(None, dynamic=True)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
 
 
 def churn_queues(address: str, count: int, *, batch: int = 100, timeout: float = 60.0) -> int:

@@ -28,6 +28,7 @@ from qmf_async.exporter import Exporter, LiveStore
 
 from ._util import wait_until
 from .qpidd import ROOT, Qpidd
+from .queue_churn import hold_queues
 
 pytest.importorskip("proton")
 pytest.importorskip("prometheus_client")
@@ -128,3 +129,63 @@ async def _round(broker: Qpidd, plain: Session, fed: Session, deleted: dict[str,
     await wait_until(lambda: _released(plain) and _released(fed), 10, 0.05,
                      message="the deleted queues' ids released")
     assert time.monotonic() - t0 < 60
+
+
+async def test_a_poller_keeps_nothing_of_queues_gone_between_polls(qpidd_stock: Qpidd) -> None:
+    """A console that only polls (``get_objects``, qpidd's fast path; the pattern of
+    qpid-queue-stats) never sees a deletion: the queues a whole answer no longer has
+    are released too (at 1e2a8ad their ids and names were kept for good)."""
+    async with Session(forget_deleted_after=FORGET_AFTER) as session:
+        broker = await session.add_broker(qpidd_stock.url, timeout=10)
+        route, link = broker._route, broker._v2
+        assert route is not None and link is not None
+        before = len(await session.get_objects(_class="queue"))
+        held = (len(route.v1_ids), len(route.names), len(link.oids))
+        conn = await asyncio.to_thread(hold_queues, qpidd_stock.address, 100)
+        try:
+            assert len(await session.get_objects(_class="queue")) >= before + 100
+            assert len(route.v1_ids) >= held[0] + 100
+        finally:
+            await asyncio.to_thread(conn.close)
+
+        async def polled() -> bool:
+            return len(await session.get_objects(_class="queue")) <= before
+
+        await wait_until(polled, 20, 0.2, message="the held queues deleted")
+        def sizes() -> tuple[int, int, int]:
+            return len(route.v1_ids), len(route.names), len(link.oids)
+
+        await wait_until(lambda: all(a <= b for a, b in zip(sizes(), held, strict=True))
+                         and not link.deleted, 10, 0.05,
+                         message=f"ids, names and v2 ids back to {held}")
+
+
+async def test_the_ids_of_a_v2_agent_that_left_are_released(qpidd_stock: Qpidd) -> None:
+    """Agents come and go too: the v2 ids of the objects of one that stopped beating
+    are released (at 1e2a8ad they were kept for good)."""
+    from qmf_async.transport import ProtonTransport
+
+    from .agent_v2_helpers import PKG, counter_agent
+
+    async with Session(forget_deleted_after=FORGET_AFTER) as session:
+        broker = await session.add_broker(qpidd_stock.url, timeout=10)
+        link = broker._v2
+        assert link is not None
+        async with counter_agent(qpidd_stock.url, versions=(2,), interval=0.5,
+                                 transport=ProtonTransport) as agent:
+            name = agent.v2_name
+            await wait_until(lambda: name in [a.name for a in session.get_agents()], 15, 0.1,
+                             message="the agent's heartbeat")
+
+            async def counters() -> list[Any]:
+                found = await session.get_objects(_class="counter", _package=PKG,
+                                                  _timeout=5.0)
+                return found if len(found) == 2 else []
+
+            objs = await wait_until(counters, 15, 0.2, message="the agent's counters")
+            prefix = objs[0].get_object_id().raw[:8]
+            assert sum(raw[:8] == prefix for raw in link.oids) == 2
+        await wait_until(lambda: name not in [a.name for a in session.get_agents()], 15, 0.1,
+                         message="the agent aged out")
+        await wait_until(lambda: not any(raw[:8] == prefix for raw in link.oids), 10, 0.05,
+                         message="the agent's object ids released")

@@ -426,6 +426,23 @@ class V2Link:
         agent = self.host.known_agent(who)
         return agent.name if agent is not None and agent.name else None
 
+    def retire(self, gone: Iterable[bytes], alive: Iterable[bytes]) -> list[bytes]:
+        """The objects of ids ``gone`` are no longer at their agent (a whole answer
+        left them out): their ids are released ``forget_deleted_after`` seconds from
+        now; those of ``alive`` stay.  Returns the ids of ``gone`` not known here."""
+        deleted = self.deleted
+        if deleted:
+            for raw in alive:
+                deleted.pop(raw, None)
+        now, oids = time.monotonic(), self.oids
+        unknown: list[bytes] = []
+        for raw in gone:
+            if raw not in oids:
+                unknown.append(raw)
+            elif raw not in deleted:
+                deleted[raw] = now
+        return unknown
+
     def _agent_gone(self, name: str, banks: tuple[int, int]) -> None:
         """A v2 agent other than qpidd's stopped beating: the ids of its objects are
         released after ``forget_deleted_after`` (unless it is back by then, and
