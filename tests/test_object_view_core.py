@@ -151,3 +151,26 @@ def test_eviction_deletion_and_departed_agents() -> None:
     assert len(v.latest) == 1
     v.unwatched()
     assert v.latest == {} and v.gone == {}
+
+
+def test_deleted_objects_leave_nothing_behind() -> None:
+    """Churn: a whole deletion (a ``g``, as QMF v2 publishes it) keeps no last view, and
+    one in parts (``c``, ``i``) is remembered ``completion_timeout`` seconds only (at
+    1e2a8ad every deleted object's last view stayed, up to 4,096)."""
+    v, sink = view(completion_timeout=5.0)
+    for n in range(100):
+        v.update(BROKER, AGENT, rec("g", n, depth=n), 0.0)
+        v.update(BROKER, AGENT, rec("g", n, depth=n, deleted=5), 0.0)
+    assert v.latest == {} and v.gone == {} and len(sink.out) == 200
+    v.update(BROKER, AGENT, rec("g", 200, depth=1), 1.0)
+    v.update(BROKER, AGENT, rec("c", 200, deleted=5), 1.0)  # a deletion's first part
+    assert len(v.gone) == 1
+    v.update(BROKER, AGENT, rec("i", 200, depth=2, deleted=5), 2.0)  # answered
+    assert sink.out[-1][1:] == ("g", Change.STATISTICS | Change.DELETED,
+                                {"name": "q200", "depth": 2})
+    for n in range(300, 310):  # first parts whose second never comes
+        v.update(BROKER, AGENT, rec("g", n), 3.0)
+        v.update(BROKER, AGENT, rec("c", n, deleted=5), 3.0)
+    v.update(BROKER, AGENT, rec("g", 400), 9.0)
+    v.update(BROKER, AGENT, rec("c", 400, deleted=5), 9.0)  # the older ones age out
+    assert [k[1] for k in v.gone] == [oid(400).raw]

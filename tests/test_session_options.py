@@ -24,12 +24,14 @@ BEFORE = {
     "reconnect_min_delay": 0.5, "reconnect_max_delay": 30.0, "close_timeout": 5.0,
     "protocol": "auto", "qmf_version": None,
 }
+#: settings added since, with their defaults
+ADDED = {"forget_deleted_after": 30.0}
 FLAGS = ("rcv_objects", "rcv_events", "rcv_heartbeats", "user_bindings",
          "manage_connections")
 
 
 def test_defaults_are_the_former_keyword_defaults() -> None:
-    assert attrs.asdict(SessionOptions()) == BEFORE
+    assert attrs.asdict(SessionOptions()) == {**BEFORE, **ADDED}
     assert Session().options == SessionOptions()
     assert {n: getattr(Session(), n) for n in BEFORE} == BEFORE
 
@@ -38,7 +40,7 @@ def test_exported_and_every_field_is_a_keyword() -> None:
     assert qmf_async.SessionOptions is ConsoleSessionOptions is SessionOptions
     assert "SessionOptions" in qmf_async.__all__
     assert "SessionOptions" in qmf_async.console.__all__
-    assert set(SessionKeywords.__optional_keys__) | set(FLAGS) == set(BEFORE)
+    assert set(SessionKeywords.__optional_keys__) | set(FLAGS) == set(BEFORE) | set(ADDED)
     assert not set(SessionKeywords.__optional_keys__) & set(FLAGS)
     params = list(inspect.signature(Session).parameters)
     assert params[:6] == ["console", *FLAGS]  # still positional, in the same order

@@ -639,7 +639,9 @@ class Broker(SchemaFetches, MethodCalls):
                 self._drained_at = now
         self._handle(core.age(now))
         if self._v2 is not None:
-            self._v2.age(now)
+            released = self._v2.age(now)
+            if released and self._route is not None:
+                self._route.forget(released)
 
     def _send_probe(self, key: str, now: float) -> None:
         """Send a drain probe (its sending time inside) to the topic endpoint, on

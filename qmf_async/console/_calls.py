@@ -56,7 +56,8 @@ class MethodCalls:
             MethodError: the agent returned a non-zero status or an exception.
             AgentGoneError: the object's agent left, before the call (raised at once,
                 nothing is sent) or while waiting for the response.
-            ObjectGoneError: over v2, the object's v2 id is not known here.
+            ObjectGoneError: over v2, the object's v2 id is not known here (or no
+                longer: it was deleted ``forget_deleted_after`` seconds ago).
             QmfTimeout: no response in time.
             NotConnectedError, TransportError: not sent, or the connection was lost.
         """
@@ -68,7 +69,8 @@ class MethodCalls:
         target = fast.method_target(raw_oid, method, in_args) if fast is not None else None
         if target is not None:  # an object read over qpidd's fast path: called over v1
             raw_oid, in_args = target
-        elif v2 is not None and raw_oid in v2.oids:  # an object received over QMF v2
+        elif v2 is not None and (raw_oid in v2.oids or _over_v2(obj)):
+            # an object received over QMF v2 (one deleted a while ago is not known)
             return await v2.call(raw_oid, obj.get_agent(), obj.get_schema(), method, in_args,
                                  wait)
         head = raw_oid[:8]  # flags, boot sequence, broker and agent bank
@@ -110,3 +112,9 @@ class MethodCalls:
             return MethodResult(result.status, result.text,
                                 fast.out_args(method, result.out_args, banks))
         return method_result(reply)
+
+
+def _over_v2(obj: QmfObject) -> bool:
+    """Whether ``obj`` came from an agent spoken to over QMF v2."""
+    agent = obj.get_agent()
+    return agent is not None and agent.qmf_version == 2

@@ -90,6 +90,11 @@ class SessionOptions:
         max_query_items: the objects one query gathers at most: an answer that grows
             past it fails the query at once with a ``PartialResultError`` carrying
             what arrived.
+        forget_deleted_after: over QMF v2, how long (seconds) the v2 id of a deleted
+            object stays known after its deletion is received (a method call or an
+            ``_objectId`` query on a proxy of it in that time still reaches the
+            agent); then it is released (calls raise ``ObjectGoneError``), so that a
+            long-running session keeps nothing of objects that are gone.
         reconnect_min_delay: the first delay between reconnection attempts.
         reconnect_max_delay: the longest delay between them (at least the first).
         close_timeout: the bound of closing each broker connection.
@@ -126,6 +131,7 @@ class SessionOptions:
     completion_timeout: float = attrs.field(default=5.0, validator=_positive)
     max_objects: int = attrs.field(default=1_000_000, validator=_positive)
     max_query_items: int = attrs.field(default=1_000_000, validator=_positive)
+    forget_deleted_after: float = attrs.field(default=30.0, validator=_not_negative)
     reconnect_min_delay: float = attrs.field(default=0.5, validator=_positive)
     reconnect_max_delay: float = attrs.field(default=30.0, validator=_max_delay)
     close_timeout: float = attrs.field(default=5.0, validator=_positive)
@@ -149,6 +155,7 @@ class SessionKeywords(TypedDict, total=False):
     completion_timeout: float
     max_objects: int
     max_query_items: int
+    forget_deleted_after: float
     reconnect_min_delay: float
     reconnect_max_delay: float
     close_timeout: float

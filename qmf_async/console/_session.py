@@ -186,6 +186,7 @@ class Session(ObjectQueries, ObjectUpdates):
     completion_timeout: Setting[float] = Setting()
     max_objects: Setting[int] = Setting()
     max_query_items: Setting[int] = Setting()
+    forget_deleted_after: Setting[float] = Setting()
     reconnect_min_delay: Setting[float] = Setting()
     reconnect_max_delay: Setting[float] = Setting()
     close_timeout: Setting[float] = Setting()

@@ -167,6 +167,7 @@ class V1Route:
                 await self._over_v2(agent, query, sink, where, wait)
                 return
             self.queries += 1
+            self._sweep(query, out)
             for rec in out:
                 if wait.future.done():
                     return
@@ -240,6 +241,42 @@ class V1Route:
             link.discard(inner)
         if not wait.future.done():
             wait.future.set_result(None)
+
+    def _sweep(self, query: Mapping[str, Any], out: list[RawObjectRecord]) -> None:
+        """After the whole answer of a class query: the objects of that class this
+        path handed out before and not in ``out`` are gone; their ids are released
+        ``forget_deleted_after`` seconds from now (a poller that never sees the
+        deletions keeps nothing of them)."""
+        cls = query.get("_class")
+        link = self.broker.v2
+        if "_objectid" in query or not isinstance(cls, str) or link is None or not self.v1_ids:
+            return
+        package = query.get("_package") or None
+        answered = {r.object_id_bytes for r in out}
+        names = self.names
+        stale: list[bytes] = []
+        for oid, v1 in self.v1_ids.items():
+            if oid in answered:
+                continue
+            name = names.get(v1)
+            if name is None:
+                continue
+            pkg, _, rest = name.partition(":")
+            if rest.partition(":")[0] == cls and (package is None or pkg == package):
+                stale.append(oid)
+        unknown = link.retire(stale, answered)
+        if unknown:
+            self.forget(unknown)
+
+    def forget(self, released: Iterable[bytes]) -> None:
+        """The objects this path handed out as ``released`` were deleted a while ago
+        (:meth:`V2Link.age <qmf_async.console._v2.V2Link.age>`): their qpidd ids and
+        names are forgotten."""
+        v1_ids, names = self.v1_ids, self.names
+        for raw in released:
+            v1 = v1_ids.pop(raw, None)
+            if v1 is not None:
+                names.pop(v1, None)
 
     # ------------------------------------------------------------------ methods
 

@@ -83,6 +83,8 @@ log = logging.getLogger("qmf_async.console")
 
 #: how many v2 object ids a connection remembers (for methods and ``_objectId``)
 _MAX_OIDS: Final = 2_000_000
+#: how many v2 agents that left keep their banks (for their return)
+_MAX_LEFT: Final = 4096
 #: qpidd's agent names start with this; its agent takes the banks 1.0
 _QPIDD_PREFIX: Final = "apache.org:qpidd:"
 #: longest wait (s) before a schema that could not be fetched is asked for again
@@ -265,11 +267,22 @@ class V2Link:
         self._next_bank = 1
         #: v1 object id bytes -> the v2 object id (for methods and _objectId queries)
         self.oids: dict[bytes, V2ObjectId] = {}
+        #: ids of ``oids`` whose object was deleted -> when the deletion came (oldest
+        #: first): released ``forget_deleted_after`` seconds later (see :meth:`age`)
+        self.deleted: dict[bytes, float] = {}
+        #: while a deleted object is converted: when (the ids it brings are its)
+        self._deleting: float | None = None
+        #: names of v2 agents that left (their banks are kept for their return),
+        #: oldest first, at most _MAX_LEFT
+        self._left: dict[str, None] = {}
+        self._losing = False
         self._prefixes: dict[tuple[int, int], bytes] = {}
         if previous is not None:
             self._banks = previous._banks
             self._next_bank = previous._next_bank
             self.oids = previous.oids
+            self.deleted = previous.deleted
+            self._left = previous._left
         self._converters: dict[ClassKey, V2RecordConverter] = {}
         #: per (agent, events or objects): indication messages waiting for schemas
         self._held: dict[_Lane, collections.deque[list[Any]]] = {}
@@ -347,8 +360,13 @@ class V2Link:
         return list(self._bound)
 
     def connection_lost(self, error: QmfError) -> None:
-        """Fail what is outstanding; every v2 agent leaves."""
-        self._handle(self.core.connection_lost(error))
+        """Fail what is outstanding; every v2 agent leaves (their object ids are kept:
+        the agents are expected back with the connection)."""
+        self._losing = True
+        try:
+            self._handle(self.core.connection_lost(error))
+        finally:
+            self._losing = False
         for fut in self._futures.values():
             if not fut.done():
                 fut.set_exception(error)
@@ -371,14 +389,30 @@ class V2Link:
         if self._locating is not None:
             self._locating.cancel()
 
-    def age(self, now: float) -> None:
-        """Age the agent directory (agents that stopped beating leave)."""
+    def age(self, now: float) -> list[bytes]:
+        """Age the agent directory (agents that stopped beating leave), and release
+        the ids of objects deleted more than ``forget_deleted_after`` seconds ago;
+        returns the ids released."""
         settings = self.host.session.options
         self.core.agent_interval = settings.agent_interval
         self.core.min_agent_interval = settings.min_agent_interval
         self.core.busy_grace = settings.timeout
         self.core.missed = settings.missed_heartbeats
         self._handle(self.core.age(now))
+        deleted = self.deleted
+        if not deleted:
+            return []
+        horizon = now - settings.forget_deleted_after
+        released: list[bytes] = []
+        oids = self.oids
+        for raw, when in deleted.items():
+            if when > horizon:
+                break
+            released.append(raw)
+            oids.pop(raw, None)
+        for raw in released:
+            del deleted[raw]
+        return released
 
     # ------------------------------------------------------------------ agents
 
@@ -392,7 +426,48 @@ class V2Link:
         agent = self.host.known_agent(who)
         return agent.name if agent is not None and agent.name else None
 
+    def retire(self, gone: Iterable[bytes], alive: Iterable[bytes]) -> list[bytes]:
+        """The objects of ids ``gone`` are no longer at their agent (a whole answer
+        left them out): their ids are released ``forget_deleted_after`` seconds from
+        now; those of ``alive`` stay.  Returns the ids of ``gone`` not known here."""
+        deleted = self.deleted
+        if deleted:
+            for raw in alive:
+                deleted.pop(raw, None)
+        now, oids = time.monotonic(), self.oids
+        unknown: list[bytes] = []
+        for raw in gone:
+            if raw not in oids:
+                unknown.append(raw)
+            elif raw not in deleted:
+                deleted[raw] = now
+        return unknown
+
+    def _agent_gone(self, name: str, banks: tuple[int, int]) -> None:
+        """A v2 agent other than qpidd's stopped beating: the ids of its objects are
+        released after ``forget_deleted_after`` (unless it is back by then, and
+        publishes them again); its banks are kept for its return, for the last
+        _MAX_LEFT agents that left."""
+        if banks != (1, 0):
+            prefix = self._prefixes.get(banks)
+            if prefix is not None:
+                now, deleted = time.monotonic(), self.deleted
+                for raw in [r for r in self.oids if r[:8] == prefix and r not in deleted]:
+                    deleted[raw] = now
+        left = self._left
+        left.pop(name, None)
+        left[name] = None
+        while len(left) > _MAX_LEFT:
+            oldest = next(iter(left))
+            del left[oldest]
+            was = self._banks.get(oldest)
+            if was is not None and self.host.known_agent(was) is None:
+                del self._banks[oldest]
+                if was not in self._banks.values():
+                    self._prefixes.pop(was, None)
+
     def _banks_of(self, name: str) -> tuple[int, int]:
+        self._left.pop(name, None)
         banks = self._banks.get(name)
         if banks is None:
             if name.startswith(_QPIDD_PREFIX):
@@ -477,6 +552,8 @@ class V2Link:
             known = self._banks.get(ev.name)
             if known is not None:
                 self.host.v2_agent_left(known)
+                if not self._losing:
+                    self._agent_gone(ev.name, known)
         elif kind is V2AgentRestarted:
             log.info("QMF v2 agent %s on %s restarted (epoch %s -> %s)", ev.name,
                      self.host.where, ev.old_epoch, ev.new_epoch)
@@ -555,6 +632,8 @@ class V2Link:
             if len(oids) >= _MAX_OIDS:
                 del oids[next(iter(oids))]
             oids[raw] = oid if oid is not None else V2ObjectId(name, None, epoch)
+            if self._deleting is not None:  # first seen in a deletion: goes with it
+                self.deleted[raw] = self._deleting
         return raw
 
     def record(self, data: V2Data, banks: tuple[int, int]) -> RawObjectRecord | None:
@@ -573,7 +652,22 @@ class V2Link:
                 return None
             conv = self._converters[key] = V2RecordConverter(
                 schema, self.host.session.schemas.codec(schema), self.object_id)
-        return conv.record(data, banks)
+        if not data.delete_ts:
+            rec = conv.record(data, banks)
+            if self.deleted:  # alive (again): its id stays
+                self.deleted.pop(rec.object_id_bytes, None)
+            return rec
+        # a deletion: the object's id, and those first seen in it, are released
+        # forget_deleted_after seconds from now
+        self._deleting = now = time.monotonic()
+        try:
+            rec = conv.record(data, banks)
+        finally:
+            self._deleting = None
+        raw = rec.object_id_bytes
+        self.deleted.pop(raw, None)
+        self.deleted[raw] = now
+        return rec
 
     def event(self, ev: V2Event, agent: RemoteAgent | None) -> Event:
         """A v2 event as the session's :class:`Event` (texts decoded by its schema when

@@ -23,7 +23,7 @@ from ._objects import Change
 
 __all__ = ["Completion", "Deliver", "ObjectView", "ViewLimits", "ViewOwner"]
 
-#: how many deleted objects' last views are remembered
+#: how many deleted objects' last views are remembered at most
 _MAX_GONE = 4096
 
 #: an object in the view: (id of its broker connection, its object id's 16 bytes)
@@ -99,9 +99,11 @@ class ObjectView:
         self.waiting: dict[ViewKey, list[tuple[Any, Any, RawObjectRecord]]] = {}
         #: the completion batches open now
         self.completions: dict[CompletionKey, Completion] = {}
-        #: the last views of recently deleted objects (at most _MAX_GONE, oldest out):
-        #: the rest of a deletion (agents publish its c and i) answers what was known
-        self.gone: dict[ViewKey, tuple[bytes | None, bytes | None]] = {}
+        #: the last views of objects whose deletion came in a part (a ``c`` or an
+        #: ``i``; agents publish both), with when: the other part is answered with
+        #: what was known.  Kept ``completion_timeout`` seconds, at most _MAX_GONE
+        #: objects (oldest out); a deletion in a ``g`` (whole) is not kept
+        self.gone: dict[ViewKey, tuple[bytes | None, bytes | None, float]] = {}
         #: objects whose completion failed -> when (retried after completion_timeout)
         self.failed_at: dict[ViewKey, float] = {}
         #: completion queries sent, objects handed out without the part their
@@ -144,9 +146,10 @@ class ObjectView:
                 self._release(key, None, now)
             return None
         if agent is not None:
-            known = self.latest.get(key)
+            known: tuple[bytes | None, bytes | None] | None = self.latest.get(key)
             if known is None and rec.is_deleted():
-                known = self.gone.get(key)
+                was = self.gone.get(key)
+                known = was[:2] if was is not None else None
             if rec.opcode == "i":
                 missing = known is None or known[0] is None
             elif rec.opcode == "c":
@@ -158,7 +161,7 @@ class ObjectView:
                 failed = self.failed_at.get(key)
                 if failed is None or now - failed >= self._owner.options.completion_timeout:
                     return self._hold(broker, agent, rec, key)
-        self._deliver(broker, agent, rec, key)
+        self._deliver(broker, agent, rec, key, now)
         return None
 
     # ------------------------------------------------------------------ completion
@@ -220,26 +223,28 @@ class ObjectView:
         made = self.completions[ckey] = Completion(broker, agent, class_key, ckey, key)
         return made
 
-    def _deliver(self, broker: Any, agent: Any, rec: RawObjectRecord, key: ViewKey) -> None:
+    def _deliver(self, broker: Any, agent: Any, rec: RawObjectRecord, key: ViewKey,
+                 now: float) -> None:
         raw, sofs = rec.raw, rec.sofs
         latest = self.latest
         live = not RecordLayout.is_deleted(raw)
         # popped and put back: the dict stays ordered by last update (eviction order)
         known = latest.pop(key, None)
-        if known is None and not live:
-            known = self.gone.get(key)
+        was = None
+        if not live:
+            was = self.gone.pop(key, None)
+            if known is None and was is not None:
+                known = was[:2]
         props, stats = known if known is not None else (None, None)
         if rec.opcode != "i":
             props = RecordLayout.properties(raw, sofs)
         if rec.opcode != "c":
             stats = RecordLayout.statistics(raw, sofs)
-        if not live:  # deleted: leaves the view (remembered a while among the gone)
+        if not live:  # deleted: leaves the view
             self.failed_at.pop(key, None)
-            gone = self.gone
-            gone.pop(key, None)
-            gone[key] = (props, stats)
-            if len(gone) > _MAX_GONE:
-                del gone[next(iter(gone))]
+            if rec.opcode == "i" or (rec.opcode == "c" and rec.codec.schema.statistics):
+                # a part of a deletion: the other may follow
+                self._remember_gone(key, props, stats, now)
         else:
             latest[key] = (props, stats)
             if len(latest) > self._owner.options.max_objects:
@@ -256,6 +261,19 @@ class ObjectView:
         if not live:
             changed |= Change.DELETED
         self._deliver_to(broker, agent, rec, raw, sofs, kind, changed)
+
+    def _remember_gone(self, key: ViewKey, props: bytes | None, stats: bytes | None,
+                       now: float) -> None:
+        """Remember the last view of an object whose deletion came in a part; those
+        remembered longer than ``completion_timeout`` (or past _MAX_GONE) leave."""
+        gone = self.gone
+        horizon = now - self._owner.options.completion_timeout
+        while gone:
+            first = next(iter(gone))
+            if len(gone) < _MAX_GONE and gone[first][2] >= horizon:
+                break
+            del gone[first]
+        gone[key] = (props, stats, now)
 
     def _seed(self, broker: Any, found: Mapping[bytes, tuple[bytes, bytes]]) -> None:
         """Keep in the view the other objects a completion query brought: their first
@@ -300,4 +318,4 @@ class ObjectView:
             props, stats = self.latest.get(key) or (None, None)
             self.latest[key] = (part, stats) if need_props else (props, part)
         for broker, agent, rec in held:
-            self._deliver(broker, agent, rec, key)
+            self._deliver(broker, agent, rec, key, now)
