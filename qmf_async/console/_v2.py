@@ -44,6 +44,7 @@ from ..protocol import (
     ConsoleProtocolV2,
     Outgoing,
     V2AgentArrived,
+    V2AgentBeat,
     V2AgentLeft,
     V2AgentRestarted,
     V2DataIndicated,
@@ -140,6 +141,8 @@ class V2Owner(Protocol):
                       rec: RawObjectRecord) -> None: ...
 
     def event(self, broker: Any, event: Event) -> None: ...
+
+    def notify(self, name: str, *args: Any) -> None: ...
 
     def follows_objects(self) -> bool: ...
 
@@ -473,6 +476,13 @@ class V2Link:
             lane = (ev.name, False)
             if self._end_agent_wait(lane):
                 self._pump(lane)  # its objects waited for it
+        elif kind is V2AgentBeat:
+            if session.options.rcv_heartbeats:
+                banks = self._banks.get(ev.name)
+                beating = self.host.known_agent(banks) if banks is not None else None
+                if beating is not None and beating.name == ev.name:
+                    stamp = ev.timestamp if ev.timestamp is not None else time.time_ns()
+                    self.host.owner.notify("heartbeat", beating, stamp)
         elif kind is V2AgentLeft:
             known = self._banks.get(ev.name)
             if known is not None:
