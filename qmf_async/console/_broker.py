@@ -198,6 +198,14 @@ class Broker(SchemaFetches, MethodCalls):
         self._v2: V2Link | None = None
         #: over v2, queries to qpidd's agent sent over v1 (None when it speaks v1)
         self._route: V1Route | None = None
+        #: a v2 link left when the connection turned to v1 (see _speak_v1): answers
+        #: to its requests still reach it
+        self._v2_retired: V2Link | None = None
+        #: over v2 with the version left to choose: v1 heartbeats of qpidd's agent, and
+        #: whether a v2 one came (none while v1 ones do: qpidd publishes v1 only)
+        self._v1_beats = 0
+        self._v2_beat = False
+        self._turning = False
         #: the v1 binding keys of the current connection's topic endpoint
         self._v1_keys: list[str] = []
         #: over v2: the v1 agents that are also known over v2 (hidden)
@@ -327,6 +335,8 @@ class Broker(SchemaFetches, MethodCalls):
             # heartbeats and, per agent, their objects and events (_v1_agent_keys)
             self._v2 = V2Link(self, self._v2) if version == 2 else None
             self._route = V1Route(self) if version == 2 else None
+            self._v2_retired = None
+            self._v1_beats, self._v2_beat, self._turning = 0, False, False
             self._twins.clear()
             self._v1_keys = (self.owner.binding_keys() if version == 1
                              else ["console.heartbeat.#", *_V1_AGENT_LIST])
@@ -379,10 +389,82 @@ class Broker(SchemaFetches, MethodCalls):
             self.broker_id = msg.broker_id
             self.has_management = True
             self._management_known.set()
+            transport = self.transport
+            options = self.session.options
+            if self._v2 is None and options.qmf_version == 1 and options.rcv_heartbeats \
+                    and transport is not None and transport.capabilities.qmf_v2:
+                task = asyncio.get_running_loop().create_task(self._expect_v1_beats())
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
             self.owner.notify("broker_info", self)
             await self._load_broker_agents()
         finally:
             self.discard(wait)
+
+    def v2_beat(self, banks: tuple[int, int]) -> None:
+        """Over v2: a v2 heartbeat of the agent of ``banks`` arrived."""
+        if banks == (1, 0):
+            self._v2_beat = True
+
+    def _v1_beat_of_qpidd(self) -> None:
+        """Over v2, with the QMF version left to choose: a v1 heartbeat of qpidd's
+        agent.  Two of them and no v2 heartbeat on this connection: this qpidd
+        publishes QMF v1 only (``--mgmt-qmf2 no``, it still answers v2 requests), and
+        the connection turns to v1 (:meth:`_speak_v1`)."""
+        if self._v2 is None or self._v2_beat or self._turning or not self.has_management \
+                or self.session.options.qmf_version is not None:
+            return
+        self._v1_beats += 1
+        if self._v1_beats < 2:
+            return
+        self._turning = True
+        task = asyncio.get_running_loop().create_task(self._speak_v1())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _speak_v1(self) -> None:
+        """Turn the connection to QMF v1 (see :meth:`_v1_beat_of_qpidd`): the topic
+        endpoint takes the v1 bindings (qpidd then publishes every object to it at its
+        next interval), qpidd's agent is listed as its v1 agent, and objects read
+        before keep working (their methods are called over v1)."""
+        link = self._v2
+        transport, topic = self.transport, self._topic_queue
+        if link is None or transport is None or topic is None or not self.connected:
+            return
+        log.info("qpidd on %s publishes QMF v1 only (--mgmt-qmf2 no): speaking QMF v1 "
+                 "there", self.where)
+        self._v2, self._v2_retired = None, link
+        self.qmf_version = 1
+        self._twins.clear()
+        keys = self.owner.binding_keys()
+        new = [k for k in keys if k not in self._v1_keys]
+        self._v1_keys = [*self._v1_keys, *new]
+        old = self._agents.pop((1, 0), None)
+        if old is not None:
+            self.owner.agent_left(old)
+        # agents the v1 side saw while v2 was spoken (qpidd's own, left to v2) are
+        # listed now as any v1 agent
+        for banks, info in list(self._core.agents.items()):
+            if banks not in self._agents:
+                self._on_agent_arrived(AgentArrived(banks[0], banks[1], info.label))
+        for key in new:
+            try:
+                await transport.bind(topic, MANAGEMENT, key)
+            except QmfError as exc:
+                log.warning("v1 binding %s on %s failed: %s", key, self.where, exc)
+
+    async def _expect_v1_beats(self) -> None:
+        """``qmf_version=1`` on qpidd: warn when its agent sends no v1 heartbeat
+        within ``missed_heartbeats`` agent intervals (a stock qpidd, ``--mgmt-qmf1
+        no``, answers v1 requests but publishes nothing over v1)."""
+        options = self.session.options
+        wait = options.agent_interval * options.missed_heartbeats
+        await asyncio.sleep(wait)
+        if self.connected and self._v2 is None and not self._v1_beats:
+            log.warning("qpidd on %s sent no QMF v1 heartbeat in %gs: it publishes QMF v2 "
+                        "only (--mgmt-qmf1 no), so with qmf_version=1 no objects, events "
+                        "or heartbeats arrive; leave qmf_version unset (QMF v2) or start "
+                        "qpidd with --mgmt-qmf1 yes", self.where, wait)
 
     async def _load_broker_agents(self) -> None:
         """Ask the broker's own agent (1.0) for its ``agent`` objects (the v1
@@ -411,8 +493,9 @@ class Broker(SchemaFetches, MethodCalls):
         lost = ConnectionLostError(f"connection to {self.where} lost: {exc}")
         lost.__cause__ = exc
         self._handle(self._core.connection_lost(lost))
-        if self._v2 is not None:
-            self._v2.connection_lost(lost)
+        for link in (self._v2, self._v2_retired):
+            if link is not None:
+                link.connection_lost(lost)
         self._waits.fail_all(lost)  # waits the core no longer knew (already answered)
         self.owner.notify("broker_disconnected", self)
 
@@ -437,8 +520,9 @@ class Broker(SchemaFetches, MethodCalls):
             task.cancel()
         removed = NotConnectedError(f"broker {self.where} was removed")
         self._handle(self._core.close(removed))
-        if self._v2 is not None:
-            self._v2.close(removed)
+        for link in (self._v2, self._v2_retired):
+            if link is not None:
+                link.close(removed)
         self._waits.fail_all(removed)
         self.connected = False
         await self._runtime.stop(self.session.options.close_timeout, flush=0.0)
@@ -690,9 +774,10 @@ class Broker(SchemaFetches, MethodCalls):
 
     def _dispatch(self, delivery: Delivery) -> None:
         self._dispatched += 1
-        if self._v2 is not None and (delivery.value is not None
-                                     or delivery.content_type in self._v2_bodies):
-            self._v2.dispatch(delivery)
+        v2 = self._v2 or self._v2_retired
+        if v2 is not None and (delivery.value is not None
+                               or delivery.content_type in self._v2_bodies):
+            v2.dispatch(delivery)
             return
         if delivery.routing_key == self._probe_key and self._probe_back(delivery.body):
             return
@@ -835,8 +920,14 @@ class Broker(SchemaFetches, MethodCalls):
             self.owner.agent_left(agent)
 
     def _on_heartbeat(self, ev: HeartbeatReceived) -> None:
-        agent = self._agents.get((ev.broker_bank, ev.agent_bank))
-        if agent is not None and not agent.name:
+        banks = (ev.broker_bank, ev.agent_bank)
+        if banks == (1, 0):
+            if self._v2 is not None:
+                self._v1_beat_of_qpidd()
+            else:
+                self._v1_beats += 1
+        agent = self._agents.get(banks)
+        if agent is not None and not agent.name and self.session.options.rcv_heartbeats:
             self.owner.notify("heartbeat", agent, ev.timestamp)
 
     def _on_object_update(self, ev: ObjectUpdate) -> None:

@@ -130,6 +130,8 @@ class V2Host(Protocol):
 
     def v2_agent_left(self, banks: tuple[int, int]) -> None: ...
 
+    def v2_beat(self, banks: tuple[int, int]) -> None: ...
+
 
 class V2Owner(Protocol):
     """What :class:`V2Link` hands the session, through its broker (a part of the
@@ -477,8 +479,10 @@ class V2Link:
             if self._end_agent_wait(lane):
                 self._pump(lane)  # its objects waited for it
         elif kind is V2AgentBeat:
+            banks = self._banks.get(ev.name)
+            if banks is not None:
+                self.host.v2_beat(banks)
             if session.options.rcv_heartbeats:
-                banks = self._banks.get(ev.name)
                 beating = self.host.known_agent(banks) if banks is not None else None
                 if beating is not None and beating.name == ev.name:
                     stamp = ev.timestamp if ev.timestamp is not None else time.time_ns()
