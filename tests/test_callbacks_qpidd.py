@@ -16,7 +16,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +25,7 @@ import pytest
 
 from qmf_async import Session
 from qmf_async.console import Console
+from tests.amqp10_peer import wait_for
 from tests.conftest import _python27
 from tests.qpidd import Qpidd, QpiddError
 
@@ -94,7 +94,7 @@ class Recorder(Console):
         if isinstance(name, str) and name.startswith(self.prefix):
             self.events.append(name)
 
-    def complete(self, count: int) -> set[str]:
+    def complete(self) -> set[str]:
         """The names of the queues seen through both callbacks."""
         return {n for oid, n in self.names.items() if "s" in self.calls[oid]}
 
@@ -113,24 +113,16 @@ async def test_console_callbacks_as_the_classic_console(
         if bound:
             await session.bind_class("org.apache.qpid.broker", "queue")
             await session.bind_event("org.apache.qpid.broker", "queueDeclare")
+        # an event raised at once (before a v1-only qpidd is known to be one) arrives
+        await _create_queues(qpidd.url, [f"{prefix}early"])
         # the objects that existed before: within a publication interval or two
-        deadline = time.monotonic() + 10
-        while rec.complete(2) != set(before) and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-        assert rec.complete(2) == set(before), (rec.names, rec.calls)
+        await wait_for(lambda: rec.complete() >= set(before), 10.0,
+                       f"callbacks for {before}: {rec.calls}")
         # object_props came first for each: the classic console's order
         assert all(rec.calls[oid][0] == "p" for oid in rec.names), rec.calls
-        # events and heartbeats (a declared queue raises queueDeclare)
-        n = 0
-        deadline = time.monotonic() + 10
-        while (not rec.events or not rec.heartbeats) and time.monotonic() < deadline:
-            await _create_queues(qpidd.url, [f"{prefix}ev{n}"])
-            n += 1
-            for _ in range(10):
-                if rec.events and rec.heartbeats:
-                    break
-                await asyncio.sleep(0.05)
-        assert rec.events and rec.heartbeats
+        # events (a declared queue raises queueDeclare) and heartbeats
+        await wait_for(lambda: rec.events and rec.heartbeats, 10.0, "event and heartbeat")
+        assert rec.events == [f"{prefix}early"]
         # a qpidd publishing v1 only is followed over v1
         assert broker.qmf_version == (1 if mode == "v1only" else 2)
 
@@ -141,9 +133,7 @@ async def test_qmf_version_1_on_a_stock_qpidd_says_why_nothing_arrives(
     async with Session(Console(), qmf_version=1, agent_interval=0.5,
                        missed_heartbeats=2) as session:
         await session.add_broker(qpidd_stock.url)
-        deadline = time.monotonic() + 10
-        while "no QMF v1 heartbeat" not in caplog.text and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
+        await wait_for(lambda: "no QMF v1 heartbeat" in caplog.text, 10.0, "the warning")
     assert "publishes QMF v2 only (--mgmt-qmf1 no)" in caplog.text
 
 

@@ -11,11 +11,12 @@ the events it returns.  What it needs of its session is :class:`SessionHost`.
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import struct
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from .. import names
@@ -87,6 +88,9 @@ DIRECT = names.REPLY_EXCHANGE
 #: the v1 binding that keeps the list of v1 agents current (the broker's agent objects)
 _V1_AGENT_LIST = ("console.obj.*.*.org.apache.qpid.broker.agent",)
 
+#: qpidd's v1 events kept while it is not known whether it publishes v2 (a few
+#: publication intervals after connecting)
+_MAX_EARLY = 10_000
 #: how many departed agents a broker remembers (to fail calls to them at once)
 _MAX_DEPARTED = 4096
 #: the drain probe a console sends itself before aging agents out (then its time)
@@ -206,6 +210,9 @@ class Broker(SchemaFetches, MethodCalls):
         self._v1_beats = 0
         self._v2_beat = False
         self._turning = False
+        #: meanwhile, qpidd's v1 events (bound by _early_keys), delivered if it turns
+        self._early: collections.deque[EventReceived] = collections.deque(maxlen=_MAX_EARLY)
+        self._early_keys: list[str] = []
         #: the v1 binding keys of the current connection's topic endpoint
         self._v1_keys: list[str] = []
         #: over v2: the v1 agents that are also known over v2 (hidden)
@@ -340,6 +347,15 @@ class Broker(SchemaFetches, MethodCalls):
             self._twins.clear()
             self._v1_keys = (self.owner.binding_keys() if version == 1
                              else ["console.heartbeat.#", *_V1_AGENT_LIST])
+            self._early.clear()
+            # over v2 with the version left to choose, qpidd's v1 events are bound
+            # until it is known to publish v2 (its first v2 heartbeat): a qpidd that
+            # publishes v1 only (see _v1_beat_of_qpidd) loses none of them
+            self._early_keys = ([k for k in self.owner.binding_keys()
+                                 if k.startswith("console.event.")]
+                                if version == 2 and session.options.qmf_version is None
+                                else [])
+            self._v1_keys += self._early_keys
             # the topic endpoint's overflow is dead-lettered to the loss endpoint, which
             # counts it (topic_dropped); AMQP 1.0 has neither a length cap nor dead
             # letters for it (the link credit bounds it), so there is no loss endpoint
@@ -403,8 +419,44 @@ class Broker(SchemaFetches, MethodCalls):
 
     def v2_beat(self, banks: tuple[int, int]) -> None:
         """Over v2: a v2 heartbeat of the agent of ``banks`` arrived."""
-        if banks == (1, 0):
+        if banks == (1, 0) and not self._v2_beat:
             self._v2_beat = True
+            self._early.clear()
+            self._drop_early_keys()
+
+    async def bind_early(self, keys: Sequence[str]) -> None:
+        """Over v2, while qpidd is not known to publish v2: also bind the v1 event
+        keys among the user's new ``keys`` (see ``_early_keys``).
+
+        Raises:
+            TransportError: the broker refused a binding.
+        """
+        transport, topic = self.transport, self._topic_queue
+        if self._v2 is None or self._v2_beat or self.session.options.qmf_version is not None \
+                or transport is None or topic is None or not self.connected:
+            return
+        for key in keys:
+            if key.startswith("console.event.") and key not in self._v1_keys:
+                self._early_keys.append(key)
+                self._v1_keys.append(key)
+                await transport.bind(topic, MANAGEMENT, key)
+
+    def _drop_early_keys(self) -> None:
+        keys, self._early_keys = self._early_keys, []
+        transport, topic = self.transport, self._topic_queue
+        if not keys or transport is None or topic is None or not self.connected:
+            return
+        self._v1_keys = [k for k in self._v1_keys if k not in keys]
+
+        async def run() -> None:
+            for key in keys:
+                try:
+                    await transport.unbind(topic, MANAGEMENT, key)
+                except QmfError as exc:
+                    log.info("v1 unbinding %s on %s failed: %s", key, self.where, exc)
+        task = asyncio.get_running_loop().create_task(run())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def _v1_beat_of_qpidd(self) -> None:
         """Over v2, with the QMF version left to choose: a v1 heartbeat of qpidd's
@@ -412,7 +464,7 @@ class Broker(SchemaFetches, MethodCalls):
         publishes QMF v1 only (``--mgmt-qmf2 no``, it still answers v2 requests), and
         the connection turns to v1 (:meth:`_speak_v1`)."""
         if self._v2 is None or self._v2_beat or self._turning or not self.has_management \
-                or self.session.options.qmf_version is not None:
+                or self.session.options.qmf_version is not None or not self._v2.bindings:
             return
         self._v1_beats += 1
         if self._v1_beats < 2:
@@ -447,6 +499,10 @@ class Broker(SchemaFetches, MethodCalls):
         for banks, info in list(self._core.agents.items()):
             if banks not in self._agents:
                 self._on_agent_arrived(AgentArrived(banks[0], banks[1], info.label))
+        self._early_keys = []  # bound for good now
+        early, self._early = list(self._early), collections.deque(maxlen=_MAX_EARLY)
+        for ev in early:
+            self._on_event(ev)
         for key in new:
             try:
                 await transport.bind(topic, MANAGEMENT, key)
@@ -940,6 +996,8 @@ class Broker(SchemaFetches, MethodCalls):
     def _on_event(self, ev: EventReceived) -> None:
         banks = ev.agent
         if self._v2_owns(banks):
+            if banks == (1, 0) and self._early_keys:
+                self._early.append(ev)  # qpidd's, while its v2 is not known to publish
             return
         agent = self._agents.get(banks) if banks is not None else None
         msg = ev.message

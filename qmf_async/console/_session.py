@@ -469,6 +469,7 @@ class Session(ObjectQueries, ObjectUpdates):
                 continue
             if broker.v2 is not None:
                 await broker.v2.sync(transport, self._v2_bindings_for(broker))
+                await broker.bind_early(new)
             elif broker.topic_queue:
                 for k in new:
                     await transport.bind(broker.topic_queue, MANAGEMENT, k)

@@ -479,11 +479,12 @@ class V2Link:
             if self._end_agent_wait(lane):
                 self._pump(lane)  # its objects waited for it
         elif kind is V2AgentBeat:
-            banks = self._banks.get(ev.name)
-            if banks is not None:
-                self.host.v2_beat(banks)
+            beat_banks = self._banks.get(ev.name)
+            if beat_banks is not None:
+                self.host.v2_beat(beat_banks)
             if session.options.rcv_heartbeats:
-                beating = self.host.known_agent(banks) if banks is not None else None
+                beating = (self.host.known_agent(beat_banks) if beat_banks is not None
+                           else None)
                 if beating is not None and beating.name == ev.name:
                     stamp = ev.timestamp if ev.timestamp is not None else time.time_ns()
                     self.host.owner.notify("heartbeat", beating, stamp)

@@ -188,5 +188,5 @@ class V2MessageUnhandled:
 #: any event of the v2 console core
 V2ConsoleEvent = (V2QueryAnswered | V2QueryPart | V2QueryFailed | V2MethodAnswered
                   | V2MethodFailed | V2RequestFailed | V2RequestExpired | V2AgentArrived
-                  | V2AgentBeat                  | V2AgentRestarted | V2AgentLeft | V2DataIndicated | V2EventIndicated
-                  | V2MessageMalformed | V2MessageUnhandled)
+                  | V2AgentBeat | V2AgentRestarted | V2AgentLeft | V2DataIndicated
+                  | V2EventIndicated | V2MessageMalformed | V2MessageUnhandled)

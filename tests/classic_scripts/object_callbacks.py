@@ -5,8 +5,6 @@ objectProps came before its first objectStats.
 
 usage: object_callbacks.py HOST:PORT PREFIX COUNT
 """
-from __future__ import print_function
-
 import sys
 import threading
 import time
