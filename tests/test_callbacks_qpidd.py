@@ -71,6 +71,14 @@ class Recorder(Console):
         self.calls: dict[Any, list[str]] = {}
         self.heartbeats = 0
         self.events: list[str] = []
+        self.infos: list[Any] = []
+        self.agents: list[Any] = []
+
+    def broker_info(self, broker: Any) -> None:
+        self.infos.append(broker)
+
+    def new_agent(self, agent: Any) -> None:
+        self.agents.append(agent)
 
     def _note(self, obj: Any, kind: str) -> None:
         if obj.get_class_key().name != "queue":
@@ -123,6 +131,7 @@ async def test_console_callbacks_as_the_classic_console(
         # events (a declared queue raises queueDeclare) and heartbeats
         await wait_for(lambda: rec.events and rec.heartbeats, 10.0, "event and heartbeat")
         assert rec.events == [f"{prefix}early"]
+        assert rec.infos == [broker] and rec.agents
         # a qpidd publishing v1 only is followed over v1
         assert broker.qmf_version == (1 if mode == "v1only" else 2)
 
