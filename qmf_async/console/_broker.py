@@ -486,6 +486,7 @@ class Broker(SchemaFetches, MethodCalls):
         log.info("qpidd on %s publishes QMF v1 only (--mgmt-qmf2 no): speaking QMF v1 "
                  "there", self.where)
         self._v2, self._v2_retired = None, link
+        link.indications = False
         self.qmf_version = 1
         self._twins.clear()
         keys = self.owner.binding_keys()

@@ -250,6 +250,10 @@ class _Answer:
             self.done.set_result(None)
 
 
+#: what a link that no longer follows its broker's publications ignores
+_INDICATIONS: Final = frozenset({V2DataIndicated, V2EventIndicated, V2AgentBeat})
+
+
 class V2Link:
     """The v2 state and requests of one broker connection (see the module doc)."""
 
@@ -291,6 +295,9 @@ class V2Link:
         self._bound: list[tuple[str, str | None]] = []
         self._sync_lock = asyncio.Lock()  # one change of the bindings at a time
         self._located = asyncio.Event()
+        #: False once the connection turned to v1 (the link only finishes its
+        #: requests): its indications and heartbeats are ignored
+        self.indications = True
 
     # ------------------------------------------------------------------ connection
 
@@ -456,6 +463,8 @@ class V2Link:
     def _on(self, ev: Any) -> None:
         session = self.host.session
         kind = type(ev)
+        if not self.indications and kind in _INDICATIONS:
+            return
         if kind is V2QueryPart:
             stream = self._streams.get(ev.cid)
             if stream is not None:
