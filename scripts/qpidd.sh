@@ -4,8 +4,8 @@
 #   scripts/qpidd.sh install
 #       Make qpidd's runtime libraries (and certutil/pk12util, libnss3-tools, for
 #       the SSL listener of the TLS tests) present (apt-get, needs root); quiet when fine.
-#   scripts/qpidd.sh start [--qmf1 yes|no] [--port N] [--dir DIR] [--pub-interval S]
-#                          [--wait S] [-- extra qpidd args]
+#   scripts/qpidd.sh start [--qmf1 yes|no] [--qmf2 yes|no] [--port N] [--dir DIR]
+#                          [--pub-interval S] [--wait S] [-- extra qpidd args]
 #       Start qpidd in the background on 127.0.0.1 and wait until its port accepts
 #       connections.  Prints shell-evaluable lines:
 #           QPIDD_PORT=…  QPIDD_PID=…  QPIDD_DIR=…  QPIDD_URL=amqp://127.0.0.1:PORT/
@@ -36,7 +36,7 @@ die() {
 usage() {
     cat >&2 <<'EOF'
 usage: qpidd.sh install
-       qpidd.sh start [--qmf1 yes|no] [--port N] [--dir DIR] [--pub-interval S] [--wait S] [-- qpidd args]
+       qpidd.sh start [--qmf1 yes|no] [--qmf2 yes|no] [--port N] [--dir DIR] [--pub-interval S] [--wait S] [-- qpidd args]
        qpidd.sh stop DIR
 EOF
     exit 2
@@ -150,13 +150,17 @@ cmd_install() {
 }
 
 cmd_start() {
-    local qmf1=no port="" dir="" pub=1 wait_s="${QPIDD_WAIT:-20}"
+    local qmf1=no qmf2=yes port="" dir="" pub=1 wait_s="${QPIDD_WAIT:-20}"
     local -a extra=()
     while [ $# -gt 0 ]; do
         case "$1" in
             --qmf1)
                 [ $# -ge 2 ] || usage
                 case "$2" in yes | no) qmf1="$2" ;; *) die "--qmf1 takes yes or no, not '$2'" ;; esac
+                shift 2 ;;
+            --qmf2)
+                [ $# -ge 2 ] || usage
+                case "$2" in yes | no) qmf2="$2" ;; *) die "--qmf2 takes yes or no, not '$2'" ;; esac
                 shift 2 ;;
             --port)
                 [ $# -ge 2 ] || usage
@@ -204,7 +208,7 @@ cmd_start() {
         --port "$port" --interface "$HOST" --auth no \
         --no-module-dir --load-module "$home/modules/amqp.so" \
         --data-dir "$dir/data" \
-        --mgmt-enable yes --mgmt-qmf1 "$qmf1" --mgmt-qmf2 yes \
+        --mgmt-enable yes --mgmt-qmf1 "$qmf1" --mgmt-qmf2 "$qmf2" \
         --mgmt-pub-interval "$pub" \
         --log-to-stderr no --log-to-file "$dir/qpidd.log" \
         ${extra[@]+"${extra[@]}"} \

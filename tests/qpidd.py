@@ -77,11 +77,13 @@ class Qpidd:
         qmf1: bool,
         pub_interval: int,
         extra: Sequence[str],
+        qmf2: bool = True,
     ) -> None:
         self.port = port
         self.pid = pid
         self.directory = directory
         self.qmf1 = qmf1
+        self.qmf2 = qmf2
         self.pub_interval = pub_interval
         self.extra = tuple(extra)
 
@@ -94,13 +96,16 @@ class Qpidd:
         directory: Path | None = None,
         pub_interval: int = 1,
         extra: Sequence[str] = (),
+        qmf2: bool = True,
     ) -> Qpidd:
-        """Start a qpidd and wait until its port accepts connections.
+        """Start a qpidd and wait until its port accepts connections (``qmf2=False``:
+        ``--mgmt-qmf2 no``, a qpidd that publishes QMF v1 only).
 
         Raises:
             QpiddError: the script failed (its stderr, with the log tail, is the message).
         """
-        args = ["start", "--qmf1", "yes" if qmf1 else "no", "--pub-interval", str(pub_interval)]
+        args = ["start", "--qmf1", "yes" if qmf1 else "no", "--qmf2", "yes" if qmf2 else "no",
+                "--pub-interval", str(pub_interval)]
         args += ["--wait", str(int(START_WAIT_S))]
         if port is not None:
             args += ["--port", str(port)]
@@ -124,6 +129,7 @@ class Qpidd:
                 qmf1=qmf1,
                 pub_interval=pub_interval,
                 extra=extra,
+                qmf2=qmf2,
             )
         except (KeyError, ValueError) as exc:
             raise QpiddError(f"unexpected output of scripts/qpidd.sh: {done.stdout!r}") from exc
@@ -191,6 +197,7 @@ class Qpidd:
             directory=self.directory,
             pub_interval=self.pub_interval,
             extra=self.extra,
+            qmf2=self.qmf2,
         )
         self.pid = again.pid
 

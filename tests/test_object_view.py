@@ -78,11 +78,13 @@ async def test_i_first_objects_completed_by_one_query_per_agent_and_class(
     assert publish_body(a5, queues(a5), "i") == 1
     assert publish_body(a6, queues(a6), "i") == 1
     got = await take(updates, 7)
-    # every object answers its name and its statistics, and says it was a statistics update
+    # every object answers its name and its statistics; this first update of each also
+    # carries the properties its completion brought (object_props before object_stats)
     assert sorted(o.name for o in got) == sorted([f"a5-q{i}" for i in range(4)]
                                                  + [f"a6-q{i}" for i in range(3)])
     assert all(o.depth == int(o.name[-1]) for o in got)
-    assert all(o.get_changes() == Change.STATISTICS for o in got)
+    assert all(o.get_changes() == Change.PROPERTIES | Change.STATISTICS for o in got)
+    assert {o.name for _, o in rec.calls["object_props"]} >= {o.name for o in got}
     # one query per agent and class, however many objects waited on it
     assert sorted(completion_queries(bus)) == [
         ("agent.1.5", {"_class": "queue", "_package": "test.pkg"}),
@@ -149,7 +151,8 @@ async def test_updates_during_a_completion_keep_their_order(make_session: Any) -
     publish_body(agent, [q2], "i")
     first = await take(updates, 3, timeout=0.2)  # long before the G answer
     assert [(o.name, o.depth, o.get_changes()) for o in first] == [
-        ("renamed", 7, Change.STATISTICS), ("renamed", 7, Change.PROPERTIES),
+        ("renamed", 7, Change.PROPERTIES | Change.STATISTICS),
+        ("renamed", 7, Change.PROPERTIES),
         ("renamed", 8, Change.STATISTICS)]
     rest = await take(updates, 4)
     assert [(o.name, o.depth) for o in rest if o.name == "a5-q0"] == \

@@ -100,9 +100,16 @@ def test_statistics_first_wait_for_one_query_per_agent_and_class() -> None:
     assert [(o, k, vals["depth"]) for o, k, _, vals in sink.out] == [
         ("i", "g", 1), ("i", "g", 11), ("i", "g", 2)]
     assert all(vals["name"].startswith("q") for *_, vals in sink.out)
-    # the third object of the answer is kept: its first update needs no query
+    # the first update of each object carries the properties the query brought (a
+    # console's object_props comes before its object_stats); later ones do not
+    both = Change.PROPERTIES | Change.STATISTICS
+    assert [c for _, _, c, _ in sink.out] == [both, Change.STATISTICS, both]
+    # the third object of the answer is kept: its first update needs no query, and
+    # announces its properties
     assert v.update(BROKER, AGENT, rec("i", 3, depth=30), 2.0) is None
-    assert sink.out[-1][1:] == ("g", Change.STATISTICS, {"name": "q3", "depth": 30})
+    assert sink.out[-1][1:] == ("g", both, {"name": "q3", "depth": 30})
+    assert v.update(BROKER, AGENT, rec("i", 3, depth=31), 3.0) is None
+    assert sink.out[-1][1:] == ("g", Change.STATISTICS, {"name": "q3", "depth": 31})
     v.done(first)
     assert v.waiting == {} and v.completions == {}
 

@@ -24,6 +24,7 @@ from qmf_async.protocol import (
     TOPIC_EXCHANGE,
     ConsoleProtocolV2,
     V2AgentArrived,
+    V2AgentBeat,
     V2AgentLeft,
     V2AgentRestarted,
     V2DataIndicated,
@@ -347,19 +348,21 @@ def heartbeat(epoch: int, interval: int = 1) -> tuple[dict[str, Any], Any]:
 def test_heartbeats_aging_and_restart() -> None:
     core = ConsoleProtocolV2()
     (hb,) = topic("_agent_heartbeat_indication")
-    (arrived,) = core.receive(hb.props, hb.body, subject=hb.subject, now=100.0)
+    arrived, beat = core.receive(hb.props, hb.body, subject=hb.subject, now=100.0)
     assert arrived == V2AgentArrived(QPIDD, "apache.org", "qpidd",
                                      "5d1d7403-ec4c-4a5c-a9f1-656feb6dfd7a", 1, 1.0)
     info = core.agents[QPIDD]
     assert (info.epoch, info.interval, info.last_seen) == (1, 1.0, 100.0)
     assert info.timestamp is not None and info.timestamp > 0
-    # the same heartbeat again: nothing new, last seen moves
-    assert core.receive(hb.props, hb.body, subject=hb.subject, now=101.0) == []
+    # every heartbeat is told (a console's heartbeat callback), the first one too
+    assert beat == V2AgentBeat(QPIDD, info.timestamp)
+    # the same heartbeat again: only the beat, last seen moves
+    assert core.receive(hb.props, hb.body, subject=hb.subject, now=101.0) == [beat]
     assert core.agents[QPIDD].last_seen == 101.0
     # another epoch: a restart
     props, body = heartbeat(epoch=2, interval=2)
     assert core.receive(props, body, subject=hb.subject, now=102.0) == [
-        V2AgentRestarted(QPIDD, 1, 2)]
+        V2AgentRestarted(QPIDD, 1, 2), beat]
     assert (core.agents[QPIDD].epoch, core.agents[QPIDD].interval) == (2, 2.0)
     # silence: 3 x 2 s allowed
     pending = core.send_query(QPIDD, schema_id=V2SchemaId("", "queue")).correlation_id
@@ -374,7 +377,7 @@ def test_heartbeats_aging_and_restart() -> None:
     assert core.pending() == [to_broker]
     assert QPIDD not in core.agents
     # back again: it arrives anew
-    (again,) = core.receive(props, body, subject=hb.subject, now=120.0)
+    again, _ = core.receive(props, body, subject=hb.subject, now=120.0)
     assert isinstance(again, V2AgentArrived) and again.epoch == 2
 
 
@@ -401,7 +404,8 @@ def test_locate_answers_fill_the_directory_and_the_locate_entry() -> None:
     (hb,) = topic("_agent_heartbeat_indication")
     assert feed(core, resp, "untracked", now=3.0) == []
     assert core.agents[QPIDD].last_seen == 3.0
-    assert core.receive(hb.props, hb.body, subject=hb.subject, now=3.0) == []
+    assert [type(e) for e in core.receive(hb.props, hb.body, subject=hb.subject,
+                                          now=3.0)] == [V2AgentBeat]
 
 
 @pytest.mark.parametrize(("interval", "expected"), [
@@ -411,8 +415,9 @@ def test_odd_heartbeat_intervals(interval: Any, expected: float) -> None:
     values = {"_epoch": 1} if interval is None else {"_epoch": 1,
                                                      "_heartbeat_interval": interval}
     props, body, _ = encode_v2(V2AgentHeartbeat("a:b:c", values))
-    (ev,) = core.receive(props, body, now=0.0)
+    ev, beat = core.receive(props, body, now=0.0)
     assert isinstance(ev, V2AgentArrived) and ev.interval == expected
+    assert beat == V2AgentBeat("a:b:c", None)
 
 
 def test_directory_is_bounded() -> None:

@@ -11,11 +11,12 @@ the events it returns.  What it needs of its session is :class:`SessionHost`.
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import struct
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from .. import names
@@ -87,6 +88,9 @@ DIRECT = names.REPLY_EXCHANGE
 #: the v1 binding that keeps the list of v1 agents current (the broker's agent objects)
 _V1_AGENT_LIST = ("console.obj.*.*.org.apache.qpid.broker.agent",)
 
+#: qpidd's v1 events kept while it is not known whether it publishes v2 (a few
+#: publication intervals after connecting)
+_MAX_EARLY = 10_000
 #: how many departed agents a broker remembers (to fail calls to them at once)
 _MAX_DEPARTED = 4096
 #: the drain probe a console sends itself before aging agents out (then its time)
@@ -202,6 +206,17 @@ class Broker(SchemaFetches, MethodCalls):
         self._v2: V2Link | None = None
         #: over v2, queries to qpidd's agent sent over v1 (None when it speaks v1)
         self._route: V1Route | None = None
+        #: a v2 link left when the connection turned to v1 (see _speak_v1): answers
+        #: to its requests still reach it
+        self._v2_retired: V2Link | None = None
+        #: over v2 with the version left to choose: v1 heartbeats of qpidd's agent, and
+        #: whether a v2 one came (none while v1 ones do: qpidd publishes v1 only)
+        self._v1_beats = 0
+        self._v2_beat = False
+        self._turning = False
+        #: meanwhile, qpidd's v1 events (bound by _early_keys), delivered if it turns
+        self._early: collections.deque[EventReceived] = collections.deque(maxlen=_MAX_EARLY)
+        self._early_keys: list[str] = []
         #: the v1 binding keys of the current connection's topic endpoint
         self._v1_keys: list[str] = []
         #: over v2: the v1 agents that are also known over v2 (hidden)
@@ -331,9 +346,20 @@ class Broker(SchemaFetches, MethodCalls):
             # heartbeats and, per agent, their objects and events (_v1_agent_keys)
             self._v2 = V2Link(self, self._v2) if version == 2 else None
             self._route = V1Route(self) if version == 2 else None
+            self._v2_retired = None
+            self._v1_beats, self._v2_beat, self._turning = 0, False, False
             self._twins.clear()
             self._v1_keys = (self.owner.binding_keys() if version == 1
                              else ["console.heartbeat.#", *_V1_AGENT_LIST])
+            self._early.clear()
+            # over v2 with the version left to choose, qpidd's v1 events are bound
+            # until it is known to publish v2 (its first v2 heartbeat): a qpidd that
+            # publishes v1 only (see _v1_beat_of_qpidd) loses none of them
+            self._early_keys = ([k for k in self.owner.binding_keys()
+                                 if k.startswith("console.event.")]
+                                if version == 2 and session.options.qmf_version is None
+                                else [])
+            self._v1_keys += self._early_keys
             # the topic endpoint's overflow is dead-lettered to the loss endpoint, which
             # counts it (topic_dropped); AMQP 1.0 has neither a length cap nor dead
             # letters for it (the link credit bounds it), so there is no loss endpoint
@@ -383,10 +409,123 @@ class Broker(SchemaFetches, MethodCalls):
             self.broker_id = msg.broker_id
             self.has_management = True
             self._management_known.set()
+            transport = self.transport
+            options = self.session.options
+            if self._v2 is None and options.qmf_version == 1 and options.rcv_heartbeats \
+                    and transport is not None and transport.capabilities.qmf_v2:
+                task = asyncio.get_running_loop().create_task(self._expect_v1_beats())
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
             self.owner.notify("broker_info", self)
             await self._load_broker_agents()
         finally:
             self.discard(wait)
+
+    def v2_beat(self, banks: tuple[int, int]) -> None:
+        """Over v2: a v2 heartbeat of the agent of ``banks`` arrived."""
+        if banks == (1, 0) and not self._v2_beat:
+            self._v2_beat = True
+            self._early.clear()
+            self._drop_early_keys()
+
+    async def bind_early(self, keys: Sequence[str]) -> None:
+        """Over v2, while qpidd is not known to publish v2: also bind the v1 event
+        keys among the user's new ``keys`` (see ``_early_keys``).
+
+        Raises:
+            TransportError: the broker refused a binding.
+        """
+        transport, topic = self.transport, self._topic_queue
+        if self._v2 is None or self._v2_beat or self.session.options.qmf_version is not None \
+                or transport is None or topic is None or not self.connected:
+            return
+        for key in keys:
+            if key.startswith("console.event.") and key not in self._v1_keys:
+                self._early_keys.append(key)
+                self._v1_keys.append(key)
+                await transport.bind(topic, MANAGEMENT, key)
+
+    def _drop_early_keys(self) -> None:
+        keys, self._early_keys = self._early_keys, []
+        transport, topic = self.transport, self._topic_queue
+        if not keys or transport is None or topic is None or not self.connected:
+            return
+        self._v1_keys = [k for k in self._v1_keys if k not in keys]
+
+        async def run() -> None:
+            for key in keys:
+                try:
+                    await transport.unbind(topic, MANAGEMENT, key)
+                except QmfError as exc:
+                    log.info("v1 unbinding %s on %s failed: %s", key, self.where, exc)
+        task = asyncio.get_running_loop().create_task(run())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _v1_beat_of_qpidd(self) -> None:
+        """Over v2, with the QMF version left to choose: a v1 heartbeat of qpidd's
+        agent.  Two of them and no v2 heartbeat on this connection: this qpidd
+        publishes QMF v1 only (``--mgmt-qmf2 no``, it still answers v2 requests), and
+        the connection turns to v1 (:meth:`_speak_v1`)."""
+        if self._v2 is None or self._v2_beat or self._turning or not self.has_management \
+                or self.session.options.qmf_version is not None or not self._v2.bindings:
+            return
+        self._v1_beats += 1
+        if self._v1_beats < 2:
+            return
+        self._turning = True
+        task = asyncio.get_running_loop().create_task(self._speak_v1())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _speak_v1(self) -> None:
+        """Turn the connection to QMF v1 (see :meth:`_v1_beat_of_qpidd`): the topic
+        endpoint takes the v1 bindings (qpidd then publishes every object to it at its
+        next interval), qpidd's agent is listed as its v1 agent, and objects read
+        before keep working (their methods are called over v1)."""
+        link = self._v2
+        transport, topic = self.transport, self._topic_queue
+        if link is None or transport is None or topic is None or not self.connected:
+            return
+        log.info("qpidd on %s publishes QMF v1 only (--mgmt-qmf2 no): speaking QMF v1 "
+                 "there", self.where)
+        self._v2, self._v2_retired = None, link
+        link.indications = False
+        self.qmf_version = 1
+        self._twins.clear()
+        keys = self.owner.binding_keys()
+        new = [k for k in keys if k not in self._v1_keys]
+        self._v1_keys = [*self._v1_keys, *new]
+        old = self._agents.pop((1, 0), None)
+        if old is not None:
+            self.owner.agent_left(old)
+        # agents the v1 side saw while v2 was spoken (qpidd's own, left to v2) are
+        # listed now as any v1 agent
+        for banks, info in list(self._core.agents.items()):
+            if banks not in self._agents:
+                self._on_agent_arrived(AgentArrived(banks[0], banks[1], info.label))
+        self._early_keys = []  # bound for good now
+        early, self._early = list(self._early), collections.deque(maxlen=_MAX_EARLY)
+        for ev in early:
+            self._on_event(ev)
+        for key in new:
+            try:
+                await transport.bind(topic, MANAGEMENT, key)
+            except QmfError as exc:
+                log.warning("v1 binding %s on %s failed: %s", key, self.where, exc)
+
+    async def _expect_v1_beats(self) -> None:
+        """``qmf_version=1`` on qpidd: warn when its agent sends no v1 heartbeat
+        within ``missed_heartbeats`` agent intervals (a stock qpidd, ``--mgmt-qmf1
+        no``, answers v1 requests but publishes nothing over v1)."""
+        options = self.session.options
+        wait = options.agent_interval * options.missed_heartbeats
+        await asyncio.sleep(wait)
+        if self.connected and self._v2 is None and not self._v1_beats:
+            log.warning("qpidd on %s sent no QMF v1 heartbeat in %gs: it publishes QMF v2 "
+                        "only (--mgmt-qmf1 no), so with qmf_version=1 no objects, events "
+                        "or heartbeats arrive; leave qmf_version unset (QMF v2) or start "
+                        "qpidd with --mgmt-qmf1 yes", self.where, wait)
 
     async def _load_broker_agents(self) -> None:
         """Ask the broker's own agent (1.0) for its ``agent`` objects (the v1
@@ -415,8 +554,9 @@ class Broker(SchemaFetches, MethodCalls):
         lost = ConnectionLostError(f"connection to {self.where} lost: {exc}")
         lost.__cause__ = exc
         self._handle(self._core.connection_lost(lost))
-        if self._v2 is not None:
-            self._v2.connection_lost(lost)
+        for link in (self._v2, self._v2_retired):
+            if link is not None:
+                link.connection_lost(lost)
         self._waits.fail_all(lost)  # waits the core no longer knew (already answered)
         self.owner.notify("broker_disconnected", self)
         if not self._runtime.reconnect:  # gone for good: what follows it ends
@@ -443,8 +583,9 @@ class Broker(SchemaFetches, MethodCalls):
             task.cancel()
         removed = NotConnectedError(f"broker {self.where} was removed")
         self._handle(self._core.close(removed))
-        if self._v2 is not None:
-            self._v2.close(removed)
+        for link in (self._v2, self._v2_retired):
+            if link is not None:
+                link.close(removed)
         self._waits.fail_all(removed)
         self.connected = False
         await self._runtime.stop(self.session.options.close_timeout, flush=0.0)
@@ -698,9 +839,10 @@ class Broker(SchemaFetches, MethodCalls):
 
     def _dispatch(self, delivery: Delivery) -> None:
         self._dispatched += 1
-        if self._v2 is not None and (delivery.value is not None
-                                     or delivery.content_type in self._v2_bodies):
-            self._v2.dispatch(delivery)
+        v2 = self._v2 or self._v2_retired
+        if v2 is not None and (delivery.value is not None
+                               or delivery.content_type in self._v2_bodies):
+            v2.dispatch(delivery)
             return
         if delivery.routing_key == self._probe_key and self._probe_back(delivery.body):
             return
@@ -843,8 +985,14 @@ class Broker(SchemaFetches, MethodCalls):
             self.owner.agent_left(agent)
 
     def _on_heartbeat(self, ev: HeartbeatReceived) -> None:
-        agent = self._agents.get((ev.broker_bank, ev.agent_bank))
-        if agent is not None and not agent.name:
+        banks = (ev.broker_bank, ev.agent_bank)
+        if banks == (1, 0):
+            if self._v2 is not None:
+                self._v1_beat_of_qpidd()
+            else:
+                self._v1_beats += 1
+        agent = self._agents.get(banks)
+        if agent is not None and not agent.name and self.session.options.rcv_heartbeats:
             self.owner.notify("heartbeat", agent, ev.timestamp)
 
     def _on_object_update(self, ev: ObjectUpdate) -> None:
@@ -857,6 +1005,8 @@ class Broker(SchemaFetches, MethodCalls):
     def _on_event(self, ev: EventReceived) -> None:
         banks = ev.agent
         if self._v2_owns(banks):
+            if banks == (1, 0) and self._early_keys:
+                self._early.append(ev)  # qpidd's, while its v2 is not known to publish
             return
         agent = self._agents.get(banks) if banks is not None else None
         msg = ev.message

@@ -109,16 +109,20 @@ class Console:
         """An agent left (missed three heartbeat intervals or was deleted)."""
 
     def object_props(self, broker: Broker, obj: QmfObject) -> Any:
-        """Properties of an object arrived (``c``)."""
+        """An update carrying properties arrived (a ``c``, a v2 object with both
+        parts, or the first update of an object whose properties were fetched);
+        called before :meth:`object_stats` of the same update."""
 
     def object_stats(self, broker: Broker, obj: QmfObject) -> Any:
-        """Statistics of an object arrived (``i``)."""
+        """An update carrying statistics arrived (an ``i``, or a v2 object with both
+        parts, after :meth:`object_props`)."""
 
     def event(self, broker: Broker, event: Event) -> Any:
         """An event arrived."""
 
     def heartbeat(self, agent: RemoteAgent, timestamp: int) -> Any:
-        """An agent's heartbeat (ns since the epoch)."""
+        """An agent's heartbeat, over v1 or v2 (``timestamp``: ns since the epoch;
+        only with ``rcv_heartbeats``)."""
 
     def method_response(self, broker: Broker, seq: int, response: MethodResult) -> Any:
         """A method response arrived (also delivered to the awaiting caller)."""
@@ -504,6 +508,7 @@ class Session(ObjectQueries, ObjectUpdates):
                 continue
             if broker.v2 is not None:
                 await broker.v2.sync(transport, self._v2_bindings_for(broker))
+                await broker.bind_early(new)
             elif broker.topic_queue:
                 for k in new:
                     await transport.bind(broker.topic_queue, MANAGEMENT, k)

@@ -87,9 +87,12 @@ class ObjectUpdates:
         # the Session this is mixed into is the proxies' SessionLink
         obj = QmfObject.from_raw(cast(SessionLink, self), broker, agent, rec.codec, raw,
                                  kind, sofs, changed)
-        if rec.opcode == "c":
+        # as the classic console: properties first, then statistics, for every update
+        # that carries them (a v2 object with both parts, or an object first seen
+        # through statistics whose properties a completion query brought, gets both)
+        if Change.PROPERTIES in changed:
             self._notify("object_props", broker, obj)
-        else:
+        if Change.STATISTICS in changed:
             self._notify("object_stats", broker, obj)
         for sub in self._update_subs:
             sub.deliver(obj)

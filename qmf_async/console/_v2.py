@@ -44,6 +44,7 @@ from ..protocol import (
     ConsoleProtocolV2,
     Outgoing,
     V2AgentArrived,
+    V2AgentBeat,
     V2AgentLeft,
     V2AgentRestarted,
     V2DataIndicated,
@@ -131,6 +132,8 @@ class V2Host(Protocol):
 
     def v2_agent_left(self, banks: tuple[int, int]) -> None: ...
 
+    def v2_beat(self, banks: tuple[int, int]) -> None: ...
+
 
 class V2Owner(Protocol):
     """What :class:`V2Link` hands the session, through its broker (a part of the
@@ -142,6 +145,8 @@ class V2Owner(Protocol):
                       rec: RawObjectRecord) -> None: ...
 
     def event(self, broker: Any, event: Event) -> None: ...
+
+    def notify(self, name: str, *args: Any) -> None: ...
 
     def follows_objects(self) -> bool: ...
 
@@ -247,6 +252,10 @@ class _Answer:
             self.done.set_result(None)
 
 
+#: what a link that no longer follows its broker's publications ignores
+_INDICATIONS: Final = frozenset({V2DataIndicated, V2EventIndicated, V2AgentBeat})
+
+
 class V2Link:
     """The v2 state and requests of one broker connection (see the module doc)."""
 
@@ -299,6 +308,9 @@ class V2Link:
         self._bound: list[tuple[str, str | None]] = []
         self._sync_lock = asyncio.Lock()  # one change of the bindings at a time
         self._located = asyncio.Event()
+        #: False once the connection turned to v1 (the link only finishes its
+        #: requests): its indications and heartbeats are ignored
+        self.indications = True
 
     # ------------------------------------------------------------------ connection
 
@@ -526,6 +538,8 @@ class V2Link:
     def _on(self, ev: Any) -> None:
         session = self.host.session
         kind = type(ev)
+        if not self.indications and kind in _INDICATIONS:
+            return
         if kind is V2QueryPart:
             stream = self._streams.get(ev.cid)
             if stream is not None:
@@ -548,6 +562,16 @@ class V2Link:
             lane = (ev.name, False)
             if self._end_agent_wait(lane):
                 self._pump(lane)  # its objects waited for it
+        elif kind is V2AgentBeat:
+            beat_banks = self._banks.get(ev.name)
+            if beat_banks is not None:
+                self.host.v2_beat(beat_banks)
+            if session.options.rcv_heartbeats:
+                beating = (self.host.known_agent(beat_banks) if beat_banks is not None
+                           else None)
+                if beating is not None and beating.name == ev.name:
+                    stamp = ev.timestamp if ev.timestamp is not None else time.time_ns()
+                    self.host.owner.notify("heartbeat", beating, stamp)
         elif kind is V2AgentLeft:
             known = self._banks.get(ev.name)
             if known is not None:

@@ -104,6 +104,9 @@ class ObjectView:
         #: what was known.  Kept ``completion_timeout`` seconds, at most _MAX_GONE
         #: objects (oldest out); a deletion in a ``g`` (whole) is not kept
         self.gone: dict[ViewKey, tuple[bytes | None, bytes | None, float]] = {}
+        #: objects in ``latest`` whose properties no update handed out yet (they came
+        #: from a completion query): their next statistics update announces them
+        self.unannounced: set[ViewKey] = set()
         #: objects whose completion failed -> when (retried after completion_timeout)
         self.failed_at: dict[ViewKey, float] = {}
         #: completion queries sent, objects handed out without the part their
@@ -119,6 +122,7 @@ class ObjectView:
         self.latest.clear()
         self.gone.clear()
         self.failed_at.clear()
+        self.unannounced.clear()
 
     def forget_agent(self, broker: Any, banks: tuple[int, int]) -> None:
         """The agent of ``banks`` on ``broker`` left: its objects leave the view."""
@@ -128,6 +132,7 @@ class ObjectView:
                         if k[0] == bid and make_oid(k[1]).agent_key() == banks]:
                 del self.latest[key]
                 self.failed_at.pop(key, None)
+                self.unannounced.discard(key)
 
     def update(self, broker: Any, agent: Any, rec: RawObjectRecord,
                now: float) -> Completion | None:
@@ -240,8 +245,18 @@ class ObjectView:
             props = RecordLayout.properties(raw, sofs)
         if rec.opcode != "c":
             stats = RecordLayout.statistics(raw, sofs)
+        changed = _RECORD_CHANGES[rec.opcode]
+        if rec.opcode != "i":
+            self.unannounced.discard(key)
+        elif key in self.unannounced:
+            # properties known from a completion query and never handed out: this
+            # first update of the object carries them (object_props comes first)
+            self.unannounced.discard(key)
+            if props is not None:
+                changed |= Change.PROPERTIES
         if not live:  # deleted: leaves the view
             self.failed_at.pop(key, None)
+            self.unannounced.discard(key)
             if rec.opcode == "i" or (rec.opcode == "c" and rec.codec.schema.statistics):
                 # a part of a deletion: the other may follow
                 self._remember_gone(key, props, stats, now)
@@ -251,13 +266,13 @@ class ObjectView:
                 oldest = next(iter(latest))
                 del latest[oldest]
                 self.failed_at.pop(oldest, None)
+                self.unannounced.discard(oldest)
                 self.objects_evicted += 1
         # the update carries the newest header, properties and statistics seen
         kind = "g" if props is not None and stats is not None else rec.opcode
         if kind != rec.opcode:
             assert props is not None and stats is not None
             raw, sofs = RecordLayout.join(raw, props, stats)
-        changed = _RECORD_CHANGES[rec.opcode]
         if not live:
             changed |= Change.DELETED
         self._deliver_to(broker, agent, rec, raw, sofs, kind, changed)
@@ -289,6 +304,7 @@ class ObjectView:
             key = (bid, oid)
             if key not in latest and key not in waiting:
                 latest[key] = parts
+                self.unannounced.add(key)
                 room -= 1
 
     def _release(self, key: ViewKey, answer: tuple[bytes, bytes] | None, now: float, *,
@@ -317,5 +333,7 @@ class ObjectView:
             self.failed_at.pop(key, None)
             props, stats = self.latest.get(key) or (None, None)
             self.latest[key] = (part, stats) if need_props else (props, part)
+            if need_props:
+                self.unannounced.add(key)
         for broker, agent, rec in held:
             self._deliver(broker, agent, rec, key, now)

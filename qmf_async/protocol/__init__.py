@@ -108,6 +108,7 @@ from ._events import (
 )
 from ._events_v2 import (
     V2AgentArrived,
+    V2AgentBeat,
     V2AgentLeft,
     V2AgentRestarted,
     V2ConsoleEvent,
@@ -204,6 +205,7 @@ __all__ = [
     "TOPIC_EXCHANGE",
     "ConsoleProtocolV2",
     "V2AgentArrived",
+    "V2AgentBeat",
     "V2AgentInfo",
     "V2AgentLeft",
     "V2AgentRestarted",

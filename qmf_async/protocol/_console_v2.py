@@ -50,6 +50,7 @@ from ._agents import AgentDirectory
 from ._envelope import Delivery, Outgoing
 from ._events_v2 import (
     V2AgentArrived,
+    V2AgentBeat,
     V2AgentLeft,
     V2AgentRestarted,
     V2ConsoleEvent,
@@ -465,7 +466,10 @@ class ConsoleProtocolV2:
         elif isinstance(msg, V2Exception):
             self._exception(msg, cid, events)
         elif isinstance(msg, (V2AgentHeartbeat, V2AgentLocateResponse)):
-            if self._agent_seen(msg, now, events) and isinstance(msg, V2AgentLocateResponse):
+            seen = self._agent_seen(msg, now, events)
+            if seen and isinstance(msg, V2AgentHeartbeat):
+                events.append(V2AgentBeat(msg.agent, msg.timestamp))
+            if seen and isinstance(msg, V2AgentLocateResponse):
                 entry = self._pending.get(cid) if cid is not None else None
                 if entry is not None and entry.kind == _LOCATE:
                     entry.items.append(msg.agent)

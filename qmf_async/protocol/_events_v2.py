@@ -18,6 +18,7 @@ from ..wire import V2Event
 
 __all__ = [
     "V2AgentArrived",
+    "V2AgentBeat",
     "V2AgentLeft",
     "V2AgentRestarted",
     "V2ConsoleEvent",
@@ -123,6 +124,16 @@ class V2AgentArrived:
 
 
 @attrs.frozen(slots=True)
+class V2AgentBeat:
+    """A heartbeat indication of an agent in the directory (after its
+    :class:`V2AgentArrived`, when it is the one that announced it): ``timestamp``
+    is the agent's ``_timestamp`` (ns since the epoch; None when it sent none)."""
+
+    name: str
+    timestamp: int | None
+
+
+@attrs.frozen(slots=True)
 class V2AgentRestarted:
     """A known agent announced another epoch: it restarted (its objects and
     subscriptions are gone)."""
@@ -177,5 +188,5 @@ class V2MessageUnhandled:
 #: any event of the v2 console core
 V2ConsoleEvent = (V2QueryAnswered | V2QueryPart | V2QueryFailed | V2MethodAnswered
                   | V2MethodFailed | V2RequestFailed | V2RequestExpired | V2AgentArrived
-                  | V2AgentRestarted | V2AgentLeft | V2DataIndicated | V2EventIndicated
-                  | V2MessageMalformed | V2MessageUnhandled)
+                  | V2AgentBeat | V2AgentRestarted | V2AgentLeft | V2DataIndicated
+                  | V2EventIndicated | V2MessageMalformed | V2MessageUnhandled)
