@@ -33,6 +33,7 @@ import argparse
 import asyncio
 import collections
 import contextlib
+import errno
 import json
 import logging
 import math
@@ -49,6 +50,7 @@ from aiohttp import web
 from qmf_async import (
     AgentError,
     ArgumentError,
+    AuthenticationError,
     Broker,
     ClassKey,
     Console,
@@ -617,17 +619,56 @@ def _parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
+#: exit codes, as the ``qmf`` tools' (docs/tools.md): 1 another error, 2 a bad command
+#: line or address, or a missing extra, 3 the broker cannot be reached, 4 the broker
+#: refused the login, 8 the address cannot be listened on, 141 stdout's reader went away
+EXIT_ERROR, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_AUTH, EXIT_LISTEN, EXIT_PIPE = 1, 2, 3, 4, 8, 141
+#: errno values of a listening socket that cannot be bound
+_LISTEN_ERRNOS = frozenset({errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES,
+                            errno.EPERM})
+
+
+def _exit_code(exc: QmfError) -> int:
+    if isinstance(exc, AuthenticationError):
+        return EXIT_AUTH
+    if isinstance(exc, (TransportError, QmfTimeout)):
+        return EXIT_UNREACHABLE
+    if isinstance(exc, UsageError):  # a bad address, the AMQP 1.0 extra missing ...
+        return EXIT_USAGE
+    return EXIT_ERROR
+
+
+def _fail(text: str, code: int) -> int:
+    print(f"web_dashboard: error: {text}", file=sys.stderr)
+    return code
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Serve the dashboard until interrupted; every failure is one line on stderr with
+    an exit code (``EXIT_*``), the tracebacks only with ``-v``."""
     args = _parse_args(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         app = create_app(args.url, request_timeout=args.timeout, connection=args.connection,
                          console_queues=args.console_queues)
-    except QmfError as exc:
-        print(f"web_dashboard: {exc}", file=sys.stderr)
-        return 1
-    web.run_app(app, host=args.host, port=args.port, print=lambda text: print(text, flush=True))
+        web.run_app(app, host=args.host, port=args.port,
+                    print=lambda text: print(text, flush=True))
+    except QmfError as exc:  # from the start-up's add_broker, which retries the rest
+        if args.verbose:
+            log.exception("cannot start")
+        return _fail(str(exc), _exit_code(exc))
+    except BrokenPipeError:  # the reader left (``... | head``): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_PIPE
+    except OSError as exc:
+        if args.verbose:
+            log.exception("cannot serve")
+        if exc.errno in _LISTEN_ERRNOS:
+            where = f"[{args.host}]" if ":" in args.host else args.host
+            return _fail(f"cannot listen on {where}:{args.port}: "
+                         f"{os.strerror(exc.errno).lower()}", EXIT_LISTEN)
+        return _fail(f"{os.strerror(exc.errno) if exc.errno else exc}", EXIT_ERROR)
     return 0
 
 

@@ -39,6 +39,7 @@ __all__ = [
     "EXIT_METHOD",
     "EXIT_NO_AGENT",
     "EXIT_LISTEN",
+    "EXIT_PIPE",
     "listen_error",
     "ToolError",
     "add_url_argument",
@@ -66,6 +67,7 @@ EXIT_NOT_FOUND = 5      #: unknown class, object, queue, exchange ...
 EXIT_METHOD = 6         #: a method call returned an error status
 EXIT_NO_AGENT = 7       #: no management agent answered (timeout)
 EXIT_LISTEN = 8         #: a server cannot listen on its address (in use, not permitted)
+EXIT_PIPE = 141         #: stdout's reader went away (``| head``): 128 + SIGPIPE, as a shell
 
 
 class ToolError(Exception):
@@ -208,7 +210,8 @@ EXPECTED_ERRORS = (QmfError, ToolError)
 def listen_error(host: str, port: int, exc: OSError) -> ToolError:
     """The one-line error of a server that cannot listen on ``host:port`` (exit code
     :data:`EXIT_LISTEN`): ``cannot listen on 0.0.0.0:9469: address already in use``."""
-    why = (exc.strerror or str(exc) or type(exc).__name__).rstrip(".")
+    # asyncio's own text names the address again: the system's words for errno only
+    why = (os.strerror(exc.errno) if exc.errno else str(exc) or type(exc).__name__)
     shown = f"[{host}]" if ":" in host else host
     return ToolError(f"cannot listen on {shown}:{port}: {why[:1].lower()}{why[1:]}",
                      EXIT_LISTEN)
