@@ -6,7 +6,8 @@ by every request.  JSON endpoints:
 
 * ``GET /api/agents``: brokers (connected or not) and the known agents;
 * ``GET /api/objects/{class}``: objects of a class (``?where=`` a JMS selector,
-  ``?package=`` narrows the package);
+  ``?package=`` narrows the package); the consoles' own queues are left out, as from
+  the stream, unless ``--console-queues``;
 * ``GET /api/object/{object_id}``: one object (id in its text form ``0-1-1-10-26``);
 * ``POST /api/object/{object_id}/methods/{method}``: call a method, the body is a JSON
   object of its arguments;
@@ -70,7 +71,7 @@ from qmf_async import (
     UnknownClassError,
     UsageError,
 )
-from qmf_async.exporter import is_console_queue
+from qmf_async.names import is_console_queue
 from qmf_async.transport import add_connection_arguments, connection_arguments
 
 __all__ = ["STATIC", "Dashboard", "create_app", "encode_object", "jsonable", "main"]
@@ -306,10 +307,10 @@ class Dashboard:
         self.broadcast("agent_gone", {"agent": _agent_text(agent), "objects": gone})
 
     def shows(self, obj: QmfObject) -> bool:
-        """Whether the page shows this queue: not a console's own reply or topic queue
-        (qmf_async.exporter.CONSOLE_QUEUES, as ``qmf exporter`` leaves them out), unless
-        ``console_queues``."""
-        if self.console_queues:
+        """Whether the page (the stream and ``/api/objects/queue``) shows this object:
+        not a console's own reply or topic queue (qmf_async.names.CONSOLE_QUEUES, as
+        ``qmf exporter`` leaves them out), unless ``console_queues``."""
+        if self.console_queues or obj.get_class_key().name != "queue":
             return True
         name = obj.get("name")
         return not (isinstance(name, str) and is_console_queue(name))
@@ -500,7 +501,7 @@ async def objects(request: web.Request) -> web.Response:
         raise _http(web.HTTPNotFound, f"no agent knows a class {name!r}"
                                       + (f" in package {package!r}" if package else ""))
     found.sort(key=lambda o: (o.get_index(), str(o.get_object_id())))
-    return _json([encode_object(o) for o in found])
+    return _json([encode_object(o) for o in found if dash.shows(o)])
 
 
 async def one_object(request: web.Request) -> web.Response:
