@@ -207,9 +207,11 @@ function timeRange(u, lo, hi) {
   return [lo - pad, hi + pad];
 }
 
-// Whole-number steps of a count axis (no 0.5 of a message)
-const COUNT_STEPS = [1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1e3, 2e3, 2.5e3, 5e3,
-                     1e4, 2e4, 2.5e4, 5e4, 1e5, 2e5, 2.5e5, 5e5, 1e6, 2e6, 5e6, 1e7, 1e8, 1e9];
+// Axis steps of 1, 2 and 5 times a power of ten: a label of the step's own decimals
+// is exact (no 0.25 shown as 0.3); counts take the whole ones only
+const STEPS = [];
+for (let e = -3; e <= 12; e += 1) for (const m of [1, 2, 5]) STEPS.push(+(m * 10 ** e).toPrecision(1));
+const COUNT_STEPS = STEPS.filter((v) => v >= 1);
 
 // ``align``: 1 when a value holds until the next sample (a depth), -1 when it covers
 // the time since the previous one (a rate over that step); ``digits``: 0 for counts
@@ -230,7 +232,7 @@ function makeChart(el, label, color, digits, align) {
                return labels;
              } },
            { stroke: "#555", grid: { stroke: "#eee" }, size: 56,
-             ...(digits === 0 ? { incrs: COUNT_STEPS } : {}),
+             incrs: digits === 0 ? COUNT_STEPS : STEPS,
              // kept in data-yticks, as the time axis' labels
              values: (u, ticks) => {
                const labels = distinctLabels(ticks, digits, (v, d) => fmt(v, d));
