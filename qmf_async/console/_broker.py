@@ -314,14 +314,13 @@ class Broker(SchemaFetches, MethodCalls):
         """Per connection: the loss and topic endpoints, then ``B`` and the agent list."""
         session = self.session
         self._reply_queue = reply
-        # the address as the connection has it: over AMQP 1.0 (qpidd) without the
-        # vhost, which only AMQP 0-9-1 has
-        self.where = self._core.where = transport.where
+        caps = transport.capabilities
+        if not caps.vhosts:  # qpidd over AMQP 1.0: its address has no vhost to show
+            self.where = self._core.where = parse_url(self.url).server_where
         # requests can flow from here on (schema fetches for early topic messages)
         self.connected = True
         self._handshake_done.clear()
         self._management_known.clear()
-        caps = transport.capabilities
         self._v2_bodies = V2_BODY_CONTENT_TYPES if caps.v2_map_bytes else frozenset()
         version = session.options.qmf_version
         if version is None:  # v2 where qpidd is reached (AMQP 1.0), v1 on a 0-9-1 bus

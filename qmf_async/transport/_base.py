@@ -109,7 +109,9 @@ class Capabilities:
     arrive as ``amqp/map``/``amqp/list`` bytes in ``Delivery.body`` for the protocol
     core to decode (AMQP 0-9-1); without it they arrive only as a decoded
     ``Delivery.value`` (an AMQP 1.0 amqp-value), and bytes under those content types
-    are not a v2 message.
+    are not a v2 message; ``vhosts``: the broker has virtual hosts and the address
+    names one (AMQP 0-9-1); qpidd over AMQP 1.0 has none, and its address is written
+    without (:attr:`BrokerAddress.server_where`).
     """
 
     protocol: str
@@ -118,6 +120,7 @@ class Capabilities:
     dead_letters: bool = False
     drain_probe: bool = False
     v2_map_bytes: bool = False
+    vhosts: bool = True
 
 
 #: AMQP 0-9-1 (RabbitMQ): queues with length caps and dead letters, no selectors
@@ -125,7 +128,8 @@ AMQP091_CAPABILITIES: Final = Capabilities("0-9-1", server_selectors=False,
                                            dead_letters=True, drain_probe=True,
                                            v2_map_bytes=True)
 #: AMQP 1.0 (qpidd): selectors applied at the source; link credit bounds an endpoint
-AMQP10_CAPABILITIES: Final = Capabilities("1.0", qmf_v2=True, server_selectors=True)
+AMQP10_CAPABILITIES: Final = Capabilities("1.0", qmf_v2=True, server_selectors=True,
+                                          vhosts=False)
 #: a transport that has not connected yet
 NO_CAPABILITIES: Final = Capabilities("")
 
@@ -159,6 +163,12 @@ class BrokerAddress:
     def where(self) -> str:
         """``scheme://host:port/vhost`` without credentials (for messages and logs)."""
         return f"{self.scheme}://{self.host}:{self.port}/{quote(self.vhost, safe='')}"
+
+    @property
+    def server_where(self) -> str:
+        """``scheme://host:port/``: :attr:`where` of a broker without virtual hosts
+        (qpidd over AMQP 1.0)."""
+        return f"{self.scheme}://{self.host}:{self.port}/"
 
 
 def sasl_mechanism_list(mechanisms: str | Sequence[str] | None) -> tuple[str, ...] | None:

@@ -251,7 +251,7 @@ class ProtonTransport:
         target = self._target
         if target is None:
             return censor_url(self._url) if isinstance(self._url, str) else repr(self._url)
-        return f"{target.scheme}://{target.host}:{target.port}/"
+        return target.server_where
 
     @property
     def backlog(self) -> int:
