@@ -15,10 +15,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from typing import Any
 
 from qmf_async import MethodError, QmfError, QmfType, SchemaArgument, Session
+
+#: exit code when stdout's reader went away (``... | head``): 128 + SIGPIPE, as a shell
+#: reports a program that SIGPIPE stopped
+EXIT_PIPE = 141
 
 _INTS = {QmfType.UINT8, QmfType.UINT16, QmfType.UINT32, QmfType.UINT64, QmfType.INT8,
          QmfType.INT16, QmfType.INT32, QmfType.INT64, QmfType.ABSTIME, QmfType.DELTATIME}
@@ -92,6 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     except (QmfError, ValueError) as exc:
         print(f"call_method: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # the reader left (``... | head``): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_PIPE
 
 
 if __name__ == "__main__":

@@ -14,9 +14,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 
 from qmf_async import ObjectId, QmfError, Session
+
+#: exit code when stdout's reader went away (``... | head``): 128 + SIGPIPE, as a shell
+#: reports a program that SIGPIPE stopped
+EXIT_PIPE = 141
 
 
 async def collect(url: str, _class: str, stat: str, samples: int, interval: float,
@@ -67,6 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     except QmfError as exc:
         print(f"collect_stats: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # the reader left (``... | head``): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_PIPE
 
 
 if __name__ == "__main__":

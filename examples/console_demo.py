@@ -10,10 +10,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 import time
 
 from qmf_async import MethodError, QmfError, Session
+
+#: exit code when stdout's reader went away (``... | head``): 128 + SIGPIPE, as a shell
+#: reports a program that SIGPIPE stopped
+EXIT_PIPE = 141
 
 
 def _table(rows: list[list[str]], header: list[str]) -> str:
@@ -108,6 +113,9 @@ def run(argv: list[str] | None = None) -> int:
     except QmfError as exc:
         print(f"console demo failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # the reader left (``... | head``): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_PIPE
 
 
 if __name__ == "__main__":

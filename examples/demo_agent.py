@@ -45,6 +45,10 @@ from qmf_async import MethodError, ObjectId, QmfError
 from qmf_async.agent import Agent, ManagedObject, XmlSchemas, load_schema_xml
 from qmf_async.transport import add_connection_arguments, connection_arguments
 
+#: exit code when stdout's reader went away (``... | head``): 128 + SIGPIPE, as a shell
+#: reports a program that SIGPIPE stopped
+EXIT_PIPE = 141
+
 __all__ = ["PACKAGE", "SCHEMA_PATH", "DemoBroker", "build_demo_agent", "main"]
 
 log = logging.getLogger("qmf_async.demo_agent")
@@ -618,5 +622,13 @@ async def main(argv: list[str]) -> int:
     return 0
 
 
+def _run(argv: list[str]) -> int:
+    try:
+        return asyncio.run(main(argv))
+    except BrokenPipeError:  # the reader left (``... | head``): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_PIPE
+
+
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main(sys.argv[1:])))
+    sys.exit(_run(sys.argv[1:]))

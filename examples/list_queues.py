@@ -11,9 +11,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 
 from qmf_async import QmfError, Session
+
+#: exit code when stdout's reader went away (``... | head``): 128 + SIGPIPE, as a shell
+#: reports a program that SIGPIPE stopped
+EXIT_PIPE = 141
 
 COLUMNS = ("msgDepth", "msgTotalEnqueues", "msgTotalDequeues", "consumerCount")
 
@@ -43,6 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     except QmfError as exc:
         print(f"list_queues: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # the reader left (``... | head``): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_PIPE
 
 
 if __name__ == "__main__":

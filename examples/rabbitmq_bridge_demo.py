@@ -20,12 +20,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 import time
 
 import aiormq
 
 from qmf_async import QmfError, Session
+
+#: exit code when stdout's reader went away (``... | head``): 128 + SIGPIPE, as a shell
+#: reports a program that SIGPIPE stopped
+EXIT_PIPE = 141
 
 
 async def fill(url: str, queue: str, count: int) -> None:
@@ -101,3 +106,6 @@ if __name__ == "__main__":
     except QmfError as exc:
         print(f"rabbitmq_bridge_demo: {exc}", file=sys.stderr)
         sys.exit(1)
+    except BrokenPipeError:  # the reader left (``... | head``): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(EXIT_PIPE)

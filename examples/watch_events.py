@@ -13,11 +13,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import signal
 import sys
 import time
 
 from qmf_async import QmfError, Session
+
+#: exit code when stdout's reader went away (``... | head``): 128 + SIGPIPE, as a shell
+#: reports a program that SIGPIPE stopped
+EXIT_PIPE = 141
 
 
 async def watch(url: str, count: int | None, timeout: float | None, _class: str | None,
@@ -75,6 +80,9 @@ def main(argv: list[str] | None = None) -> int:
     except QmfError as exc:
         print(f"watch_events: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # the reader left (``... | head``): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_PIPE
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import struct
 import sys
 import time
@@ -24,6 +25,10 @@ import uuid
 
 from qmf_async.errors import QmfError
 from qmf_async.transport._aiormq import Delivery, Transport
+
+#: exit code when stdout's reader went away (``... | head``): 128 + SIGPIPE, as a shell
+#: reports a program that SIGPIPE stopped
+EXIT_PIPE = 141
 
 BROKER_REQUEST = b"AM2B\x00\x00\x00\x00"  # magic 'AM2', opcode 'B', sequence 0
 
@@ -103,7 +108,11 @@ def main() -> int:
     parser.add_argument("--url", default="amqp://guest:guest@localhost:5672/")
     parser.add_argument("--wait", type=float, default=5.0, help="seconds to wait (default 5)")
     args = parser.parse_args()
-    return asyncio.run(run(args.url, args.wait))
+    try:
+        return asyncio.run(run(args.url, args.wait))
+    except BrokenPipeError:  # the reader left (``... | head``): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_PIPE
 
 
 if __name__ == "__main__":

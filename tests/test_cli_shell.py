@@ -28,6 +28,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import attrs
 import pytest
@@ -890,12 +891,15 @@ async def _check_repl_errors(amqp_url: str, tmp_path: Path) -> None:
     script = "\n".join([
         "raise NotConnectedError('not connected to x\\nmore')",
         "1/0",  # the statement's own exception: as Python shows it
+        "b = (await session.get_objects(_class='broker'))[0]",
+        "await b.nosuch(1)",  # raised inside the library: one line too
         "print('done')",
     ]) + "\n"
     code, out, err = await _run_piped("repl", script, _env(amqp_url, tmp_path))
     assert code == EXIT_OK and out == "done\n", (out, err)
     assert "error: NotConnectedError: not connected to x\n" in err, err
     assert err.count("Traceback") == 1 and "ZeroDivisionError: division by zero" in err, err
+    assert "error: AttributeError: broker object has no element or method 'nosuch'\n" in err
     # --debug: the library's exceptions with their tracebacks too
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "qmf_async", "repl", "--debug", stdin=asyncio.subprocess.PIPE,
@@ -904,4 +908,66 @@ async def _check_repl_errors(amqp_url: str, tmp_path: Path) -> None:
     out_b, err_b = await asyncio.wait_for(proc.communicate(script.encode()), 20)
     err = err_b.decode()
     assert proc.returncode == EXIT_OK and out_b == b"done\n", err
-    assert err.count("Traceback") == 2 and "NotConnectedError: not connected to x" in err, err
+    assert err.count("Traceback") == 3 and "NotConnectedError: not connected to x" in err, err
+
+
+async def test_repl_notes_land_above_the_prompt(bus: Bus, tmp_path: Path) -> None:
+    """On a terminal, a background note (the connection lost, back) is written above
+    the waiting prompt, which is drawn again below it with what was typed so far."""
+    from .faultproxy import FaultProxy
+
+    loop = asyncio.get_running_loop()
+    parts = urlsplit(bus.url)
+    proxy = FaultProxy(parts.hostname or "localhost", parts.port or 5672)
+    await proxy.start()
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 132, 0, 0))
+    received = bytearray()
+
+    def on_readable() -> None:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            data = b""
+        if not data:
+            loop.remove_reader(master)
+        received.extend(data)
+
+    def screen(start: int = 0) -> str:
+        return ANSI.sub(b"", bytes(received[start:])).decode(errors="replace")
+
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "qmf_async", "repl", "--wait", "0.1", stdin=slave,
+        stdout=slave, stderr=slave, cwd=ROOT, start_new_session=True,
+        env=_env(proxy.url(bus.url), tmp_path, TERM="xterm"))
+    os.close(slave)
+    os.set_blocking(master, False)
+    loop.add_reader(master, on_readable)
+    try:
+        await wait_until(lambda: screen().endswith(">>> "), 15, message="the first prompt")
+        mark = len(received)
+        os.write(master, b"print(6")  # typed, not entered yet
+        await wait_until(lambda: screen(mark).endswith("print(6"), 10, message="the echo")
+        mark = len(received)
+        proxy.cut()
+        # the note on a line of its own, then the prompt again with the typed text
+        note = r"(?:^|\r|\n)connection to \S+ lost; reconnecting \.\.\.\r?\n>>> print\(6$"
+        await wait_until(lambda: re.search(note, screen(mark)), 15,
+                         message=f"the note above the prompt: {screen(mark)!r}")
+        proxy.restore()
+        back = r"(?:^|\r|\n)reconnected to \S+\r?\n>>> print\(6$"
+        await wait_until(lambda: re.search(back, screen(mark)), 30,
+                         message=f"the second note above the prompt: {screen(mark)!r}")
+        mark = len(received)
+        os.write(master, b"*7)\r")  # the line typed before the notes is whole
+        await wait_until(lambda: re.search(r"\n42\r?\n>>> $", screen(mark)), 10,
+                         message=f"the statement's output: {screen(mark)!r}")
+        os.write(master, b"exit()\r")
+        assert await asyncio.wait_for(proc.wait(), 15) == EXIT_OK
+    finally:
+        loop.remove_reader(master)
+        os.close(master)
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        await proxy.close()

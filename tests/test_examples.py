@@ -294,3 +294,29 @@ async def test_run_agent_stops_after_its_duration(bus: Bus) -> None:
 
 
 # The docs' code blocks run in tests/test_docs.py (every page, both buses).
+
+
+async def run_into_a_closed_pipe(bus: Bus, script: Path, *args: str) -> Run:
+    """Run a script whose stdout's reader has gone (``... | head``): the first write
+    fails with EPIPE."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, str(script), *args, cwd=ROOT, env=_env(bus.url), stdout=write,
+            stderr=asyncio.subprocess.PIPE)
+    finally:
+        os.close(write)
+    _, err = await asyncio.wait_for(proc.communicate(), RUN_TIMEOUT)
+    return Run(proc.returncode if proc.returncode is not None else -1, "", err.decode())
+
+
+@pytest.mark.parametrize(("name", "args"), [
+    ("list_queues", ()),
+    ("watch_events", ("--timeout", "0.5")),
+    ("call_method", ("--class", "broker", "echo", "1", "body=x")),
+])
+async def test_examples_piped_into_head_end_quietly(bus: Bus, name: str,
+                                                    args: tuple[str, ...]) -> None:
+    r = await run_into_a_closed_pipe(bus, example(name), "--url", bus.url, *args)
+    assert (r.returncode, r.stderr) == (141, ""), r.stderr

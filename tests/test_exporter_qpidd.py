@@ -6,8 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
+import select
+import subprocess
+import sys
+import time
+import urllib.request
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 
@@ -100,3 +106,60 @@ async def test_the_project_agent_is_exported_generically(qpidd_stock: Qpidd) -> 
             age = (f'qmf_exporter_agent_last_update_age_seconds{{agent="{agent.v2_name}",'
                    f'broker="{qpidd_stock.address}"}}')
             assert age in text
+
+
+def _read_until(proc: subprocess.Popen[bytes], seen: bytearray, pattern: str,
+                timeout: float) -> str:
+    """Read ``proc``'s stderr into ``seen`` until a line matches ``pattern``; the line."""
+    assert proc.stderr is not None
+    deadline = time.monotonic() + timeout
+    while True:
+        for line in seen.decode(errors="replace").splitlines():
+            if re.search(pattern, line):
+                return line
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise AssertionError(f"no line {pattern!r} within {timeout}s: {seen.decode()!r}")
+        ready, _, _ = select.select([proc.stderr], [], [], left)
+        if ready:
+            chunk = proc.stderr.read1(65536)  # type: ignore[attr-defined]
+            if not chunk:
+                raise AssertionError(f"qmf exporter ended: {seen.decode()!r}")
+            seen += chunk
+
+
+def test_qmf_exporter_notes_a_lost_and_a_regained_broker(
+        qpidd_fresh: Callable[[bool], Qpidd]) -> None:
+    """As ``qmf events`` and ``qmf collect``: one line when the broker is lost, one when
+    it is back; no traceback."""
+    broker = qpidd_fresh(False)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "qmf_async", "exporter", "--listen", "127.0.0.1:0",
+         "-b", broker.address, "--tick", "0.2"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    seen = bytearray()
+    try:
+        serving = _read_until(proc, seen, r"^qmf exporter: serving http://", 30)
+        metrics = serving.split("serving ", 1)[1]
+
+        def up() -> bool:
+            with urllib.request.urlopen(metrics, timeout=10) as r:
+                return f'qpidd_up{{broker="{broker.address}"}} 1' in r.read().decode()
+
+        deadline = time.monotonic() + 30
+        while not up():
+            assert time.monotonic() < deadline, "the exporter did not connect"
+            time.sleep(0.1)
+        broker.stop()
+        lost = _read_until(proc, seen, r"^qmf exporter: lost the connection to ", 30)
+        assert f"amqp://{broker.address}/ " in lost, lost  # no vhost on qpidd
+        again = Qpidd.start(qmf1=False, port=broker.port, directory=broker.directory)
+        broker.pid = again.pid
+        back = _read_until(proc, seen, r"^qmf exporter: reconnected to ", 40)
+        assert back == f"qmf exporter: reconnected to amqp://{broker.address}/", back
+    finally:
+        proc.terminate()
+        _, rest = proc.communicate(timeout=30)
+        seen += rest
+    assert proc.returncode == 0, seen.decode()
+    assert "Traceback" not in seen.decode(), seen.decode()

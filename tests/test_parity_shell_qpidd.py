@@ -194,7 +194,8 @@ async def both(request: pytest.FixtureRequest, classic_tools: ClassicTools
     tool = await asyncio.to_thread(QpidTool, broker.address)
     try:
         async with managed_session(broker.url, timeout=15) as session:
-            shell = Shell(session, note=lambda text: None)
+            # every queue, as qpid-tool counts them (the consoles' own too)
+            shell = Shell(session, note=lambda text: None, console_queues=True)
             await shell.start()
             try:
                 yield broker, tool, shell

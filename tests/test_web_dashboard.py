@@ -851,3 +851,83 @@ async def test_layout_at_700_pixels(env: Env, browser: Browser) -> None:
     finally:
         await context.close()
     assert not errors, errors
+
+
+async def test_an_idle_queue_has_a_readable_chart(env: Env, browser: Browser) -> None:
+    """One sample (a queue created while nothing moves) and a flat series: the time
+    axis spans some seconds around the sample with distinct clock times, the depth
+    axis has distinct whole numbers."""
+    env.model.paused = True
+    name = f"idle-{uuid.uuid4().hex[:6]}"
+    broker = await env.the_broker()
+    methods = f"/api/object/{broker['object_id']}/methods"
+    status, body = await env.post(f"{methods}/create", {"type": "queue", "name": name,
+                                                        "properties": {}, "strict": False})
+    assert status == 200, body
+    context, page, errors = await _page(browser, env, 1280, f"/?queue={name}")
+    try:
+        await expect(page.locator("#selected-name")).to_have_text(name, timeout=WAIT_MS)
+        depth = page.locator("#depth-chart")
+        await expect(depth).to_have_attribute("data-points", "1", timeout=WAIT_MS)
+        await page.wait_for_function(
+            "document.querySelector('#depth-chart').dataset.ticks", timeout=WAIT_MS)
+        for chart in ("#depth-chart", "#rate-chart"):
+            ticks = (await page.locator(chart).get_attribute("data-ticks") or "").split()
+            assert len(ticks) >= 2 and len(set(ticks)) == len(ticks), (chart, ticks)
+            assert all(re.fullmatch(r"\d\d:\d\d:\d\d(\.\d+)?", t) for t in ticks), ticks
+            yticks = (await page.locator(chart).get_attribute("data-yticks") or "").split()
+            assert len(yticks) >= 2 and len(set(yticks)) == len(yticks), (chart, yticks)
+        yticks = (await depth.get_attribute("data-yticks") or "").split()
+        assert all(t.isdigit() for t in yticks), yticks  # whole messages only
+        await _screenshot(page, "web_dashboard_idle_queue.png")
+    finally:
+        try:
+            status, body = await env.post(f"{methods}/delete", {"type": "queue",
+                                                                "name": name, "options": {}})
+            assert status == 200, body
+            await expect(page.locator(f"tr[data-queue='{name}']")).to_have_count(
+                0, timeout=WAIT_MS)
+        finally:
+            env.model.paused = False
+            await context.close()
+    assert not errors, errors
+
+
+async def test_no_contradiction_while_the_broker_is_down(env: Env, browser: Browser) -> None:
+    """The page opened on ?queue=orders while the broker is down: the listing fails
+    (503) but the stream's last state has orders; the page shows and charts it and
+    does not say it has no such queue, whichever answer comes first (here the worse
+    order is forced: the stream waits for the listing's answer)."""
+    await wait_until(lambda: _queues_listed(env), 10.0, 0.1, message="queues listed")
+    env.proxy.cut()
+    context = await browser.new_context(viewport={"width": 1280, "height": 800})
+    try:
+        async def down() -> bool:
+            status, body = await env.get("/api/agents")
+            return status == 200 and body["connected"] is False
+
+        await wait_until(down, 10.0, 0.05, message="the dashboard sees the broker down")
+        listed = asyncio.Event()
+
+        async def hold_stream(route: Any) -> None:
+            await asyncio.wait_for(listed.wait(), 10)
+            await route.continue_()
+
+        await context.route("**/api/stream", hold_stream)
+        page = await context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.on("response", lambda r: listed.set() if "/api/objects/queue" in r.url else None)
+        await page.goto(env.base + "/?queue=orders")
+        await expect(page.locator("tr[data-queue='orders']")).to_have_count(1,
+                                                                          timeout=WAIT_MS)
+        await expect(page.locator("#banner")).to_contain_text("Broker disconnected",
+                                                              timeout=WAIT_MS)
+        await expect(page.locator("#selected-name")).to_have_text("orders")
+        await expect(page.locator("#message")).not_to_contain_text("No queue named")
+        await _screenshot(page, "web_dashboard_down_on_open.png")
+        assert not errors, errors
+    finally:
+        env.proxy.restore()
+        await context.close()
+    await wait_until(lambda: _queues_listed(env), 15.0, 0.1, message="queues after reconnect")

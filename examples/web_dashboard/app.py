@@ -6,7 +6,8 @@ by every request.  JSON endpoints:
 
 * ``GET /api/agents``: brokers (connected or not) and the known agents;
 * ``GET /api/objects/{class}``: objects of a class (``?where=`` a JMS selector,
-  ``?package=`` narrows the package);
+  ``?package=`` narrows the package); the consoles' own queues are left out, as from
+  the stream, unless ``--console-queues``;
 * ``GET /api/object/{object_id}``: one object (id in its text form ``0-1-1-10-26``);
 * ``POST /api/object/{object_id}/methods/{method}``: call a method of the allow-list
   (``--methods``, default ``queue.purge``), the body is a JSON object of its arguments;
@@ -40,6 +41,7 @@ import argparse
 import asyncio
 import collections
 import contextlib
+import errno
 import hmac
 import ipaddress
 import json
@@ -61,6 +63,7 @@ from aiohttp import web
 from qmf_async import (
     AgentError,
     ArgumentError,
+    AuthenticationError,
     Broker,
     ClassKey,
     Console,
@@ -80,7 +83,7 @@ from qmf_async import (
     UnknownClassError,
     UsageError,
 )
-from qmf_async.exporter import is_console_queue
+from qmf_async.names import is_console_queue
 from qmf_async.transport import add_connection_arguments, connection_arguments
 
 __all__ = ["STATIC", "Dashboard", "Guard", "create_app", "encode_object", "jsonable",
@@ -317,10 +320,10 @@ class Dashboard:
         self.broadcast("agent_gone", {"agent": _agent_text(agent), "objects": gone})
 
     def shows(self, obj: QmfObject) -> bool:
-        """Whether the page shows this queue: not a console's own reply or topic queue
-        (qmf_async.exporter.CONSOLE_QUEUES, as ``qmf exporter`` leaves them out), unless
-        ``console_queues``."""
-        if self.console_queues:
+        """Whether the page (the stream and ``/api/objects/queue``) shows this object:
+        not a console's own reply or topic queue (qmf_async.names.CONSOLE_QUEUES, as
+        ``qmf exporter`` leaves them out), unless ``console_queues``."""
+        if self.console_queues or obj.get_class_key().name != "queue":
             return True
         name = obj.get("name")
         return not (isinstance(name, str) and is_console_queue(name))
@@ -717,7 +720,7 @@ async def objects(request: web.Request) -> web.Response:
         raise _http(web.HTTPNotFound, f"no agent knows a class {name!r}"
                                       + (f" in package {package!r}" if package else ""))
     found.sort(key=lambda o: (o.get_index(), str(o.get_object_id())))
-    return _json([encode_object(o) for o in found])
+    return _json([encode_object(o) for o in found if dash.shows(o)])
 
 
 async def one_object(request: web.Request) -> web.Response:
@@ -881,7 +884,33 @@ def _parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
+#: exit codes, as the ``qmf`` tools' (docs/tools.md): 1 another error, 2 a bad command
+#: line or address, or a missing extra, 3 the broker cannot be reached, 4 the broker
+#: refused the login, 8 the address cannot be listened on, 141 stdout's reader went away
+EXIT_ERROR, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_AUTH, EXIT_LISTEN, EXIT_PIPE = 1, 2, 3, 4, 8, 141
+#: errno values of a listening socket that cannot be bound
+_LISTEN_ERRNOS = frozenset({errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES,
+                            errno.EPERM})
+
+
+def _exit_code(exc: QmfError) -> int:
+    if isinstance(exc, AuthenticationError):
+        return EXIT_AUTH
+    if isinstance(exc, (TransportError, QmfTimeout)):
+        return EXIT_UNREACHABLE
+    if isinstance(exc, UsageError):  # a bad address, the AMQP 1.0 extra missing ...
+        return EXIT_USAGE
+    return EXIT_ERROR
+
+
+def _fail(text: str, code: int) -> int:
+    print(f"web_dashboard: error: {text}", file=sys.stderr)
+    return code
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Serve the dashboard until interrupted; every failure is one line on stderr with
+    an exit code (``EXIT_*``), the tracebacks only with ``-v``."""
     args = _parse_args(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -891,15 +920,29 @@ def main(argv: list[str] | None = None) -> int:
                       token=args.token)
         app = create_app(args.url, request_timeout=args.timeout, connection=args.connection,
                          console_queues=args.console_queues, guard=guard)
-    except QmfError as exc:
-        print(f"web_dashboard: {exc}", file=sys.stderr)
-        return 1
-    if args.token_made:
-        shown = f"[{args.host}]" if ":" in args.host else args.host
-        print(f"web_dashboard: bound beyond loopback, writes need this token: {args.token}\n"
-              f"web_dashboard: open http://{shown}:{args.port}/#token={args.token} "
-              f"(or set ${TOKEN_ENV})", flush=True)
-    web.run_app(app, host=args.host, port=args.port, print=lambda text: print(text, flush=True))
+        if args.token_made:
+            shown = f"[{args.host}]" if ":" in args.host else args.host
+            print(f"web_dashboard: bound beyond loopback, writes need this token: "
+                  f"{args.token}\n"
+                  f"web_dashboard: open http://{shown}:{args.port}/#token={args.token} "
+                  f"(or set ${TOKEN_ENV})", flush=True)
+        web.run_app(app, host=args.host, port=args.port,
+                    print=lambda text: print(text, flush=True))
+    except QmfError as exc:  # from the start-up's add_broker, which retries the rest
+        if args.verbose:
+            log.exception("cannot start")
+        return _fail(str(exc), _exit_code(exc))
+    except BrokenPipeError:  # the reader left (``... | head``): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_PIPE
+    except OSError as exc:
+        if args.verbose:
+            log.exception("cannot serve")
+        if exc.errno in _LISTEN_ERRNOS:
+            where = f"[{args.host}]" if ":" in args.host else args.host
+            return _fail(f"cannot listen on {where}:{args.port}: "
+                         f"{os.strerror(exc.errno).lower()}", EXIT_LISTEN)
+        return _fail(f"{os.strerror(exc.errno) if exc.errno else exc}", EXIT_ERROR)
     return 0
 
 

@@ -150,6 +150,8 @@ class Broker(SchemaFetches, MethodCalls):
     ``broker_id`` is set when a management broker answered ``B``;
     ``has_management`` tells whether one did.  ``topic_dropped`` counts
     unsolicited messages the broker dropped because this console was too slow.
+    ``where`` is the address without credentials: ``amqp://host:port/vhost`` over AMQP
+    0-9-1, ``amqp://host:port/`` once connected over AMQP 1.0 (qpidd has no vhosts).
 
     The protocol state lives in a :class:`~qmf_async.protocol.ConsoleProtocol`
     (``_core``); this class is its asyncio driver: it feeds deliveries to the core,
@@ -187,7 +189,7 @@ class Broker(SchemaFetches, MethodCalls):
             transport_factory=host.transport_factory, tls=tls,
             sasl_mechanisms=sasl_mechanisms, name="qmf-async console",
             prefetch=settings.prefetch, connect_timeout=timeout,
-            endpoint_prefix="qmf-reply-", reconnect=settings.manage_connections,
+            endpoint_prefix=names.CONSOLE_REPLY_PREFIX, reconnect=settings.manage_connections,
             min_delay=settings.reconnect_min_delay, max_delay=settings.reconnect_max_delay,
             on_lost=self._on_lost, on_reconnected=self._reconnected,
             on_connect_failed=self._connect_failed, what=f"console of {self.where}", log=log)
@@ -331,11 +333,13 @@ class Broker(SchemaFetches, MethodCalls):
         """Per connection: the loss and topic endpoints, then ``B`` and the agent list."""
         session = self.session
         self._reply_queue = reply
+        caps = transport.capabilities
+        if not caps.vhosts:  # qpidd over AMQP 1.0: its address has no vhost to show
+            self.where = self._core.where = parse_url(self.url).server_where
         # requests can flow from here on (schema fetches for early topic messages)
         self.connected = True
         self._handshake_done.clear()
         self._management_known.clear()
-        caps = transport.capabilities
         self._v2_bodies = V2_BODY_CONTENT_TYPES if caps.v2_map_bytes else frozenset()
         version = session.options.qmf_version
         if version is None:  # v2 where qpidd is reached (AMQP 1.0), v1 on a 0-9-1 bus
@@ -366,10 +370,10 @@ class Broker(SchemaFetches, MethodCalls):
             loss: str | None = None
             self._loss_queue = None
             if caps.dead_letters:
-                loss = f"qmf-loss-{uuid.uuid4().hex[:16]}"
+                loss = f"{names.CONSOLE_LOSS_PREFIX}{uuid.uuid4().hex[:16]}"
                 self._loss_queue = await transport.open_endpoint(
                     loss, bindings=[(DIRECT, loss)])
-            topic = f"qmf-topic-{uuid.uuid4().hex[:16]}"
+            topic = f"{names.CONSOLE_TOPIC_PREFIX}{uuid.uuid4().hex[:16]}"
             self._probe_sent = None  # a probe of an earlier connection never comes back
             self._drained_at = time.monotonic()
             # the drain probe's own key on qpid.management (where a console may publish

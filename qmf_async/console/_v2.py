@@ -30,6 +30,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, Protocol
 
+from .. import names
 from ..errors import (
     AgentGoneError,
     DecodeError,
@@ -334,7 +335,7 @@ class V2Link:
             log.info("no QMF v2 agent answered the locate on %s within %ss", self.host.where,
                      timeout)
         plain = [(TOPIC_EXCHANGE, k) for k, sel in bindings if sel is None]
-        name = f"qmf-topic2-{uuid.uuid4().hex[:16]}"
+        name = f"{names.CONSOLE_V2_TOPIC_PREFIX}{uuid.uuid4().hex[:16]}"
         self._bound = []
         self.topic_queue = await transport.open_endpoint(name, bindings=plain, no_ack=True)
         self._bound = [(k, None) for k, sel in bindings if sel is None]

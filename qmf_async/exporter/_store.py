@@ -19,6 +19,7 @@ from typing import Any, Final, Protocol
 import attrs
 
 from .. import Change, ClassKey, ObjectId, RemoteAgent, SchemaClass, UsageError
+from ..names import CONSOLE_QUEUES, is_console_queue
 from ._metrics import INFO, QPIDD_CLASSES, ClassMap, MetricSpec, generic_class_map
 
 __all__ = [
@@ -30,17 +31,6 @@ __all__ = [
     "escape_label",
     "format_value",
 ]
-
-#: the consoles' own reply and topic queues (qmf-async's, and the classic consoles'
-#: ``qmfc-v2-...`` and ``reply-``/``topic-`` queues): left out unless asked for
-CONSOLE_QUEUES: Final = ("*qmf-reply-*", "*qmf-topic-*", "*qmf-topic2-*", "*qmf-loss-*",
-                         "qmfc-v2-*", "reply-*", "topic-*")
-
-
-def is_console_queue(name: str) -> bool:
-    """Whether ``name`` is a console's own reply or topic queue (:data:`CONSOLE_QUEUES`)."""
-    return any(fnmatch.fnmatchcase(name, p) for p in CONSOLE_QUEUES)
-
 
 class ObjectLike(Protocol):
     """What the store reads of an object (a :class:`~qmf_async.QmfObject` has it all)."""

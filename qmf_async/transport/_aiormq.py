@@ -63,6 +63,7 @@ from ._base import (
     TlsOptions,
     TransportFactory,
     censor_url,
+    client_process_properties,
     parse_url,
     sasl_mechanism_list,
 )
@@ -364,7 +365,8 @@ class AiormqTransport:
         conn = _Connection(url, context=context)
         conn.vhost = target.vhost  # our parsing of the URL path is authoritative
         self._conn = conn
-        await conn.connect(client_properties={"connection_name": self._name})
+        await conn.connect(client_properties={"connection_name": self._name,
+                                              **client_process_properties()})
         self._consume_ch = await conn.channel(publisher_confirms=False)
         self._publish_ch = await conn.channel(publisher_confirms=False)
         self._control_ch = await conn.channel(publisher_confirms=False)

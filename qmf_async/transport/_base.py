@@ -10,7 +10,9 @@ to build one per connection.
 from __future__ import annotations
 
 import enum
+import os
 import re
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, Protocol
 from urllib.parse import parse_qs, parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
@@ -34,6 +36,7 @@ __all__ = [
     "TransportFactory",
     "broker_url",
     "censor_url",
+    "client_process_properties",
     "open_broadcast_endpoint",
     "open_reply_endpoint",
     "parse_url",
@@ -50,6 +53,28 @@ QMF_CONTENT_TYPE: Final = "x-application/qmf"
 Body = bytes | Mapping[str, Any] | list[Any]
 
 _DEFAULT_PORTS: Final = {"amqp": 5672, "amqps": 5671}
+
+
+def _process_name() -> str:
+    """This program's name as a process list shows it: the script's file name
+    (``qmf``), the package of a ``python -m PACKAGE`` run, else the interpreter's."""
+    arg0 = sys.argv[0] if sys.argv else ""
+    base = os.path.basename(arg0)
+    if base == "__main__.py":
+        base = os.path.basename(os.path.dirname(arg0))
+    if base in ("", "-c", "-"):
+        base = os.path.basename(sys.executable) or "python"
+    return base
+
+
+def client_process_properties() -> dict[str, str | int]:
+    """The connection properties that name the client process, as the qpid clients
+    send them and qpidd reads them (AMQP 1.0 open properties, AMQP 0-10 and 0-9-1
+    client properties): ``qpid.client_process`` (the program's name),
+    ``qpid.client_pid`` and ``qpid.client_ppid``; ``qmf stat -c`` shows the first two
+    (cproc, cpid), on qpidd and through the RabbitMQ bridge."""
+    return {"qpid.client_process": _process_name(), "qpid.client_pid": os.getpid(),
+            "qpid.client_ppid": os.getppid()}
 
 
 class ConnectionState(enum.StrEnum):
@@ -84,7 +109,9 @@ class Capabilities:
     arrive as ``amqp/map``/``amqp/list`` bytes in ``Delivery.body`` for the protocol
     core to decode (AMQP 0-9-1); without it they arrive only as a decoded
     ``Delivery.value`` (an AMQP 1.0 amqp-value), and bytes under those content types
-    are not a v2 message.
+    are not a v2 message; ``vhosts``: the broker has virtual hosts and the address
+    names one (AMQP 0-9-1); qpidd over AMQP 1.0 has none, and its address is written
+    without (:attr:`BrokerAddress.server_where`).
     """
 
     protocol: str
@@ -93,6 +120,7 @@ class Capabilities:
     dead_letters: bool = False
     drain_probe: bool = False
     v2_map_bytes: bool = False
+    vhosts: bool = True
 
 
 #: AMQP 0-9-1 (RabbitMQ): queues with length caps and dead letters, no selectors
@@ -100,7 +128,8 @@ AMQP091_CAPABILITIES: Final = Capabilities("0-9-1", server_selectors=False,
                                            dead_letters=True, drain_probe=True,
                                            v2_map_bytes=True)
 #: AMQP 1.0 (qpidd): selectors applied at the source; link credit bounds an endpoint
-AMQP10_CAPABILITIES: Final = Capabilities("1.0", qmf_v2=True, server_selectors=True)
+AMQP10_CAPABILITIES: Final = Capabilities("1.0", qmf_v2=True, server_selectors=True,
+                                          vhosts=False)
 #: a transport that has not connected yet
 NO_CAPABILITIES: Final = Capabilities("")
 
@@ -134,6 +163,12 @@ class BrokerAddress:
     def where(self) -> str:
         """``scheme://host:port/vhost`` without credentials (for messages and logs)."""
         return f"{self.scheme}://{self.host}:{self.port}/{quote(self.vhost, safe='')}"
+
+    @property
+    def server_where(self) -> str:
+        """``scheme://host:port/``: :attr:`where` of a broker without virtual hosts
+        (qpidd over AMQP 1.0)."""
+        return f"{self.scheme}://{self.host}:{self.port}/"
 
 
 def sasl_mechanism_list(mechanisms: str | Sequence[str] | None) -> tuple[str, ...] | None:

@@ -46,6 +46,7 @@ from proton import (
     Event,
     Link,
     TransportException,
+    int32,
     symbol,
 )
 from proton import Delivery as PnDelivery
@@ -77,6 +78,7 @@ from ._base import (
     TlsOptions,
     TransportFactory,
     censor_url,
+    client_process_properties,
     parse_url,
     sasl_mechanism_list,
     url_heartbeat,
@@ -249,7 +251,7 @@ class ProtonTransport:
         target = self._target
         if target is None:
             return censor_url(self._url) if isinstance(self._url, str) else repr(self._url)
-        return f"{target.scheme}://{target.host}:{target.port}/"
+        return target.server_where
 
     @property
     def backlog(self) -> int:
@@ -333,9 +335,13 @@ class ProtonTransport:
             # PLAIN over plain TCP is what AMQP 0-9-1 does too; the user put the
             # password in an amqp:// URL
             sasl.allow_insecure_mechs = True
-        conn.container = f"{self._name}-{uuid.uuid4().hex[:12]}"
+        conn.container = names.container_id(self._name)
         conn.hostname = target.host
-        conn.properties = {symbol("product"): "qmf-async", symbol("connection_name"): self._name}
+        props: dict[Any, Any] = {symbol("product"): "qmf-async",
+                                 symbol("connection_name"): self._name}
+        for key, value in client_process_properties().items():  # qpidd's cproc, cpid
+            props[symbol(key)] = int32(value) if isinstance(value, int) else value
+        conn.properties = props
         pt.bind(conn)
         conn.open()
         session = conn.session()

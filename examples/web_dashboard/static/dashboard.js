@@ -148,24 +148,33 @@ function redraw(q) {
 
 // ---------------------------------------------------------------- charts
 
-// A sparkline: one path scaled to the svg; a null value breaks the line.
+// A sparkline: one path scaled to the svg; a null value breaks the line, and a lone
+// point (one sample, or one between two gaps) is a short dash.
 function spark(svg, values) {
   const w = +svg.getAttribute("width"), h = +svg.getAttribute("height");
   const known = values.filter((v) => v !== null && v !== undefined);
   const max = Math.max(1, ...known), n = values.length;
-  let d = "", pen = "M";
+  const pieces = [[]];
   values.forEach((v, i) => {
-    if (v === null || v === undefined) { pen = "M"; return; }
+    if (v === null || v === undefined) { pieces.push([]); return; }
     const x = n > 1 ? (i * (w - 2)) / (n - 1) + 1 : w / 2;
-    const y = h - 2 - (v / max) * (h - 4);
-    d += `${pen}${x.toFixed(1)},${y.toFixed(1)} `;
-    pen = "L";
+    pieces[pieces.length - 1].push([x, h - 2 - (v / max) * (h - 4)]);
   });
+  let d = "";
+  for (const piece of pieces) {
+    if (piece.length === 1) {
+      const [x, y] = piece[0];
+      piece.splice(0, 1, [Math.max(1, x - 3), y], [Math.min(w - 1, x + 3), y]);
+    }
+    piece.forEach(([x, y], i) => { d += `${i ? "L" : "M"}${x.toFixed(1)},${y.toFixed(1)} `; });
+  }
   svg.firstChild.setAttribute("d", d.trim());
   svg.setAttribute("data-points", known.length);
   svg.setAttribute("data-last", known.length ? known[known.length - 1] : "");
   svg.setAttribute("aria-label", `max ${fmt(max, 1)}`);
 }
+
+const MIN_SPAN = 10;                // seconds: the narrowest time axis (one sample, or a few)
 
 // HH:MM:SS in local time, with ``digits`` decimals of the second (ticks closer than 1 s)
 function clock(seconds, digits = 0) {
@@ -176,24 +185,60 @@ function clock(seconds, digits = 0) {
   return digits ? `${text}.${String(units - whole * scale).padStart(digits, "0")}` : text;
 }
 
+// Labels of ``ticks`` by ``label(t, digits)`` with the fewest digits (from ``least``,
+// at most ``least + 4``) that tell every tick from its neighbours.
+function distinctLabels(ticks, least, label) {
+  let labels = [];
+  for (let d = least; d <= least + 4; d += 1) {
+    labels = ticks.map((t) => label(t, d));
+    if (new Set(labels).size === labels.length) break;
+  }
+  return labels;
+}
+
+// The time axis spans the samples, and at least MIN_SPAN seconds around them: one
+// sample (an idle queue) sits in the middle of a readable axis, not on a zero range.
+function timeRange(u, lo, hi) {
+  if (lo === null || hi === null || !Number.isFinite(lo) || !Number.isFinite(hi)) {
+    const now = Date.now() / 1000;
+    return [now - MIN_SPAN, now];
+  }
+  const pad = Math.max(0, (MIN_SPAN - (hi - lo)) / 2);
+  return [lo - pad, hi + pad];
+}
+
+// Axis steps of 1, 2 and 5 times a power of ten: a label of the step's own decimals
+// is exact (no 0.25 shown as 0.3); counts take the whole ones only
+const STEPS = [];
+for (let e = -3; e <= 12; e += 1) for (const m of [1, 2, 5]) STEPS.push(+(m * 10 ** e).toPrecision(1));
+const COUNT_STEPS = STEPS.filter((v) => v >= 1);
+
 // ``align``: 1 when a value holds until the next sample (a depth), -1 when it covers
-// the time since the previous one (a rate over that step)
+// the time since the previous one (a rate over that step); ``digits``: 0 for counts
 function makeChart(el, label, color, digits, align) {
   const opts = {
     width: Math.max(200, el.clientWidth), height: 180,
-    scales: { x: { time: true }, y: { range: (u, lo, hi) => [0, hi > 0 ? hi * 1.1 : 1] } },
-    axes: [{ stroke: "#555", grid: { stroke: "#eee" },
+    // y from 0; a flat series at v gets the room above it (1 when v is 0)
+    scales: { x: { time: true, range: timeRange },
+              y: { range: (u, lo, hi) => [0, hi > 0 ? hi * 1.1 : 1] } },
+    axes: [{ stroke: "#555", grid: { stroke: "#eee" }, space: 80,  // a clock time is ~60 px
              // clock times of the samples (local time); the labels drawn are also
              // kept in data-ticks, for whoever reads the page without pixels
              values: (u, ticks) => {
                const step = ticks.length > 1 ? ticks[1] - ticks[0] : 1;
-               const digits = step >= 1 ? 0 : step >= 0.1 ? 1 : 2;
-               const labels = ticks.map((t) => clock(t, digits));
+               const least = step >= 1 ? 0 : step >= 0.1 ? 1 : 2;
+               const labels = distinctLabels(ticks, least, clock);
                el.dataset.ticks = labels.join(" ");
                return labels;
              } },
            { stroke: "#555", grid: { stroke: "#eee" }, size: 56,
-             values: (u, ticks) => ticks.map((v) => fmt(v, digits)) }],
+             incrs: digits === 0 ? COUNT_STEPS : STEPS,
+             // kept in data-yticks, as the time axis' labels
+             values: (u, ticks) => {
+               const labels = distinctLabels(ticks, digits, (v, d) => fmt(v, d));
+               el.dataset.yticks = labels.join(" ");
+               return labels;
+             } }],
     series: [{}, { label, stroke: color, width: 2, spanGaps: false,
                    // steps: agents publish a queue when it changed
                    paths: uPlot.paths.stepped({ align }),
@@ -222,9 +267,14 @@ function drawCharts() {
   const q = selected !== null ? queues.get(selected) : null;
   const points = q ? withGaps(q.samples) : [];
   const xs = points.map((p) => p.t / 1e9);
+  // uPlot's own range for a single x is a thousand days wide (midnights as ticks):
+  // the time axis is set here, at least MIN_SPAN seconds around the samples
+  const [lo, hi] = timeRange(null, xs.length ? Math.min(...xs) : null,
+                             xs.length ? Math.max(...xs) : null);
   for (const [kind, chart] of Object.entries(charts)) {
     const ys = points.map((p) => (p[kind] === undefined ? null : p[kind]));
     chart.setData([xs, ys]);
+    chart.setScale("x", { min: lo, max: hi });
     const el = $(`#${kind}-chart`);
     el.dataset.points = ys.filter((v) => v !== null).length;
     el.dataset.gaps = points.filter((p) => p.gap).length;
@@ -249,6 +299,11 @@ function select(oid, byUser) {
   const name = q ? q.name : "–";
   $("#selected-name").textContent = name;
   $("#selected-name2").textContent = name;
+  const note = $("#message");
+  if (q && note.dataset.waiting === q.name) {      // the queue waited for is here
+    message("");
+    delete note.dataset.waiting;
+  }
   $("#queue-select").value = oid ?? "";
   if (byUser && q) {
     wanted = q.name;
@@ -260,13 +315,19 @@ function select(oid, byUser) {
 }
 
 // After the first listing: the queue named in the address, else the first by name.
-function chooseDefault() {
+// ``complete``: the queues known are all there are (a listing answered); otherwise
+// (the broker is down, only the stream's last state is known) nothing is said of a
+// queue not seen.
+function chooseDefault(complete = true) {
   listed = true;
   if (selected !== null) return;
   const byName = [...queues.values()].sort((a, b) => a.name.localeCompare(b.name));
   const hit = wanted !== null ? byName.find((q) => q.name === wanted) : byName[0];
   if (hit) select(hit.oid, false);
-  else if (wanted !== null) message(`No queue named ${wanted} (yet): the charts wait for it.`);
+  else if (wanted !== null && complete) {
+    message(`No queue named ${wanted} (yet): the charts wait for it.`);
+    $("#message").dataset.waiting = wanted;
+  }
 }
 
 // ---------------------------------------------------------------- connection state
@@ -290,8 +351,10 @@ function setState(state, text) {
 
 function onStatus(st) {
   if (st.connected) { setState("connected"); return; }
+  // the error names the address already when it says "cannot connect to ..."
   const down = st.brokers.filter((b) => !b.connected)
-    .map((b) => b.where + (b.error ? ` (${b.error})` : "")).join(", ");
+    .map((b) => (b.error && b.error.includes(b.where) ? b.error
+                 : b.where + (b.error ? ` (${b.error})` : ""))).join(", ");
   setState("disconnected", `Broker disconnected: ${down || "no broker"} — reconnecting…`);
 }
 
@@ -299,6 +362,7 @@ function onStatus(st) {
 
 function message(text, isError = false) {
   const el = $("#message");
+  delete el.dataset.waiting;
   el.textContent = text;
   el.classList.toggle("error", isError);
 }
@@ -351,13 +415,15 @@ async function purge(q, button) {
 }
 
 async function loadQueues() {
+  let complete = true;
   try {
     for (const obj of await api("/api/objects/queue")) applyObject(obj);
   } catch (err) {
     // 503 while the broker is down: the stream's status says so, and updates follow
+    complete = false;
     if (err.status !== 503) message(`Cannot list queues: ${err.message}`, true);
   }
-  chooseDefault();
+  chooseDefault(complete);
 }
 
 // ---------------------------------------------------------------- stream
@@ -375,7 +441,7 @@ function connectStream() {
         redraw(q);
       }
     }
-    if (!listed && queues.size) chooseDefault();
+    if (!listed && queues.size) chooseDefault(false);
   });
   es.addEventListener("agent_gone", (e) => {
     for (const oid of JSON.parse(e.data).objects) removeQueue(oid);

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ... import __version__
-from ._common import EXIT_USAGE, EXPECTED_ERRORS, fail
+from ._common import EXIT_PIPE, EXIT_USAGE, EXPECTED_ERRORS, fail
 
 __all__ = ["main", "SUBCOMMANDS"]
 
@@ -132,4 +132,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         # the reader went away (``qmf stat --json | head``): stop quietly
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-        return 1
+        return EXIT_PIPE

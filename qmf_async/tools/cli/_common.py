@@ -38,6 +38,9 @@ __all__ = [
     "EXIT_NOT_FOUND",
     "EXIT_METHOD",
     "EXIT_NO_AGENT",
+    "EXIT_LISTEN",
+    "EXIT_PIPE",
+    "listen_error",
     "ToolError",
     "add_url_argument",
     "add_broker_option",
@@ -63,6 +66,8 @@ EXIT_AUTH = 4           #: the broker refused the login
 EXIT_NOT_FOUND = 5      #: unknown class, object, queue, exchange ...
 EXIT_METHOD = 6         #: a method call returned an error status
 EXIT_NO_AGENT = 7       #: no management agent answered (timeout)
+EXIT_LISTEN = 8         #: a server cannot listen on its address (in use, not permitted)
+EXIT_PIPE = 141         #: stdout's reader went away (``| head``): 128 + SIGPIPE, as a shell
 
 
 class ToolError(Exception):
@@ -200,6 +205,16 @@ def print_json(data: Any) -> None:
 
 
 EXPECTED_ERRORS = (QmfError, ToolError)
+
+
+def listen_error(host: str, port: int, exc: OSError) -> ToolError:
+    """The one-line error of a server that cannot listen on ``host:port`` (exit code
+    :data:`EXIT_LISTEN`): ``cannot listen on 0.0.0.0:9469: address already in use``."""
+    # asyncio's own text names the address again: the system's words for errno only
+    why = (os.strerror(exc.errno) if exc.errno else str(exc) or type(exc).__name__)
+    shown = f"[{host}]" if ":" in host else host
+    return ToolError(f"cannot listen on {shown}:{port}: {why[:1].lower()}{why[1:]}",
+                     EXIT_LISTEN)
 
 
 def note(tool: str, text: str) -> None:

@@ -26,7 +26,9 @@ Changes go through the broker object's ``create`` and ``delete`` methods, as
 qpid-config makes them on qpidd (a binding is named ``exchange/queue/key``); the queue
 and exchange options become the same declare arguments (``qpid.max_size``, ...).
 FILTER keeps the names containing it (or matching it, when it has ``*?[``); no name
-matching it is exit code 1, as qpid-config.
+matching it is exit code 1, as qpid-config.  The consoles' own reply and topic queues
+(``qmf_async.names.is_console_queue``) are left out of the listings unless
+``--console-queues``.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from collections import Counter
 from typing import Any
 
 from qmf_async import MethodError, QmfObject, QmfTimeout, TransportError
+from qmf_async.names import is_console_queue
 from qmf_async.wire import ObjectId, QmfType
 
 from ._common import (
@@ -147,6 +150,9 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
                         action="store_true", help="show bindings with queues or exchanges")
     parser.add_argument("--ignore-default", action="store_true",
                         help="leave the default exchange out of the listings")
+    parser.add_argument("--console-queues", action="store_true",
+                        help="list the consoles' own reply and topic queues (and their "
+                             "bindings) too")
     both = parser.add_argument_group("add queue / add exchange options")
     both.add_argument("--durable", action="store_true", help="the object survives a restart")
     both.add_argument("--auto-delete", action="store_true",
@@ -541,8 +547,13 @@ async def _list(target: Target, args: argparse.Namespace, what: str, pattern: st
     """
     exchanges = await target.objects("exchange")
     queues = await target.objects("queue") if what == "queues" or args.bindings else []
+    if not queues and what == "queues":
+        await target.require_class("queue", what=what)
+    if not args.console_queues:
+        queues = [q for q in queues
+                  if not (isinstance(q.get("name"), str) and is_console_queue(q.get("name")))]
     objs = queues if what == "queues" else exchanges
-    if not objs:
+    if not objs and what == "exchanges":
         await target.require_class(what[:-1], what=what)
     ex_names = {e.get_object_id(): str(e.get("name")) for e in exchanges}
     objs = sorted((o for o in objs if _matches(str(o.get("name")), pattern)),

@@ -5,7 +5,8 @@ One session follows the object updates of qpidd's classes (broker, vhost, queue,
 exchange, binding, connection, session, subscription, link, bridge, memory; over QMF v2
 the broker passes only those) and, with --generic, of any other agent's classes, and
 serves the latest values: a scrape asks nothing on the bus.  Lost connections are
-re-established in the background (qpidd_up says which are down).  Runs until
+re-established in the background (qpidd_up says which are down; a note on stderr says
+when a connection is lost and when it is back).  Runs until
 SIGINT/SIGTERM or --duration seconds.  Needs the prometheus extra:
 ``pip install 'qmf-async[prometheus]'``.
 """
@@ -23,8 +24,10 @@ from qmf_async import Session
 
 from ._common import (
     EXIT_USAGE,
+    ConnectionNotes,
     add_broker_option,
     connection_arguments,
+    listen_error,
     note,
     positive_float,
     resolve_urls,
@@ -142,14 +145,19 @@ async def run(args: argparse.Namespace) -> int:
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
             handled.append(sig)
-    session = Session(manage_connections=True, timeout=args.timeout,
+    # "lost the connection to ..." and "reconnected to ..." on stderr, as qmf events
+    session = Session(console=ConnectionNotes("exporter", args.quiet),
+                      manage_connections=True, timeout=args.timeout,
                       schema_timeout=max(30.0, args.timeout))
     try:
         async with Exporter(session, store, stale_after=args.stale_after, tick=args.tick,
                             snapshot_timeout=args.snapshot_timeout) as exporter:
             host, port = args.listen
-            server = await serve_metrics(exporter.render, host, port, pause=exporter.pause,
-                                         web_config=web_config)
+            try:
+                server = await serve_metrics(exporter.render, host, port,
+                                             pause=exporter.pause, web_config=web_config)
+            except OSError as exc:
+                raise listen_error(host, port, exc) from exc
             bound = server.address
             if not args.quiet:
                 note("exporter", f"serving {server.scheme}://{bound[0]}:{bound[1]}/metrics")
@@ -161,8 +169,10 @@ async def run(args: argparse.Namespace) -> int:
                     broker = await session.add_broker(url, timeout=args.timeout,
                                                       **connection_arguments(args))
                     if not broker.connected and not args.quiet:
-                        note("exporter", f"cannot connect to {broker.where} ({broker.error});"
-                                         " retrying in the background")
+                        why = str(broker.error)
+                        if broker.where not in why:
+                            why = f"cannot connect to {broker.where}: {why}"
+                        note("exporter", f"{why}; retrying in the background")
                 exporter.check_brokers()
                 if args.duration is not None:
                     loop.call_later(args.duration, stop.set)

@@ -16,9 +16,12 @@ errors and notes go to stderr, so stdout carries only what the statements print.
 
 The session reconnects by itself after a lost connection (a broker restart): a note
 says when the connection is lost and when it is back; statements run meanwhile fail
-with ``NotConnectedError``.  An exception of the library (a ``QmfError``) raised by a
-statement is shown as one line, ``error: NotConnectedError: ...``; other exceptions
-(the statement's own) as Python shows them.  ``--debug`` shows every traceback.
+with ``NotConnectedError``.  An exception of the library (a ``QmfError``, or any
+exception raised inside qmf_async, such as the ``AttributeError`` of ``await
+obj.nosuch()``) raised by a statement is shown as one line, ``error: NotConnectedError:
+...``; other exceptions (the statement's own) as Python shows them.  ``--debug`` shows
+every traceback.  A note that comes while the prompt waits is written above it: the
+prompt and what was typed so far are shown again below the note.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import code
 import concurrent.futures
 import contextlib
 import inspect
+import os
 import signal
 import sys
 import textwrap
@@ -37,7 +41,8 @@ import threading
 import traceback
 import types
 import warnings
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Final
 
 import qmf_async
 from qmf_async import Broker, Console, QmfError, Session
@@ -68,17 +73,37 @@ def error_line(exc: BaseException) -> str:
     return f"error: {type(exc).__name__}" + (f": {first}" if first else "")
 
 
-class ReconnectNotes(Console):
-    """Notes on stderr when a broker connection is lost and when it is back."""
+#: the directory of the qmf_async package: an exception raised in a frame under it is
+#: the library's, shown as one line
+_LIBRARY: Final = os.path.dirname(os.path.abspath(qmf_async.__file__)) + os.sep
 
-    def __init__(self) -> None:
+
+def raised_in_library(tb: types.TracebackType | None) -> bool:
+    """Whether the innermost frame of ``tb`` is qmf_async's own code (the library
+    raised the exception, not the statement)."""
+    last = None
+    while tb is not None:
+        last, tb = tb, tb.tb_next
+    return last is not None and os.path.abspath(
+        last.tb_frame.f_code.co_filename).startswith(_LIBRARY)
+
+
+def _note(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+class ReconnectNotes(Console):
+    """Notes (``emit``, stderr by default) when a broker connection is lost and when it
+    is back."""
+
+    def __init__(self, emit: Callable[[str], None] | None = None) -> None:
         self.down: set[int] = set()
+        self.emit: Callable[[str], None] = emit or _note
 
     def _lost(self, broker: Broker) -> None:
         if id(broker) not in self.down:
             self.down.add(id(broker))
-            print(f"connection to {broker.where} lost; reconnecting ...", file=sys.stderr,
-                  flush=True)
+            self.emit(f"connection to {broker.where} lost; reconnecting ...")
 
     def broker_disconnected(self, broker: Broker) -> None:
         self._lost(broker)
@@ -90,7 +115,7 @@ class ReconnectNotes(Console):
     def broker_connected(self, broker: Broker) -> None:
         if id(broker) in self.down:
             self.down.discard(id(broker))
-            print(f"reconnected to {broker.where}", file=sys.stderr, flush=True)
+            self.emit(f"reconnected to {broker.where}")
 
 
 class _Exit(Exception):
@@ -114,15 +139,42 @@ class AsyncConsole(code.InteractiveConsole):
         self.debug = debug
         self._task: asyncio.Task[Any] | None = None  # the running statement (loop thread)
         self._interrupted = False
+        #: the prompt shown while the console waits for a line (None otherwise)
+        self._waiting: str | None = None
+        self._screen = threading.Lock()
+        #: what was typed so far at the prompt (readline's buffer, set on a terminal)
+        self.line_buffer: Callable[[], str] = lambda: ""
 
     # -- console thread
     def raw_input(self, prompt: str = "") -> str:
         if self.prompts:
-            return input(prompt)
+            with self._screen:
+                self._waiting = prompt
+            try:
+                return input(prompt)
+            finally:
+                with self._screen:
+                    self._waiting = None
         line = sys.stdin.readline()
         if not line:
             raise EOFError
         return line.rstrip("\n")
+
+    # -- any thread
+    def note(self, text: str) -> None:
+        """Write a background note on stderr.  While the prompt waits, the note goes
+        above it (the prompt line is cleared first) and the prompt and what was typed
+        so far are written again below it, so the next line has its prompt."""
+        with self._screen:
+            prompt = self._waiting
+            if prompt is None:
+                print(text, file=sys.stderr, flush=True)
+                return
+            sys.stdout.flush()
+            sys.stderr.write(f"\r\x1b[K{text}\n")
+            sys.stderr.flush()
+            sys.stdout.write(prompt + self.line_buffer())
+            sys.stdout.flush()
 
     def runcode(self, code: types.CodeType) -> None:
         future = asyncio.run_coroutine_threadsafe(self._evaluate(code), self.loop)
@@ -137,9 +189,9 @@ class AsyncConsole(code.InteractiveConsole):
         if isinstance(exc, _Exit):
             raise SystemExit(exc.code)
         sys.last_type, sys.last_value, sys.last_traceback = type(exc), exc, tb
-        if isinstance(exc, QmfError) and not self.debug:
-            # the library's failure (not connected, timeout, ...): its inner frames
-            # are not the user's business
+        if (isinstance(exc, QmfError) or raised_in_library(tb)) and not self.debug:
+            # the library's failure (not connected, timeout, no such method ...): its
+            # inner frames are not the user's business
             self.write(error_line(exc) + "\n")
             return
         self.write("".join(traceback.format_exception(type(exc), exc, tb)))
@@ -210,13 +262,15 @@ def banner(session: Session) -> str:
     return "\n".join(lines)
 
 
-def _setup_readline(ns: dict[str, Any]) -> Any:
-    """Line editing, completion over the namespace and a history file (terminals only)."""
+def _setup_readline(ns: dict[str, Any], console: AsyncConsole) -> Any:
+    """Line editing, completion over the namespace and a history file (terminals only);
+    the console's notes write the typed line again."""
     try:
         import readline
         import rlcompleter
     except ImportError:
         return None
+    console.line_buffer = readline.get_line_buffer
     readline.set_completer(rlcompleter.Completer(ns).complete)
     readline.parse_and_bind("tab: complete")
     path = history_file("repl")
@@ -255,12 +309,14 @@ async def run(args: argparse.Namespace) -> int:
     one_line_logging(debug)
     loop = asyncio.get_running_loop()
     interactive = sys.stdin.isatty()
+    notes = ReconnectNotes()
     async with managed_session(args.url, broker=args.broker, timeout=args.timeout,
-                               console=ReconnectNotes(),
+                               console=notes,
                                connection=connection_arguments(args)) as session:
         await wait_for_agents(session, args.wait)
         ns = namespace(session)
         console = AsyncConsole(ns, loop, prompts=interactive, debug=debug)
+        notes.emit = console.note
         done: asyncio.Future[int] = loop.create_future()
 
         def finish(status: int) -> None:
@@ -269,7 +325,7 @@ async def run(args: argparse.Namespace) -> int:
 
         def console_thread() -> None:
             status = EXIT_OK
-            state = _setup_readline(ns) if interactive else None
+            state = _setup_readline(ns, console) if interactive else None
             try:
                 console.interact(banner=banner(session), exitmsg="closing the session")
             except SystemExit as exc:

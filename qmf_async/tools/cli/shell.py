@@ -64,6 +64,7 @@ from qmf_async import (
     Session,
     TransportError,
 )
+from qmf_async.names import is_console_queue
 
 from ._common import (
     EXIT_ERROR,
@@ -251,8 +252,10 @@ class Shell:
 
     def __init__(self, session: Session, *, emit: Callable[[str], None] | None = None,
                  note: Callable[[str], None] | None = None,
-                 time_format: str = "short") -> None:
+                 time_format: str = "short", console_queues: bool = False) -> None:
         self.session = session
+        #: list the consoles' own reply and topic queues too (left out by default)
+        self.console_queues = console_queues
         self.emit: Callable[[str], None] = emit or (lambda text: print(text, flush=True))
         self.note: Callable[[str], None] = note or self.emit
         self.time_format = time_format
@@ -356,10 +359,18 @@ class Shell:
         for oid, entry in self._objects.items():
             if class_name is not None and entry.key[1] != class_name:
                 continue
-            if entry.deleted and not deleted:
+            if (entry.deleted and not deleted) or self._hidden(entry):
                 continue
             out[self.short_id(oid)] = entry.obj
         return dict(sorted(out.items()))
+
+    def _hidden(self, entry: _Entry) -> bool:
+        """A console's own reply or topic queue, left out of the listings unless
+        ``console_queues`` (``show ID`` still shows it)."""
+        if self.console_queues or entry.key[1] != "queue":
+            return False
+        name = entry.props.get("name")
+        return isinstance(name, str) and is_console_queue(name)
 
     def values(self, short: int) -> dict[str, Any]:
         """Merged properties and statistics of a cached object.
@@ -857,7 +868,7 @@ class Shell:
         key = (schemas[0].class_key.package, schemas[0].class_key.name)
         warnings = await self.refresh(key)
         entries = sorted((self.short_id(oid), e) for oid, e in self._objects.items()
-                         if e.key == key)
+                         if e.key == key and not self._hidden(e))
         out = list(warnings)
         if len(args) == 2:
             shown = [(sid, e) for sid, e in entries if args[1] == "all" or not e.deleted]
@@ -905,7 +916,8 @@ class Shell:
             raise failed[0]
         counts = {k: [0, 0] for k in keys}
         for entry in self._objects.values():
-            counts.setdefault(entry.key, [0, 0])[1 if entry.deleted else 0] += 1
+            if not self._hidden(entry):
+                counts.setdefault(entry.key, [0, 0])[1 if entry.deleted else 0] += 1
         rows = [[f"{p}:{n}", str(a), str(d)] for (p, n), (a, d) in sorted(counts.items())]
         return "\n".join([*warnings, "Management Object Types:",
                           *_table(["ObjectType", "Active", "Deleted"], rows)])
@@ -1351,6 +1363,8 @@ def add_parser(subparsers: Any) -> None:
     add_session_options(parser)
     parser.add_argument("--time-format", choices=("short", "long"), default="short",
                         help="time stamps as 12:00:01 (short, default) or with the date")
+    parser.add_argument("--console-queues", action="store_true",
+                        help="list the consoles' own reply and topic queues too")
     add_debug_option(parser)
     parser.set_defaults(run=run)
 
@@ -1445,9 +1459,11 @@ async def run(args: argparse.Namespace) -> int:
                                connection=connection_arguments(args)) as session:
         await wait_for_agents(session, args.wait)
         if interactive:
-            shell = Shell(session, time_format=args.time_format)
+            shell = Shell(session, time_format=args.time_format,
+                          console_queues=args.console_queues)
         else:  # stdout carries the commands' output only
             shell = Shell(session, time_format=args.time_format,
+                          console_queues=args.console_queues,
                           note=lambda text: print(text, file=sys.stderr, flush=True))
         try:
             warnings = await shell.start()

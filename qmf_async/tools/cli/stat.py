@@ -3,7 +3,8 @@
 Views: ``-g`` general (the default), ``-c`` connections, ``-e`` exchanges,
 ``-q [QUEUE]`` queues or one queue in detail, ``-u`` subscriptions, ``-m`` memory,
 ``--acl`` the access control list module.  As with qpid-stat, ``-q -b HOST QUEUE`` and
-``-b HOST -q QUEUE`` both show one queue.  Tables list every row, by the first column;
+``-b HOST -q QUEUE`` both show one queue; the consoles' own reply and topic queues are
+left out of ``-q`` unless ``--console-queues``.  Tables list every row, by the first column;
 ``-S COL`` sorts by COL, decreasing unless ``-I``, and keeps the first ``-L`` rows
 (default 50, 0 for all).  ``--json`` prints the raw values.
 """
@@ -19,6 +20,7 @@ from typing import Any
 from rich.cells import cell_len
 
 from qmf_async import QmfObject
+from qmf_async.names import is_console_queue
 
 from ._common import EXIT_NOT_FOUND, ToolError, print_json
 from ._render import (
@@ -185,6 +187,8 @@ def add_parser(subparsers: Any) -> None:
                         help="sort by increasing value")
     parser.add_argument("-L", "--limit", type=int, default=50, metavar="N",
                         help="with -S, show the first N rows (default 50, 0 for all)")
+    parser.add_argument("--console-queues", action="store_true",
+                        help="with -q, list the consoles' own reply and topic queues too")
     parser.set_defaults(run=run, view=None)
 
 
@@ -225,7 +229,8 @@ async def _listing(target: Target, args: argparse.Namespace, view: str) -> int:
         columns, rows, title = EXCHANGE_COLUMNS, [_exchange_row(o) for o in objs], "Exchanges"
     elif view == "queues":
         objs = await target.objects("queue")
-        columns, rows, title = QUEUE_COLUMNS, [_queue_row(o) for o in objs], "Queues"
+        shown = objs if args.console_queues else [o for o in objs if not _console_queue(o)]
+        columns, rows, title = QUEUE_COLUMNS, [_queue_row(o) for o in shown], "Queues"
     elif view == "connections":
         objs = await _required(target, "connection", "connections")
         now = time.time_ns()
@@ -312,6 +317,12 @@ def _exchange_row(o: QmfObject) -> dict[str, Any]:
             "msgOut": o.get("msgRoutes"), "msgDrop": o.get("msgDrops"),
             "byteIn": o.get("byteReceives"), "byteOut": o.get("byteRoutes"),
             "byteDrop": o.get("byteDrops")}
+
+
+def _console_queue(o: QmfObject) -> bool:
+    """A console's own reply or topic queue (``qmf_async.names.is_console_queue``)."""
+    name = o.get("name")
+    return isinstance(name, str) and is_console_queue(name)
 
 
 def _queue_row(o: QmfObject) -> dict[str, Any]:
