@@ -14,7 +14,14 @@ from ..errors import AgentError, MethodError, UsageError
 from ..wire import ObjectId as WireObjectId
 from ..wire import SchemaClass as WireClass
 from ._loop import MARGIN, Dispatcher, LoopThread
-from ._values import ClassKey, MethodResult, ObjectId, SchemaClass, display_value
+from ._values import (
+    ClassKey,
+    MethodResult,
+    ObjectId,
+    SchemaClass,
+    classic_text,
+    display_value,
+)
 
 _REF = 10
 #: severity names as the classic console prints them in an event line
@@ -92,7 +99,7 @@ class Object:
         if value is not None and desc.type == _REF and isinstance(value, WireObjectId):
             assert self._ctx is not None
             return self._ctx._oid_w(obj.get_broker(), value)
-        return value
+        return classic_text(value)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") or name in _SLOTS:  # copy, pickle, a half-built object
@@ -244,7 +251,7 @@ class Object:
                 result: AsyncResult = await obj.invoke(name, *args, _timeout=wait, **kwargs)
             except MethodError as exc:
                 return MethodResult(exc.status, exc.text, {})
-            out = {k: conv(broker, v) if isinstance(v, WireObjectId) else v
+            out = {k: conv(broker, v) if isinstance(v, WireObjectId) else classic_text(v)
                    for k, v in result.out_args.items()}
             return MethodResult(result.status, result.text, out)
 
@@ -345,8 +352,8 @@ class Event:
         self.timestamp, self.severity = event.timestamp, event.severity
         self.schema = ctx._schema_w(event.schema) if event.schema is not None else None
         async_broker = broker.wrapped if broker is not None else None
-        self.arguments = {k: ctx._oid_w(async_broker, v) if isinstance(v, WireObjectId) else v
-                          for k, v in event.arguments.items()}
+        self.arguments = {k: ctx._oid_w(async_broker, v) if isinstance(v, WireObjectId)
+                          else classic_text(v) for k, v in event.arguments.items()}
 
     def getClassKey(self) -> ClassKey:
         return self.classKey

@@ -407,6 +407,26 @@ class SchemaClass:
         return f"{kind} Class: {self.classKey!r} "
 
 
+def classic_text(value: Any) -> Any:
+    """A received value as the classic console gives it to Python 2 scripts: every
+    string is text (``str``) when it is valid UTF-8, at any depth of maps and lists
+    (keys too); bytes that are not UTF-8 stay ``bytes``.  Other values are returned
+    as they are (the same object when nothing changes)."""
+    t = type(value)
+    if t is bytes or t is bytearray:
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            return bytes(value)
+    if t is dict or isinstance(value, Mapping):
+        return {classic_text(k): classic_text(v) for k, v in value.items()}
+    if t is list:
+        return [classic_text(v) for v in value]
+    if t is tuple:
+        return tuple(classic_text(v) for v in value)
+    return value
+
+
 def display_value(value: Any, type_code: int) -> str:
     """A value as the classic console displays it in an index or an event line."""
     if type_code == 8:
