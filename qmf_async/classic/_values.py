@@ -413,16 +413,18 @@ def classic_text(value: Any) -> Any:
     (keys too); bytes that are not UTF-8 stay ``bytes``.  Other values are returned
     as they are (the same object when nothing changes)."""
     t = type(value)
-    if t is bytes or t is bytearray:
+    if t is str or t is int or t is bool or t is float or value is None:
+        return value
+    if isinstance(value, (bytes, bytearray)):
         try:
             return bytes(value).decode("utf-8")
         except UnicodeDecodeError:
             return bytes(value)
-    if t is dict or isinstance(value, Mapping):
+    if isinstance(value, Mapping):  # also the codec's typed maps: plain dicts here
         return {classic_text(k): classic_text(v) for k, v in value.items()}
-    if t is list:
+    if isinstance(value, list):
         return [classic_text(v) for v in value]
-    if t is tuple:
+    if isinstance(value, tuple):
         return tuple(classic_text(v) for v in value)
     return value
 
