@@ -140,6 +140,15 @@ def _close_open() -> None:
         conn.close()
 
 
+def _loop_running() -> bool:
+    """Whether an asyncio event loop runs in this thread (a blocking call would stall it)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 class AgentConnection:
     """One AMQP 1.0 connection of a :class:`BrokerAgent` (what upstream's
     ``BrokerAgent.connection()`` returns), with an event loop of its own that runs
@@ -151,6 +160,8 @@ class AgentConnection:
 
     def __init__(self, url: Any = None, timeout: float = 10, ssl_domain: Any = None,
                  sasl: Any = None) -> None:
+        if _loop_running():
+            raise UsageError("qmf.client blocks; from asyncio code use qmf_async.Session")
         address, node = _target(url)
         tls: TlsOptions | None = None
         if ssl_domain is not None:
@@ -194,11 +205,7 @@ class AgentConnection:
             coro.close()
             raise UsageError(f"this connection was opened in process {self._pid}; after "
                              f"os.fork() the child connects a BrokerAgent of its own")
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            pass
-        else:
+        if _loop_running():
             coro.close()
             raise UsageError("qmf.client blocks; from asyncio code use qmf_async.Session")
         wait = self.timeout if timeout is None else timeout
@@ -222,10 +229,11 @@ class AgentConnection:
             return  # a forked child leaves its parent's connection alone
         _OPEN.discard(self)
         with self._lock:
-            try:
-                self._loop.run_until_complete(self.transport.close(min(self.timeout, 2.0)))
-            except Exception:  # pragma: no cover - closing must not raise
-                pass
+            if not _loop_running():  # else the socket is dropped, not closed politely
+                try:
+                    self._loop.run_until_complete(self.transport.close(min(self.timeout, 2.0)))
+                except Exception:  # pragma: no cover - closing must not raise
+                    pass
             self._loop.close()
 
     def __repr__(self) -> str:

@@ -100,7 +100,7 @@ _WRITE_HIGH_WATER: Final = 1 << 20
 _UNLIMITED_CREDIT: Final = 10_000
 
 
-class ProtonConnectionError(TransportError, ConnectionException):  # type: ignore[misc]
+class ProtonConnectionError(TransportError, ConnectionException):
     """A connection failure that is also proton's ``ConnectionException``, for the APIs
     that mirror proton's blocking client (``qmf.client``): code written for them
     catches proton's class, code written for qmf-async catches ``TransportError``."""
