@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from typing import Any
 
 import pytest
 
@@ -100,3 +101,42 @@ def test_qmf_client_broker_agent_manages_queues_and_survives_a_fork(qpidd_stock:
         agent.close()
     with pytest.raises(ConnectionException):
         BrokerAgent.connect(f"127.0.0.1:{qpidd_stock.port + 7}", timeout=2)
+
+
+def test_records_carry_the_parts_that_arrived_and_merge_as_the_classic_ones(
+        qpidd_v1: Qpidd) -> None:
+    import threading
+
+    from qmf.console import Console, Session
+
+    props: list[Any] = []
+    stats: list[Any] = []
+    both = threading.Event()
+    lasting = ("broker",)  # an object that stays, with statistics
+
+    class Records(Console):
+        def objectProps(self, broker: object, record: Any) -> None:
+            if record.getClassKey().getClassName() in lasting:
+                props.append(record)
+            if props and stats:
+                both.set()
+
+        def objectStats(self, broker: object, record: Any) -> None:
+            stats.append(record)
+            if props and stats:
+                both.set()
+
+    with Session(Records(), qmf_version=1) as sess:
+        sess.addBroker(qpidd_v1.address)
+        assert both.wait(15), (len(props), len(stats))
+        p, s = props[0], stats[0]
+        assert p.getProperties() and p.getStatistics() == [] and p._statistics == []
+        assert s.getStatistics() and s.getProperties() == [] and s._properties == []
+        assert p._objectId == p.getObjectId() and p._currentTime == p.getTimestamps()[0]
+        assert (p._createTime, p._deleteTime) == p.getTimestamps()[1:]
+        assert p._session is sess and p._broker is sess.brokers[0]
+        (fresh,) = sess.getObjects(_objectId=p.getObjectId())
+        assert fresh.getProperties() and fresh.getStatistics()
+        p.mergeUpdate(fresh)
+        assert p.getProperties() and p.getStatistics()
+        assert p.getTimestamps() == fresh.getTimestamps()

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, Protocol
 
+from ..console import Change
 from ..console import Event as AsyncEvent
 from ..console import MethodResult as AsyncResult
 from ..console import QmfObject, RemoteAgent
@@ -61,7 +62,8 @@ def _lookup(schema: SchemaClass) -> dict[str, tuple[str, Any]]:
     return table
 
 
-_SLOTS = frozenset(("_ctx", "_obj", "_schema", "_set", "_oid"))
+_SLOTS = frozenset(("_ctx", "_obj", "_schema", "_set", "_oid", "_parts"))
+_BOTH = Change.PROPERTIES | Change.STATISTICS
 
 
 class Object:
@@ -85,6 +87,9 @@ class Object:
         #: values set by hand (makeObject, assignment), over the proxy's own
         d["_set"] = dict(values or {})
         d["_oid"] = None
+        #: the parts this record carries, as the classic console's: both for a query
+        #: answer or an unmanaged object, one for an objectProps/objectStats update
+        d["_parts"] = _BOTH if obj is None else obj.get_changes() & _BOTH
 
     # ---- values
 
@@ -131,7 +136,10 @@ class Object:
 
     def getProperties(self) -> list[tuple[Any, Any]]:
         """``[(SchemaProperty, value)]`` in schema order (None for an absent one; over
-        QMF v2 absent ones are left out, as the classic console does)."""
+        QMF v2 absent ones are left out, as the classic console does); ``[]`` for a
+        record that carried statistics only (an ``objectStats`` update)."""
+        if not self._parts & Change.PROPERTIES:
+            return []
         out = [(p, self._value("p", p)) for p in self._schema.properties]
         if self._is_v2():
             out = [(p, v) for p, v in out if v is not None]
@@ -142,8 +150,49 @@ class Object:
         return bool(oid is not None and oid.isV2)
 
     def getStatistics(self) -> list[tuple[Any, Any]]:
-        """``[(SchemaStatistic, value)]`` in schema order."""
+        """``[(SchemaStatistic, value)]`` in schema order; ``[]`` for a record that
+        carried properties only (an ``objectProps`` update)."""
+        if not self._parts & Change.STATISTICS:
+            return []
         return [(s, self._value("s", s)) for s in self._schema.statistics]
+
+    # ---- the classic console's attributes (scripts read them off records)
+
+    @property
+    def _objectId(self) -> ObjectId | None:
+        return self.getObjectId()
+
+    @property
+    def _currentTime(self) -> int:
+        return self.getTimestamps()[0]
+
+    @property
+    def _createTime(self) -> int:
+        return self.getTimestamps()[1]
+
+    @property
+    def _deleteTime(self) -> int:
+        return self.getTimestamps()[2]
+
+    @property
+    def _properties(self) -> list[tuple[Any, Any]]:
+        return self.getProperties()
+
+    @property
+    def _statistics(self) -> list[tuple[Any, Any]]:
+        return self.getStatistics()
+
+    @property
+    def _session(self) -> Any:
+        return self._ctx
+
+    @property
+    def _broker(self) -> Any:
+        return self.getBroker()
+
+    @property
+    def _agent(self) -> Agent | None:
+        return self.getAgent()
 
     # ---- identity
 
@@ -205,7 +254,8 @@ class Object:
     # ---- refreshing
 
     def mergeUpdate(self, newer: Object) -> None:
-        """Take the newer proxy's values and timestamps (same object id).
+        """Take what the newer record of the same object carried (its properties, its
+        statistics, or both) and its timestamps; the parts it lacked stay.
 
         Raises:
             UsageError: not managed, or a different object.
@@ -214,7 +264,9 @@ class Object:
             raise UsageError("Object is not managed")
         if self.getObjectId() != newer.getObjectId():
             raise UsageError("Objects with different object-ids")
+        # the session's proxies answer every part received for the object so far
         self.__dict__["_obj"] = newer._obj
+        self.__dict__["_parts"] = self._parts | newer._parts
         self._set.clear()
 
     def update(self, _timeout: float | None = None) -> None:
@@ -229,6 +281,7 @@ class Object:
             raise UsageError("Object is not managed")
         wait = ctx.default_timeout if _timeout is None else _timeout
         ctx.loop.call(obj.update(_timeout=wait), wait + MARGIN)
+        self.__dict__["_parts"] = _BOTH
         self._set.clear()
 
     # ---- methods
