@@ -62,3 +62,14 @@ def test_a_blocking_call_from_a_running_loop_is_refused() -> None:
             BrokerAgent.connect("127.0.0.1:1", timeout=2)
 
     asyncio.run(inside())
+
+
+def test_statistic_pairs_key_dicts_across_schema_reloads() -> None:
+    from qmf_async.classic import SchemaStatistic
+    from qmf_async.wire import QmfType
+    from qmf_async.wire import SchemaStatistic as WireStatistic
+    first = SchemaStatistic(WireStatistic("msgDepth", QmfType.UINT64))
+    again = SchemaStatistic(WireStatistic("msgDepth", QmfType.UINT64))
+    other = SchemaStatistic(WireStatistic("msgTotalEnqueues", QmfType.UINT64))
+    stats = dict([(first, 5), (other, 7)])
+    assert stats[again] == 5 and len({first, again, other}) == 2

@@ -317,7 +317,24 @@ class MethodResult:
 _DIR = {"in": "I", "out": "O", "inout": "IO", "i": "I", "o": "O", "io": "IO"}
 
 
-class SchemaProperty:
+class _Named:
+    """Equal and hashed by kind, name and type: the pairs of ``getProperties()`` and
+    ``getStatistics()`` key dicts that match across records and schema reloads."""
+
+    name: str
+    type: int
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        assert isinstance(other, _Named)
+        return (self.name, self.type) == (other.name, other.type)
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, self.name, self.type))
+
+
+class SchemaProperty(_Named):
     """A property of a schema class (printed as its name)."""
 
     def __init__(self, p: WireProperty) -> None:
@@ -331,7 +348,7 @@ class SchemaProperty:
         return self.name
 
 
-class SchemaStatistic:
+class SchemaStatistic(_Named):
     """A statistic of a schema class (printed as its name)."""
 
     def __init__(self, s: WireStatistic) -> None:
