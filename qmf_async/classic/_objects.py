@@ -7,10 +7,9 @@ import time
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, Protocol
 
-from ..console import Change
+from ..console import Change, QmfObject, RemoteAgent
 from ..console import Event as AsyncEvent
 from ..console import MethodResult as AsyncResult
-from ..console import QmfObject, RemoteAgent
 from ..errors import AgentError, MethodError, UsageError
 from ..wire import ObjectId as WireObjectId
 from ..wire import SchemaClass as WireClass
