@@ -135,6 +135,11 @@ def test_records_carry_the_parts_that_arrived_and_merge_as_the_classic_ones(
         assert p._objectId == p.getObjectId() and p._currentTime == p.getTimestamps()[0]
         assert (p._createTime, p._deleteTime) == p.getTimestamps()[1:]
         assert p._session is sess and p._broker is sess.brokers[0]
+        attrs = vars(p)  # what scripts print or read: the classic console's attributes
+        assert sorted(attrs) == ["_agent", "_broker", "_createTime", "_currentTime",
+                                 "_deleteTime", "_objectId", "_properties", "_schema",
+                                 "_session", "_statistics"]
+        assert attrs["_properties"] == p.getProperties() and attrs["_statistics"] == []
         (fresh,) = sess.getObjects(_objectId=p.getObjectId())
         assert fresh.getProperties() and fresh.getStatistics()
         p.mergeUpdate(fresh)

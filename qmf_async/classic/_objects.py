@@ -61,7 +61,7 @@ def _lookup(schema: SchemaClass) -> dict[str, tuple[str, Any]]:
     return table
 
 
-_SLOTS = frozenset(("_ctx", "_obj", "_schema", "_set", "_oid", "_parts"))
+_SLOTS = frozenset(("_ctx", "_obj", "_schema", "_set", "_oid", "_parts", "_extra"))
 _BOTH = Change.PROPERTIES | Change.STATISTICS
 
 
@@ -73,22 +73,42 @@ class Object:
     Reading a name the schema lacks raises AttributeError.
     """
 
+    # internals in slots: ``vars(record)`` gives the classic console's attributes
+    __slots__ = ("__weakref__", "_ctx", "_extra", "_obj", "_oid", "_parts", "_schema", "_set")
+
     _ctx: SessionContext | None
     _obj: QmfObject | None
     _schema: SchemaClass
     _set: dict[str, Any]
     _oid: ObjectId | None
+    _parts: Change
+    _extra: dict[str, Any]
 
     def __init__(self, ctx: SessionContext | None, obj: QmfObject | None,
                  schema: SchemaClass, values: Mapping[str, Any] | None = None) -> None:
-        d = self.__dict__
-        d["_ctx"], d["_obj"], d["_schema"] = ctx, obj, schema
+        put = object.__setattr__
+        put(self, "_ctx", ctx)
+        put(self, "_obj", obj)
+        put(self, "_schema", schema)
         #: values set by hand (makeObject, assignment), over the proxy's own
-        d["_set"] = dict(values or {})
-        d["_oid"] = None
+        put(self, "_set", dict(values or {}))
+        put(self, "_oid", None)
         #: the parts this record carries, as the classic console's: both for a query
         #: answer or an unmanaged object, one for an objectProps/objectStats update
-        d["_parts"] = _BOTH if obj is None else obj.get_changes() & _BOTH
+        put(self, "_parts", _BOTH if obj is None else obj.get_changes() & _BOTH)
+        #: other attributes a script sets on the record
+        put(self, "_extra", {})
+
+    @property
+    def __dict__(self) -> dict[str, Any]:  # type: ignore[override]
+        """The classic console's instance attributes (what ``vars(record)`` gives),
+        then those a script set."""
+        current, created, deleted = self.getTimestamps()
+        return {"_agent": self.getAgent(), "_session": self._ctx,
+                "_broker": self.getBroker(), "_schema": self._schema,
+                "_properties": self.getProperties(), "_statistics": self.getStatistics(),
+                "_currentTime": current, "_createTime": created, "_deleteTime": deleted,
+                "_objectId": self.getObjectId(), **self._extra}
 
     # ---- values
 
@@ -108,6 +128,9 @@ class Object:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") or name in _SLOTS:  # copy, pickle, a half-built object
             raise AttributeError(name)
+        extra = self._extra
+        if name in extra:
+            return extra[name]
         entry = _lookup(self._schema).get(name)
         if entry is None:
             raise AttributeError(f"{self._schema.classKey.cname} object has no attribute "
@@ -124,14 +147,14 @@ class Object:
         return self._value(kind, desc)
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name.startswith("_"):
-            self.__dict__[name] = value
+        if name in _SLOTS:
+            object.__setattr__(self, name, value)
             return
-        entry = _lookup(self._schema).get(name)
+        entry = None if name.startswith("_") else _lookup(self._schema).get(name)
         if entry is not None and entry[0] == "p":
             self._set[name] = value
             return
-        self.__dict__[name] = value
+        self._extra[name] = value
 
     def getProperties(self) -> list[tuple[Any, Any]]:
         """``[(SchemaProperty, value)]`` in schema order (None for an absent one; over
@@ -208,7 +231,7 @@ class Object:
 
     def getObjectId(self) -> ObjectId | None:
         if self._oid is None and self._obj is not None and self._ctx is not None:
-            self.__dict__["_oid"] = self._ctx._oid_w(self._obj.get_broker(),
+            self._oid = self._ctx._oid_w(self._obj.get_broker(),
                                                      self._obj.get_object_id())
         return self._oid
 
@@ -264,8 +287,8 @@ class Object:
         if self.getObjectId() != newer.getObjectId():
             raise UsageError("Objects with different object-ids")
         # the session's proxies answer every part received for the object so far
-        self.__dict__["_obj"] = newer._obj
-        self.__dict__["_parts"] = self._parts | newer._parts
+        self._obj = newer._obj
+        self._parts = self._parts | newer._parts
         self._set.clear()
 
     def update(self, _timeout: float | None = None) -> None:
@@ -280,7 +303,7 @@ class Object:
             raise UsageError("Object is not managed")
         wait = ctx.default_timeout if _timeout is None else _timeout
         ctx.loop.call(obj.update(_timeout=wait), wait + MARGIN)
-        self.__dict__["_parts"] = _BOTH
+        self._parts = _BOTH
         self._set.clear()
 
     # ---- methods
