@@ -32,6 +32,7 @@ import weakref
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
+from .. import names
 from ..errors import MethodError, QmfError, QmfTimeout, TransportError, UsageError
 from ..transport import Delivery, ProtonConnectionError, ProtonTransport, TlsOptions
 from ._values import BrokerURL, classic_text
@@ -39,7 +40,7 @@ from ._values import BrokerURL, classic_text
 T = TypeVar("T")
 
 #: the broker's management node (the upstream default when the URL has no path)
-MANAGEMENT_NODE = "qmf.default.direct"
+MANAGEMENT_NODE = names.V2_DIRECT_EXCHANGE
 BROKER_ADDR = "org.apache.qpid.broker:broker:amqp-broker"
 ACL_ADDR = "org.apache.qpid.acl:acl:org.apache.qpid.broker:broker:amqp-broker"
 
