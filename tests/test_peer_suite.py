@@ -7,7 +7,7 @@ The suites that exercise the layer most: ``qmfv2`` (Console callbacks on a v1-on
 v2-only qpidd), ``management`` and ``msg_groups`` with QMF v1 on and on a stock qpidd,
 and ``qmf_client`` (AMQP 1.0 ``BrokerAgent``, with its fake-server reconnect tests).
 Every test passes but the ones Python 3 itself blocks (the 0-10 client, see
-docs/classic.md).  About 45 s here; skipped when ``../shared`` is absent.
+docs/classic.md).  About 60 s here; skipped when ``../shared`` is absent.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -43,6 +44,14 @@ BLOCKERS = frozenset({
 PENDING = frozenset({
     "qpidd_qmfv2_tests.ConsoleTest.test_unsolicited_updates",
     "qpidd_qmfv2_tests.ConsoleTest.test_unsolicited_updates_v1",
+})
+
+#: race qpidd in the test itself: the test's 0-10 client opens a session without waiting
+#: for the broker's ``attached`` and asks for the broker's session objects at once (on a
+#: busy machine the broker may not have made it yet); one that fails is run again alone
+RACY = frozenset({
+    "qpid_tests.broker_0_10.management.ManagementTest.test_connection_close",
+    "qpid_tests.broker_0_10.management.ManagementTest.test_connection_stats",
 })
 
 #: tests in these suites and how many of them pass: (suite, --mgmt-qmf1) -> passes
@@ -73,14 +82,17 @@ def _free_base() -> int:
     pytest.skip("every peer-suite port base (5690-5696) is in use")
 
 
-def _run(mode: str, out: Path) -> dict[str, object]:
-    """One harness run of the suites of RUNS[mode]; its results.json."""
+def _run(mode: str, out: Path, suites: list[str], tests: tuple[str, ...] = ()
+         ) -> dict[str, object]:
+    """One harness run of ``suites`` (only ``tests`` when given); its results.json."""
     env = {**os.environ, "PEER_PROJECT_ROOT": str(ROOT), "PYTHONPATH": str(ROOT)}
     argv = [sys.executable, str(PEER / "run"), "--python", sys.executable,
             "--impl", "peer_project_console", "--toollibs-impl", "peer_project_toollibs",
             "--client-impl", "peer_project_client", "--path", str(PEER / "impls_project"),
-            "--suite", ",".join(RUNS[mode]), "--qmf1", mode, "--port", str(_free_base()),
+            "--suite", ",".join(suites), "--qmf1", mode, "--port", str(_free_base()),
             "--progress", "no", "--json", str(out)]
+    for name in tests:
+        argv += ["--test", name]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=env,
                           check=False)
     if not out.exists():
@@ -101,7 +113,18 @@ def peer_results(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], di
 
     def results(mode: str) -> dict[str, object]:
         if mode not in cache:
-            cache[mode] = _run(mode, tmp_path_factory.mktemp(f"peer-{mode}") / "results.json")
+            out = _run(mode, tmp_path_factory.mktemp(f"peer-{mode}") / "results.json",
+                       RUNS[mode])
+            suites = out["suites"]
+            assert isinstance(suites, dict)
+            for suite, found in suites.items():
+                for name, result in found["tests"].items():
+                    if name in RACY and result["status"] != "pass":
+                        again = _run(mode, tmp_path_factory.mktemp("peer-again") / "r.json",
+                                     [suite], (name,))["suites"]
+                        assert isinstance(again, dict)
+                        found["tests"][name] = again[suite]["tests"][name]
+            cache[mode] = out
         return cache[mode]
 
     return results
@@ -110,7 +133,7 @@ def peer_results(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], di
 @pytest.mark.parametrize(("suite", "mode"), sorted(EXPECTED, key=lambda k: (k[1], k[0])))
 def test_the_upstream_suite_passes(peer_results: Callable[[str], dict[str, object]],
                                    suite: str, mode: str) -> None:
-    suites = peer_results(mode)["suites"]
+    suites: Any = peer_results(mode)["suites"]
     assert isinstance(suites, dict)
     tests = suites[suite]["tests"]
     failed = {name: f"{t['status']}: {t['reason']}" for name, t in tests.items()
