@@ -46,12 +46,16 @@ def test_method_results_carry_text_at_every_depth(qpidd: Qpidd) -> None:
 
 
 def test_the_session_id_names_this_console_s_session_on_the_broker(qpidd: Qpidd) -> None:
-    from qmf.console import Session
+    from qmf.console import ObjectId, Session
+    from qmf_async.wire import ObjectId as WireObjectId
     with Session() as sess:
         broker = sess.addBroker(qpidd.address)
         sid = broker.getSessionId()
         names = [s.name for s in sess.getObjects(_class="session")]
         assert [n for n in names if n.endswith(sid)] == [sid], (sid, names)
+        # a null reference (a link not yet connected) names no object: [] at once
+        null = ObjectId(WireObjectId.from_ints(0, 0))
+        assert sess.getObjects(_objectId=null, _timeout=5) == []
 
 
 def test_broker_agent_sessions_lead_to_their_connections(qpidd: Qpidd) -> None:

@@ -478,7 +478,10 @@ class Session:
                 kw.setdefault("_class", rest.partition(":")[0])
                 want_name = oid.objectName
             else:
-                kw["_objectId"] = oid.wire() if isinstance(oid, ObjectId) else oid
+                wire = oid.wire() if isinstance(oid, ObjectId) else oid
+                if isinstance(wire, WireObjectId) and wire.first == 0 and wire.second == 0:
+                    return []  # a null reference (0-0-0-0-0) names no object
+                kw["_objectId"] = wire
         kwargs.pop("_async", None)
         matches: dict[str, Any] = {k: (v.wire() if isinstance(v, ObjectId) else v)
                                    for k, v in kwargs.items()}
