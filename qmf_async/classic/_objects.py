@@ -61,6 +61,19 @@ def _lookup(schema: SchemaClass) -> dict[str, tuple[str, Any]]:
     return table
 
 
+#: sstr and lstr: the schema types of text
+_TEXT_TYPES = frozenset((6, 7))
+
+
+def _as_text(value: Any) -> Any:
+    if isinstance(value, (bytes, bytearray)):
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            return value  # refused by the argument check, as any non-text
+    return value
+
+
 _SLOTS = frozenset(("_ctx", "_obj", "_schema", "_set", "_oid", "_parts", "_extra"))
 _BOTH = Change.PROPERTIES | Change.STATISTICS
 
@@ -315,8 +328,16 @@ class Object:
         timeout = kwargs.pop("_timeout", None)
         is_async = bool(kwargs.pop("_async", False))
         method = next(m for m in self._schema.methods if m.name == name)
-        ins = {a.name for a in method.arguments if "I" in a.dir}
+        inputs = [a for a in method.arguments if "I" in a.dir]
+        ins = {a.name for a in inputs}
         kwargs = {k: v for k, v in kwargs.items() if k in ins}  # the classic drops others
+        # the text rule for arguments: a text argument given as bytes (a Python 2 str)
+        # is its UTF-8 text; bytes elsewhere go out as binary
+        texts = {a.name for a in inputs if a.type in _TEXT_TYPES}
+        if texts:
+            args = tuple(_as_text(v) if i < len(inputs) and inputs[i].name in texts else v
+                         for i, v in enumerate(args))
+            kwargs = {k: _as_text(v) if k in texts else v for k, v in kwargs.items()}
         wait = ctx.default_timeout if timeout is None else float(timeout)
         broker = obj.get_broker()
         conv = ctx._oid_w
