@@ -34,7 +34,13 @@ from typing import Any, TypeVar
 
 from .. import names
 from ..errors import MethodError, QmfError, QmfTimeout, TransportError, UsageError
-from ..transport import Delivery, ProtonConnectionError, ProtonTransport, TlsOptions
+from ..transport import Delivery, TlsOptions
+
+try:
+    from ..transport import ProtonConnectionError, ProtonTransport
+except ImportError as exc:  # pragma: no cover - depends on the installed extras
+    raise ImportError("qmf.client speaks AMQP 1.0 and needs python-qpid-proton: "
+                      "pip install 'qmf-async[amqp10]'") from exc
 from ._values import BrokerURL, classic_text
 
 T = TypeVar("T")
