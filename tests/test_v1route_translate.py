@@ -87,13 +87,3 @@ def test_an_unknown_reference_fails_the_translation_and_an_i_has_none() -> None:
     stats_only = record(8, (), opcode="i")
     new = translate(stats_only)
     assert new is not None and new.statistics == (8,) and new.properties is None
-
-
-def test_a_null_reference_where_the_schema_requires_one_is_asked_over_v2() -> None:
-    """qpidd's v1 answer gives a reference to an object its agent has not numbered yet
-    as null (a federation link's new connection): such a record is not translated, so
-    the query goes over v2, which names the object (issue 35, test_multilink_direct)."""
-    rec = record(7, (ObjectId(bytes(16)), "q7", {}, None, None))  # vhostRef: not optional
-    route = V1Route(None)  # type: ignore[arg-type]  # translation reads no broker
-    assert [prop for _, prop, _ in route._ref_slots(rec)] == ["vhostRef"]
-    assert translate(rec) is None

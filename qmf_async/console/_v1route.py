@@ -122,7 +122,6 @@ class V1Route:
         self.fallbacks = 0
         self.calls = 0
         self._refs: dict[ClassKey, tuple[tuple[int, str], ...]] = {}
-        self._required: dict[ClassKey, frozenset[str]] = {}
 
     # ------------------------------------------------------------------ routing
 
@@ -370,7 +369,7 @@ class V1Route:
         unknown: dict[bytes, str] = {}
         for found in refs:
             for _, prop, value in found:
-                if value not in names and value != _ZERO:
+                if value not in names:
                     unknown[value] = prop
         if unknown:
             await self._resolve(unknown, 1)
@@ -391,17 +390,10 @@ class V1Route:
         """Each reference ``rec`` carries to an object (not a null one): (where it is,
         the property, qpidd's v1 id).  Where: its offset in the record's bytes, or,
         for a class the codec cannot scan (an ``object`` value), ``-1 - index`` of the
-        property, the properties then decoded.
-
-        A null reference in a property that is not optional is listed too, with the
-        null id: it has no name, so the record is not translated and the query goes
-        over v2.  qpidd's v1 answer gives a reference to an object its agent has not
-        numbered yet (a link's new connection, for a few milliseconds) as null, where
-        its v2 answer names the object."""
+        property, the properties then decoded."""
         props = self._ref_props(rec)
         if not props or rec.opcode == "i":
             return []
-        required = self._required_refs(rec)
         raw = rec.raw
         offsets = rec.codec.ref_offsets(raw)
         found: list[tuple[int, str, bytes]] = []
@@ -409,24 +401,14 @@ class V1Route:
             values = rec.properties or ()
             for i, prop in props:
                 value = values[i]
-                if value is not None and (value.raw != _ZERO or prop in required):
+                if value is not None and value.raw != _ZERO:
                     found.append((-1 - i, prop, value.raw))
             return found
         for (_, prop), off in zip(props, offsets, strict=True):
             if off is not None:
                 value = raw[off:off + 16]
-                if value != _ZERO or prop in required:
+                if value != _ZERO:
                     found.append((off, prop, value))
-        return found
-
-    def _required_refs(self, rec: RawObjectRecord) -> frozenset[str]:
-        """The reference properties of ``rec``'s class that are not optional."""
-        key = rec.codec.class_key
-        found = self._required.get(key)
-        if found is None:
-            found = self._required[key] = frozenset(
-                p.name for p in rec.codec.schema.properties
-                if p.type == QmfType.REF and not p.optional)
         return found
 
     def _translate(self, rec: RawObjectRecord, refs: list[tuple[int, str, bytes]],
