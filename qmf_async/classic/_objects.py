@@ -7,14 +7,21 @@ import time
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, Protocol
 
+from ..console import Change, QmfObject, RemoteAgent
 from ..console import Event as AsyncEvent
 from ..console import MethodResult as AsyncResult
-from ..console import QmfObject, RemoteAgent
 from ..errors import AgentError, MethodError, UsageError
 from ..wire import ObjectId as WireObjectId
 from ..wire import SchemaClass as WireClass
 from ._loop import MARGIN, Dispatcher, LoopThread
-from ._values import ClassKey, MethodResult, ObjectId, SchemaClass, display_value
+from ._values import (
+    ClassKey,
+    MethodResult,
+    ObjectId,
+    SchemaClass,
+    classic_text,
+    display_value,
+)
 
 _REF = 10
 #: severity names as the classic console prints them in an event line
@@ -54,7 +61,21 @@ def _lookup(schema: SchemaClass) -> dict[str, tuple[str, Any]]:
     return table
 
 
-_SLOTS = frozenset(("_ctx", "_obj", "_schema", "_set", "_oid"))
+#: sstr and lstr: the schema types of text
+_TEXT_TYPES = frozenset((6, 7))
+
+
+def _as_text(value: Any) -> Any:
+    if isinstance(value, (bytes, bytearray)):
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            return value  # refused by the argument check, as any non-text
+    return value
+
+
+_SLOTS = frozenset(("_ctx", "_obj", "_schema", "_set", "_oid", "_parts", "_extra"))
+_BOTH = Change.PROPERTIES | Change.STATISTICS
 
 
 class Object:
@@ -65,19 +86,42 @@ class Object:
     Reading a name the schema lacks raises AttributeError.
     """
 
+    # internals in slots: ``vars(record)`` gives the classic console's attributes
+    __slots__ = ("__weakref__", "_ctx", "_extra", "_obj", "_oid", "_parts", "_schema", "_set")
+
     _ctx: SessionContext | None
     _obj: QmfObject | None
     _schema: SchemaClass
     _set: dict[str, Any]
     _oid: ObjectId | None
+    _parts: Change
+    _extra: dict[str, Any]
 
     def __init__(self, ctx: SessionContext | None, obj: QmfObject | None,
                  schema: SchemaClass, values: Mapping[str, Any] | None = None) -> None:
-        d = self.__dict__
-        d["_ctx"], d["_obj"], d["_schema"] = ctx, obj, schema
+        put = object.__setattr__
+        put(self, "_ctx", ctx)
+        put(self, "_obj", obj)
+        put(self, "_schema", schema)
         #: values set by hand (makeObject, assignment), over the proxy's own
-        d["_set"] = dict(values or {})
-        d["_oid"] = None
+        put(self, "_set", dict(values or {}))
+        put(self, "_oid", None)
+        #: the parts this record carries, as the classic console's: both for a query
+        #: answer or an unmanaged object, one for an objectProps/objectStats update
+        put(self, "_parts", _BOTH if obj is None else obj.get_changes() & _BOTH)
+        #: other attributes a script sets on the record
+        put(self, "_extra", {})
+
+    @property
+    def __dict__(self) -> dict[str, Any]:  # type: ignore[override]
+        """The classic console's instance attributes (what ``vars(record)`` gives),
+        then those a script set."""
+        current, created, deleted = self.getTimestamps()
+        return {"_agent": self.getAgent(), "_session": self._ctx,
+                "_broker": self.getBroker(), "_schema": self._schema,
+                "_properties": self.getProperties(), "_statistics": self.getStatistics(),
+                "_currentTime": current, "_createTime": created, "_deleteTime": deleted,
+                "_objectId": self.getObjectId(), **self._extra}
 
     # ---- values
 
@@ -92,11 +136,14 @@ class Object:
         if value is not None and desc.type == _REF and isinstance(value, WireObjectId):
             assert self._ctx is not None
             return self._ctx._oid_w(obj.get_broker(), value)
-        return value
+        return classic_text(value)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") or name in _SLOTS:  # copy, pickle, a half-built object
             raise AttributeError(name)
+        extra = self._extra
+        if name in extra:
+            return extra[name]
         entry = _lookup(self._schema).get(name)
         if entry is None:
             raise AttributeError(f"{self._schema.classKey.cname} object has no attribute "
@@ -113,18 +160,21 @@ class Object:
         return self._value(kind, desc)
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name.startswith("_"):
-            self.__dict__[name] = value
+        if name in _SLOTS:
+            object.__setattr__(self, name, value)
             return
-        entry = _lookup(self._schema).get(name)
+        entry = None if name.startswith("_") else _lookup(self._schema).get(name)
         if entry is not None and entry[0] == "p":
             self._set[name] = value
             return
-        self.__dict__[name] = value
+        self._extra[name] = value
 
     def getProperties(self) -> list[tuple[Any, Any]]:
         """``[(SchemaProperty, value)]`` in schema order (None for an absent one; over
-        QMF v2 absent ones are left out, as the classic console does)."""
+        QMF v2 absent ones are left out, as the classic console does); ``[]`` for a
+        record that carried statistics only (an ``objectStats`` update)."""
+        if not self._parts & Change.PROPERTIES:
+            return []
         out = [(p, self._value("p", p)) for p in self._schema.properties]
         if self._is_v2():
             out = [(p, v) for p, v in out if v is not None]
@@ -135,8 +185,49 @@ class Object:
         return bool(oid is not None and oid.isV2)
 
     def getStatistics(self) -> list[tuple[Any, Any]]:
-        """``[(SchemaStatistic, value)]`` in schema order."""
+        """``[(SchemaStatistic, value)]`` in schema order; ``[]`` for a record that
+        carried properties only (an ``objectProps`` update)."""
+        if not self._parts & Change.STATISTICS:
+            return []
         return [(s, self._value("s", s)) for s in self._schema.statistics]
+
+    # ---- the classic console's attributes (scripts read them off records)
+
+    @property
+    def _objectId(self) -> ObjectId | None:
+        return self.getObjectId()
+
+    @property
+    def _currentTime(self) -> int:
+        return self.getTimestamps()[0]
+
+    @property
+    def _createTime(self) -> int:
+        return self.getTimestamps()[1]
+
+    @property
+    def _deleteTime(self) -> int:
+        return self.getTimestamps()[2]
+
+    @property
+    def _properties(self) -> list[tuple[Any, Any]]:
+        return self.getProperties()
+
+    @property
+    def _statistics(self) -> list[tuple[Any, Any]]:
+        return self.getStatistics()
+
+    @property
+    def _session(self) -> Any:
+        return self._ctx
+
+    @property
+    def _broker(self) -> Any:
+        return self.getBroker()
+
+    @property
+    def _agent(self) -> Agent | None:
+        return self.getAgent()
 
     # ---- identity
 
@@ -153,7 +244,7 @@ class Object:
 
     def getObjectId(self) -> ObjectId | None:
         if self._oid is None and self._obj is not None and self._ctx is not None:
-            self.__dict__["_oid"] = self._ctx._oid_w(self._obj.get_broker(),
+            self._oid = self._ctx._oid_w(self._obj.get_broker(),
                                                      self._obj.get_object_id())
         return self._oid
 
@@ -198,7 +289,8 @@ class Object:
     # ---- refreshing
 
     def mergeUpdate(self, newer: Object) -> None:
-        """Take the newer proxy's values and timestamps (same object id).
+        """Take what the newer record of the same object carried (its properties, its
+        statistics, or both) and its timestamps; the parts it lacked stay.
 
         Raises:
             UsageError: not managed, or a different object.
@@ -207,7 +299,9 @@ class Object:
             raise UsageError("Object is not managed")
         if self.getObjectId() != newer.getObjectId():
             raise UsageError("Objects with different object-ids")
-        self.__dict__["_obj"] = newer._obj
+        # the session's proxies answer every part received for the object so far
+        self._obj = newer._obj
+        self._parts = self._parts | newer._parts
         self._set.clear()
 
     def update(self, _timeout: float | None = None) -> None:
@@ -222,6 +316,7 @@ class Object:
             raise UsageError("Object is not managed")
         wait = ctx.default_timeout if _timeout is None else _timeout
         ctx.loop.call(obj.update(_timeout=wait), wait + MARGIN)
+        self._parts = _BOTH
         self._set.clear()
 
     # ---- methods
@@ -233,8 +328,16 @@ class Object:
         timeout = kwargs.pop("_timeout", None)
         is_async = bool(kwargs.pop("_async", False))
         method = next(m for m in self._schema.methods if m.name == name)
-        ins = {a.name for a in method.arguments if "I" in a.dir}
+        inputs = [a for a in method.arguments if "I" in a.dir]
+        ins = {a.name for a in inputs}
         kwargs = {k: v for k, v in kwargs.items() if k in ins}  # the classic drops others
+        # the text rule for arguments: a text argument given as bytes (a Python 2 str)
+        # is its UTF-8 text; bytes elsewhere go out as binary
+        texts = {a.name for a in inputs if a.type in _TEXT_TYPES}
+        if texts:
+            args = tuple(_as_text(v) if i < len(inputs) and inputs[i].name in texts else v
+                         for i, v in enumerate(args))
+            kwargs = {k: _as_text(v) if k in texts else v for k, v in kwargs.items()}
         wait = ctx.default_timeout if timeout is None else float(timeout)
         broker = obj.get_broker()
         conv = ctx._oid_w
@@ -244,7 +347,7 @@ class Object:
                 result: AsyncResult = await obj.invoke(name, *args, _timeout=wait, **kwargs)
             except MethodError as exc:
                 return MethodResult(exc.status, exc.text, {})
-            out = {k: conv(broker, v) if isinstance(v, WireObjectId) else v
+            out = {k: conv(broker, v) if isinstance(v, WireObjectId) else classic_text(v)
                    for k, v in result.out_args.items()}
             return MethodResult(result.status, result.text, out)
 
@@ -345,8 +448,8 @@ class Event:
         self.timestamp, self.severity = event.timestamp, event.severity
         self.schema = ctx._schema_w(event.schema) if event.schema is not None else None
         async_broker = broker.wrapped if broker is not None else None
-        self.arguments = {k: ctx._oid_w(async_broker, v) if isinstance(v, WireObjectId) else v
-                          for k, v in event.arguments.items()}
+        self.arguments = {k: ctx._oid_w(async_broker, v) if isinstance(v, WireObjectId)
+                          else classic_text(v) for k, v in event.arguments.items()}
 
     def getClassKey(self) -> ClassKey:
         return self.classKey

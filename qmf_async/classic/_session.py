@@ -78,6 +78,7 @@ class Broker:
         self.ssl = address.scheme == "amqps"
         self.authUser = address.user
         self.authPass = _password(wrapped.url)
+        self._session_ids: dict[str, str] = {}
 
     def isConnected(self) -> bool:
         return bool(self.wrapped.connected)
@@ -102,7 +103,34 @@ class Broker:
         return self.getAgent(1, 0)
 
     def getSessionId(self) -> str:
-        return f"{self.host}.{id(self.wrapped)}"
+        """The name of this console's session on the broker: a broker ``session``
+        object's ``name`` ends with it, as with the classic console.
+
+        Found once per connection (two queries); when the broker lists no session of
+        this connection (RabbitMQ), a name unique to this connection.
+        """
+        transport: Any = self.wrapped.transport
+        transport = getattr(transport, "inner", transport)  # the automatic transport's pick
+        local = getattr(transport, "local_address", None)
+        if local is None:
+            return f"{self.host}.{id(self.wrapped)}"
+        cached = self._session_ids.get(local)
+        if cached is None:
+            cached = self._find_session_name(local) or f"{self.host}.{local}"
+            self._session_ids = {local: cached}
+        return cached
+
+    def _find_session_name(self, local: str) -> str | None:
+        suffix = "-" + local
+        conns = [c for c in self.session.getObjects(_class="connection", _broker=self)
+                 if str(getattr(c, "address", "") or "").endswith(suffix)]
+        if len(conns) != 1:
+            return None
+        oid = conns[0].getObjectId()
+        for sess in self.session.getObjects(_class="session", _broker=self):
+            if sess.connectionRef == oid:
+                return str(sess.name)
+        return None
 
     def getAmqpSession(self) -> None:
         return None
@@ -450,7 +478,10 @@ class Session:
                 kw.setdefault("_class", rest.partition(":")[0])
                 want_name = oid.objectName
             else:
-                kw["_objectId"] = oid.wire() if isinstance(oid, ObjectId) else oid
+                wire = oid.wire() if isinstance(oid, ObjectId) else oid
+                if isinstance(wire, WireObjectId) and wire.first == 0 and wire.second == 0:
+                    return []  # a null reference (0-0-0-0-0) names no object
+                kw["_objectId"] = wire
         kwargs.pop("_async", None)
         matches: dict[str, Any] = {k: (v.wire() if isinstance(v, ObjectId) else v)
                                    for k, v in kwargs.items()}

@@ -317,7 +317,24 @@ class MethodResult:
 _DIR = {"in": "I", "out": "O", "inout": "IO", "i": "I", "o": "O", "io": "IO"}
 
 
-class SchemaProperty:
+class _Named:
+    """Equal and hashed by kind, name and type: the pairs of ``getProperties()`` and
+    ``getStatistics()`` key dicts that match across records and schema reloads."""
+
+    name: str
+    type: int
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        assert isinstance(other, _Named)
+        return (self.name, self.type) == (other.name, other.type)
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, self.name, self.type))
+
+
+class SchemaProperty(_Named):
     """A property of a schema class (printed as its name)."""
 
     def __init__(self, p: WireProperty) -> None:
@@ -331,7 +348,7 @@ class SchemaProperty:
         return self.name
 
 
-class SchemaStatistic:
+class SchemaStatistic(_Named):
     """A statistic of a schema class (printed as its name)."""
 
     def __init__(self, s: WireStatistic) -> None:
@@ -405,6 +422,28 @@ class SchemaClass:
     def __repr__(self) -> str:
         kind = {1: "Table", 2: "Event"}.get(self.kind, "Unsupported")
         return f"{kind} Class: {self.classKey!r} "
+
+
+def classic_text(value: Any) -> Any:
+    """A received value as the classic console gives it to Python 2 scripts: every
+    string is text (``str``) when it is valid UTF-8, at any depth of maps and lists
+    (keys too); bytes that are not UTF-8 stay ``bytes``.  Other values are returned
+    as they are (the same object when nothing changes)."""
+    t = type(value)
+    if t is str or t is int or t is bool or t is float or value is None:
+        return value
+    if isinstance(value, (bytes, bytearray)):
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            return bytes(value)
+    if isinstance(value, Mapping):  # also the codec's typed maps: plain dicts here
+        return {classic_text(k): classic_text(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [classic_text(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(classic_text(v) for v in value)
+    return value
 
 
 def display_value(value: Any, type_code: int) -> str:

@@ -112,8 +112,8 @@ class BrokerAgent:
         return dict(result.outArgs)
 
     def _getAllBrokerObjects(self, cls: type[BrokerObject]) -> list[BrokerObject]:
-        return [cls(self, o) for o in
-                self.sess.getObjects(_class=cls.__name__.lower(), _timeout=self.timeout)]
+        name = cls.__name__.lower().rstrip("_")  # Session_ is the class "session"
+        return [cls(self, o) for o in self.sess.getObjects(_class=name, _timeout=self.timeout)]
 
     def _getBrokerObject(self, cls: type[BrokerObject], oid: str) -> BrokerObject | None:
         try:

@@ -41,7 +41,7 @@ from ._base import Transport as TransportProtocol
 from ._options import add_connection_arguments, connection_arguments
 
 if TYPE_CHECKING:  # for type checkers; at run time imported on first use (__getattr__)
-    from ._proton import ProtonTransport
+    from ._proton import ProtonConnectionError, ProtonTransport
 
 #: The AMQP 0-9-1 transport under its former name (the console's default factory).
 Transport = AiormqTransport
@@ -57,6 +57,7 @@ __all__ = [
     "AiormqTransport",
     "AutoTransport",
     "Body",
+    "ProtonConnectionError",
     "ProtonTransport",
     "BrokerAddress",
     "Capabilities",
@@ -89,4 +90,8 @@ def __getattr__(name: str) -> Any:
         from ._proton import ProtonTransport
 
         return ProtonTransport
+    if name == "ProtonConnectionError":
+        from ._proton import ProtonConnectionError
+
+        return ProtonConnectionError
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -41,6 +41,7 @@ from urllib.parse import unquote, urlsplit
 from proton import (
     Collector,
     Connection,
+    ConnectionException,
     Described,
     Endpoint,
     Event,
@@ -99,6 +100,12 @@ DIRECT_EXCHANGES: Final = frozenset({DIRECT_EXCHANGE, names.V2_DIRECT_EXCHANGE})
 _READ_SIZE: Final = 256 * 1024
 _WRITE_HIGH_WATER: Final = 1 << 20
 _UNLIMITED_CREDIT: Final = 10_000
+
+
+class ProtonConnectionError(TransportError, ConnectionException):
+    """A connection failure that is also proton's ``ConnectionException``, for the APIs
+    that mirror proton's blocking client (``qmf.client``): code written for them
+    catches proton's class, code written for qmf-async catches ``TransportError``."""
 
 
 def _reply_address(reply_to: str | None) -> str | None:
@@ -221,6 +228,7 @@ class ProtonTransport:
         self._senders: dict[str, _Sender] = {}  # address -> sender
         self._sender_names: dict[str, _Sender] = {}  # link name -> sender
         self._endpoints: dict[str, _Endpoint] = {}
+        self._dynamic: set[str] = set()  # addresses of dynamic nodes (open_dynamic_endpoint)
         self._dispatch: Callable[[Delivery], None] | None = None
         self._held: collections.deque[tuple[Delivery, str]] = collections.deque()
         self._lost_callbacks: list[Callable[[BaseException], None]] = []
@@ -252,6 +260,18 @@ class ProtonTransport:
         if target is None:
             return censor_url(self._url) if isinstance(self._url, str) else repr(self._url)
         return target.server_where
+
+    @property
+    def local_address(self) -> str | None:
+        """``host:port`` of this end of the connection's socket (None when not open);
+        the broker names the connection after it."""
+        writer = self._writer
+        if writer is None:
+            return None
+        name = writer.get_extra_info("sockname")
+        if not isinstance(name, tuple) or len(name) < 2:
+            return None
+        return f"{name[0]}:{name[1]}"
 
     @property
     def backlog(self) -> int:
@@ -752,6 +772,46 @@ class ProtonTransport:
             self._drop_receiver(link_name)
             raise
 
+    async def open_dynamic_endpoint(self, name: str | None = None) -> str:
+        """Open an endpoint on a node the broker creates for this link alone (an AMQP
+        1.0 dynamic source: on qpidd a temporary queue deleted with the link) and
+        return the node's address; deliveries from it go to the dispatcher under the
+        endpoint ``name`` (``qmf-<random>`` when None).  A ``reply_to`` equal to the
+        address is sent as it is by :meth:`publish` (answers go to the node itself).
+
+        Raises:
+            UsageError: the name is in use.
+            NotConnectedError: not open.
+            TransportError: the broker refused the link; QmfTimeout: no attach in time.
+        """
+        self._check_open()
+        endpoint = name or f"qmf-{uuid.uuid4().hex}"
+        if endpoint in self._endpoints:
+            raise UsageError(f"endpoint {endpoint!r} is already open")
+        ep = self._endpoints[endpoint] = _Endpoint(True)
+        session = self._session
+        assert session is not None
+        self._link_seq += 1
+        link_name = f"{endpoint}-{self._link_seq}"
+        link = session.receiver(link_name)
+        link.source.dynamic = True
+        link.target.address = endpoint
+        link.snd_settle_mode = Link.SND_SETTLED
+        opened: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._receivers[link_name] = _Receiver(link_name, endpoint, "", "", True, link, opened)
+        ep.bindings[("", "", None)] = link_name
+        link.open()
+        link.flow(self._credit)
+        self._flush()
+        try:
+            await self._wait_attach(opened, "a dynamic reply node")
+        except BaseException:
+            self._drop_receiver(link_name)
+            raise
+        address = str(link.remote_source.address)
+        self._dynamic.add(address)
+        return address
+
     async def unbind(self, endpoint: str, exchange: str, routing_key: str, *,
                      selector: str | None = None) -> None:
         """Detach the link of a binding made by :meth:`bind` (nothing when absent).
@@ -844,7 +904,7 @@ class ProtonTransport:
             if self._sender_names.get(sender.name) is not sender:
                 sender = await self._sender(exchange)
                 link = sender.link
-        if reply_to is not None and "/" not in reply_to:
+        if reply_to is not None and "/" not in reply_to and reply_to not in self._dynamic:
             reply_to = f"{DIRECT_EXCHANGE}/{reply_to}"
         try:
             is_value = not isinstance(body, (bytes, bytearray, memoryview))

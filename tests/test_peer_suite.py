@@ -1,0 +1,147 @@
+"""The Apache Qpid projects' own tests of the classic APIs (``../shared/peer-suite``:
+the upstream qpid-python and qpid-cpp suites, unchanged, run by their runner
+``qpid-python-test``) against this project's ``qmf.console``, ``qpidtoollibs`` and
+``qmf.client``, on genuine qpidd brokers the harness starts.
+
+The suites that exercise the layer most: ``qmfv2`` (Console callbacks on a v1-only and a
+v2-only qpidd), ``management`` and ``msg_groups`` with QMF v1 on and on a stock qpidd,
+and ``qmf_client`` (AMQP 1.0 ``BrokerAgent``, with its fake-server reconnect tests).
+Every test passes but the ones Python 3 itself blocks (the 0-10 client, see
+docs/classic.md).  About 60 s here; skipped when ``../shared`` is absent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.qpidd
+
+ROOT = Path(__file__).resolve().parent.parent
+PEER = ROOT.parent / "shared" / "peer-suite"
+QPIDD = ROOT.parent / "shared" / "qpidd" / "bin" / "qpidd"
+
+#: fail under Python 3 in the 0-10 client or the test itself, whatever the console does
+#: (the peer-suite README): never expected to pass
+BLOCKERS = frozenset({
+    "qpid_tests.broker_0_10.management.ManagementTest.test_broker_connectivity_oldAPI",
+    "qpid_tests.broker_0_10.management.ManagementTest.test_reroute_queue",
+    "qpid_tests.broker_0_10.stats.BrokerStatsTests.test_enqueues_dequeues",
+    "qpid_tests.broker_0_10.stats.BrokerStatsTests.test_exchange_stats",
+    "qpid_tests.broker_0_10.stats.BrokerStatsTests.test_transactional_enqueues_dequeues",
+})
+
+#: fixed in parallel on another branch of issue 35 (the Console callbacks): while they
+#: fail, the qmfv2 case is an expected failure; once merged they pass like the rest
+PENDING = frozenset({
+    "qpidd_qmfv2_tests.ConsoleTest.test_unsolicited_updates",
+    "qpidd_qmfv2_tests.ConsoleTest.test_unsolicited_updates_v1",
+})
+
+#: race qpidd in the test itself: the test's 0-10 client opens a session without waiting
+#: for the broker's ``attached`` and asks for the broker's session objects at once (on a
+#: busy machine the broker may not have made it yet); one that fails is run again alone
+RACY = frozenset({
+    "qpid_tests.broker_0_10.management.ManagementTest.test_connection_close",
+    "qpid_tests.broker_0_10.management.ManagementTest.test_connection_stats",
+})
+
+#: tests in these suites and how many of them pass: (suite, --mgmt-qmf1) -> passes
+EXPECTED = {
+    ("qmfv2", "yes"): 6,
+    ("qmf_client", "yes"): 9,
+    ("management", "yes"): 16,
+    ("msg_groups", "yes"): 8,
+    ("management", "no"): 16,
+    ("msg_groups", "no"): 8,
+}
+RUNS = {
+    "yes": ["qmfv2", "management", "msg_groups", "qmf_client"],
+    "no": ["management", "msg_groups"],
+}
+
+
+def _free_base() -> int:
+    """A harness port base whose four ports nobody listens on (5690-5696)."""
+    for base in (5696, 5692, 5694, 5690, 5693, 5691, 5695):
+        busy = False
+        for port in range(base, base + 4):
+            with socket.socket() as s:
+                s.settimeout(0.2)
+                busy = busy or s.connect_ex(("127.0.0.1", port)) == 0
+        if not busy:
+            return base
+    pytest.skip("every peer-suite port base (5690-5696) is in use")
+
+
+def _run(mode: str, out: Path, suites: list[str], tests: tuple[str, ...] = ()
+         ) -> dict[str, object]:
+    """One harness run of ``suites`` (only ``tests`` when given); its results.json."""
+    env = {**os.environ, "PEER_PROJECT_ROOT": str(ROOT), "PYTHONPATH": str(ROOT)}
+    argv = [sys.executable, str(PEER / "run"), "--python", sys.executable,
+            "--impl", "peer_project_console", "--toollibs-impl", "peer_project_toollibs",
+            "--client-impl", "peer_project_client", "--path", str(PEER / "impls_project"),
+            "--suite", ",".join(suites), "--qmf1", mode, "--port", str(_free_base()),
+            "--progress", "no", "--json", str(out)]
+    for name in tests:
+        argv += ["--test", name]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=env,
+                          check=False)
+    if not out.exists():
+        pytest.fail(f"the harness wrote no results (rc {done.returncode}):\n"
+                    f"{done.stdout[-3000:]}\n{done.stderr[-2000:]}")
+    results: dict[str, object] = json.loads(out.read_text())
+    return results
+
+
+@pytest.fixture(scope="module")
+def peer_results(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], dict[str, object]]:
+    """``results(mode)``: the harness's results with ``--mgmt-qmf1 mode`` (run once)."""
+    if not (PEER / "run").exists():
+        pytest.skip(f"the conformance suite is absent ({PEER}: ../shared is not there)")
+    if not QPIDD.exists():
+        pytest.skip(f"no qpidd build at {QPIDD}")
+    cache: dict[str, dict[str, object]] = {}
+
+    def results(mode: str) -> dict[str, object]:
+        if mode not in cache:
+            out = _run(mode, tmp_path_factory.mktemp(f"peer-{mode}") / "results.json",
+                       RUNS[mode])
+            suites = out["suites"]
+            assert isinstance(suites, dict)
+            for suite, found in suites.items():
+                for name, result in found["tests"].items():
+                    if name in RACY and result["status"] != "pass":
+                        again = _run(mode, tmp_path_factory.mktemp("peer-again") / "r.json",
+                                     [suite], (name,))["suites"]
+                        assert isinstance(again, dict)
+                        found["tests"][name] = again[suite]["tests"][name]
+            cache[mode] = out
+        return cache[mode]
+
+    return results
+
+
+@pytest.mark.parametrize(("suite", "mode"), sorted(EXPECTED, key=lambda k: (k[1], k[0])))
+def test_the_upstream_suite_passes(peer_results: Callable[[str], dict[str, object]],
+                                   suite: str, mode: str) -> None:
+    suites: Any = peer_results(mode)["suites"]
+    assert isinstance(suites, dict)
+    tests = suites[suite]["tests"]
+    failed = {name: f"{t['status']}: {t['reason']}" for name, t in tests.items()
+              if t["status"] != "pass"}
+    unexpected = {name: why for name, why in failed.items()
+                  if name not in BLOCKERS | PENDING}
+    assert not unexpected, f"{suite} (--mgmt-qmf1 {mode}): {unexpected}"
+    if set(failed) & PENDING:
+        pytest.xfail(f"Console callbacks, fixed on another branch: {sorted(set(failed) & PENDING)}")
+    passed = sum(1 for t in tests.values() if t["status"] == "pass")
+    assert passed == EXPECTED[suite, mode], f"{suite}: {passed} passed, {failed}"
