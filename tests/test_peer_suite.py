@@ -39,13 +39,6 @@ BLOCKERS = frozenset({
     "qpid_tests.broker_0_10.stats.BrokerStatsTests.test_transactional_enqueues_dequeues",
 })
 
-#: fixed in parallel on another branch of issue 35 (the Console callbacks): while they
-#: fail, the qmfv2 case is an expected failure; once merged they pass like the rest
-PENDING = frozenset({
-    "qpidd_qmfv2_tests.ConsoleTest.test_unsolicited_updates",
-    "qpidd_qmfv2_tests.ConsoleTest.test_unsolicited_updates_v1",
-})
-
 #: race qpidd in the test itself: the test's 0-10 client opens a session without waiting
 #: for the broker's ``attached`` and asks for the broker's session objects at once (on a
 #: busy machine the broker may not have made it yet); one that fails is run again alone
@@ -139,9 +132,7 @@ def test_the_upstream_suite_passes(peer_results: Callable[[str], dict[str, objec
     failed = {name: f"{t['status']}: {t['reason']}" for name, t in tests.items()
               if t["status"] != "pass"}
     unexpected = {name: why for name, why in failed.items()
-                  if name not in BLOCKERS | PENDING}
+                  if name not in BLOCKERS}
     assert not unexpected, f"{suite} (--mgmt-qmf1 {mode}): {unexpected}"
-    if set(failed) & PENDING:
-        pytest.xfail(f"Console callbacks, fixed on another branch: {sorted(set(failed) & PENDING)}")
     passed = sum(1 for t in tests.values() if t["status"] == "pass")
     assert passed == EXPECTED[suite, mode], f"{suite}: {passed} passed, {failed}"
