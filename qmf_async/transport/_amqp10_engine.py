@@ -307,8 +307,7 @@ class Amqp10Connection:
         self._links: dict[int, _Link] = {}
         self._remote_links: dict[int, _Link] = {}
         self._unsettled_out: set[int] = set()
-        self._last_in = self._last_out = 0.0
-        self._wrote = False
+        self._last_in = self._last_out = self._now = 0.0
 
     # -------------------------------------------------------------- state
 
@@ -337,7 +336,8 @@ class Amqp10Connection:
             return b""
         data = b"".join(self._out)
         self._out.clear()
-        self._wrote = True
+        # the last time we were given: never later than now, so heartbeats go early
+        self._last_out = self._now
         return data
 
     def _frame(self, perf: Performative | None, sasl: bool = False) -> None:
@@ -354,7 +354,7 @@ class Amqp10Connection:
         """
         if self._phase != "new":
             raise UsageError("start() called twice")
-        self._last_in = self._last_out = now
+        self._last_in = self._last_out = self._now = now
         if self._mechanisms is not None:
             self._out.append(SASL_HEADER)
             self._expect_header, self._phase = SASL_HEADER, "sasl-header"
@@ -386,6 +386,7 @@ class Amqp10Connection:
         if self._phase == "dead":
             raise ProtocolError("the AMQP 1.0 connection is closed")
         self._last_in = now
+        self._now = max(self._now, now)
         self._in += data
         events: list[Event] = []
         try:
@@ -415,8 +416,8 @@ class Amqp10Connection:
         assert want is not None
         got = bytes(self._in[:8])
         if got != want[: len(got)]:
-            text = "the SASL layer" if want == SASL_HEADER and got.startswith(b"AMQP\x00") \
-                else "AMQP 1.0"
+            text = "the SASL layer" if want == SASL_HEADER \
+                and got == AMQP_HEADER[: len(got)] else "AMQP 1.0"
             raise ProtocolMismatchError(
                 f"the peer does not speak {text}: it answered {got!r}")
         if len(got) < 8:
@@ -813,8 +814,7 @@ class Amqp10Connection:
         """Keep the idle timeouts: queue an empty frame when half the peer's idle
         time-out passed since our last output; :class:`Lost` (and a close with
         ``amqp:resource-limit-exceeded``) when the peer was silent for twice ours."""
-        if self._wrote:
-            self._last_out, self._wrote = now, False
+        self._now = max(self._now, now)
         if self._phase == "dead":
             return []
         if self._idle and now - self._last_in >= 2 * self._idle:
