@@ -64,7 +64,7 @@ def one_input(data: bytes) -> None:
     except QmfError:
         frames = []
     for frame in frames:
-        again, used = decode_frames(encode_frame(frame), 1 << 20)
+        again, _used = decode_frames(encode_frame(frame), 1 << 20)
         assert again == [frame], (frame, again)
     conn = _connection()
     cut = data[0] if data else 0

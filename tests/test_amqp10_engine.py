@@ -168,10 +168,8 @@ def test_malformed_frames_raise_typed_errors() -> None:
         decode_frames(b"\x00\x00\x00\x08\x02\x09\x00\x00", 512)
     with pytest.raises(DecodeError, match="not a performative"):
         decode_frames(b"\x00\x00\x00\x09\x02\x00\x00\x00\x41", 512)
-    with pytest.raises(DecodeError, match="after an AMQP 1.0 flow"):
-        decode_frames(frame("flow", incoming_window=1, next_outgoing_id=0,
-                            outgoing_window=1) + b"", 512) and decode_frames(
-            encode_frame(Frame(0, 0, Performative.make("flow"), b"junk")), 512)
+    with pytest.raises(DecodeError, match=r"after an AMQP 1\.0 flow"):
+        decode_frames(encode_frame(Frame(0, 0, Performative.make("flow"), b"junk")), 512)
     with pytest.raises(DecodeError, match="in a SASL frame"):
         decode_frames(frame("open", sasl=True, container_id="x"), 512)
 
@@ -228,7 +226,7 @@ def test_unsupported_mechanisms_and_wrong_protocol() -> None:
         Amqp10Connection(container_id="me", sasl_mechanisms=["SCRAM-SHA-256"])
     conn = Amqp10Connection(container_id="me", sasl_mechanisms=["ANONYMOUS"])
     conn.start(0.0)
-    with pytest.raises(ProtocolMismatchError, match="AMQP 1.0"):
+    with pytest.raises(ProtocolMismatchError, match=r"AMQP 1\.0"):
         conn.receive_data(b"AMQP\x00\x00\x09\x01", 0.0)  # RabbitMQ's 0-9-1 answer
 
 
@@ -275,7 +273,7 @@ def test_send_waits_for_credit_and_splits_at_the_peers_max_frame() -> None:
 
 def test_detach_with_error_and_close() -> None:
     conn = opened()
-    r, _ = with_links(conn)
+    with_links(conn)
     events = conn.receive_data(frame("detach", handle=7, closed=True, error=Described(
         0x1D, ["amqp:not-found", "Node not found: x"])), 0.2)
     assert len(events) == 1 and isinstance(events[0], Detached)

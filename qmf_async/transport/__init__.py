@@ -14,8 +14,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._aiormq import AiormqTransport, quiet_aiormq_loggers
-from ._auto import AMQP10_IMPL_ENV, PROTOCOLS, AutoTransport, amqp10_class, check_protocol, \
-    transport_factory
+from ._auto import (
+    AMQP10_IMPL_ENV,
+    PROTOCOLS,
+    AutoTransport,
+    amqp10_class,
+    check_protocol,
+    transport_factory,
+)
 from ._base import (
     AMQP091_CAPABILITIES,
     AMQP10_CAPABILITIES,

@@ -28,8 +28,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-import attrs
-
 from ..errors import (
     AuthenticationError,
     DecodeError,
@@ -38,6 +36,22 @@ from ..errors import (
     UsageError,
 )
 from ..wire import Described, Symbol
+from ._amqp10_events import (
+    Attached,
+    Closed,
+    CreditGranted,
+    Detached,
+    Event,
+    Lost,
+    MessageReceived,
+    Opened,
+    SessionBegun,
+    SessionEnded,
+    Settled,
+    Source,
+    Target,
+    terminus_address,
+)
 from ._amqp10_frames import (
     AMQP_HEADER,
     FRAME_AMQP,
@@ -45,7 +59,6 @@ from ._amqp10_frames import (
     SASL_HEADER,
     ErrorCondition,
     Frame,
-    FrameSizeError,
     Performative,
     decode_frames,
     encode_frame,
@@ -73,156 +86,12 @@ __all__ = [
 
 #: the SASL mechanisms this client speaks
 SUPPORTED_MECHANISMS: Final = ("EXTERNAL", "PLAIN", "ANONYMOUS")
-#: qpidd's legacy binding filters (../shared/spec/amqp-1.0-legacy-filters-and-selectors.txt)
-_SOURCE, _TARGET = 0x28, 0x29
-_OUTCOMES: Final = {"accepted": (0x24, []), "released": (0x26, []), "rejected": (0x25, [])}
+_OUTCOMES: Final[dict[str, tuple[int, list[Any]]]] = {
+    "accepted": (0x24, []), "released": (0x26, []), "rejected": (0x25, [])}
 _OUTCOME_NAMES: Final = {0x24: "accepted", 0x25: "rejected", 0x26: "released",
                          0x27: "modified", 0x23: "received"}
 _UINT: Final = 1 << 32
 SND_UNSETTLED, SND_SETTLED, SND_MIXED = 0, 1, 2
-
-
-@attrs.frozen
-class Source:
-    """A link source (part 3, 3.5.3): ``address``, ``filter`` (symbol keys to described
-    filters, e.g. the legacy binding filters), ``dynamic`` (the peer makes the node and
-    names it in its attach) and its ``dynamic_node_properties``."""
-
-    address: str | None = None
-    filter: Mapping[str, Any] | None = None
-    dynamic: bool = False
-    dynamic_node_properties: Mapping[str, Any] | None = None
-    expiry_policy: str | None = None
-    distribution_mode: str | None = None
-
-    def encode(self) -> Described:
-        filters = None if not self.filter else {Symbol(k): v for k, v in self.filter.items()}
-        props = None if not self.dynamic_node_properties else {
-            Symbol(k): v for k, v in self.dynamic_node_properties.items()}
-        fields: list[Any] = [self.address, None,
-                             Symbol(self.expiry_policy) if self.expiry_policy else None,
-                             None, True if self.dynamic else None, props,
-                             Symbol(self.distribution_mode) if self.distribution_mode
-                             else None, filters]
-        while fields and fields[-1] is None:
-            fields.pop()
-        return Described(_SOURCE, fields)
-
-
-@attrs.frozen
-class Target:
-    """A link target (part 3, 3.5.4): ``address``, or ``dynamic``."""
-
-    address: str | None = None
-    dynamic: bool = False
-
-    def encode(self) -> Described:
-        fields: list[Any] = [self.address]
-        if self.dynamic:
-            fields += [None, None, None, True]
-        return Described(_TARGET, fields)
-
-
-def _terminus_address(value: Any) -> tuple[bool, str | None]:
-    """(present, address) of a received source or target (present False: null)."""
-    if value is None:
-        return False, None
-    if not isinstance(value, Described) or not isinstance(value.value, list):
-        raise DecodeError(f"malformed AMQP 1.0 terminus: {value!r:.80}")
-    fields = value.value
-    address = fields[0] if fields and isinstance(fields[0], str) else None
-    return True, address
-
-
-# ---------------------------------------------------------------------------- events
-
-@attrs.frozen
-class Opened:
-    """The peer's ``open``: its container id, properties, max-frame-size and idle
-    time-out (seconds, 0: none)."""
-
-    container_id: str
-    properties: Mapping[str, Any]
-    max_frame_size: int
-    idle_timeout: float
-
-
-@attrs.frozen
-class SessionBegun:
-    """The peer's ``begin`` of our session."""
-
-
-@attrs.frozen
-class Attached:
-    """The peer's ``attach`` of our link ``handle``: ``present`` False when the peer
-    attached a null terminus (it detaches with an error next); ``address`` the address
-    of its source (a receiving link; a dynamic node's name) or target (a sending link)."""
-
-    handle: int
-    name: str
-    present: bool
-    address: str | None
-
-
-@attrs.frozen
-class Detached:
-    """The peer detached link ``handle`` (``error`` its reason, if any)."""
-
-    handle: int
-    name: str
-    error: ErrorCondition | None
-
-
-@attrs.frozen
-class CreditGranted:
-    """The peer's flow on sending link ``handle``: ``credit`` deliveries may be sent."""
-
-    handle: int
-    credit: int
-
-
-@attrs.frozen
-class MessageReceived:
-    """A whole delivery on receiving link ``handle`` (its frames joined): ``payload``
-    is the encoded message; an unsettled one waits for :meth:`Amqp10Connection.settle`."""
-
-    handle: int
-    delivery_id: int
-    payload: bytes
-    settled: bool
-
-
-@attrs.frozen
-class Settled:
-    """The peer settled our unsettled delivery ``delivery_id`` with ``outcome``."""
-
-    delivery_id: int
-    outcome: str | None
-
-
-@attrs.frozen
-class SessionEnded:
-    """The peer ended the session."""
-
-    error: ErrorCondition | None
-
-
-@attrs.frozen
-class Closed:
-    """The peer closed the connection (``error`` its reason)."""
-
-    error: ErrorCondition | None
-
-
-@attrs.frozen
-class Lost:
-    """The peer was silent for twice our idle time-out."""
-
-    reason: str
-
-
-Event = (Opened | SessionBegun | Attached | Detached | CreditGranted | MessageReceived
-         | Settled | SessionEnded | Closed | Lost)
 
 
 class _Link:
@@ -493,8 +362,9 @@ class Amqp10Connection:
             chosen = next((m for m in self._mechanisms if m in offered), None)
             if chosen is None:
                 raise AuthenticationError(
-                    f"amqp:unauthorized-access: no common SASL mechanism: the broker offers {' '.join(offered) or 'none'}"
-                    f", this client tries {' '.join(self._mechanisms)}")
+                    "amqp:unauthorized-access: no common SASL mechanism: the broker offers "
+                    f"{' '.join(offered) or 'none'}, this client tries "
+                    f"{' '.join(self._mechanisms)}")
             self.mechanism = chosen
             response = b""
             if chosen == "PLAIN":
@@ -556,11 +426,11 @@ class Amqp10Connection:
         if link.state == "attaching":
             link.state = "attached"
         if link.receiver:
-            present, address = _terminus_address(perf.get("source"))
+            present, address = terminus_address(perf.get("source"))
             count = perf.get("initial_delivery_count")
             link.delivery_count = count if isinstance(count, int) else 0
         else:
-            present, address = _terminus_address(perf.get("target"))
+            present, address = terminus_address(perf.get("target"))
         events.append(Attached(link.handle, link.name, present, address))
 
     def _on_detach(self, perf: Performative, events: list[Event]) -> None:

@@ -161,7 +161,7 @@ class ErrorCondition:
         if not isinstance(value, Described) or not isinstance(value.value, list) \
                 or not value.value or not isinstance(value.value[0], str):
             raise DecodeError(f"malformed AMQP 1.0 error: {value!r}")
-        fields = value.value + [None, None]
+        fields = [*value.value, None, None]
         description = fields[1] if isinstance(fields[1], str) else None
         return cls(str(fields[0]), description, fields[2])
 
