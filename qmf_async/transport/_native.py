@@ -23,7 +23,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 from urllib.parse import unquote, urlsplit
 
-from .. import names
 from ..errors import (
     AuthenticationError,
     ConnectionLostError,
@@ -37,7 +36,7 @@ from ..errors import (
     UsageError,
 )
 from ..logs import warn_limited
-from ..wire import Described, Symbol, decode_amqp10_message, encode_amqp10_message
+from ..wire import decode_amqp10_message, encode_amqp10_message
 from ._aiormq import _ssl_context
 from ._amqp10_engine import (
     Amqp10Connection,
@@ -50,12 +49,11 @@ from ._amqp10_engine import (
     MessageReceived,
     SessionBegun,
     SessionEnded,
-    Source,
     Target,
 )
+from ._amqp10_qmf import binding_source, outgoing_reply_to, to_delivery
 from ._base import (
     AMQP10_CAPABILITIES,
-    DIRECT_EXCHANGE,
     MANAGEMENT_EXCHANGE,
     QMF_CONTENT_TYPE,
     Body,
@@ -75,20 +73,9 @@ __all__ = ["NativeAmqp10Transport"]
 
 _log: Final = logging.getLogger("qmf_async.transport.amqp10")
 
-DIRECT_FILTER: Final = "apache.org:legacy-amqp-direct-binding:string"
-TOPIC_FILTER: Final = "apache.org:legacy-amqp-topic-binding:string"
-SELECTOR_FILTER: Final = "apache.org:selector-filter:string"
-DIRECT_EXCHANGES: Final = frozenset({DIRECT_EXCHANGE, names.V2_DIRECT_EXCHANGE})
 _READ_SIZE: Final = 256 * 1024
 _WRITE_HIGH_WATER: Final = 1 << 20
 _UNLIMITED_CREDIT: Final = 10_000
-
-
-def _reply_address(reply_to: str | None) -> str | None:
-    """A received ``reply_to`` as the agent side reads it (see ``_proton.py``)."""
-    if reply_to is None or "/" in reply_to or not reply_to:
-        return reply_to
-    return reply_to + "/"
 
 
 class _Receiver:
@@ -349,36 +336,27 @@ class NativeAmqp10Transport:
         unsettled: list[int] = []
         rejected: list[int] = []
         for event in events:
-            kind = type(event)
-            if kind is MessageReceived:
-                assert isinstance(event, MessageReceived)
+            if isinstance(event, MessageReceived):
                 self._on_message(event, unsettled, rejected)
-            elif kind is CreditGranted:
-                assert isinstance(event, CreditGranted)
+            elif isinstance(event, CreditGranted):
                 sender = self._sender_handles.get(event.handle)
                 if sender is not None and event.credit > 0:
                     sender.credit.set()
-            elif kind is Attached:
-                assert isinstance(event, Attached)
+            elif isinstance(event, Attached):
                 self._on_attached(event)
-            elif kind is Detached:
-                assert isinstance(event, Detached)
+            elif isinstance(event, Detached):
                 self._on_detached(event)
-            elif kind is SessionBegun:
+            elif isinstance(event, SessionBegun):
                 if self._opened is not None and not self._opened.done():
                     self._opened.set_result(None)
-            elif kind is Closed:
-                assert isinstance(event, Closed)
+            elif isinstance(event, Closed):
                 self._on_closed(event)
-            elif kind is SessionEnded:
-                assert isinstance(event, SessionEnded)
+            elif isinstance(event, SessionEnded):
                 self._error = f"the broker ended the session: {event.error or 'no reason given'}"
                 self._mark_lost(None, self._error)
-            elif kind is Lost:
-                assert isinstance(event, Lost)
+            elif isinstance(event, Lost):
                 self._error = event.reason
-                self._fail_open(TransportError(f"cannot connect to {self.where}: "
-                                               f"{event.reason}"))
+                self._fail_open(TransportError(f"cannot connect to {self.where}: {event.reason}"))
                 self._mark_lost(None, event.reason)
         if self._state in (_S.OPEN, _S.CONNECTING):
             with contextlib.suppress(UsageError):
@@ -477,26 +455,12 @@ class NativeAmqp10Transport:
             return
         if not event.settled:
             unsettled.append(event.delivery_id)
-        body = msg.body
-        value: Any = None
-        if msg.body_kind != "data":
-            if msg.body_kind == "value" and isinstance(body, bytes):
-                pass
-            elif msg.body_kind == "value" and isinstance(body, (dict, list)):
-                value, body = body, b""
-            else:
-                self.unsupported += 1
-                _log.debug("dropped a message with a %s body from %s", msg.body_kind,
-                           self.where)
-                self._top_up(receiver)
-                return
-        user = msg.user_id
-        delivery = Delivery(
-            body=body, exchange=receiver.exchange, routing_key=msg.subject or "",
-            reply_to=_reply_address(msg.reply_to), content_type=msg.content_type,
-            headers=msg.application_properties,
-            user_id=user.decode("utf-8", "replace") if user is not None else None,
-            endpoint=receiver.endpoint, value=value, correlation_id=msg.correlation_id)
+        delivery = to_delivery(msg, receiver.exchange, receiver.endpoint)
+        if delivery is None:
+            self.unsupported += 1
+            _log.debug("dropped a message that is not QMF from %s", self.where)
+            self._top_up(receiver)
+            return
         dispatch = self._dispatch
         if dispatch is None or self._held:
             self._held.append(delivery)
@@ -583,14 +547,10 @@ class NativeAmqp10Transport:
             return
         engine = self._engine
         assert engine is not None
-        descriptor = DIRECT_FILTER if exchange in DIRECT_EXCHANGES else TOPIC_FILTER
-        filters: dict[str, Any] = {"qmf-binding": Described(Symbol(descriptor), routing_key)}
-        if selector is not None:
-            filters["qmf-selector"] = Described(Symbol(SELECTOR_FILTER), selector)
         self._link_seq += 1
         settled = self._no_ack.get(endpoint, True)
         handle = engine.attach_receiver(f"{endpoint}-{self._link_seq}",
-                                        Source(address=exchange, filter=filters),
+                                        binding_source(exchange, routing_key, selector),
                                         Target(address=endpoint), settled=settled)
         opened: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         receiver = _Receiver(handle, endpoint, exchange, routing_key, selector, settled, opened)
@@ -690,8 +650,7 @@ class NativeAmqp10Transport:
             self._check_open()
             if self._sender_handles.get(sender.handle) is not sender:
                 sender = await self._sender(exchange)
-        if reply_to is not None and "/" not in reply_to:
-            reply_to = f"{DIRECT_EXCHANGE}/{reply_to}"
+        reply_to = outgoing_reply_to(reply_to)
         try:
             is_value = not isinstance(body, (bytes, bytearray, memoryview))
             data = encode_amqp10_message(
