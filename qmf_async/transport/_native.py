@@ -255,7 +255,7 @@ class NativeAmqp10Transport:
             mechanisms = (["EXTERNAL"] if tls.certfile and context is not None else []) \
                 + (["PLAIN"] if password is not None else []) + ["ANONYMOUS"]
         engine = Amqp10Connection(
-            container_id=f"{self._name}-{uuid.uuid4().hex[:12]}".replace(" ", "_"),
+            container_id=f"{self._name}-{uuid.uuid4().hex[:12]}",
             hostname=target.host,
             properties={"product": "qmf-async", "connection_name": self._name},
             sasl_mechanisms=mechanisms, user=target.user, password=password,
