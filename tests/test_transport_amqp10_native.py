@@ -217,9 +217,19 @@ async def test_rabbitmq_amqp1_0_plugin(rabbitmq_amqp10: str) -> None:
         await bad.connect(10)
 
 
-async def test_rabbitmq_without_1_0_header_is_a_mismatch(amqp_url: str) -> None:
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        pytest.skip("the private node may have the 1.0 plugin enabled")
-    t = NativeAmqp10Transport(amqp_url)
-    with pytest.raises(ProtocolMismatchError, match="RabbitMQ speaks 0-9-1"):
-        await t.connect(10)
+async def test_a_0_9_1_broker_is_a_protocol_mismatch() -> None:
+    """What RabbitMQ without the plugin answers to an AMQP 1.0 header: its own."""
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readexactly(8)
+        writer.write(b"AMQP\x00\x00\x09\x01")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        t = NativeAmqp10Transport(f"amqp://127.0.0.1:{port}/")
+        with pytest.raises(ProtocolMismatchError, match="RabbitMQ speaks 0-9-1"):
+            await t.connect(10)
+    finally:
+        server.close()
