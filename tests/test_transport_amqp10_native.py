@@ -233,3 +233,19 @@ async def test_a_0_9_1_broker_is_a_protocol_mismatch() -> None:
             await t.connect(10)
     finally:
         server.close()
+
+
+def test_qmf_amqp10_picks_the_implementation(monkeypatch: pytest.MonkeyPatch) -> None:
+    from qmf_async.transport import AutoTransport, _proton, amqp10_class
+
+    monkeypatch.setenv("QMF_AMQP10", "native")
+    assert amqp10_class() is NativeAmqp10Transport
+    made = AutoTransport("amqp://localhost/", protocol="1.0")._make("1.0")
+    assert isinstance(made, NativeAmqp10Transport)
+    monkeypatch.setenv("QMF_AMQP10", "proton")
+    assert amqp10_class() is _proton.ProtonTransport
+    monkeypatch.delenv("QMF_AMQP10")
+    assert amqp10_class() is _proton.ProtonTransport  # the default, for now
+    monkeypatch.setenv("QMF_AMQP10", "uamqp")
+    with pytest.raises(UsageError, match="'native' or 'proton'"):
+        amqp10_class()
