@@ -345,3 +345,18 @@ def test_dynamic_source_and_receive_flow_window() -> None:
         conn.receive_data(frame("transfer", handle=0, delivery_id=i, delivery_tag=b"t",
                                 settled=True, payload=b"\x00\x53\x77\x40"), 0.2)
     assert names(sent(conn)) == ["flow"]  # the session window reopened at half
+
+
+def test_a_shut_session_window_holds_sends_until_the_peer_reopens_it() -> None:
+    conn = opened()
+    _, s = with_links(conn)
+    conn.receive_data(frame("flow", next_incoming_id=0, incoming_window=1, next_outgoing_id=0,
+                            outgoing_window=100, handle=8, delivery_count=0, link_credit=5),
+                      0.2)
+    conn.send(s, b"a", tag=b"1")
+    assert conn.link_credit(s) == 4 and not conn.can_send(s)  # the window is used up
+    with pytest.raises(UsageError, match="window is shut"):
+        conn.send(s, b"b", tag=b"2")
+    events = conn.receive_data(frame("flow", next_incoming_id=1, incoming_window=10,
+                                     next_outgoing_id=0, outgoing_window=100), 0.3)
+    assert events == [CreditGranted(s, 4)] and conn.can_send(s)

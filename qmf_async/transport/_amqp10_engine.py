@@ -446,11 +446,15 @@ class Amqp10Connection:
         nii = perf.get("next_incoming_id")
         window = _uint(perf.get("incoming_window"), "incoming-window")
         base = nii if isinstance(nii, int) else 0
-        self._remote_incoming = (base + window - self._next_outgoing_id) % _UINT
+        was_shut = self._remote_incoming <= 0
+        self._remote_incoming = max(0, base + window - self._next_outgoing_id)
         handle = perf.get("handle")
         if handle is None:
             if perf.get("echo"):
                 self._session_flow()
+            if was_shut and self._remote_incoming > 0:  # the senders may send again
+                events.extend(CreditGranted(lk.handle, lk.credit) for lk in self._links.values()
+                              if not lk.receiver and lk.credit > 0)
             return
         link = self._by_remote(perf)
         if link.receiver:
