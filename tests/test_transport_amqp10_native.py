@@ -164,6 +164,38 @@ class Driver:
                 self.flush()
 
 
+async def test_qpidd_dynamic_node_and_unsettled_transfer(qpidd_stock: Qpidd) -> None:
+    """The core alone on qpidd: a dynamic receiving node (qpidd names it in its attach),
+    an unsettled send to it (accepted), the message received unsettled and settled."""
+    target = parse_url(qpidd_stock.url)
+    conn = Amqp10Connection(container_id="qmf-dynamic", hostname="localhost",
+                            sasl_mechanisms=["ANONYMOUS"], idle_timeout=30)
+    reader, writer = await asyncio.open_connection(target.host, target.port)
+    d = Driver(conn, reader, writer)
+    try:
+        conn.start(0.0)
+        d.flush()
+        await d.until(SessionBegun)
+        r = conn.attach_receiver("dyn", Source(dynamic=True), Target(), settled=False)
+        conn.flow(r, 10)
+        d.flush()
+        node = (await d.until(Attached, handle=r)).address
+        assert node
+        s = conn.attach_sender("to-dyn", Target(node), settled=False)
+        d.flush()
+        await d.until(CreditGranted, handle=s)
+        did = conn.send(s, encode_amqp10_message(b"x" * 100_000), tag=b"1", settled=False)
+        d.flush()
+        assert (await d.until(Settled, delivery_id=did)).outcome == "accepted"
+        got = await d.until(MessageReceived, handle=r)
+        assert decode_amqp10_message(got.payload).body == b"x" * 100_000
+        conn.settle([got.delivery_id])
+        conn.close()
+        d.flush()
+    finally:
+        writer.close()
+
+
 @pytest.fixture
 async def rabbitmq_amqp10(amqp_url: str) -> AsyncIterator[str]:
     if not os.environ.get("PYTEST_XDIST_WORKER") or os.environ.get("QMF_TEST_SHARED_BROKER"):
