@@ -6,13 +6,16 @@ ways, and a received message as a :class:`~qmf_async.protocol.Delivery`."""
 from __future__ import annotations
 
 from typing import Any, Final
+from urllib.parse import unquote, urlsplit
 
 from .. import names
+from ..errors import AuthenticationError, ProtocolMismatchError
 from ..wire import Amqp10Message, Described, Symbol
 from ._amqp10_events import Source
 from ._base import DIRECT_EXCHANGE, Delivery
 
-__all__ = ["binding_source", "outgoing_reply_to", "reply_address", "to_delivery"]
+__all__ = ["binding_source", "connect_error", "outgoing_reply_to", "reply_address",
+           "to_delivery", "url_password"]
 
 DIRECT_FILTER: Final = "apache.org:legacy-amqp-direct-binding:string"
 TOPIC_FILTER: Final = "apache.org:legacy-amqp-topic-binding:string"
@@ -64,3 +67,29 @@ def to_delivery(msg: Amqp10Message, exchange: str, endpoint: str) -> Delivery | 
         headers=msg.application_properties,
         user_id=user.decode("utf-8", "replace") if user is not None else None,
         endpoint=endpoint, value=value, correlation_id=msg.correlation_id)
+
+
+def url_password(url: str) -> str | None:
+    """The password of a broker URL, unquoted (None when it has none)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return None
+    return unquote(parts.password) if parts.password is not None else None
+
+
+def connect_error(exc: BaseException, where: str, user: str | None,
+                  external_only: bool) -> BaseException:
+    """The error a failed connect raises, saying what to do: a broker that speaks
+    another protocol, a refused SASL (naming the user, or the client certificate)."""
+    if isinstance(exc, ProtocolMismatchError):
+        return ProtocolMismatchError(
+            f"{where} does not speak AMQP 1.0 ({exc}); RabbitMQ speaks 0-9-1: "
+            "connect with protocol='auto' or protocol='0-9-1'")
+    if isinstance(exc, AuthenticationError):
+        if external_only:
+            return AuthenticationError(
+                f"authentication with the client certificate (EXTERNAL) failed at "
+                f"{where}: {exc} (does the broker offer EXTERNAL?)")
+        return AuthenticationError(f"authentication failed for user {user!r} at {where}: {exc}")
+    return exc

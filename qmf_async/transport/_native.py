@@ -21,7 +21,6 @@ import ssl
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
-from urllib.parse import unquote, urlsplit
 
 from ..errors import (
     AuthenticationError,
@@ -51,7 +50,13 @@ from ._amqp10_engine import (
     SessionEnded,
     Target,
 )
-from ._amqp10_qmf import binding_source, outgoing_reply_to, to_delivery
+from ._amqp10_qmf import (
+    binding_source,
+    connect_error,
+    outgoing_reply_to,
+    to_delivery,
+    url_password,
+)
 from ._base import (
     AMQP10_CAPABILITIES,
     MANAGEMENT_EXCHANGE,
@@ -249,7 +254,7 @@ class NativeAmqp10Transport:
             target.host, target.port, ssl=context,
             server_hostname=target.host if context is not None else None, limit=_READ_SIZE)
         self._stream, self._writer = reader, writer
-        password = _password(self._url)
+        password = url_password(self._url)
         mechanisms = self._mechanisms
         if mechanisms is None:
             mechanisms = (["EXTERNAL"] if tls.certfile and context is not None else []) \
@@ -367,24 +372,10 @@ class NativeAmqp10Transport:
 
     def _fail_open(self, exc: BaseException) -> None:
         opened = self._opened
-        if opened is None or opened.done():
-            return
-        where = self.where
-        if isinstance(exc, ProtocolMismatchError):
-            opened.set_exception(ProtocolMismatchError(
-                f"{where} does not speak AMQP 1.0 ({exc}); RabbitMQ speaks 0-9-1: "
-                "connect with protocol='auto' or protocol='0-9-1'"))
-        elif isinstance(exc, AuthenticationError):
+        if opened is not None and not opened.done():
             user = self._target.user if self._target else "?"
-            if self._mechanisms == ["EXTERNAL"]:
-                opened.set_exception(AuthenticationError(
-                    f"authentication with the client certificate (EXTERNAL) failed at "
-                    f"{where}: {exc} (does the broker offer EXTERNAL?)"))
-            else:
-                opened.set_exception(AuthenticationError(
-                    f"authentication failed for user {user!r} at {where}: {exc}"))
-        else:
-            opened.set_exception(exc)
+            opened.set_exception(connect_error(exc, self.where, user,
+                                               self._mechanisms == ["EXTERNAL"]))
 
     def _on_closed(self, event: Closed) -> None:
         closed = self._remote_closed
@@ -790,14 +781,6 @@ class NativeAmqp10Transport:
 
     def __repr__(self) -> str:
         return f"<NativeAmqp10Transport {self.where} {self._state}>"
-
-
-def _password(url: str) -> str | None:
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return None
-    return unquote(parts.password) if parts.password is not None else None
 
 
 def _call_lost(callback: Callable[[BaseException], None], exc: BaseException) -> None:
