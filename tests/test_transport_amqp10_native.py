@@ -209,7 +209,11 @@ async def rabbitmq_amqp10(amqp_url: str) -> AsyncIterator[str]:
                                    capture_output=True, text=True, timeout=120)
     if done.returncode != 0:
         pytest.skip(f"cannot enable rabbitmq_amqp1_0: {done.stderr.strip()[-300:]}")
-    yield amqp_url
+    try:
+        yield amqp_url
+    finally:  # other modules on this node expect a broker that speaks 0-9-1 only
+        await asyncio.to_thread(subprocess.run, [plugins, "-q", "disable", "rabbitmq_amqp1_0"],
+                                capture_output=True, text=True, timeout=120)
 
 
 async def test_rabbitmq_amqp1_0_plugin(rabbitmq_amqp10: str) -> None:
