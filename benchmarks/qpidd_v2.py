@@ -15,6 +15,8 @@ round, the clients interleaved:
   when the Session has it, else ``ConsoleProtocolV2`` + ``ProtonTransport``);
 - ``ours_core`` (only when named in ``--clients``): the same script with ``--path
   core``, the v2 console core without the Session;
+- ``ours_native``, ``ours_v1_native`` (only when named): ``ours`` and ``ours_v1`` on the
+  pure-Python AMQP 1.0 transport (``QMF_AMQP10=native``);
 - ``ours_v1``: the same script with ``--path v1``: the Session's QMF v1 query over
   AMQP 1.0, which a stock qpidd answers too (``--mgmt-qmf1 no`` stops only v1
   publications);
@@ -60,9 +62,10 @@ from benchmarks.qpidd.v2 import V2Qpidd, last_json, run_measured  # noqa: E402
 
 CLIENTS = ("raw_v2", "ours", "ours_v1", "classic_console", "qpid_stat")
 #: clients that run only when named in ``--clients``
-EXTRA_CLIENTS = ("ours_core",)
+EXTRA_CLIENTS = ("ours_core", "ours_native", "ours_v1_native")
 LABELS = {"raw_v2": "raw proton v2", "ours": "ours v2", "ours_v1": "ours v1 (1.0)",
           "ours_core": "ours v2 core", "classic_console": "classic console",
+          "ours_native": "ours v2 (native 1.0)", "ours_v1_native": "ours v1 (native 1.0)",
           "qpid_stat": "qpid-stat -q"}
 PREFIX = "bench-q-"
 GOALS = {"vs_qpid_stat": 2.5, "vs_raw": 1.5, "memory_vs_qpid_stat": 1 / 3}
@@ -97,9 +100,11 @@ def run_client(name: str, port: int, pid: int, opts: argparse.Namespace) -> dict
         env = python2_env()
     elif name == "raw_v2":
         cmd, env = [sys.executable, str(HERE / "raw_v2_query.py"), *common], env3
-    else:
-        path = {"ours_v1": "v1", "ours_core": "core"}.get(name, opts.ours_path)
+    else:  # the *_native clients: the pure-Python AMQP 1.0 transport (QMF_AMQP10)
+        base = name.removesuffix("_native")
+        path = {"ours_v1": "v1", "ours_core": "core"}.get(base, opts.ours_path)
         cmd, env = [sys.executable, str(HERE / "ours_v2.py"), *common, "--path", path], env3
+        env = dict(env, QMF_AMQP10="native" if name.endswith("_native") else "proton")
     out = run_measured(cmd, env=env, timeout=300 + 60 * opts.repeat)
     result = last_json(out, name)
     result["process_max_rss_kb"] = out["max_rss_kb"]

@@ -1,6 +1,10 @@
 """QMF v2 indications with and without server-side filtering on a stock qpidd.
 
     python benchmarks/v2_filter.py [--queues 10000] [--seconds 8] [--json FILE] [--quick]
+                                   [--only all] [--transports proton,native]
+
+``--transports``: each subscription runs once per AMQP 1.0 transport (``QMF_AMQP10``),
+interleaved in one run; the table gives the subscriber's CPU per object.
 
 Starts a fresh qpidd (QMF v1 off, the stock default; ``--pub-interval`` 1 s), creates
 the queues (pipelined 0-10 declares, ``benchmarks/qpidd/make_queues.py``), and keeps
@@ -108,7 +112,7 @@ async def qpidd_agent_name(port: int) -> str:
 
 
 def subscribe(port: int, pid: int, key: str, selector: str, seconds: float,
-              follow: str | None = None) -> dict[str, Any]:
+              follow: str | None = None, transport: str = "proton") -> dict[str, Any]:
     """One subscription in its own process (through the Session when ``follow``).
 
     Raises:
@@ -119,14 +123,14 @@ def subscribe(port: int, pid: int, key: str, selector: str, seconds: float,
            "--seconds", str(seconds)]
     if follow is not None:
         cmd += ["--via", "session", "--follow", follow]
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=str(ROOT), QMF_AMQP10=transport)
     return last_json(run_measured(cmd, env=env, timeout=seconds + 60), f"subscriber {key}")
 
 
 def report(results: list[dict[str, Any]]) -> str:
     base = next((r for r in results if r["name"] == "all"), None)
     header = ["subscription", "binding key", "selector", "msgs", "msgs/s", "objects", "events",
-              "kB", "kB/s", "vs all", "our CPU s", "qpidd CPU s"]
+              "kB", "kB/s", "vs all", "our CPU s", "us/object", "qpidd CPU s"]
     rows = [header]
     for r in results:
         ratio = (f"{r['bytes'] / base['bytes']:.3f}" if base and base["bytes"] else "--")
@@ -136,7 +140,9 @@ def report(results: list[dict[str, Any]]) -> str:
                      "--" if msgs is None else f"{msgs / r['seconds']:.1f}",
                      str(r["objects"]), str(r["events"]),
                      f"{r['bytes'] / 1000:.0f}", f"{r['bytes'] / 1000 / r['seconds']:.1f}",
-                     ratio, f"{r['cpu']:.3f}", f"{r['qpidd_cpu']:.2f}"])
+                     ratio, f"{r['cpu']:.3f}",
+                     f"{1e6 * r['cpu'] / r['objects']:.1f}" if r["objects"] else "--",
+                     f"{r['qpidd_cpu']:.2f}"])
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
                      for row in rows)
@@ -153,8 +159,11 @@ def main() -> int:
     p.add_argument("--no-session", dest="session", action="store_false",
                    help="skip the runs through the Session")
     p.add_argument("--quick", action="store_true", help="a smoke run: 200 queues, 2 s each")
+    p.add_argument("--transports", default="proton",
+                   help="comma-separated AMQP 1.0 transports (QMF_AMQP10): proton, native")
     p.add_argument("--json", type=Path)
     opts = p.parse_args()
+    transports = opts.transports.split(",")
     if opts.quick:
         opts.queues, opts.seconds = 200, 2.0
     variants = [v for v in VARIANTS if not opts.only or v[0] in opts.only.split(",")]
@@ -181,17 +190,23 @@ def main() -> int:
             time.sleep(2 * opts.pub_interval)  # warm-up: traffic and publications running
             for name, key, selector in variants:
                 sel = selector.format(agent=agent)
-                r = subscribe(q.port, q.pid, key, sel, opts.seconds)
-                r["name"] = name
-                results.append(r)
-                print(f"{name}: {r['messages']} messages, {r['bytes']} bytes", flush=True)
+                for impl in transports:
+                    r = subscribe(q.port, q.pid, key, sel, opts.seconds, transport=impl)
+                    r["name"] = name if len(transports) == 1 else f"{name} [{impl}]"
+                    results.append(r)
+                    print(f"{r['name']}: {r['messages']} messages, {r['bytes']} bytes",
+                          flush=True)
             if opts.session and session_takes("qmf_version"):
                 for name, follow in SESSION_VARIANTS:
-                    r = subscribe(q.port, q.pid, "", "", opts.seconds, follow)
-                    r["name"] = name
-                    results.append(r)
-                    print(f"{name}: {r['objects']} objects, {r['events']} events, "
-                          f"{r['bytes']} bytes", flush=True)
+                    if opts.only and follow not in opts.only.split(","):
+                        continue
+                    for impl in transports:
+                        r = subscribe(q.port, q.pid, "", "", opts.seconds, follow,
+                                      transport=impl)
+                        r["name"] = name if len(transports) == 1 else f"{name} [{impl}]"
+                        results.append(r)
+                        print(f"{r['name']}: {r['objects']} objects, {r['events']} events, "
+                              f"{r['bytes']} bytes", flush=True)
             traffic.terminate()
             out, err = traffic.communicate(timeout=30)
             if traffic.returncode != 0:

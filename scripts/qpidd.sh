@@ -121,6 +121,8 @@ nss_tools_missing() {
     for tool in certutil pk12util; do
         command -v "$tool" >/dev/null 2>&1 || echo "$tool (libnss3-tools) not found"
     done
+    # socat terminates TLS in front of qpidd for the native AMQP 1.0 transport's tests
+    command -v socat >/dev/null 2>&1 || echo "socat (socat) not found"
 }
 
 cmd_install() {
@@ -138,7 +140,7 @@ cmd_install() {
     if ! { apt-get update -qq \
             && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
                 libboost-program-options1.74.0 libnss3 libuuid1 libqpid-proton11 \
-                libnss3-tools; \
+                libnss3-tools socat; \
          } >>"$log" 2>&1; then
         cat "$log" >&2
         die "installing qpidd's runtime packages failed; log: $log"

@@ -27,6 +27,22 @@ from .qpidd import ROOT, Qpidd, QpiddError, qpidd_home
 DEFAULT_URL = "amqp://guest:guest@localhost:5672/"
 
 
+def _pick_amqp10_impl() -> None:
+    """``QMF_AMQP10=native``: the tests that name ProtonTransport run on the pure-Python
+    AMQP 1.0 transport instead (the whole qpidd set, unchanged)."""
+    if os.environ.get("QMF_AMQP10", "").strip().lower() != "native":
+        return
+    from qmf_async import transport
+    from qmf_async.transport import _proton
+    from qmf_async.transport._native import NativeAmqp10Transport
+
+    _proton.ProtonTransport = NativeAmqp10Transport  # type: ignore[misc,assignment]
+    transport.__dict__["ProtonTransport"] = NativeAmqp10Transport
+
+
+_pick_amqp10_impl()
+
+
 # --- a RabbitMQ node per pytest-xdist worker -----------------------------------------
 #
 # Under pytest-xdist (``scripts/test.sh`` runs the suite with ``-n``) each worker gets a

@@ -189,6 +189,17 @@ def test_the_object_view_is_a_pure_core() -> None:
     assert offenders == []
 
 
+def test_the_amqp10_client_core_is_sans_io() -> None:
+    """The AMQP 1.0 frames, engine, events and QMF addressing of the native transport
+    import no asyncio, socket, ssl, time or client library: bytes and the time in."""
+    names = [n for n in MODULES if n.startswith("qmf_async.transport._amqp10_")]
+    assert len(names) >= 4, "the rule sees no AMQP 1.0 core: was it moved?"
+    offenders = [f"{name}: {mod}" for name in names for _, mod, _ in _imports(name)
+                 if mod.split(".")[0] in ("asyncio", "socket", "ssl", "time", "selectors",
+                                          *CLIENT_LIBRARIES)]
+    assert offenders == []
+
+
 def test_only_transport_imports_client_libraries() -> None:
     offenders = [
         f"{MODULES[name].relative_to(PACKAGE.parent)}:{line}: {mod}"

@@ -17,13 +17,15 @@ from typing import Any
 import pytest
 
 from fuzz import CORPUS, REGRESSIONS, TARGETS
+from fuzz import amqp10 as amqp10_target
 from fuzz import selector as selector_target
 from fuzz import v1 as v1_target
 from fuzz import v2 as v2_target
 from qmf_async import wire
 from qmf_async.protocol._selector import Selector
 
-MODULES = {"v1": v1_target, "v2": v2_target, "selector": selector_target}
+MODULES = {"v1": v1_target, "v2": v2_target, "selector": selector_target,
+           "amqp10": amqp10_target}
 
 
 class Hang(Exception):

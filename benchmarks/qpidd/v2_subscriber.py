@@ -1,7 +1,8 @@
 """One QMF v2 indication subscription on qpidd's ``qmf.default.topic`` over AMQP 1.0,
 held for ``--seconds``: what a console following some agents or classes receives.
 
-``ProtonTransport`` binds one link with the topic binding ``--key`` and, when given, the
+The AMQP 1.0 transport (``QMF_AMQP10=native`` or ``proton``, the default) binds one
+link with the topic binding ``--key`` and, when given, the
 selector ``--selector`` (``apache.org:selector-filter:string``, applied by qpidd).  Every
 delivery goes through ``ConsoleProtocolV2.receive`` as in a console.  Counted over the
 window (which starts once the link is attached): messages (by ``qmf.content`` and by
@@ -32,7 +33,7 @@ if str(ROOT) not in sys.path:
 
 from benchmarks.qpidd.broker import proc_cpu  # noqa: E402
 from qmf_async.protocol import ConsoleProtocolV2, V2DataIndicated, V2EventIndicated  # noqa: E402
-from qmf_async.transport import Delivery, ProtonTransport  # noqa: E402
+from qmf_async.transport import Delivery, amqp10_class  # noqa: E402
 
 TOPIC = "qmf.default.topic"
 SOCKET_BYTES = [0]
@@ -56,7 +57,8 @@ def self_cpu() -> float:
 
 
 async def run(opts: argparse.Namespace) -> dict[str, Any]:
-    t = ProtonTransport(f"amqp://127.0.0.1:{opts.port}/", prefetch=opts.prefetch)
+    # QMF_AMQP10=native|proton picks the AMQP 1.0 transport (the Session's too)
+    t = amqp10_class()(f"amqp://127.0.0.1:{opts.port}/", prefetch=opts.prefetch)
     await t.connect()
     core = ConsoleProtocolV2()
     counting = False

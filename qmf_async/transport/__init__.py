@@ -2,7 +2,9 @@
 
 :class:`TransportProtocol` (``_base.Transport``) is the typed surface the console, the
 agent and the role use; :class:`AiormqTransport` is the AMQP 0-9-1 implementation,
-:class:`ProtonTransport` the AMQP 1.0 one (extra ``amqp10``, imported on first use), and
+:class:`ProtonTransport` the AMQP 1.0 one (extra ``amqp10``, imported on first use),
+:class:`NativeAmqp10Transport` the pure-Python AMQP 1.0 one (on the sans-I/O
+:class:`Amqp10Connection`; ``QMF_AMQP10=native`` picks it), and
 :class:`AutoTransport` picks between them from the broker's answer (``protocol=``).
 ``Transport`` is kept as the name of the AMQP 0-9-1 class (the console's default).
 """
@@ -12,7 +14,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._aiormq import AiormqTransport, quiet_aiormq_loggers
-from ._auto import PROTOCOLS, AutoTransport, check_protocol, transport_factory
+from ._auto import (
+    AMQP10_IMPL_ENV,
+    PROTOCOLS,
+    AutoTransport,
+    amqp10_class,
+    check_protocol,
+    transport_factory,
+)
 from ._base import (
     AMQP091_CAPABILITIES,
     AMQP10_CAPABILITIES,
@@ -41,6 +50,9 @@ from ._base import Transport as TransportProtocol
 from ._options import add_connection_arguments, connection_arguments
 
 if TYPE_CHECKING:  # for type checkers; at run time imported on first use (__getattr__)
+    from ._amqp10_engine import Amqp10Connection
+    from ._amqp10_frames import FrameSizeError
+    from ._native import NativeAmqp10Transport
     from ._proton import ProtonConnectionError, ProtonTransport
 
 #: The AMQP 0-9-1 transport under its former name (the console's default factory).
@@ -48,6 +60,11 @@ Transport = AiormqTransport
 
 __all__ = [
     "AMQP10_CAPABILITIES",
+    "AMQP10_IMPL_ENV",
+    "Amqp10Connection",
+    "FrameSizeError",
+    "NativeAmqp10Transport",
+    "amqp10_class",
     "AMQP091_CAPABILITIES",
     "DIRECT_EXCHANGE",
     "MANAGEMENT_EXCHANGE",
@@ -94,4 +111,16 @@ def __getattr__(name: str) -> Any:
         from ._proton import ProtonConnectionError
 
         return ProtonConnectionError
+    if name == "NativeAmqp10Transport":
+        from ._native import NativeAmqp10Transport
+
+        return NativeAmqp10Transport
+    if name == "Amqp10Connection":
+        from ._amqp10_engine import Amqp10Connection
+
+        return Amqp10Connection
+    if name == "FrameSizeError":
+        from ._amqp10_frames import FrameSizeError
+
+        return FrameSizeError
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,6 +11,7 @@ host and port for the next connections of the process.  ``protocol="0-9-1"`` or
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, Literal
 
@@ -62,12 +63,30 @@ def check_protocol(protocol: str) -> str:
     return name
 
 
-def _proton_class() -> Any:
+#: the environment variable that picks the AMQP 1.0 implementation
+AMQP10_IMPL_ENV: Final = "QMF_AMQP10"
+
+
+def amqp10_class() -> Any:
+    """The AMQP 1.0 transport class: ``QMF_AMQP10=native`` picks the pure-Python one
+    (``NativeAmqp10Transport``), ``proton`` or unset python-qpid-proton's.
+
+    Raises:
+        UsageError: an unknown ``QMF_AMQP10``, or proton picked and not installed.
+    """
+    impl = os.environ.get(AMQP10_IMPL_ENV, "proton").strip().lower() or "proton"
+    if impl == "native":
+        from ._native import NativeAmqp10Transport
+
+        return NativeAmqp10Transport
+    if impl != "proton":
+        raise UsageError(f"{AMQP10_IMPL_ENV} must be 'native' or 'proton', not {impl!r}")
     try:
         from ._proton import ProtonTransport
     except ImportError as exc:
         raise UsageError(
-            "AMQP 1.0 needs python-qpid-proton: pip install 'qmf-async[amqp10]'") from exc
+            "AMQP 1.0 needs python-qpid-proton: pip install 'qmf-async[amqp10]' "
+            f"(or {AMQP10_IMPL_ENV}=native)") from exc
     return ProtonTransport
 
 
@@ -150,7 +169,7 @@ class AutoTransport:
 
     def _make(self, protocol: str) -> TransportProtocol:
         if protocol == "1.0":
-            cls = _proton_class()
+            cls = amqp10_class()
             made: TransportProtocol = cls(self._url, tls=self._tls, prefetch=self._prefetch,
                                           name=self._name, sasl_mechanisms=self._mechanisms)
             return made

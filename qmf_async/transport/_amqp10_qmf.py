@@ -1,0 +1,95 @@
+"""QMF terms on AMQP 1.0 for the native transport (no I/O): the source of a binding
+(qpidd's legacy binding filters and the selector filter of
+``../shared/spec/amqp-1.0-legacy-filters-and-selectors.txt``), reply addresses both
+ways, and a received message as a :class:`~qmf_async.protocol.Delivery`."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+from urllib.parse import unquote, urlsplit
+
+from .. import names
+from ..errors import AuthenticationError, ProtocolMismatchError
+from ..wire import Amqp10Message, Described, Symbol
+from ._amqp10_events import Source
+from ._base import DIRECT_EXCHANGE, Delivery
+
+__all__ = ["binding_source", "connect_error", "outgoing_reply_to", "reply_address",
+           "to_delivery", "url_password"]
+
+DIRECT_FILTER: Final = "apache.org:legacy-amqp-direct-binding:string"
+TOPIC_FILTER: Final = "apache.org:legacy-amqp-topic-binding:string"
+SELECTOR_FILTER: Final = "apache.org:selector-filter:string"
+#: exchanges addressed with the direct-binding filter (the others get the topic filter)
+DIRECT_EXCHANGES: Final = frozenset({DIRECT_EXCHANGE, names.V2_DIRECT_EXCHANGE})
+
+
+def binding_source(exchange: str, key: str, selector: str | None = None) -> Source:
+    """The source of a receiving link for the binding ``(exchange, key)``: the direct
+    filter on the direct exchanges, the topic filter on the others, and the JMS
+    ``selector`` when given."""
+    descriptor = DIRECT_FILTER if exchange in DIRECT_EXCHANGES else TOPIC_FILTER
+    filters: dict[str, Any] = {"qmf-binding": Described(Symbol(descriptor), key)}
+    if selector is not None:
+        filters["qmf-selector"] = Described(Symbol(SELECTOR_FILTER), selector)
+    return Source(address=exchange, filter=filters)
+
+
+def outgoing_reply_to(reply_to: str | None) -> str | None:
+    """A reply key ``R`` as ``amq.direct/R``; a value with a ``/`` as it is."""
+    if reply_to is not None and "/" not in reply_to:
+        return f"{DIRECT_EXCHANGE}/{reply_to}"
+    return reply_to
+
+
+def reply_address(reply_to: str | None) -> str | None:
+    """A received ``reply_to`` as the agent side reads it: ``EXCHANGE/SUBJECT`` as it
+    is, a bare node address ``N`` as ``N/`` (the node, no subject)."""
+    if reply_to is None or "/" in reply_to or not reply_to:
+        return reply_to
+    return reply_to + "/"
+
+
+def to_delivery(msg: Amqp10Message, exchange: str, endpoint: str) -> Delivery | None:
+    """``msg`` as the cores' inbound type: a data body as ``body``, an amqp-value map or
+    list (QMF v2) as ``value``; None for any other body (not QMF)."""
+    body = msg.body
+    value: Any = None
+    if msg.body_kind != "data":
+        if msg.body_kind == "value" and isinstance(body, (dict, list)):
+            value, body = body, b""
+        elif not (msg.body_kind == "value" and isinstance(body, bytes)):
+            return None
+    user = msg.user_id
+    return Delivery(
+        body=body, exchange=exchange, routing_key=msg.subject or "",
+        reply_to=reply_address(msg.reply_to), content_type=msg.content_type,
+        headers=msg.application_properties,
+        user_id=user.decode("utf-8", "replace") if user is not None else None,
+        endpoint=endpoint, value=value, correlation_id=msg.correlation_id)
+
+
+def url_password(url: str) -> str | None:
+    """The password of a broker URL, unquoted (None when it has none)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return None
+    return unquote(parts.password) if parts.password is not None else None
+
+
+def connect_error(exc: BaseException, where: str, user: str | None,
+                  external_only: bool) -> BaseException:
+    """The error a failed connect raises, saying what to do: a broker that speaks
+    another protocol, a refused SASL (naming the user, or the client certificate)."""
+    if isinstance(exc, ProtocolMismatchError):
+        return ProtocolMismatchError(
+            f"{where} does not speak AMQP 1.0 ({exc}); RabbitMQ speaks 0-9-1: "
+            "connect with protocol='auto' or protocol='0-9-1'")
+    if isinstance(exc, AuthenticationError):
+        if external_only:
+            return AuthenticationError(
+                f"authentication with the client certificate (EXTERNAL) failed at "
+                f"{where}: {exc} (does the broker offer EXTERNAL?)")
+        return AuthenticationError(f"authentication failed for user {user!r} at {where}: {exc}")
+    return exc
