@@ -23,7 +23,9 @@ must look like:
 
 A block reads the broker's URL from ``QMF_URL``; the runner also points the docs'
 literal default addresses (``amqp://guest:guest@localhost:5672/``,
-``127.0.0.1:5673``) at the test's brokers.
+``127.0.0.1:5673``) at the test's brokers, and the web dashboard's (``127.0.0.1:8080``,
+``--port 8080``) at a free port.  Blocks run in a fresh directory in which the clone's
+``examples/`` and ``scripts/`` are linked, as if given from the clone's root.
 """
 
 from __future__ import annotations
