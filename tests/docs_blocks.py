@@ -20,10 +20,17 @@ must look like:
   of a shown one and every shown line's form is printed.  ``output=any`` in the
   ``docs-test`` marker checks only that every printed line has a shown form (for output
   that varies with timing).
+* ``broker-killed`` in a ``docs-test: qpidd`` marker is for a loop that ends only when
+  its broker is lost (``except ConnectionLostError``): the block runs alone against a
+  qpidd of its own (with a queue ``orders``, as the tutorial's set-up makes), which is
+  killed (SIGKILL) once the block has printed its first line; the
+  block must then end by itself, without an error, within the block timeout.
 
 A block reads the broker's URL from ``QMF_URL``; the runner also points the docs'
 literal default addresses (``amqp://guest:guest@localhost:5672/``,
-``127.0.0.1:5673``) at the test's brokers.
+``127.0.0.1:5673``) at the test's brokers, and the web dashboard's (``127.0.0.1:8080``,
+``--port 8080``) at a free port.  Blocks run in a fresh directory in which the clone's
+``examples/`` and ``scripts/`` are linked, as if given from the clone's root.
 """
 
 from __future__ import annotations
@@ -62,6 +69,7 @@ class Block:
     skip: str | None     # the reason, when left out
     output: str | None   # the shown output (a text block right after), or None
     output_check: str    # "form" or "any"
+    broker_killed: bool = False  # runs alone; its qpidd is killed after its first line
 
     @property
     def id(self) -> str:
@@ -78,11 +86,14 @@ def _regions(document: Document) -> Iterator[Region]:
                              region.lexemes["arguments"].strip()))
 
 
-def _parse_brokers(where: str, arguments: str) -> tuple[tuple[str, ...], str]:
+def _parse_brokers(where: str, arguments: str) -> tuple[tuple[str, ...], str, bool]:
     brokers: list[str] = []
     check = "form"
+    killed = False
     for word in arguments.replace(",", " ").split():
-        if word.startswith("output="):
+        if word == "broker-killed":
+            killed = True
+        elif word.startswith("output="):
             check = word.partition("=")[2]
             if check not in ("form", "any"):
                 raise MarkerError(f"{where}: output= must be form or any, not {check!r}")
@@ -90,12 +101,15 @@ def _parse_brokers(where: str, arguments: str) -> tuple[tuple[str, ...], str]:
             brokers.append(word)
         else:
             raise MarkerError(f"{where}: unknown word {word!r} in a docs-test marker "
-                              f"(brokers: {', '.join(BROKERS)}; output=form|any)")
+                              f"(brokers: {', '.join(BROKERS)}; output=form|any; "
+                              f"broker-killed)")
     if not brokers:
         raise MarkerError(f"{where}: a docs-test marker names no broker")
     if "none" in brokers and len(brokers) > 1:
         raise MarkerError(f"{where}: 'none' goes alone")
-    return tuple(brokers), check
+    if killed and brokers != ["qpidd"]:
+        raise MarkerError(f"{where}: broker-killed goes with qpidd alone")
+    return tuple(brokers), check, killed
 
 
 def _skip_reason(where: str, arguments: str) -> tuple[str, str | None]:
@@ -126,6 +140,7 @@ def blocks(path: Path) -> list[Block]:
     default: tuple[str, ...] = ("rabbitmq",)
     pending_brokers: tuple[str, ...] | None = None
     pending_check = "form"
+    pending_killed = False
     pending_skip: str | None = None
     skip_range: str | None = None
     found: list[Block] = []
@@ -145,9 +160,12 @@ def blocks(path: Path) -> list[Block]:
                         raise MarkerError(f"{where}: skip: end without skip: start")
                     skip_range = None
             elif name == "docs-test-default":
-                default, _ = _parse_brokers(where, value)
+                default, _, killed = _parse_brokers(where, value)
+                if killed:
+                    raise MarkerError(f"{where}: broker-killed is for one block, "
+                                      f"not a page's default")
             else:
-                pending_brokers, pending_check = _parse_brokers(where, value)
+                pending_brokers, pending_check, pending_killed = _parse_brokers(where, value)
             continue
         language = name.lower()
         if language not in PYTHON | SHELL:
@@ -161,8 +179,10 @@ def blocks(path: Path) -> list[Block]:
         found.append(Block(
             page=rel, line=line, language="python" if language in PYTHON else "sh",
             source=value, brokers=pending_brokers or default,
-            skip=pending_skip or skip_range, output=output, output_check=pending_check))
+            skip=pending_skip or skip_range, output=output, output_check=pending_check,
+            broker_killed=pending_killed))
         pending_brokers, pending_check, pending_skip = None, "form", None
+        pending_killed = False
     if skip_range is not None:
         raise MarkerError(f"{rel}: skip: start without skip: end")
     return found

@@ -13,6 +13,8 @@ import asyncio
 import importlib.util
 import json
 import os
+import signal
+import socket
 import subprocess
 import sys
 import uuid
@@ -24,6 +26,7 @@ from urllib.parse import urlsplit
 import pytest
 import pytest_asyncio
 
+from qmf_async import Session
 from qmf_async.agent.broker import ManagementBroker
 
 from ._util import import_example, private_vhost
@@ -69,7 +72,16 @@ def _pages(broker: str) -> list[str]:
         found = all_blocks()
     except MarkerError:
         return []  # test_every_block_is_marked_well reports it
-    return list(dict.fromkeys(b.page for b in found if broker in b.brokers and b.skip is None))
+    return list(dict.fromkeys(b.page for b in found if broker in b.brokers and b.skip is None
+                              and not b.broker_killed))
+
+
+def _killed_blocks() -> list[str]:
+    """The blocks marked ``broker-killed`` (run alone, see tests/docs_blocks.py)."""
+    try:
+        return [b.id for b in all_blocks() if b.broker_killed and b.skip is None]
+    except MarkerError:
+        return []
 
 
 def test_every_block_is_marked_well() -> None:
@@ -133,6 +145,22 @@ def stock_qpidd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Qpidd]:
     broker.stop()
 
 
+#: the docs' literal address of the web dashboard, pointed at a free port of the test
+DASHBOARD_ADDRESSES = ("127.0.0.1:8080", "localhost:8080", "--port 8080")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _with_dashboard_port(source: str, port: int) -> str:
+    for literal in DASHBOARD_ADDRESSES:
+        source = source.replace(literal, literal.replace("8080", str(port)))
+    return source
+
+
 def _pointed_at(source: str, url: str) -> str:
     """The block with the docs' literal default addresses pointed at ``url``."""
     parts = urlsplit(url)
@@ -147,15 +175,22 @@ def _pointed_at(source: str, url: str) -> str:
 
 
 async def _run_page(blocks: list[Block], url: str | None, cwd: Path) -> list[dict[str, Any]]:
-    """Run ``blocks`` in one driver process; one result per block run (fewer when one
-    did not finish: the test fails naming it)."""
+    """Run ``blocks`` in one driver process, in ``cwd`` (a fresh directory with the
+    clone's ``examples/`` and ``scripts/`` linked in, as the docs' commands are given
+    from the clone's root); one result per block run (fewer when one did not finish:
+    the test fails naming it)."""
+    for name in ("examples", "scripts"):
+        if not (cwd / name).exists():
+            (cwd / name).symlink_to(ROOT / name, target_is_directory=True)
+    port = _free_port()
     env = {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
            "PYTHONPATH": str(ROOT)}
     if url is not None:
         env["QMF_URL"] = url
     request = {"blocks": [
         {"id": b.id, "language": b.language, "timeout": BLOCK_TIMEOUT, "env": env,
-         "source": b.source if url is None else _pointed_at(b.source, url)}
+         "source": _with_dashboard_port(
+             b.source if url is None else _pointed_at(b.source, url), port)}
         for b in blocks]}
     proc = await asyncio.create_subprocess_exec(
         sys.executable, str(ROOT / "tests" / "docs_driver.py"), cwd=cwd,
@@ -192,7 +227,7 @@ async def _check_page(page: str, broker: str, url: str | None, cwd: Path) -> Non
     and prints what the page shows in form (the shown output is checked on the first
     broker a block names)."""
     runs = [b for b in all_blocks() if b.page == page and broker in b.brokers
-            and b.skip is None]
+            and b.skip is None and not b.broker_killed]
     results = await _run_page(runs, url, cwd)
     failures = []
     for block, result in zip(runs, results, strict=False):
@@ -208,21 +243,79 @@ async def _check_page(page: str, broker: str, url: str | None, cwd: Path) -> Non
         pytest.fail("\n\n".join(failures), pytrace=False)
 
 
-@pytest.mark.integration
-@pytest.mark.asyncio(loop_scope="module")
-@pytest.mark.parametrize("page", _pages("rabbitmq"))
-async def test_docs_blocks_rabbitmq(page: str, rabbitmq_bus: str, tmp_path: Path) -> None:
-    await _check_page(page, "rabbitmq", rabbitmq_bus, tmp_path)
+# one test per page and broker; a broker no block names has no test (rather than one
+# skipped for an empty parameter set)
+
+if _pages("rabbitmq"):
+    @pytest.mark.integration
+    @pytest.mark.asyncio(loop_scope="module")
+    @pytest.mark.parametrize("page", _pages("rabbitmq"))
+    async def test_docs_blocks_rabbitmq(page: str, rabbitmq_bus: str, tmp_path: Path) -> None:
+        await _check_page(page, "rabbitmq", rabbitmq_bus, tmp_path)
 
 
-@pytest.mark.qpidd
-@pytest.mark.asyncio(loop_scope="module")
-@pytest.mark.parametrize("page", _pages("qpidd"))
-async def test_docs_blocks_qpidd(page: str, stock_qpidd: Qpidd, tmp_path: Path) -> None:
-    await _check_page(page, "qpidd", stock_qpidd.url, tmp_path)
+if _pages("qpidd"):
+    @pytest.mark.qpidd
+    @pytest.mark.asyncio(loop_scope="module")
+    @pytest.mark.parametrize("page", _pages("qpidd"))
+    async def test_docs_blocks_qpidd(page: str, stock_qpidd: Qpidd, tmp_path: Path) -> None:
+        await _check_page(page, "qpidd", stock_qpidd.url, tmp_path)
 
 
-@pytest.mark.asyncio(loop_scope="module")
-@pytest.mark.parametrize("page", _pages("none"))
-async def test_docs_blocks_without_broker(page: str, tmp_path: Path) -> None:
-    await _check_page(page, "none", None, tmp_path)
+if _pages("none"):
+    @pytest.mark.asyncio(loop_scope="module")
+    @pytest.mark.parametrize("page", _pages("none"))
+    async def test_docs_blocks_without_broker(page: str, tmp_path: Path) -> None:
+        await _check_page(page, "none", None, tmp_path)
+
+
+if _killed_blocks():
+    @pytest.mark.qpidd
+    @pytest.mark.asyncio(loop_scope="module")
+    @pytest.mark.parametrize("block_id", _killed_blocks())
+    async def test_docs_block_ends_when_its_qpidd_is_killed(block_id: str,
+                                                            tmp_path: Path) -> None:
+        """A ``broker-killed`` block (a loop that ends only when its broker is lost)
+        follows a qpidd of its own until that qpidd is killed, then ends by itself,
+        printing what the page shows."""
+        if qpidd_home() is None:
+            pytest.skip("qpidd not found (../shared/qpidd or $QPIDD_HOME)")
+        block = next(b for b in all_blocks() if b.id == block_id)
+        broker = Qpidd.start(qmf1=False, pub_interval=1, directory=tmp_path / "qpidd")
+        try:  # the queue the tutorial's set-up makes
+            async with Session.connect(broker.url, timeout=10.0) as session:
+                (br,) = await session.get_objects(_class="broker", _timeout=10.0)
+                await br.create("queue", "orders", {}, False)
+        except BaseException:
+            broker.stop()
+            raise
+        command = ([sys.executable, "-c"] if block.language == "python"
+                   else ["bash", "-e", "-o", "pipefail", "-c"])
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *command, _pointed_at(block.source, broker.url), cwd=tmp_path,
+                env={**os.environ, "QMF_URL": broker.url, "PYTHONPATH": str(ROOT),
+                     "PYTHONUNBUFFERED": "1"},
+                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE)
+            assert proc.stdout is not None and proc.stderr is not None
+            try:
+                first = await asyncio.wait_for(proc.stdout.readline(), BLOCK_TIMEOUT)
+                assert first, f"{block_id} printed nothing: {(await proc.stderr.read()).decode()}"
+                os.kill(broker.pid, signal.SIGKILL)  # the broker is lost
+                rest, err = await asyncio.wait_for(proc.communicate(), BLOCK_TIMEOUT)
+            except TimeoutError:
+                pytest.fail(f"{block_id} did not end within {BLOCK_TIMEOUT} s", pytrace=False)
+            finally:
+                if proc.returncode is None:
+                    proc.kill()
+                    await proc.wait()
+        finally:
+            broker.stop()
+        printed = (first + rest).decode()
+        assert proc.returncode == 0, \
+            f"{block_id} exited {proc.returncode}: {err.decode()[-3000:]}\nprinted:\n{printed}"
+        if block.output is not None:
+            why = form_mismatch(printed, block.output, block.output_check)
+            assert why is None, f"{block_id} printed another form than the page shows:\n" \
+                                f"{why}\nprinted:\n{printed}"

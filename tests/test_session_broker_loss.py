@@ -71,6 +71,9 @@ async def _ends_with_lost(task: asyncio.Task[Any], what: str) -> ConnectionLostE
     error = task.exception()
     assert isinstance(error, ConnectionLostError), f"{what} ended with {error!r}"
     assert error.__cause__ is not None, f"{what}: the cause is not chained"
+    # one line that names the connection once (the transport's text is not wrapped in
+    # a second "connection to ... lost")
+    assert str(error).count("connection to ") == 1, f"{what}: {error}"
     return error
 
 

@@ -144,6 +144,22 @@ class SessionHost(Protocol):
         """Whether a console or a subscription takes events."""
 
 
+def lost_error(where: str, cause: BaseException | None) -> ConnectionLostError:
+    """The error of a lost connection to ``where``, ``cause`` (the transport's error)
+    chained; its text is the cause's own when that already says which connection was
+    lost (the transports' ConnectionLostError do), so it is not said twice.
+
+    Raises:
+        Nothing: it returns the error.
+    """
+    text = str(cause) if cause is not None else ""
+    if not (isinstance(cause, ConnectionLostError) and text.startswith("connection to ")):
+        text = f"connection to {where} lost" + (f": {text}" if text else "")
+    lost = ConnectionLostError(text)
+    lost.__cause__ = cause
+    return lost
+
+
 class Broker(SchemaFetches, MethodCalls):
     """One broker connection of a :class:`Session`.
 
@@ -555,8 +571,7 @@ class Broker(SchemaFetches, MethodCalls):
         self.error = exc
         # read at each loss: the session's setting may have changed since
         self._runtime.reconnect = self.session.options.manage_connections
-        lost = ConnectionLostError(f"connection to {self.where} lost: {exc}")
-        lost.__cause__ = exc
+        lost = lost_error(self.where, exc)
         self._handle(self._core.connection_lost(lost))
         for link in (self._v2, self._v2_retired):
             if link is not None:

@@ -59,7 +59,7 @@ from ..wire import (
     RawObjectRecord,
     SchemaClass,
 )
-from ._broker import MANAGEMENT, Broker
+from ._broker import MANAGEMENT, Broker, lost_error
 from ._objects import Event, MethodResult, QmfObject, RemoteAgent
 from ._options import SessionKeywords, SessionOptions, Setting
 from ._query import ObjectQueries
@@ -483,10 +483,7 @@ class Session(ObjectQueries, ObjectUpdates):
 
     @staticmethod
     def _lost_error(broker: Broker, cause: BaseException | None) -> ConnectionLostError:
-        lost = ConnectionLostError(f"connection to {broker.where} lost"
-                                   + (f": {cause}" if cause is not None else ""))
-        lost.__cause__ = cause
-        return lost
+        return lost_error(broker.where, cause)
 
     def _connection_lost(self, broker: Broker, error: ConnectionLostError) -> None:
         """``broker``'s connection was lost for good (the session does not manage
