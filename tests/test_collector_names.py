@@ -111,3 +111,30 @@ async def test_snapshot_names_the_objects_of_the_classes_seen(tmp_path: Path) ->
     rows = _rows(tmp_path)
     assert sorted((kind, props.get("name")) for kind, _, props, _ in rows) \
         == [("c", "w1"), ("c", "w2"), ("i", None), ("i", None), ("i", None), ("i", None)]
+
+
+def _queue(name: str, obj: int) -> QmfObject:
+    """A statistics update of a queue whose properties are known (merged)."""
+    oid = ObjectId.make(broker_bank=1, agent_bank=5, object=200 + obj)
+    return QmfObject(None, None, None, QUEUE, oid, (name,), (obj,), (T0 + obj, T0, 0),
+                     changed=Change.STATISTICS)
+
+
+QUEUE = object_class("org.apache.qpid.broker", "queue",
+                     properties=[Property("name", "sstr", index=True)],
+                     statistics=[Statistic("msgDepth", "uint32")])
+
+
+@pytest.mark.parametrize("console_queues", [False, True])
+async def test_the_consoles_own_queues_are_left_out_unless_asked(
+        tmp_path: Path, console_queues: bool) -> None:
+    names = ["orders", "qmf-async-console-3f80c2a1b4d5_qmf-topic2-1a2b", "qmf-reply-9c",
+             "reply-0af3"]
+    session = FakeSession()
+    c = Collector(session, tmp_path, console_queues=console_queues)
+    async with running(c):
+        for n, name in enumerate(names):
+            session.publish(_queue(name, n), "i")  # the pump takes them all before it ends
+    written = {n for n, name in enumerate(names) if console_queues or name == "orders"}
+    assert sorted(r["sample_ts"] - T0 for r in _read(tmp_path, "samples")) == sorted(written)
+    assert c.stats.received == len(written)

@@ -60,6 +60,7 @@ from .. import (
     Subscription,
     UsageError,
 )
+from ..names import is_console_queue
 from ..wire import ObjectValue, Typed
 
 if TYPE_CHECKING:
@@ -634,7 +635,9 @@ class Collector:
     the writer falls behind, the collector stops reading its subscriptions, whose
     bounded buffers then drop the oldest items (counted in ``dropped``).
     ``_class``/``_package``: collect only this class name (object class or event
-    name) / package.
+    name) / package.  ``console_queues``: also the updates of the consoles' own reply
+    and topic queues (:func:`qmf_async.names.is_console_queue`; left out by default,
+    as ``qmf stat -q`` leaves them out: they are neither received nor written).
 
     ``await run(stop)`` collects until ``stop`` is set (or the session closes),
     then writes what it holds.  ``add_sample``/``add_event`` feed it directly.
@@ -647,7 +650,7 @@ class Collector:
     def __init__(self, session: Session, out_dir: str | os.PathLike[str], *,
                  batch_rows: int = 10_000, batch_seconds: float = 5.0,
                  max_buffer: int = 100_000, _class: str | None = None,
-                 _package: str | None = None) -> None:
+                 _package: str | None = None, console_queues: bool = False) -> None:
         _pyarrow()
         if batch_rows < 1:
             raise UsageError("batch_rows must be at least 1")
@@ -662,6 +665,7 @@ class Collector:
         self.max_buffer = max_buffer
         self.class_name = _class
         self.package = _package
+        self.console_queues = console_queues
         #: this collector's run id, part of every file name it writes
         self.run_id = new_run_id()
         # as large as the buffer: a QMF v2 session releases the data it held for a
@@ -735,6 +739,16 @@ class Collector:
         return ((self.class_name is None or key.name == self.class_name)
                 and (self.package is None or key.package == self.package))
 
+    def _hidden(self, obj: QmfObject) -> bool:
+        """A console's own queue, left out unless ``console_queues``."""
+        if self.console_queues or obj.get_class_key().name != "queue":
+            return False
+        try:  # the properties, as merged with the object's last known ones
+            name = obj.get_properties().get("name")
+        except Exception:
+            return False
+        return isinstance(name, str) and is_console_queue(name)
+
     @staticmethod
     def _kind_of(obj: QmfObject) -> str:
         """``c`` when the update carried properties only, ``i`` when it carried
@@ -748,7 +762,8 @@ class Collector:
 
     def add_sample(self, obj: QmfObject, kind: str | None = None, *,
                    received_ts: int | None = None) -> bool:
-        """Buffer an object update; False when it was dropped (buffer full).
+        """Buffer an object update; False when it was dropped (buffer full) or left
+        out (a console's own queue, unless ``console_queues``: not counted).
 
         ``kind`` is ``"c"`` (properties) or ``"i"`` (statistics); by default what
         the update carried (:meth:`QmfObject.get_changes`), and for a proxy that
@@ -760,6 +775,8 @@ class Collector:
         Raises:
             UsageError: ``kind`` is not ``"c"`` or ``"i"``.
         """
+        if self._hidden(obj):
+            return False
         both = False
         if kind is None:
             kind = self._kind_of(obj)
@@ -897,7 +914,8 @@ class Collector:
                 return
             rts = time.time_ns()
             for obj in objects:
-                if self._wanted(obj.get_class_key()) and self._props_row_due(obj) \
+                if self._wanted(obj.get_class_key()) and not self._hidden(obj) \
+                        and self._props_row_due(obj) \
                         and self._add_sample(obj, "c", rts):
                     self.snapshot_rows += 1
 
