@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from qmf_async import QmfTimeout, UsageError
+from qmf_async import QmfTimeout, RemoteAgent, UsageError
 from qmf_async.classic import BrokerURL, ClassKey, MethodResult, ObjectId
 from qmf_async.classic._loop import Dispatcher, LoopThread
 from qmf_async.wire import ClassKey as WireClassKey
@@ -185,8 +185,6 @@ def test_an_agent_that_left_leaves_the_wrapper_cache() -> None:
     same wrapper, as from the classic console, and the wrapper leaves the session's
     cache when the agent leaves (one kept per restart before)."""
     from qmf.console import Console, Session
-
-    from qmf_async import RemoteAgent
 
     seen: list[tuple[str, object]] = []
 
