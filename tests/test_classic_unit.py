@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from qmf_async import QmfTimeout, UsageError
+from qmf_async import QmfTimeout, RemoteAgent, UsageError
 from qmf_async.classic import BrokerURL, ClassKey, MethodResult, ObjectId
 from qmf_async.classic._loop import Dispatcher, LoopThread
 from qmf_async.wire import ClassKey as WireClassKey
@@ -169,3 +169,45 @@ def test_closed_sessions_leave_no_threads_behind() -> None:
     assert left == []
     with pytest.raises(UsageError):
         s.getPackages()  # a closed session refuses calls at once
+
+
+class _Broker:
+    """What the classic wrappers read of a broker connection."""
+
+    url = "amqp://127.0.0.1:5672/"
+    where = "127.0.0.1:5672"
+    connected = True
+    error = None
+
+
+def test_an_agent_that_left_leaves_the_wrapper_cache() -> None:
+    """A v1 agent restarted gets other banks: each time newAgent and delAgent get the
+    same wrapper, as from the classic console, and the wrapper leaves the session's
+    cache when the agent leaves (one kept per restart before)."""
+    from qmf.console import Console, Session
+
+    seen: list[tuple[str, object]] = []
+
+    class Watch(Console):
+        def newAgent(self, agent):  # type: ignore[no-untyped-def]
+            seen.append(("new", agent))
+
+        def delAgent(self, agent):  # type: ignore[no-untyped-def]
+            seen.append(("del", agent))
+
+    sess = Session(Watch())
+    try:
+        adapter = sess.wrapped.console
+        broker = _Broker()
+        for bank in range(2, 22):
+            agent = RemoteAgent(broker, 1, bank, label="app")  # type: ignore[arg-type]
+            adapter.new_agent(agent)  # type: ignore[union-attr]
+            adapter.del_agent(agent)  # type: ignore[union-attr]
+        assert sess.dispatch.flush(5.0)
+        assert len(seen) == 40
+        for (added, first), (left, second) in zip(seen[::2], seen[1::2], strict=True):
+            assert (added, left) == ("new", "del") and first is second
+        assert len({id(agent) for _, agent in seen}) == 20
+        assert sess._agents == {}
+    finally:
+        sess.close()

@@ -169,7 +169,7 @@ def _as_dict(pairs: Any) -> dict[str, Any]:
 
 
 class FakeSession:
-    """What a Collector uses of a Session: the two subscriptions (``console`` is kept
+    """What a Collector uses of a Session: the three subscriptions (``console`` is kept
     to check that the collector leaves it alone); ``publish`` does what Session does
     for an update (callback, then subscription)."""
 
@@ -177,6 +177,16 @@ class FakeSession:
         self.console = console
         self.updates: Subscription[QmfObject] | None = None
         self.event_sub: Subscription[Event] | None = None
+        self.agent_sub: Subscription[tuple[str, Any]] | None = None
+
+    def agent_changes(self, **kw: Any) -> Subscription[tuple[str, Any]]:
+        self.agent_sub = Subscription(kw.get("maxsize", 1000))
+        return self.agent_sub
+
+    def change(self, kind: str, agent: Any) -> None:
+        """An agent arrived (``added``) or left (``removed``)."""
+        assert self.agent_sub is not None
+        self.agent_sub.deliver((kind, agent))
 
     def object_updates(self, **kw: Any) -> Subscription[QmfObject]:
         self.updates = Subscription(kw.get("maxsize", 10_000))

@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("pyarrow")
 
-from qmf_async import Change, ObjectId, QmfObject, QmfTimeout
+from qmf_async import Change, ObjectId, QmfObject, QmfTimeout, RemoteAgent
 from qmf_async.agent import Property, Statistic, object_class
 from qmf_async.tools.collector import Collector
 
@@ -27,10 +27,12 @@ GADGET = object_class(PKG, "gadget",
                       statistics=[Statistic("count", "uint64")])
 
 
-def _both(name: str, count: int, ts: int, obj: int = 1) -> QmfObject:
+def _both(name: str, count: int, ts: int, obj: int = 1,
+          agent: RemoteAgent | None = None) -> QmfObject:
     """A proxy of an update that carried properties and statistics (as over v2)."""
-    oid = ObjectId.make(broker_bank=1, agent_bank=5, object=obj)
-    return QmfObject(None, None, None, WIDGET, oid, (name,), (count,), (ts, T0, 0),
+    banks = (1, 5) if agent is None else (agent.broker_bank, agent.agent_bank)
+    oid = ObjectId.make(broker_bank=banks[0], agent_bank=banks[1], object=obj)
+    return QmfObject(None, None, agent, WIDGET, oid, (name,), (count,), (ts, T0, 0),
                      changed=Change.PROPERTIES | Change.STATISTICS)
 
 
@@ -111,3 +113,78 @@ async def test_snapshot_names_the_objects_of_the_classes_seen(tmp_path: Path) ->
     rows = _rows(tmp_path)
     assert sorted((kind, props.get("name")) for kind, _, props, _ in rows) \
         == [("c", "w1"), ("c", "w2"), ("i", None), ("i", None), ("i", None), ("i", None)]
+
+
+def _queue(name: str, obj: int) -> QmfObject:
+    """A statistics update of a queue whose properties are known (merged)."""
+    oid = ObjectId.make(broker_bank=1, agent_bank=5, object=200 + obj)
+    return QmfObject(None, None, None, QUEUE, oid, (name,), (obj,), (T0 + obj, T0, 0),
+                     changed=Change.STATISTICS)
+
+
+QUEUE = object_class("org.apache.qpid.broker", "queue",
+                     properties=[Property("name", "sstr", index=True)],
+                     statistics=[Statistic("msgDepth", "uint32")])
+
+
+@pytest.mark.parametrize("console_queues", [False, True])
+async def test_the_consoles_own_queues_are_left_out_unless_asked(
+        tmp_path: Path, console_queues: bool) -> None:
+    names = ["orders", "qmf-async-console-3f80c2a1b4d5_qmf-topic2-1a2b", "qmf-reply-9c",
+             "reply-0af3"]
+    session = FakeSession()
+    c = Collector(session, tmp_path, console_queues=console_queues)
+    async with running(c):
+        for n, name in enumerate(names):
+            session.publish(_queue(name, n), "i")  # the pump takes them all before it ends
+    written = {n for n, name in enumerate(names) if console_queues or name == "orders"}
+    assert sorted(r["sample_ts"] - T0 for r in _read(tmp_path, "samples")) == sorted(written)
+    assert c.stats.received == len(written)
+
+
+class _Broker:
+    """What the collector reads of an agent's broker."""
+
+    where = "amqp://127.0.0.1:5672/"
+
+
+async def test_what_is_kept_of_an_agent_that_left_is_released(tmp_path: Path) -> None:
+    """The last properties of an agent's objects stay while it is away for a short
+    while (a reconnect: the same ids and properties give no new ``c`` row), and are
+    released ``forget_after`` seconds after it left (an agent restarted over QMF v1
+    gives its objects new ids: the old ones would be kept for ever)."""
+    broker = _Broker()
+    agent = RemoteAgent(broker, 1, 5, broker_url=broker.where)  # type: ignore[arg-type]
+    other = RemoteAgent(broker, 1, 6, broker_url=broker.where)  # type: ignore[arg-type]
+    session = FakeSession()
+    c = Collector(session, tmp_path, forget_after=0.3)
+    async with running(c):
+        assert session.agent_sub is not None
+        session.change("added", agent)
+        for n in (1, 2):
+            session.publish(_both(f"w{n}", 0, T0, obj=n, agent=agent), "i")
+        await wait_until(lambda: c.received == 4)
+        assert c.remembered == 2
+        # a reconnect: the agent leaves and comes back with the same objects
+        session.change("removed", agent)
+        session.change("added", agent)
+        for n in (1, 2):
+            session.publish(_both(f"w{n}", 1, T0 + 1, obj=n, agent=agent), "i")
+        await wait_until(lambda: c.received == 6 and not len(session.agent_sub))
+        await asyncio.sleep(0.5)  # longer than forget_after: the returned agent stays
+        assert c.remembered == 2
+        # the agent restarts (v1: new object ids): the old ids go when it leaves for good
+        session.change("removed", agent)
+        session.change("added", agent)
+        for n in (3, 4):
+            session.publish(_both(f"w{n}", 0, T0 + 2, obj=n, agent=agent), "i")
+        await wait_until(lambda: c.received == 10 and c.remembered == 4)
+        session.change("removed", agent)
+        # news of a departure ahead of the agent's last updates: those go with it too
+        session.change("removed", other)
+        session.publish(_both("x", 0, T0 + 3, obj=7, agent=other), "i")
+        await wait_until(lambda: c.received == 12)
+        await wait_until(lambda: c.remembered == 0, timeout=5)
+    rows = _rows(tmp_path)
+    assert sorted(props["name"] for kind, _, props, _ in rows if kind == "c") \
+        == ["w1", "w2", "w3", "w4", "x"]

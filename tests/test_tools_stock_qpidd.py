@@ -106,9 +106,13 @@ async def test_qmf_collect_writes_samples_and_events(qpidd_stock: Any, tmp_path:
     # qpidd has no vhosts: its address is written without one
     assert mine["agent"] == "1.0" and mine["broker"] == qpidd_stock.url
     samples = ds.dataset(out / "samples", format="parquet", partitioning="hive").to_table(
-        columns=["class_name", "agent"])
+        columns=["class_name", "agent", "props"])
     classes = set(samples.column("class_name").to_pylist())
     assert "queue" in classes
+    # the consoles' own queues (collect's among them) are left out, as qmf stat -q does
+    queues = {dict(r["props"]).get("name") for r in samples.to_pylist()
+              if r["class_name"] == "queue"}
+    assert name in queues and not [q for q in queues if q and is_console_queue(q)], queues
 
 
 def _free_port() -> int:
@@ -289,8 +293,8 @@ async def test_the_dashboard_page_in_a_browser_on_qpidd(qpidd_stock: Any, queue:
 async def test_the_consoles_own_queues_are_one_word_and_hidden(qpidd_stock: Any,
                                                                 queue: str) -> None:
     """The consoles' own queues on qpidd (``<container id>_<link>``) have no blank in
-    their names, and qmf stat -q, qmf config queues and the shell leave them out unless
-    --console-queues (while a session of this test holds its own)."""
+    their names, and qmf stat -q, qmf config queues, qmf queue-stats and the shell leave
+    them out unless --console-queues (while a session of this test holds its own)."""
     async with Session.connect(qpidd_stock.url):
         addr = qpidd_stock.address
         every = await asyncio.to_thread(_qmf, "stat", "-b", addr, "-q", "--json",
@@ -309,6 +313,13 @@ async def test_the_consoles_own_queues_are_one_word_and_hidden(qpidd_stock: Any,
         assert config.returncode == 0, config.stderr
         listed = [r["name"] for r in json.loads(config.stdout)]
         assert queue in listed and not [n for n in listed if is_console_queue(n)], listed
+        for flag in ([], ["--console-queues"]):
+            rates = await asyncio.to_thread(_qmf, "queue-stats", "-a", addr, "-i", "0.2",
+                                            "--count", "1", "--json", *flag)
+            assert rates.returncode == 0, rates.stderr
+            rated = [r["queue"] for r in json.loads(rates.stdout)["queues"]]
+            own = [n for n in rated if is_console_queue(n)]
+            assert queue in rated and (own if flag else not own), (flag, rated)
         shell = await asyncio.to_thread(_qmf, "shell", addr, stdin="list queue\nquit\n")
         assert shell.returncode == 0, shell.stderr
         assert queue in shell.stdout and "qmf-async-console-" not in shell.stdout, \

@@ -206,7 +206,10 @@ class _Adapter(AsyncConsole):
             self._post("newAgent", w)
 
     def del_agent(self, agent: RemoteAgent) -> None:
+        # the wrapper newAgent gave, dropped from the cache as the classic console
+        # drops the agent from its broker's list before calling delAgent with it
         w = self.s._agent_w(agent)
+        self.s._forget_agent(agent, w)
         if _agent_matches(w, self.s.agent_filter):
             self._post("delAgent", w)
 
@@ -307,6 +310,13 @@ class Session:
         if w is None or (w.remote is not agent and w.remote.name != agent.name):
             w = self._agents[key] = Agent(self, self._broker_w(agent.broker), agent)
         return w
+
+    def _forget_agent(self, agent: RemoteAgent, wrapper: Agent) -> None:
+        """An agent left: its wrapper leaves the cache (a returning agent, or one
+        restarted with other banks, gets a new one, as from the classic console)."""
+        key = (id(agent.broker), agent.broker_bank, agent.agent_bank)
+        if self._agents.get(key) is wrapper:
+            self._agents.pop(key, None)
 
     def _schema_w(self, schema: WireClass) -> SchemaClass:
         w = self._schemas.get(schema.class_key)

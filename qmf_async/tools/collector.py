@@ -56,10 +56,12 @@ from .. import (
     QmfError,
     QmfObject,
     QmfType,
+    RemoteAgent,
     SchemaClass,
     Subscription,
     UsageError,
 )
+from ..names import is_console_queue
 from ..wire import ObjectValue, Typed
 
 if TYPE_CHECKING:
@@ -617,6 +619,21 @@ class CollectorStats:
 
 
 @attrs.define
+class _AgentProps:
+    """The last ``c`` properties of one agent's objects (by object id text): ``live``
+    since the agent last arrived, ``before`` those it had when it last left (looked up,
+    and moved to ``live``, when an object is seen again: a reconnect gives the same
+    ids), ``gone_since`` the monotonic time it left (None while it is present)."""
+
+    live: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+    before: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+    gone_since: float | None = None
+
+    def __len__(self) -> int:
+        return len(self.live) + len(self.before)
+
+
+@attrs.define
 class _Batch:
     table: str
     date: str
@@ -634,20 +651,27 @@ class Collector:
     the writer falls behind, the collector stops reading its subscriptions, whose
     bounded buffers then drop the oldest items (counted in ``dropped``).
     ``_class``/``_package``: collect only this class name (object class or event
-    name) / package.
+    name) / package.  ``forget_after``: seconds the last properties of the objects of
+    an agent that left are kept for its return (a reconnect gives the same object ids:
+    no new ``c`` rows), then released.  ``console_queues``: also the updates of the
+    consoles' own reply and topic queues (:func:`qmf_async.names.is_console_queue`;
+    left out by default, as ``qmf stat -q`` leaves them out: they are neither received
+    nor written).
 
     ``await run(stop)`` collects until ``stop`` is set (or the session closes),
     then writes what it holds.  ``add_sample``/``add_event`` feed it directly.
 
     Raises:
         ImportError: pyarrow is not installed (``pip install 'qmf-async[collector]'``).
-        UsageError: a non-positive batch size, time or buffer.
+        UsageError: a non-positive batch size, time or buffer, a negative
+            ``forget_after``.
     """
 
     def __init__(self, session: Session, out_dir: str | os.PathLike[str], *,
                  batch_rows: int = 10_000, batch_seconds: float = 5.0,
                  max_buffer: int = 100_000, _class: str | None = None,
-                 _package: str | None = None) -> None:
+                 _package: str | None = None, console_queues: bool = False,
+                 forget_after: float = 300.0) -> None:
         _pyarrow()
         if batch_rows < 1:
             raise UsageError("batch_rows must be at least 1")
@@ -655,6 +679,9 @@ class Collector:
             raise UsageError("batch_seconds must be positive")
         if max_buffer < 1:
             raise UsageError("max_buffer must be at least 1")
+        if not forget_after >= 0:
+            raise UsageError("forget_after must be 0 or more")
+        self.forget_after = float(forget_after)
         self.session = session
         self.out_dir = Path(out_dir)
         self.batch_rows = batch_rows
@@ -662,6 +689,7 @@ class Collector:
         self.max_buffer = max_buffer
         self.class_name = _class
         self.package = _package
+        self.console_queues = console_queues
         #: this collector's run id, part of every file name it writes
         self.run_id = new_run_id()
         # as large as the buffer: a QMF v2 session releases the data it held for a
@@ -684,9 +712,10 @@ class Collector:
         self._space = asyncio.Event()
         self._running = False
         self._first_sample = True
-        #: (broker, object id) -> the properties of its last c row made from an update
-        #: that carried properties and statistics together (QMF v2)
-        self._last_props: dict[tuple[str, str], dict[str, Any]] = {}
+        #: (broker, agent) -> the properties of the last c rows of its objects made from
+        #: updates that carried properties and statistics together (QMF v2); released
+        #: ``forget_after`` seconds after the agent left (agent_changes)
+        self._last_props: dict[tuple[str, str], _AgentProps] = {}
         #: classes ("package:class") updates arrived for, and those not yet snapshotted
         self._classes: set[str] = set()
         self._new_classes: collections.deque[tuple[str, str]] = collections.deque()
@@ -735,6 +764,16 @@ class Collector:
         return ((self.class_name is None or key.name == self.class_name)
                 and (self.package is None or key.package == self.package))
 
+    def _hidden(self, obj: QmfObject) -> bool:
+        """A console's own queue, left out unless ``console_queues``."""
+        if self.console_queues or obj.get_class_key().name != "queue":
+            return False
+        try:  # the properties, as merged with the object's last known ones
+            name = obj.get_properties().get("name")
+        except Exception:
+            return False
+        return isinstance(name, str) and is_console_queue(name)
+
     @staticmethod
     def _kind_of(obj: QmfObject) -> str:
         """``c`` when the update carried properties only, ``i`` when it carried
@@ -748,7 +787,8 @@ class Collector:
 
     def add_sample(self, obj: QmfObject, kind: str | None = None, *,
                    received_ts: int | None = None) -> bool:
-        """Buffer an object update; False when it was dropped (buffer full).
+        """Buffer an object update; False when it was dropped (buffer full) or left
+        out (a console's own queue, unless ``console_queues``: not counted).
 
         ``kind`` is ``"c"`` (properties) or ``"i"`` (statistics); by default what
         the update carried (:meth:`QmfObject.get_changes`), and for a proxy that
@@ -760,6 +800,8 @@ class Collector:
         Raises:
             UsageError: ``kind`` is not ``"c"`` or ``"i"``.
         """
+        if self._hidden(obj):
+            return False
         both = False
         if kind is None:
             kind = self._kind_of(obj)
@@ -779,18 +821,69 @@ class Collector:
         last ``c`` row written for the object (or none was), so that the dataset has
         the ``c`` rows that name the objects, as v1 agents send them."""
         try:
-            key = (_broker_text(obj), str(obj.get_object_id()))
+            oid = obj.get_object_id()
+            agent = (_broker_text(obj), _agent_text(obj.get_agent(), oid))
+            key = str(oid)
             props = obj.get_properties()
             deleted = obj.get_timestamps()[2] != 0
         except Exception:
             return False
+        known = self._last_props.get(agent)
         if deleted:
-            self._last_props.pop(key, None)
+            if known is not None:
+                known.live.pop(key, None)
+                known.before.pop(key, None)
             return True
-        if self._last_props.get(key) == props:
+        if known is None:
+            known = self._last_props[agent] = _AgentProps()
+        last = known.live.get(key)
+        if last is None and known.before:
+            last = known.before.pop(key, None)
+            if last is not None:
+                known.live[key] = last
+        if last == props:
             return False
-        self._last_props[key] = props
+        known.live[key] = props
         return True
+
+    def agent_changed(self, change: str, agent: RemoteAgent) -> None:
+        """An agent arrived (``"added"``) or left (``"removed"``), as
+        ``Session.agent_changes()`` says (:meth:`run` follows it).  When it leaves, the
+        last properties of its objects are kept ``forget_after`` seconds for its
+        return (a reconnect: same object ids, no new ``c`` rows), then released (an
+        agent restart over QMF v1 gives its objects new ids: nothing would ever ask
+        for the old ones again)."""
+        key = (str(getattr(agent.broker, "where", "") or agent.broker_url),
+               f"{agent.broker_bank}.{agent.agent_bank}")
+        known = self._last_props.get(key)
+        if known is None:
+            if change != "removed":
+                return
+            # updates of it still queued behind this news are released with it
+            known = self._last_props[key] = _AgentProps()
+        if change == "removed":
+            if known.gone_since is None:  # what it had before it last left goes now
+                known.before = known.live
+                known.live = {}
+            known.gone_since = time.monotonic()
+            if self.forget_after == 0:
+                del self._last_props[key]
+        elif change == "added":
+            known.gone_since = None
+
+    def _forget_gone(self, now: float) -> None:
+        """Release what is kept of agents that left ``forget_after`` seconds ago."""
+        limit = now - self.forget_after
+        for key, known in list(self._last_props.items()):
+            if known.gone_since is not None and known.gone_since <= limit:
+                del self._last_props[key]
+
+    @property
+    def remembered(self) -> int:
+        """Objects whose last properties are kept (to write a ``c`` row only when they
+        change): those of the present agents, and of the agents that left less than
+        ``forget_after`` seconds ago."""
+        return sum(len(k) for k in self._last_props.values())
 
     def _add_sample(self, obj: QmfObject, kind: str, rts: int) -> bool:
         self._received += 1
@@ -897,7 +990,8 @@ class Collector:
                 return
             rts = time.time_ns()
             for obj in objects:
-                if self._wanted(obj.get_class_key()) and self._props_row_due(obj) \
+                if self._wanted(obj.get_class_key()) and not self._hidden(obj) \
+                        and self._props_row_due(obj) \
                         and self._add_sample(obj, "c", rts):
                     self.snapshot_rows += 1
 
@@ -1009,7 +1103,18 @@ class Collector:
         tick = min(max(self.batch_seconds / 4, 0.01), 1.0)
         while True:
             await asyncio.sleep(tick)
-            self._handoff_due(time.monotonic())
+            now = time.monotonic()
+            self._handoff_due(now)
+            self._forget_gone(now)
+
+    async def _follow_agents(self, changes: Subscription[tuple[str, RemoteAgent]]) -> None:
+        try:
+            async for change, agent in changes:
+                self.agent_changed(change, agent)
+        except Exception as exc:  # the session closed on error: nothing more to follow
+            log.info("collector: agent changes ended: %s", exc)
+        finally:
+            changes.close()
 
     async def _writer(self) -> None:
         while True:
@@ -1034,12 +1139,14 @@ class Collector:
             _class=self.class_name, _package=self.package, maxsize=self._subscription_size)
         events: Subscription[Event] = session.events(
             _class=self.class_name, _package=self.package, maxsize=self._subscription_size)
+        agents: Subscription[tuple[str, RemoteAgent]] = session.agent_changes()
         self._subs = [updates, events]
         # fresh primitives: a collector may be run again, in another event loop
         self._lock, self._work, self._space = asyncio.Lock(), asyncio.Event(), asyncio.Event()
         pumps = [asyncio.ensure_future(self._pump(updates, self.add_sample)),
                  asyncio.ensure_future(self._pump(events, self.add_event))]
-        helpers = [asyncio.ensure_future(self._ticker()), asyncio.ensure_future(self._writer())]
+        helpers = [asyncio.ensure_future(self._ticker()), asyncio.ensure_future(self._writer()),
+                   asyncio.ensure_future(self._follow_agents(agents))]
         waits: list[asyncio.Future[Any]] = [asyncio.ensure_future(asyncio.gather(*pumps))]
         if stop is not None:
             waits.append(asyncio.ensure_future(stop.wait()))

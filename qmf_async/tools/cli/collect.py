@@ -6,7 +6,8 @@ Several URLs share one session; lost connections are re-established in the
 background.  Runs until SIGINT/SIGTERM or ``--duration`` seconds, then writes what
 it holds and prints its counters (received, written, dropped).  Restarting on the
 same DATASET appends: every run writes files of its own run id, never touching
-existing ones.  Needs pyarrow: ``pip install 'qmf-async[collector]'``.
+existing ones.  The consoles' own reply and topic queues (its own among them) are left
+out unless --console-queues.  Needs pyarrow: ``pip install 'qmf-async[collector]'``.
 """
 
 from __future__ import annotations
@@ -81,6 +82,9 @@ def add_parser(subparsers: Any) -> None:
                         help="seconds to wait for each first connection (default 10)")
     parser.add_argument("--connect-timeout", dest="timeout", type=positive_float,
                         help=argparse.SUPPRESS)  # the former name of -t/--timeout
+    parser.add_argument("--console-queues", action="store_true",
+                        help="also the consoles' own reply and topic queues (left out "
+                             "by default, as qmf stat -q leaves them out)")
     parser.add_argument("--no-snapshot", dest="snapshot", action="store_false",
                         help="do not ask the agents for the objects of each class seen "
                              "(their properties: names of objects older than the run); "
@@ -136,7 +140,8 @@ async def run(args: argparse.Namespace) -> int:
     try:
         collector = collector_mod.Collector(
             session, args.out, batch_rows=args.batch_rows, batch_seconds=args.batch_seconds,
-            max_buffer=args.max_buffer, _class=args.class_name, _package=args.package)
+            max_buffer=args.max_buffer, _class=args.class_name, _package=args.package,
+            console_queues=args.console_queues)
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, stop.set)

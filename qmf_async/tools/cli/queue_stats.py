@@ -6,7 +6,9 @@ object's sample timestamp.  The first read is the baseline, so the first report
 comes one interval after the start.  A queue that was re-created (another create
 time) or whose counters went back starts a new series (no rate in that report).  A
 quiet queue, whose agent has not sampled it again (same timestamp, same counters), has
-rates of 0 over the tool's own time between the reads.
+rates of 0 over the tool's own time between the reads.  The consoles' own reply and
+topic queues (``qmf_async.names.is_console_queue``) are left out unless
+``--console-queues``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from qmf_async import QmfObject
+from qmf_async.names import is_console_queue
 
 from ._common import EXIT_USAGE, ToolError
 from ._render import (
@@ -72,6 +75,9 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("-f", "--filter", default="", metavar="LIST",
                         help="comma-separated queue names to show (regular expressions, "
                              "matched at the start of the name)")
+    parser.add_argument("--console-queues", action="store_true",
+                        help="also the consoles' own reply and topic queues (left out "
+                             "by default)")
     parser.set_defaults(run=run)
 
 
@@ -123,14 +129,16 @@ async def run(args: argparse.Namespace) -> int:
     if args.interval <= 0 or args.count < 0:
         raise ToolError("--interval must be positive and --count >= 0", EXIT_USAGE)
     async with open_target(args) as target:
-        await _loop(target, args, patterns)
+        await _loop(target, args, patterns, args.console_queues)
     return 0
 
 
-async def _read(target: Target, patterns: list[re.Pattern[str]]) -> list[QmfObject]:
+async def _read(target: Target, patterns: list[re.Pattern[str]],
+                console_queues: bool = False) -> list[QmfObject]:
     queues = await target.objects("queue", what="queue")
     return [q for q in queues
-            if not patterns or any(p.match(str(q.get("name"))) for p in patterns)]
+            if (console_queues or not is_console_queue(str(q.get("name"))))
+            and (not patterns or any(p.match(str(q.get("name"))) for p in patterns))]
 
 
 def _sample(q: QmfObject, read_at: int) -> Sample:
@@ -143,9 +151,9 @@ def _key(q: QmfObject) -> tuple[int, str]:
     return id(q.get_broker()), str(q.get_object_id())
 
 
-async def _loop(target: Target, args: argparse.Namespace, patterns: list[re.Pattern[str]]
-                ) -> None:
-    first = await _read(target, patterns)
+async def _loop(target: Target, args: argparse.Namespace, patterns: list[re.Pattern[str]],
+                console_queues: bool = False) -> None:
+    first = await _read(target, patterns, console_queues)
     if not first:
         await target.require_class("queue", what="queues")
     previous = {_key(q): _sample(q, time.time_ns()) for q in first}
@@ -156,7 +164,7 @@ async def _loop(target: Target, args: argparse.Namespace, patterns: list[re.Patt
     while not args.count or report < args.count:
         report += 1
         await asyncio.sleep(max(0.0, start + report * args.interval - loop.time()))
-        queues = await _read(target, patterns)
+        queues = await _read(target, patterns, console_queues)
         read_at = time.time_ns()
         current = {_key(q): _sample(q, read_at) for q in queues}
         rows = [rate_row(q, previous.get(_key(q)), current[_key(q)]) for q in queues]
