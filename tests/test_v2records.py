@@ -109,6 +109,25 @@ def test_statistics_alone_make_an_i_record_and_properties_alone_a_c() -> None:
     assert conv.opcode({}) == "c" and conv.opcode({"ratio": 1.0, "size": 1}) == "g"
 
 
+def test_a_record_names_the_non_optional_elements_the_map_lacked() -> None:
+    # the classic console lists only what arrived: the record keeps which elements were
+    # filled with zeros (absent optional properties are None already)
+    conv, _ = _converter()
+    full = conv.record(_data({"name": "w1", "owner": {"_object_name": "o1"}, "size": 1,
+                              "tags": {}, "live": True, "uid": bytes(16), "hits": 1,
+                              "ratio": 0.5}), (0, 1))
+    assert full.absent == frozenset()
+    part = conv.record(_data({"name": "w1", "hits": 4}), (0, 1))
+    assert part.absent == {"owner", "size", "tags", "live", "uid", "ratio"}
+    same = V2RecordConverter(SCHEMA, conv.codec, lambda banks, oid: bytes(15) + b"\x01")
+    stats = same.record(_data({"ratio": 2.0}), (0, 1))
+    props = same.record(_data({"name": "w1", "size": 2}), (0, 1))
+    assert stats.absent == {"hits"} and props.absent == {"owner", "tags", "live", "uid"}
+    # a merge keeps each part's
+    assert stats.merge(props).absent == {"hits", "owner", "tags", "live", "uid"}
+    assert stats.merge(None).absent == {"hits"}
+
+
 def test_a_class_without_statistics_makes_c_records() -> None:
     schema = SchemaClass(1, ClassKey("com.acme", "plain", bytes(16)),
                          properties=(SchemaProperty("name", "sstr"),))

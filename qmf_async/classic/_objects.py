@@ -130,7 +130,8 @@ class Object:
         if name in self._set:
             return self._set[name]
         obj = self._obj
-        if obj is None:
+        if obj is None or name in obj.get_absent():
+            # not sent (QMF v2): None, as the classic console reads a missing element
             return None
         value = obj.get(name)
         if value is not None and desc.type == _REF and isinstance(value, WireObjectId):
@@ -171,12 +172,12 @@ class Object:
 
     def getProperties(self) -> list[tuple[Any, Any]]:
         """``[(SchemaProperty, value)]`` in schema order (None for an absent one; over
-        QMF v2 absent ones are left out, as the classic console does); ``[]`` for a
-        record that carried statistics only (an ``objectStats`` update)."""
+        QMF v2 those the agent did not send are left out, as the classic console does);
+        ``[]`` for a record that carried statistics only (an ``objectStats`` update)."""
         if not self._parts & Change.PROPERTIES:
             return []
         out = [(p, self._value("p", p)) for p in self._schema.properties]
-        if self._is_v2():
+        if self._is_v2():  # absent ones read None (the optional and the not sent)
             out = [(p, v) for p, v in out if v is not None]
         return out
 
@@ -185,10 +186,17 @@ class Object:
         return bool(oid is not None and oid.isV2)
 
     def getStatistics(self) -> list[tuple[Any, Any]]:
-        """``[(SchemaStatistic, value)]`` in schema order; ``[]`` for a record that
-        carried properties only (an ``objectProps`` update)."""
+        """``[(SchemaStatistic, value)]`` in schema order, those the agent sent (over
+        QMF v2 an agent may leave some out: they are not listed, as the classic console
+        does); ``[]`` for a record that carried properties only (an ``objectProps``
+        update)."""
         if not self._parts & Change.STATISTICS:
             return []
+        obj = self._obj
+        absent = obj.get_absent() if obj is not None else None
+        if absent:
+            return [(s, self._value("s", s)) for s in self._schema.statistics
+                    if s.name not in absent or s.name in self._set]
         return [(s, self._value("s", s)) for s in self._schema.statistics]
 
     # ---- the classic console's attributes (scripts read them off records)

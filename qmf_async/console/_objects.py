@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from ..wire import ObjectRecord
 
 _new = object.__new__
+#: no element absent (shared)
+_NO_NAMES: frozenset[str] = frozenset()
 #: (properties received, statistics received) -> kind
 _KINDS = {(True, True): "g", (True, False): "c", (False, True): "i", (False, False): ""}
 
@@ -168,9 +170,11 @@ class QmfObject:
     # _raw: the record's bytes in ``g`` layout (timestamps and object id first);
     # _kind: which parts were received ("c" properties, "i" statistics, "g" both);
     # _sofs: where the statistics start in _raw; _p/_s: values given decoded (else None);
-    # _changed: what the update that produced this proxy carried (a Change)
+    # _changed: what the update that produced this proxy carried (a Change);
+    # _absent: the non-optional elements the agent left out (QMF v2), read as zeros
     __slots__ = (
         "__weakref__",
+        "_absent",
         "_agent",
         "_broker",
         "_changed",
@@ -206,6 +210,7 @@ class QmfObject:
         self._sofs = RecordLayout.HEADER_SIZE
         self._p = tuple(properties) if properties is not None else None
         self._s = tuple(statistics) if statistics is not None else None
+        self._absent = _NO_NAMES
         if changed is None:
             changed = _OPCODE_CHANGES[self._kind]
             if timestamps[2]:
@@ -215,9 +220,11 @@ class QmfObject:
     @classmethod
     def from_raw(cls, session: SessionLink | None, broker: BrokerLink | None,
                  agent: RemoteAgent | None, reader: RecordReader, raw: bytes, kind: str,
-                 sofs: int, changed: Change | None = None) -> QmfObject:
+                 sofs: int, changed: Change | None = None,
+                 absent: frozenset[str] = frozenset()) -> QmfObject:
         """A proxy of a received record's bytes (``raw`` in ``g`` layout, ``kind`` the
-        parts it holds, ``sofs`` where its statistics start), as sessions build them."""
+        parts it holds, ``sofs`` where its statistics start, ``absent`` the record's
+        :attr:`~qmf_async.wire.RawObjectRecord.absent`), as sessions build them."""
         # changed: what the update carried (default: the parts in ``kind``, and
         # DELETED when the record's delete time is set)
         obj: QmfObject = _new(_PROXY_CLASSES.get(reader) or _proxy_class(reader))
@@ -234,6 +241,7 @@ class QmfObject:
         obj._kind = kind
         obj._sofs = sofs
         obj._p = obj._s = None
+        obj._absent = absent
         return obj
 
     @classmethod
@@ -242,7 +250,7 @@ class QmfObject:
         """A proxy of a received record (raw or decoded), as sessions build them."""
         if type(rec) is RawObjectRecord:
             return cls.from_raw(session, broker, agent, rec.codec, rec.raw,
-                                rec.opcode, rec.sofs)
+                                rec.opcode, rec.sofs, None, rec.absent)
         return cls(session, broker, agent, rec.schema, rec.object_id, rec.properties,
                    rec.statistics, (rec.timestamp, rec.created, rec.deleted))
 
@@ -404,6 +412,17 @@ class QmfObject:
         """
         return self._changed
 
+    def get_absent(self) -> frozenset[str]:
+        """The names of the non-optional properties and statistics the agent left out
+        of the record this proxy holds: a QMF v2 agent's object map may lack some (qpidd
+        leaves out, for one, the latency statistics it has no sample of); they read as
+        their type's zero.  Empty over QMF v1, whose records carry every element.
+
+        Example: ``{k: v for k, v in obj.get_statistics().items()
+        if k not in obj.get_absent()}``, the statistics the agent sent.
+        """
+        return self._absent
+
     def get_index(self) -> str:
         """The index properties' values joined by ':' (qpid-tool's display name).
 
@@ -449,6 +468,7 @@ class QmfObject:
         self._reader, self._raw, self._kind, self._sofs = (new._reader, new._raw, new._kind,
                                                            new._sofs)
         self._p, self._s, self._changed = new._p, new._s, new._changed
+        self._absent = new._absent
 
     async def deref(self, name: str, *, _timeout: float | None = None) -> QmfObject | None:
         """The object an objectReference property points to (None for a null reference).

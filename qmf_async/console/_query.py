@@ -173,7 +173,7 @@ class ObjectQueries:
                     return
                 seen[0] = True
                 obj = from_raw(link, broker, agent, codec, msg.raw,
-                               msg.opcode, msg.sofs)
+                               msg.opcode, msg.sofs, None, msg.absent)
                 if filtered:
                     try:
                         for name, want in property_equals.items():

@@ -85,8 +85,10 @@ class ObjectUpdates:
     def _hand_out(self, broker: Broker, agent: RemoteAgent | None, rec: RawObjectRecord,
                   raw: bytes, sofs: int, kind: str, changed: Change) -> None:
         # the Session this is mixed into is the proxies' SessionLink
+        # absent: of the parts the received record carried (a part the view joined
+        # in from an earlier record counts as sent in full)
         obj = QmfObject.from_raw(cast(SessionLink, self), broker, agent, rec.codec, raw,
-                                 kind, sofs, changed)
+                                 kind, sofs, changed, rec.absent)
         # as the classic console: properties first, then statistics, for every update
         # that carries them (a v2 object with both parts, or an object first seen
         # through statistics whose properties a completion query brought, gets both)

@@ -396,6 +396,7 @@ _timestamps = RecordLayout.timestamps
 _is_deleted = RecordLayout.is_deleted
 _oid_bytes = RecordLayout.object_id_bytes
 _new = object.__new__
+_NO_NAMES: frozenset[str] = frozenset()
 
 
 @attrs.frozen(slots=True)
@@ -415,6 +416,9 @@ class RawObjectRecord:
     raw: bytes = attrs.field(repr=False)
     #: offset of the statistics in ``raw`` (``len(raw)`` for a ``c`` record)
     sofs: int = attrs.field(repr=False)
+    #: the non-optional properties and statistics the agent left out, which read as
+    #: their type's zero (a QMF v2 object's map may lack some; a v1 record lacks none)
+    absent: frozenset[str] = attrs.field(default=frozenset(), repr=False)
 
     @property
     def OPCODE(self) -> str:
@@ -485,7 +489,10 @@ class RawObjectRecord:
                                       RecordLayout.properties(props_of.raw, props_of.sofs),
                                       RecordLayout.statistics(stats_of.raw, stats_of.sofs))
         merged: RawObjectRecord = _new(RawObjectRecord)
-        _init_view(merged, "g", self.seq, self.codec, raw, sofs)
+        # a c carries only property names in ``absent``, an i only statistic names
+        absent = (props_of.absent | stats_of.absent
+                  if props_of.absent or stats_of.absent else _NO_NAMES)
+        _init_view(merged, "g", self.seq, self.codec, raw, sofs, absent)
         return merged
 
     # -- values
@@ -568,13 +575,14 @@ class RawObjectRecord:
                             self.properties, self.statistics)
 
 
-_VIEW_SETTERS = _slot_setters(RawObjectRecord, 5)
+_VIEW_SETTERS = _slot_setters(RawObjectRecord, 6)
 
 
 def _init_view(rec: RawObjectRecord, opcode: str, seq: int, codec: ClassCodec, raw: bytes,
-               sofs: int) -> None:
+               sofs: int, absent: frozenset[str] = _NO_NAMES) -> None:
     assert _VIEW_SETTERS is not None
-    for setter, value in zip(_VIEW_SETTERS, (opcode, seq, codec, raw, sofs), strict=True):
+    for setter, value in zip(_VIEW_SETTERS, (opcode, seq, codec, raw, sofs, absent),
+                             strict=True):
         setter(rec, value)
 
 

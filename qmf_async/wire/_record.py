@@ -196,7 +196,7 @@ def compile_record_scanner(opcode: str, codec: Any, make_record: type, object_co
     ``(buf, message_start, pos, seq, out) -> end``.
 
     ``pos`` is where the record starts after its message header and class key.  The
-    scanner appends a ``make_record(opcode, seq, codec, raw, sofs)`` (a
+    scanner appends a ``make_record(opcode, seq, codec, raw, sofs, frozenset())`` (a
     :class:`~qmf_async.wire.RawObjectRecord`, its slots filled directly) to ``out``,
     and goes on with every following message of the body that has the same header and
     class key (packed records of one answer), so the caller dispatches once per run.  It raises only
@@ -231,7 +231,9 @@ def compile_record_scanner(opcode: str, codec: Any, make_record: type, object_co
         "_object": object_codec[0] if object_codec is not None else _no_object,
         "_REC": make_record, "_CODEC": codec, "_new": _new,
     }
-    values = [repr(opcode), "seq", "_CODEC", "buf[start:pos]", "sofs - start"]
+    # the view's fields: a v1 record leaves no element absent (the last, ``absent``)
+    values = [repr(opcode), "seq", "_CODEC", "buf[start:pos]", "sofs - start", "_NONE"]
+    env["_NONE"] = frozenset()
     setters = _slot_setters(make_record, len(values))
     if setters is None:  # pragma: no cover - the view is a plain slots class
         lines.append(f"        append(_REC({', '.join(values)}))")

@@ -8,7 +8,8 @@ of its class's v1 schema (qpidd has no v2 schema query; the v1 ``S`` gives it):
   sends them as binary), uuids sent as 16 bytes made uuids, booleans and floats made
   so, references (v2 object id maps) made v1 object ids; integers and the other types
   as received;
-- an absent element is None when optional, else its type's zero;
+- an absent element is None when optional, else its type's zero, and its name is
+  kept in the record's ``absent`` (the classic console lists only what arrived);
 - the opcode is ``g`` when the map holds properties and statistics, ``i`` when only
   statistics, else ``c``.
 
@@ -36,8 +37,12 @@ __all__ = ["RefId", "V2RecordConverter", "v2_class_key", "v2_default", "v2_value
 
 #: ``ref_id(agent banks, v2 object id) -> v1 object id bytes`` (16)
 RefId = Callable[[tuple[int, int], V2ObjectId], bytes]
-#: ``convert(values, banks) -> the values of one record section, in schema order``
-_Section = Callable[[Mapping[str, Any], tuple[int, int]], list[Any]]
+#: ``convert(values, banks, absent) -> the values of one record section, in schema
+#: order``; the names of the non-optional elements ``values`` lacks (filled with their
+#: type's zero) are appended to ``absent``
+_Section = Callable[[Mapping[str, Any], tuple[int, int], list[str]], list[Any]]
+#: no element absent (shared)
+_NO_NAMES: Final[frozenset[str]] = frozenset()
 
 _INTS: Final = frozenset({QmfType.UINT8, QmfType.UINT16, QmfType.UINT32, QmfType.UINT64,
                           QmfType.INT8, QmfType.INT16, QmfType.INT32, QmfType.INT64,
@@ -124,14 +129,16 @@ def v2_value(name: str, t: QmfType, value: Any, banks: tuple[int, int],
 
 def _compile_section(fields: list[tuple[str, QmfType, bool]], ref_id: RefId,
                      what: str) -> _Section:
-    """``convert(values, banks) -> list`` for one section's ``fields`` (name, type,
-    optional): one line per field, the value rules of :func:`v2_value` inlined."""
+    """``convert(values, banks, absent) -> list`` for one section's ``fields`` (name,
+    type, optional): a few lines per field, the value rules of :func:`v2_value`
+    inlined; a non-optional field the map lacks gets its type's zero and its name
+    appended to ``absent`` (the present ones cost nothing more)."""
 
     def ref(name: str, value: Any, banks: tuple[int, int]) -> ObjectId:
         return _ref(name, value, banks, ref_id)
 
     env: dict[str, Any] = {"_text": _text, "_uuid16": _uuid, "_ref": ref, "_bytes": bytes}
-    lines = ["def convert(values, banks):", "    g = values.get", "    out = []",
+    lines = ["def convert(values, banks, absent):", "    g = values.get", "    out = []",
              "    add = out.append"]
     for i, (name, t, optional) in enumerate(fields):
         env[f"d{i}"] = None if optional else v2_default(t)
@@ -148,7 +155,12 @@ def _compile_section(fields: list[tuple[str, QmfType, bool]], ref_id: RefId,
             expr = "_float(v)"
         else:  # integers (as received, as over v1) and maps, lists, objects
             expr = "v"
-        lines.append(f"    add(d{i} if v is None else {expr})")
+        if optional:
+            lines.append(f"    add(d{i} if v is None else {expr})")
+        else:
+            lines += ["    if v is None:", f"        add(d{i})",
+                      f"        absent.append({name!r})", "    else:",
+                      f"        add({expr})"]
     lines.append("    return out")
     fn: _Section = _compile_source("convert", lines, env, f"v2 {what}")
     return fn
@@ -194,9 +206,10 @@ class V2RecordConverter:
             raise DecodeError("QMF v2 object without an object id or schema hash")
         values = data.values
         opcode = self.opcode(values)
+        absent: list[str] = []
         try:
-            props = self.props(values, banks) if opcode != "i" else None
-            stats = self.stats(values, banks) if opcode == "g" or opcode == "i" \
+            props = self.props(values, banks, absent) if opcode != "i" else None
+            stats = self.stats(values, banks, absent) if opcode == "g" or opcode == "i" \
                 else None
         except DecodeError:
             raise
@@ -214,7 +227,8 @@ class V2RecordConverter:
                 codec.statistics[1](out, stats)
         except _MISFITS as exc:
             raise self._misfit(v2_oid, exc) from exc
-        return RawObjectRecord(opcode, 0, codec, bytes(out), sofs)
+        return RawObjectRecord(opcode, 0, codec, bytes(out), sofs,
+                               frozenset(absent) if absent else _NO_NAMES)
 
     def _misfit(self, oid: V2ObjectId, exc: BaseException) -> DecodeError:
         return DecodeError(f"QMF v2 object {oid.object_name!r} does not fit its schema "
