@@ -18,6 +18,7 @@ from qmf_async.protocol import (
     HeartbeatReceived,
     Outgoing,
     V2AgentArrived,
+    V2AgentBeat,
     V2ObjectQueryRequested,
     V2RequestRejected,
 )
@@ -93,6 +94,7 @@ def test_every_core_feeds_on_the_one_inbound_type() -> None:
     console_v2 = ConsoleProtocolV2()
     beat_v2 = v2_agent.heartbeat(1)
     assert isinstance(beat_v2.body, dict) and beat_v2.headers is not None
-    (arrived,) = console_v2.feed(delivery(value=beat_v2.body, key=beat_v2.key,
-                                          headers=dict(beat_v2.headers)), 0.0)
+    (arrived, beat) = console_v2.feed(delivery(value=beat_v2.body, key=beat_v2.key,
+                                               headers=dict(beat_v2.headers)), 0.0)
     assert isinstance(arrived, V2AgentArrived) and arrived.name == "vendor:product:1"
+    assert isinstance(beat, V2AgentBeat) and beat.name == arrived.name
