@@ -1380,8 +1380,9 @@ class _BothVersionsV2Link:
     """Stands for the v2 link of a connection to a qpidd publishing QMF v1 and v2
     (``--mgmt-qmf1 yes``): v2 deliveries are taken, nothing else is asked of it."""
 
-    bindings = [("agent.ind.event.#", None)]
-    indications = True
+    def __init__(self) -> None:
+        self.bindings = [("agent.ind.event.#", None)]
+        self.indications = True
 
     def dispatch(self, delivery: Any) -> None:
         pass
