@@ -91,6 +91,8 @@ _V1_AGENT_LIST = ("console.obj.*.*.org.apache.qpid.broker.agent",)
 #: qpidd's v1 events kept while it is not known whether it publishes v2 (a few
 #: publication intervals after connecting)
 _MAX_EARLY = 10_000
+#: the routing key prefix of qpidd's agent's (1.0) v1 events
+_QPIDD_V1_EVENT = "console.event.1.0."
 #: how many departed agents a broker remembers (to fail calls to them at once)
 _MAX_DEPARTED = 4096
 #: the drain probe a console sends itself before aging agents out (then its time)
@@ -442,11 +444,20 @@ class Broker(SchemaFetches, MethodCalls):
             self.discard(wait)
 
     def v2_beat(self, banks: tuple[int, int]) -> None:
-        """Over v2: a v2 heartbeat of the agent of ``banks`` arrived."""
+        """Over v2: a v2 heartbeat of the agent of ``banks`` arrived.  The first one of
+        qpidd's agent shows that it publishes v2: the v1 events held meanwhile are
+        dropped (v2 delivered them) and no more are held.
+
+        The early v1 event bindings stay until the connection ends: over AMQP 1.0
+        each binding is a link of its own, and detaching one makes qpidd raise
+        ``unsubscribe`` (and ``unbind``, ``queueDelete``) events of this console at
+        the moment of the heartbeat, which every console, this session's own
+        ``events()`` included, would receive amid the events it follows.  qpidd's v1
+        events arriving on them are dropped unread (:meth:`_dispatch`)."""
         if banks == (1, 0) and not self._v2_beat:
             self._v2_beat = True
             self._early.clear()
-            self._drop_early_keys()
+            self._early_keys = []
 
     async def bind_early(self, keys: Sequence[str]) -> None:
         """Over v2, while qpidd is not known to publish v2: also bind the v1 event
@@ -464,23 +475,6 @@ class Broker(SchemaFetches, MethodCalls):
                 self._early_keys.append(key)
                 self._v1_keys.append(key)
                 await transport.bind(topic, MANAGEMENT, key)
-
-    def _drop_early_keys(self) -> None:
-        keys, self._early_keys = self._early_keys, []
-        transport, topic = self.transport, self._topic_queue
-        if not keys or transport is None or topic is None or not self.connected:
-            return
-        self._v1_keys = [k for k in self._v1_keys if k not in keys]
-
-        async def run() -> None:
-            for key in keys:
-                try:
-                    await transport.unbind(topic, MANAGEMENT, key)
-                except QmfError as exc:
-                    log.info("v1 unbinding %s on %s failed: %s", key, self.where, exc)
-        task = asyncio.get_running_loop().create_task(run())
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
 
     def _v1_beat_of_qpidd(self) -> None:
         """Over v2, with the QMF version left to choose: a v1 heartbeat of qpidd's
@@ -865,6 +859,9 @@ class Broker(SchemaFetches, MethodCalls):
             return
         if delivery.routing_key == self._probe_key and self._probe_back(delivery.body):
             return
+        if self._v2_beat and self._v2 is not None \
+                and delivery.routing_key.startswith(_QPIDD_V1_EVENT):
+            return  # qpidd's v1 event, on an early binding: v2 delivers it (see v2_beat)
         if delivery.endpoint == self._loss_queue:
             if self._probe_back(delivery.body):
                 return
