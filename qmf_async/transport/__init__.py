@@ -52,7 +52,7 @@ from ._options import add_connection_arguments, connection_arguments
 if TYPE_CHECKING:  # for type checkers; at run time imported on first use (__getattr__)
     from ._amqp10_engine import Amqp10Connection
     from ._amqp10_frames import FrameSizeError
-    from ._native import NativeAmqp10Transport
+    from ._native import Amqp10ConnectionError, NativeAmqp10Transport
     from ._proton import ProtonConnectionError, ProtonTransport
 
 #: The AMQP 0-9-1 transport under its former name (the console's default factory).
@@ -61,6 +61,7 @@ Transport = AiormqTransport
 __all__ = [
     "AMQP10_CAPABILITIES",
     "AMQP10_IMPL_ENV",
+    "Amqp10ConnectionError",
     "Amqp10Connection",
     "FrameSizeError",
     "NativeAmqp10Transport",
@@ -115,6 +116,10 @@ def __getattr__(name: str) -> Any:
         from ._native import NativeAmqp10Transport
 
         return NativeAmqp10Transport
+    if name == "Amqp10ConnectionError":
+        from ._native import Amqp10ConnectionError
+
+        return Amqp10ConnectionError
     if name == "Amqp10Connection":
         from ._amqp10_engine import Amqp10Connection
 

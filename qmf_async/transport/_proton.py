@@ -170,6 +170,8 @@ class ProtonTransport:
     server_selectors: Final = True
     #: what it can do (the console reads this)
     capabilities: Final = AMQP10_CAPABILITIES
+    #: what ``qmf.client`` raises for a connection failure on this transport
+    connection_error: Final = ProtonConnectionError
 
     def __init__(
         self,
