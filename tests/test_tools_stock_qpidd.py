@@ -340,14 +340,13 @@ async def test_qmf_into_a_closed_pipe_and_the_dashboard_without_proton(
         2, "web_dashboard: error: AMQP 1.0 needs python-qpid-proton: "
            "pip install 'qmf-async[amqp10]' (or QMF_AMQP10=native)\n")
     # on the pure-Python transport the same dashboard needs no proton: it serves
-    proc = subprocess.Popen([sys.executable, "-c", blocked], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "QMF_AMQP10": "native"})
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", blocked, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env={**os.environ, "QMF_AMQP10": "native"})
     try:
         assert proc.stdout is not None
-        first = await asyncio.wait_for(asyncio.to_thread(proc.stdout.readline), 60)
-        assert first.startswith("======== Running on http://127.0.0.1:"), (
-            first, proc.poll() is not None and proc.communicate()[1])
+        first = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
+        assert first.startswith("======== Running on http://127.0.0.1:"), first
     finally:
         proc.terminate()
-        await asyncio.to_thread(proc.wait, 10)
+        await asyncio.wait_for(proc.wait(), 10)

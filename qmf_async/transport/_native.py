@@ -37,7 +37,6 @@ from ..errors import (
 )
 from ..logs import warn_limited
 from ..wire import Typed10, decode_amqp10_message, encode_amqp10_message
-from ._aiormq import _ssl_context
 from ._amqp10_engine import (
     Amqp10Connection,
     Attached,
@@ -76,6 +75,7 @@ from ._base import (
 )
 from ._base import ConnectionState as _S
 from ._base import Transport as TransportProtocol
+from ._tls import ssl_context as _ssl_context
 
 __all__ = ["Amqp10ConnectionError", "NativeAmqp10Transport"]
 
