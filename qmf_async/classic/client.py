@@ -29,6 +29,7 @@ import asyncio
 import atexit
 import itertools
 import os
+import sys
 import threading
 import time
 import weakref
@@ -56,6 +57,25 @@ ACL_ADDR = "org.apache.qpid.acl:acl:org.apache.qpid.broker:broker:amqp-broker"
 #: transport also proton's ``ConnectionException`` (``ProtonConnectionError``), on the
 #: pure-Python one (``QMF_AMQP10=native``) ``Amqp10ConnectionError``, with no proton
 ConnectionException: type[TransportError] = _TRANSPORT.connection_error
+
+_ALSO_PROTON: dict[tuple[type, type], type[TransportError]] = {}
+
+
+def _connection_exception(message: str) -> TransportError:
+    """A :data:`ConnectionException`; when the program has imported proton (code
+    written for proton's blocking client catches ``proton.ConnectionException``) and
+    the class is not proton's already, one of a subclass that is both."""
+    cls = ConnectionException
+    proton = sys.modules.get("proton")
+    theirs = getattr(proton, "ConnectionException", None) if proton is not None else None
+    if isinstance(theirs, type) and issubclass(theirs, BaseException) \
+            and not issubclass(cls, theirs):
+        both = _ALSO_PROTON.get((cls, theirs))
+        if both is None:
+            both = _ALSO_PROTON[(cls, theirs)] = type(cls.__name__, (cls, theirs), {
+                "__module__": cls.__module__, "__doc__": cls.__doc__})
+        cls = both
+    return cls(message)
 
 __all__ = [
     "ACL_ADDR",
@@ -223,7 +243,7 @@ class AgentConnection:
         with self._lock:
             if self._loop.is_closed():
                 coro.close()
-                raise ConnectionException(f"the connection to {self.url} is closed")
+                raise _connection_exception(f"the connection to {self.url} is closed")
             try:
                 return self._loop.run_until_complete(asyncio.wait_for(coro, wait))
             except TimeoutError:
@@ -232,7 +252,7 @@ class AgentConnection:
             except ConnectionException:
                 raise
             except TransportError as exc:
-                raise ConnectionException(str(exc)) from exc
+                raise _connection_exception(str(exc)) from exc
 
     def close(self) -> None:
         """Close the connection (bounded; idempotent)."""
@@ -286,7 +306,7 @@ class SyncRequestResponse:
         """Use ``connection`` from now on (opens the reply node on it)."""
         self.connection = connection
         transport = connection.transport
-        self._fail_all(ConnectionException(f"reconnected to {connection.url}"))
+        self._fail_all(_connection_exception(f"reconnected to {connection.url}"))
 
         async def setup() -> str:
             transport.set_dispatcher(self._on_delivery)
@@ -309,7 +329,7 @@ class SyncRequestResponse:
 
     def _fail_all(self, exc: BaseException) -> None:
         if isinstance(exc, TransportError) and not isinstance(exc, ConnectionException):
-            exc = ConnectionException(str(exc))
+            exc = _connection_exception(str(exc))
         for queue in self._answers.values():
             queue.put_nowait(exc)
 

@@ -56,7 +56,6 @@ if TYPE_CHECKING:  # for type checkers; at run time imported on first use (__get
     from ._native import Amqp10ConnectionError, NativeAmqp10Transport
     from ._proton import ProtonConnectionError, ProtonTransport
 
-if TYPE_CHECKING:
     #: The AMQP 0-9-1 transport under its former name (the console's default factory).
     Transport = AiormqTransport
 
