@@ -81,3 +81,22 @@ async def test_a_stale_amqp10_place_falls_back_to_0_9_1_and_is_dropped(
         assert broker.transport is not None
         assert broker.transport.capabilities.protocol == "0-9-1"
     assert json.loads(cache.read_text()) == {"1.0": ["elsewhere:5672"]}
+
+
+def test_where_the_amqp10_places_are_kept(monkeypatch: pytest.MonkeyPatch,
+                                          tmp_path: Path) -> None:
+    monkeypatch.delenv("QMF_PROTOCOL_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert _auto._cache_file() == tmp_path / "qmf-async" / "amqp10-places.json"
+    _auto._remember(("brokerhost", 5672), "1.0")
+    assert _auto._remembered(("brokerhost", 5672)) == "1.0"
+    assert _auto._remembered(("brokerhost", 5673)) is None
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert _auto._cache_file() == tmp_path / "home" / ".cache" / "qmf-async" / \
+        "amqp10-places.json"
+    monkeypatch.setenv("QMF_PROTOCOL_CACHE", "")
+    assert _auto._cache_file() is None and _auto._remembered(("brokerhost", 5672)) is None
+    (tmp_path / "bad.json").write_text("not json")
+    monkeypatch.setenv("QMF_PROTOCOL_CACHE", str(tmp_path / "bad.json"))
+    assert _auto._remembered(("brokerhost", 5672)) is None  # a damaged file is no hint

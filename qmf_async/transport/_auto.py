@@ -73,7 +73,12 @@ def _cache_file() -> Path | None:
     named = os.environ.get(PROTOCOL_CACHE_ENV)
     if named is not None:
         return Path(named) if named.strip() else None
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    base = os.environ.get("XDG_CACHE_HOME")
+    if not base:
+        home = os.path.expanduser("~")
+        if home.startswith("~"):  # no home directory: no file
+            return None
+        base = os.path.join(home, ".cache")
     return Path(base) / "qmf-async" / "amqp10-places.json"
 
 
