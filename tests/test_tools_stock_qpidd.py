@@ -345,7 +345,19 @@ async def test_qmf_into_a_closed_pipe_and_the_dashboard_without_proton(
                f"runpy.run_path({str(ROOT / 'examples' / 'web_dashboard' / 'app.py')!r}, "
                "run_name='__main__')")
     done = await asyncio.to_thread(subprocess.run, [sys.executable, "-c", blocked],
-                                   capture_output=True, text=True, timeout=60, check=False)
+                                   capture_output=True, text=True, timeout=60, check=False,
+                                   env={**os.environ, "QMF_AMQP10": "proton"})
     assert (done.returncode, done.stderr) == (
         2, "web_dashboard: error: AMQP 1.0 needs python-qpid-proton: "
-           "pip install 'qmf-async[amqp10]'\n")
+           "pip install 'qmf-async[amqp10]' (or QMF_AMQP10=native)\n")
+    # on the pure-Python transport the same dashboard needs no proton: it serves
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", blocked, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env={**os.environ, "QMF_AMQP10": "native"})
+    try:
+        assert proc.stdout is not None
+        first = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
+        assert first.startswith("======== Running on http://127.0.0.1:"), first
+    finally:
+        proc.terminate()
+        await asyncio.wait_for(proc.wait(), 10)

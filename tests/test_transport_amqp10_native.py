@@ -285,3 +285,83 @@ def test_qmf_amqp10_picks_the_implementation(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("QMF_AMQP10", "uamqp")
     with pytest.raises(UsageError, match="'native' or 'proton'"):
         amqp10_class()
+
+
+async def test_qpidd_sees_a_one_word_container_our_process_and_a_dynamic_reply_node(
+        qpidd_stock: Qpidd) -> None:
+    """What ProtonTransport gained, on this transport: a container id with no blank
+    (qpidd names link queues after it), the ``qpid.client_process``/``pid`` open
+    properties (qmf stat -c's cproc, cpid), ``local_address`` (the end of qpidd's
+    connection address), and a dynamic node whose address goes out as the reply_to
+    as it is, so the broker's QMF answer comes back to it."""
+    from qmf_async import names
+    from qmf_async.classic._values import classic_text
+    from qmf_async.transport import client_process_properties
+
+    t = NativeAmqp10Transport(qpidd_stock.url, name="qmf-async console")
+    await t.connect(10)
+    got: list[Delivery] = []
+    try:
+        assert t.where == parse_url(qpidd_stock.url).server_where
+        local = t.local_address
+        assert local is not None and local.count(":") == 1, local
+        t.set_dispatcher(got.append)
+        node = await t.open_dynamic_endpoint("parity-reply")
+        assert node and "/" not in node, node
+        assert node.startswith("qmf-async-console-") and " " not in node, node  # container id
+        with pytest.raises(UsageError):
+            await t.open_dynamic_endpoint("parity-reply")
+        await t.publish({"_what": "OBJECT", "_schema_id": {"_class_name": "connection"}},
+                        exchange=names.V2_DIRECT_EXCHANGE, routing_key="broker",
+                        reply_to=node, correlation_id="c1",
+                        headers={"qmf.opcode": "_query_request", "x-amqp-0-10.app-id": "qmf2",
+                                 "method": "request"})
+        await wait_until(lambda: any(d.correlation_id == "c1" for d in got), timeout=10,
+                         message="qpidd's answer on the dynamic node")
+        rows = [classic_text(row["_values"]) for d in got if d.correlation_id == "c1"
+                for row in (d.value or [])]
+        ours = [r for r in rows if str(r.get("address", "")).endswith("-" + local)]
+        assert len(ours) == 1, rows
+        conn = ours[0]
+        proc = client_process_properties()["qpid.client_process"]
+        assert conn["remotePid"] == os.getpid()
+        assert conn["remoteProcessName"] == proc, conn
+    finally:
+        await t.close()
+    assert t.local_address is None
+    assert names.container_id("qmf-async console").startswith("qmf-async-console-")
+
+
+_QMF_CLIENT_ON_NATIVE = """
+import sys
+from qmf.client import BrokerAgent, ConnectionException
+from qmf_async import TransportError
+from qmf_async.transport import Amqp10ConnectionError
+assert ConnectionException is Amqp10ConnectionError
+assert issubclass(ConnectionException, TransportError)
+try:
+    BrokerAgent.connect("127.0.0.1:1", timeout=2)
+except ConnectionException as exc:
+    print("refused:", type(exc).__name__)
+with BrokerAgent.connect(sys.argv[1], timeout=10) as agent:
+    agent.addQueue("native-client-q")
+    print("queue:", agent.getQueue("native-client-q").name)
+    agent.delQueue("native-client-q")
+    print("broker:", bool(agent.getBroker().name))
+print("proton loaded:", sorted(m for m in sys.modules if m.split(".")[0] in ("proton", "_cproton")))
+"""
+
+
+def test_qmf_client_on_the_native_transport_loads_no_proton(qpidd_stock: Qpidd) -> None:
+    """``qmf.client`` (BrokerAgent, a dynamic reply node) on the pure-Python transport:
+    it manages a queue on qpidd, a refused connection raises its ConnectionException
+    (a TransportError, not proton's class), and proton is never imported."""
+    address = parse_url(qpidd_stock.url)
+    out = subprocess.run(
+        [sys.executable, "-c", _QMF_CLIENT_ON_NATIVE, f"{address.host}:{address.port}"],
+        capture_output=True, text=True, timeout=60,
+        env={**os.environ, "QMF_AMQP10": "native"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        "refused: Amqp10ConnectionError", "queue: native-client-q", "broker: True",
+        "proton loaded: []"], out.stdout

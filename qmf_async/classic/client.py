@@ -12,8 +12,11 @@ connection reconnects after each delay in turn and is sent again.
 Values follow the classic layer's text rule (docs/classic.md): every string is ``str``
 when it is valid UTF-8, at any depth; other bytes stay ``bytes``.
 
-Raises (every call): :class:`ConnectionException` (a ``TransportError`` that is also
-proton's ``ConnectionException``) when the broker cannot be reached or the connection
+The AMQP 1.0 transport is the one ``QMF_AMQP10`` picks (python-qpid-proton's by
+default, ``native`` the pure-Python one).
+
+Raises (every call): :class:`ConnectionException` (a ``TransportError``; on proton's
+transport also proton's ``ConnectionException``) when the broker cannot be reached or the connection
 is lost for good; ``QmfTimeout`` when no answer comes within the agent's ``timeout``;
 ``MethodError`` when the broker refuses a method; ``UsageError`` for bad arguments or a
 call made from a running asyncio event loop or from a process the connection was not
@@ -26,6 +29,7 @@ import asyncio
 import atexit
 import itertools
 import os
+import sys
 import threading
 import time
 import weakref
@@ -34,14 +38,13 @@ from typing import Any, TypeVar
 
 from .. import names
 from ..errors import MethodError, QmfError, QmfTimeout, TransportError, UsageError
-from ..transport import Delivery, TlsOptions
-
-try:
-    from ..transport import ProtonConnectionError, ProtonTransport
-except ImportError as exc:  # pragma: no cover - depends on the installed extras
-    raise ImportError("qmf.client speaks AMQP 1.0 and needs python-qpid-proton: "
-                      "pip install 'qmf-async[amqp10]'") from exc
+from ..transport import Delivery, TlsOptions, amqp10_class
 from ._values import BrokerURL, classic_text
+
+try:  # QMF_AMQP10 picks it: python-qpid-proton's (the default) or the pure-Python one
+    _TRANSPORT: Any = amqp10_class()
+except UsageError as exc:  # pragma: no cover - depends on the installed extras
+    raise ImportError(f"qmf.client speaks AMQP 1.0: {exc}") from exc
 
 T = TypeVar("T")
 
@@ -50,8 +53,29 @@ MANAGEMENT_NODE = names.V2_DIRECT_EXCHANGE
 BROKER_ADDR = "org.apache.qpid.broker:broker:amqp-broker"
 ACL_ADDR = "org.apache.qpid.acl:acl:org.apache.qpid.broker:broker:amqp-broker"
 
-#: what proton's blocking client raises; a :class:`~qmf_async.TransportError` as well
-ConnectionException = ProtonConnectionError
+#: what a connection failure raises: a :class:`~qmf_async.TransportError`; on the proton
+#: transport also proton's ``ConnectionException`` (``ProtonConnectionError``), on the
+#: pure-Python one (``QMF_AMQP10=native``) ``Amqp10ConnectionError``, with no proton
+ConnectionException: type[TransportError] = _TRANSPORT.connection_error
+
+_ALSO_PROTON: dict[tuple[type, type], type[TransportError]] = {}
+
+
+def _connection_exception(message: str) -> TransportError:
+    """A :data:`ConnectionException`; when the program has imported proton (code
+    written for proton's blocking client catches ``proton.ConnectionException``) and
+    the class is not proton's already, one of a subclass that is both."""
+    cls = ConnectionException
+    proton = sys.modules.get("proton")
+    theirs = getattr(proton, "ConnectionException", None) if proton is not None else None
+    if isinstance(theirs, type) and issubclass(theirs, BaseException) \
+            and not issubclass(cls, theirs):
+        both = _ALSO_PROTON.get((cls, theirs))
+        if both is None:
+            both = _ALSO_PROTON[(cls, theirs)] = type(cls.__name__, (cls, theirs), {
+                "__module__": cls.__module__, "__doc__": cls.__doc__})
+        cls = both
+    return cls(message)
 
 __all__ = [
     "ACL_ADDR",
@@ -190,9 +214,9 @@ class AgentConnection:
         self._pid = os.getpid()
         self._lock = threading.RLock()
         self._loop = asyncio.new_event_loop()
-        self.transport = ProtonTransport(address, tls=tls, name="qmf.client", idle_timeout=0,
-                                         sasl_mechanisms=mechanisms,
-                                         operation_timeout=self.timeout)
+        self.transport = _TRANSPORT(address, tls=tls, name="qmf.client", idle_timeout=0,
+                                    sasl_mechanisms=mechanisms,
+                                    operation_timeout=self.timeout)
         try:
             self.run(self.transport.connect(self.timeout), self.timeout + 1)
         except BaseException:
@@ -219,7 +243,7 @@ class AgentConnection:
         with self._lock:
             if self._loop.is_closed():
                 coro.close()
-                raise ConnectionException(f"the connection to {self.url} is closed")
+                raise _connection_exception(f"the connection to {self.url} is closed")
             try:
                 return self._loop.run_until_complete(asyncio.wait_for(coro, wait))
             except TimeoutError:
@@ -228,7 +252,7 @@ class AgentConnection:
             except ConnectionException:
                 raise
             except TransportError as exc:
-                raise ConnectionException(str(exc)) from exc
+                raise _connection_exception(str(exc)) from exc
 
     def close(self) -> None:
         """Close the connection (bounded; idempotent)."""
@@ -282,12 +306,12 @@ class SyncRequestResponse:
         """Use ``connection`` from now on (opens the reply node on it)."""
         self.connection = connection
         transport = connection.transport
-        self._fail_all(ConnectionException(f"reconnected to {connection.url}"))
+        self._fail_all(_connection_exception(f"reconnected to {connection.url}"))
 
         async def setup() -> str:
             transport.set_dispatcher(self._on_delivery)
             transport.on_lost(self._fail_all)
-            return await transport.open_dynamic_endpoint("qmf-client-reply")
+            return str(await transport.open_dynamic_endpoint("qmf-client-reply"))
 
         self._reply = connection.run(setup())
 
@@ -305,7 +329,7 @@ class SyncRequestResponse:
 
     def _fail_all(self, exc: BaseException) -> None:
         if isinstance(exc, TransportError) and not isinstance(exc, ConnectionException):
-            exc = ConnectionException(str(exc))
+            exc = _connection_exception(str(exc))
         for queue in self._answers.values():
             queue.put_nowait(exc)
 

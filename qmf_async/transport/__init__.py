@@ -7,13 +7,13 @@ agent and the role use; :class:`AiormqTransport` is the AMQP 0-9-1 implementatio
 :class:`Amqp10Connection`; ``QMF_AMQP10=native`` picks it), and
 :class:`AutoTransport` picks between them from the broker's answer (``protocol=``).
 ``Transport`` is kept as the name of the AMQP 0-9-1 class (the console's default).
+Each transport's module (and its client library) is imported on first use only.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._aiormq import AiormqTransport, quiet_aiormq_loggers
 from ._auto import (
     AMQP10_IMPL_ENV,
     PROTOCOLS,
@@ -50,17 +50,19 @@ from ._base import Transport as TransportProtocol
 from ._options import add_connection_arguments, connection_arguments
 
 if TYPE_CHECKING:  # for type checkers; at run time imported on first use (__getattr__)
+    from ._aiormq import AiormqTransport, quiet_aiormq_loggers
     from ._amqp10_engine import Amqp10Connection
     from ._amqp10_frames import FrameSizeError
-    from ._native import NativeAmqp10Transport
+    from ._native import Amqp10ConnectionError, NativeAmqp10Transport
     from ._proton import ProtonConnectionError, ProtonTransport
 
-#: The AMQP 0-9-1 transport under its former name (the console's default factory).
-Transport = AiormqTransport
+    #: The AMQP 0-9-1 transport under its former name (the console's default factory).
+    Transport = AiormqTransport
 
 __all__ = [
     "AMQP10_CAPABILITIES",
     "AMQP10_IMPL_ENV",
+    "Amqp10ConnectionError",
     "Amqp10Connection",
     "FrameSizeError",
     "NativeAmqp10Transport",
@@ -102,7 +104,16 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    # the AMQP 1.0 transport needs the amqp10 extra: import it on first use only
+    # every transport is imported on first use only: a program that speaks AMQP 1.0
+    # never loads aiormq, one on the native AMQP 1.0 transport never loads proton
+    if name in ("AiormqTransport", "Transport"):
+        from ._aiormq import AiormqTransport
+
+        return AiormqTransport
+    if name == "quiet_aiormq_loggers":
+        from ._aiormq import quiet_aiormq_loggers
+
+        return quiet_aiormq_loggers
     if name == "ProtonTransport":
         from ._proton import ProtonTransport
 
@@ -115,6 +126,10 @@ def __getattr__(name: str) -> Any:
         from ._native import NativeAmqp10Transport
 
         return NativeAmqp10Transport
+    if name == "Amqp10ConnectionError":
+        from ._native import Amqp10ConnectionError
+
+        return Amqp10ConnectionError
     if name == "Amqp10Connection":
         from ._amqp10_engine import Amqp10Connection
 

@@ -69,6 +69,7 @@ from ._base import (
 )
 from ._base import ConnectionState as _S
 from ._base import Transport as TransportProtocol
+from ._tls import ssl_context as _ssl_context
 
 #: the SASL mechanisms aiormq implements, in its spelling
 _SASL_MECHANISMS: Final = ("PLAIN", "EXTERNAL")
@@ -176,24 +177,6 @@ def quiet_aiormq_loggers() -> None:
         logger = logging.getLogger(name)
         if _AIORMQ_FILTER not in logger.filters:
             logger.addFilter(_AIORMQ_FILTER)
-
-
-def _ssl_context(tls: TlsOptions) -> ssl.SSLContext:
-    """Build a verifying client SSLContext from ``tls``.
-
-    Raises:
-        UsageError: a CA, certificate or key file cannot be loaded.
-    """
-    try:
-        ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=tls.cafile)
-        if tls.certfile:
-            ctx.load_cert_chain(tls.certfile, tls.keyfile)
-        elif tls.keyfile:
-            raise UsageError("TlsOptions.keyfile given without certfile")
-    except (OSError, ssl.SSLError) as exc:
-        raise UsageError(f"cannot load TLS files: {exc}") from exc
-    ctx.check_hostname = tls.verify_hostname
-    return ctx
 
 
 def _retrieve(task: asyncio.Future[Any]) -> None:

@@ -6,13 +6,26 @@ With ``protocol="auto"`` it first speaks AMQP 0-9-1 (RabbitMQ); a broker that an
 1.0 on the same port) is tried again over AMQP 1.0, and the answer is remembered per
 host and port for the next connections of the process.  ``protocol="0-9-1"`` or
 ``"1.0"`` forces one.
+
+The places found to speak AMQP 1.0 are also remembered across processes, in a small
+file (``$QMF_PROTOCOL_CACHE``, else ``$XDG_CACHE_HOME/qmf-async/amqp10-places.json``,
+else ``~/.cache/...``; ``QMF_PROTOCOL_CACHE=`` empty turns it off): the next process
+speaks 1.0 to such a place first and never loads the AMQP 0-9-1 client library (aiormq,
+a tenth of a second of start-up).  A place that changed broker since costs one more
+connection: the 1.0 attempt is answered with a 0-9-1 header, 0-9-1 is tried next and
+the entry dropped.  Only the auto mode reads it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
+import logging
 import os
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, Final, Literal
 
 from ..errors import (
@@ -22,7 +35,6 @@ from ..errors import (
     TransportError,
     UsageError,
 )
-from ._aiormq import AiormqTransport
 from ._base import (
     NO_CAPABILITIES,
     QMF_CONTENT_TYPE,
@@ -49,6 +61,71 @@ _ALIASES: Final = {"auto": "auto", "0-9-1": "0-9-1", "0.9.1": "0-9-1", "091": "0
 
 # (host, port) -> the version that answered there (this process only)
 _DETECTED: dict[tuple[str, int], str] = {}
+
+_log: Final = logging.getLogger("qmf_async.transport")
+
+#: the environment variable naming the file of places that speak AMQP 1.0 ("": none)
+PROTOCOL_CACHE_ENV: Final = "QMF_PROTOCOL_CACHE"
+
+
+def _cache_file() -> Path | None:
+    """The file of the places found to speak AMQP 1.0 (None: turned off)."""
+    named = os.environ.get(PROTOCOL_CACHE_ENV)
+    if named is not None:
+        return Path(named) if named.strip() else None
+    base = os.environ.get("XDG_CACHE_HOME")
+    if not base:
+        home = os.path.expanduser("~")
+        if home.startswith("~"):  # no home directory: no file
+            return None
+        base = os.path.join(home, ".cache")
+    return Path(base) / "qmf-async" / "amqp10-places.json"
+
+
+def _amqp10_places(path: Path) -> set[str]:
+    """The ``host:port`` entries of ``path`` (none when missing or unreadable)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return set()
+    places = data.get("1.0") if isinstance(data, dict) else None
+    return {p for p in places if isinstance(p, str)} if isinstance(places, list) else set()
+
+
+def _remembered(place: tuple[str, int]) -> str | None:
+    """``"1.0"`` when an earlier process found AMQP 1.0 at ``place``."""
+    path = _cache_file()
+    if path is None:
+        return None
+    return "1.0" if f"{place[0]}:{place[1]}" in _amqp10_places(path) else None
+
+
+def _remember(place: tuple[str, int], protocol: str) -> None:
+    """Record (1.0) or forget (0-9-1) ``place`` in the file; a failure to write is
+    logged at debug level and otherwise ignored (the file is only a hint)."""
+    path = _cache_file()
+    if path is None:
+        return
+    key = f"{place[0]}:{place[1]}"
+    places = _amqp10_places(path)
+    if (key in places) == (protocol == "1.0"):
+        return
+    if protocol == "1.0":
+        places.add(key)
+    else:
+        places.discard(key)
+    tmp: str | None = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".amqp10-places-", dir=path.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump({"1.0": sorted(places)[-256:]}, out)
+        os.replace(tmp, path)
+    except OSError as exc:
+        _log.debug("cannot record the AMQP version of %s in %s: %s", key, path, exc)
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
 
 
 def check_protocol(protocol: str) -> str:
@@ -173,6 +250,8 @@ class AutoTransport:
             made: TransportProtocol = cls(self._url, tls=self._tls, prefetch=self._prefetch,
                                           name=self._name, sasl_mechanisms=self._mechanisms)
             return made
+        from ._aiormq import AiormqTransport  # aiormq loads only for a 0-9-1 broker
+
         return AiormqTransport(self._url, tls=self._tls, prefetch=self._prefetch,
                                name=self._name, sasl_mechanisms=self._mechanisms)
 
@@ -200,7 +279,7 @@ class AutoTransport:
         place = (target.host, target.port)
         protocol = self._protocol
         if protocol == "auto":
-            protocol = _DETECTED.get(place, "0-9-1")
+            protocol = _DETECTED.get(place) or _remembered(place) or "0-9-1"
         loop = asyncio.get_running_loop()
         start = loop.time()
         transport = self._make(protocol)
@@ -220,6 +299,8 @@ class AutoTransport:
                 raise TransportError(f"{target.where} speaks neither AMQP 0-9-1 nor 1.0 "
                                      f"({again})") from again
             protocol = other
+        if self._protocol == "auto" and _DETECTED.get(place) != protocol:
+            _remember(place, protocol)
         _DETECTED[place] = protocol
         self._inner = transport
         for callback in self._lost_callbacks:

@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
+from .. import names
 from ..errors import (
     AuthenticationError,
     ConnectionLostError,
@@ -35,8 +36,7 @@ from ..errors import (
     UsageError,
 )
 from ..logs import warn_limited
-from ..wire import decode_amqp10_message, encode_amqp10_message
-from ._aiormq import _ssl_context
+from ..wire import Typed10, decode_amqp10_message, encode_amqp10_message
 from ._amqp10_engine import (
     Amqp10Connection,
     Attached,
@@ -48,6 +48,7 @@ from ._amqp10_engine import (
     MessageReceived,
     SessionBegun,
     SessionEnded,
+    Source,
     Target,
 )
 from ._amqp10_qmf import (
@@ -67,14 +68,16 @@ from ._base import (
     TlsOptions,
     TransportFactory,
     censor_url,
+    client_process_properties,
     parse_url,
     sasl_mechanism_list,
     url_heartbeat,
 )
 from ._base import ConnectionState as _S
 from ._base import Transport as TransportProtocol
+from ._tls import ssl_context as _ssl_context
 
-__all__ = ["NativeAmqp10Transport"]
+__all__ = ["Amqp10ConnectionError", "NativeAmqp10Transport"]
 
 _log: Final = logging.getLogger("qmf_async.transport.amqp10")
 
@@ -83,8 +86,16 @@ _WRITE_HIGH_WATER: Final = 1 << 20
 _UNLIMITED_CREDIT: Final = 10_000
 
 
+class Amqp10ConnectionError(TransportError):
+    """A connection failure as the APIs that mirror proton's blocking client
+    (``qmf.client``) raise it on this transport: a plain
+    :class:`~qmf_async.errors.TransportError`, with no proton behind it
+    (``ProtonConnectionError`` is the one that is also proton's class)."""
+
+
 class _Receiver:
-    __slots__ = ("endpoint", "exchange", "handle", "key", "opened", "selector", "settled")
+    __slots__ = ("address", "endpoint", "exchange", "handle", "key", "opened", "selector",
+                 "settled")
 
     def __init__(self, handle: int, endpoint: str, exchange: str, key: str,
                  selector: str | None, settled: bool, opened: asyncio.Future[None]) -> None:
@@ -95,6 +106,7 @@ class _Receiver:
         self.selector = selector
         self.settled = settled
         self.opened = opened
+        self.address: str | None = None  # the source's address in the broker's attach
 
 
 class _Sender:
@@ -116,6 +128,8 @@ class NativeAmqp10Transport:
     protocol: Final = "1.0"
     server_selectors: Final = True
     capabilities: Final = AMQP10_CAPABILITIES
+    #: what ``qmf.client`` raises for a connection failure on this transport
+    connection_error: Final = Amqp10ConnectionError
 
     def __init__(
         self,
@@ -167,6 +181,7 @@ class NativeAmqp10Transport:
         self._sender_handles: dict[int, _Sender] = {}
         self._bindings: dict[str, dict[tuple[str, str, str | None], int]] = {}
         self._no_ack: dict[str, bool] = {}
+        self._dynamic: set[str] = set()  # addresses of dynamic nodes (open_dynamic_endpoint)
         self._dispatch: Callable[[Delivery], None] | None = None
         self._held: collections.deque[Delivery] = collections.deque()
         self._lost_callbacks: list[Callable[[BaseException], None]] = []
@@ -195,7 +210,19 @@ class NativeAmqp10Transport:
         target = self._target
         if target is None:
             return censor_url(self._url) if isinstance(self._url, str) else repr(self._url)
-        return f"{target.scheme}://{target.host}:{target.port}/"
+        return target.server_where
+
+    @property
+    def local_address(self) -> str | None:
+        """``host:port`` of this end of the connection's socket (None when not open);
+        the broker names the connection after it."""
+        writer = self._writer
+        if writer is None or self._state not in (_S.OPEN, _S.CLOSING):
+            return None
+        name = writer.get_extra_info("sockname")
+        if not isinstance(name, tuple) or len(name) < 2:
+            return None
+        return f"{name[0]}:{name[1]}"
 
     @property
     def backlog(self) -> int:
@@ -259,10 +286,13 @@ class NativeAmqp10Transport:
         if mechanisms is None:
             mechanisms = (["EXTERNAL"] if tls.certfile and context is not None else []) \
                 + (["PLAIN"] if password is not None else []) + ["ANONYMOUS"]
+        properties: dict[str, Any] = {"product": "qmf-async", "connection_name": self._name}
+        for key, value in client_process_properties().items():  # qpidd's cproc, cpid
+            properties[key] = Typed10("int", value) if isinstance(value, int) else value
         engine = Amqp10Connection(
-            container_id=f"{self._name}-{uuid.uuid4().hex[:12]}",
+            container_id=names.container_id(self._name),
             hostname=target.host,
-            properties={"product": "qmf-async", "connection_name": self._name},
+            properties=properties,
             sasl_mechanisms=mechanisms, user=target.user, password=password,
             idle_timeout=self._idle / 2)
         self._engine = engine
@@ -395,6 +425,7 @@ class NativeAmqp10Transport:
             # qpidd attaches a missing node with a null terminus (or one with no
             # address), then detaches with the error: wait for that detach
             if event.address is not None and not receiver.opened.done():
+                receiver.address = event.address
                 receiver.opened.set_result(None)
             return
         sender = self._sender_handles.get(event.handle)
@@ -555,6 +586,47 @@ class NativeAmqp10Transport:
             self._drop_receiver(handle)
             raise
 
+    async def open_dynamic_endpoint(self, name: str | None = None) -> str:
+        """Open an endpoint on a node the broker creates for this link alone (an AMQP
+        1.0 dynamic source: on qpidd a temporary queue deleted with the link) and
+        return the node's address; deliveries from it go to the dispatcher under the
+        endpoint ``name`` (``qmf-<random>`` when None).  A ``reply_to`` equal to the
+        address is sent as it is by :meth:`publish` (answers go to the node itself).
+
+        Raises:
+            UsageError: the name is in use.
+            NotConnectedError: not open.
+            TransportError: the broker refused the link; QmfTimeout: no attach in time.
+        """
+        self._check_open()
+        endpoint = name or f"qmf-{uuid.uuid4().hex}"
+        if endpoint in self._bindings:
+            raise UsageError(f"endpoint {endpoint!r} is already open")
+        bindings = self._bindings[endpoint] = {}
+        self._no_ack[endpoint] = True
+        engine = self._engine
+        assert engine is not None
+        self._link_seq += 1
+        handle = engine.attach_receiver(f"{endpoint}-{self._link_seq}", Source(dynamic=True),
+                                        Target(address=endpoint), settled=True)
+        opened: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        receiver = _Receiver(handle, endpoint, "", "", None, True, opened)
+        self._receivers[handle] = receiver
+        bindings[("", "", None)] = handle
+        engine.flow(handle, self._credit)
+        self._flush()
+        try:
+            await self._wait_attach(opened, "a dynamic reply node")
+        except BaseException:
+            self._drop_receiver(handle)
+            raise
+        address = receiver.address
+        if not address:
+            self._drop_receiver(handle)
+            raise TransportError(f"{self.where} attached a dynamic node with no address")
+        self._dynamic.add(address)
+        return address
+
     async def unbind(self, endpoint: str, exchange: str, routing_key: str, *,
                      selector: str | None = None) -> None:
         """Detach the link of a binding made by :meth:`bind` (nothing when absent).
@@ -641,7 +713,8 @@ class NativeAmqp10Transport:
             self._check_open()
             if self._sender_handles.get(sender.handle) is not sender:
                 sender = await self._sender(exchange)
-        reply_to = outgoing_reply_to(reply_to)
+        if reply_to not in self._dynamic:  # a dynamic node's address is sent as it is
+            reply_to = outgoing_reply_to(reply_to)
         try:
             is_value = not isinstance(body, (bytes, bytearray, memoryview))
             data = encode_amqp10_message(

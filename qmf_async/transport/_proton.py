@@ -67,7 +67,6 @@ from ..errors import (
 )
 from ..logs import warn_limited
 from ..wire import decode_amqp10_message, encode_amqp10_message
-from ._aiormq import _ssl_context
 from ._base import (
     AMQP10_CAPABILITIES,
     DIRECT_EXCHANGE,
@@ -86,6 +85,7 @@ from ._base import (
 )
 from ._base import ConnectionState as _S
 from ._base import Transport as TransportProtocol
+from ._tls import ssl_context as _ssl_context
 
 __all__ = ["ProtonTransport"]
 
@@ -170,6 +170,8 @@ class ProtonTransport:
     server_selectors: Final = True
     #: what it can do (the console reads this)
     capabilities: Final = AMQP10_CAPABILITIES
+    #: what ``qmf.client`` raises for a connection failure on this transport
+    connection_error: Final = ProtonConnectionError
 
     def __init__(
         self,
