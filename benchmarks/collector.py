@@ -134,6 +134,9 @@ class FeedSession:
     def events(self, **kw: Any) -> Subscription[Any]:
         return Subscription(kw.get("maxsize", 10_000))
 
+    def agent_changes(self, **kw: Any) -> Subscription[Any]:
+        return Subscription(kw.get("maxsize", 1000))  # no agent comes or goes here
+
 
 async def collect_round(objs: list[QmfObject], rows: int, out: Path,
                         batch_rows: int) -> tuple[int, int, int]:
