@@ -86,3 +86,28 @@ def test_a_subcommand_loads_only_its_own_module() -> None:
 
 SUBCOMMANDS_ALL = ["bridge", "collect", "config", "events", "exporter", "pipeline",
                    "queue-stats", "repl", "route", "shell", "stat"]
+
+
+def test_no_runtime_extra_installs_proton() -> None:
+    """AMQP 1.0 is built in: ``amqp10`` is an empty alias (old install lines work) and
+    no extra a user installs pulls python-qpid-proton; only ``test`` has it (a peer)."""
+    import re
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    assert extras["amqp10"] == []
+
+    def closure(name: str) -> set[str]:
+        names: set[str] = set()
+        for requirement in extras[name]:
+            own = re.fullmatch(r"qmf-async\[([^\]]+)\]", requirement.replace(" ", ""))
+            if own:
+                for other in own.group(1).split(","):
+                    names |= closure(other)
+            else:
+                names.add(re.split(r"[<>=!~\[; ]", requirement, maxsplit=1)[0].lower())
+        return names
+
+    pulling = sorted(name for name in extras if "python-qpid-proton" in closure(name))
+    assert pulling == ["test"], pulling

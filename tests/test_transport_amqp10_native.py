@@ -281,7 +281,7 @@ def test_qmf_amqp10_picks_the_implementation(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("QMF_AMQP10", "proton")
     assert amqp10_class() is _proton.ProtonTransport
     monkeypatch.delenv("QMF_AMQP10")
-    assert amqp10_class() is _proton.ProtonTransport  # the default, for now
+    assert amqp10_class() is NativeAmqp10Transport  # the default
     monkeypatch.setenv("QMF_AMQP10", "uamqp")
     with pytest.raises(UsageError, match="'native' or 'proton'"):
         amqp10_class()

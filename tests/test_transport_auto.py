@@ -196,3 +196,28 @@ def test_the_agent_and_the_role_take_protocol() -> None:
         ManagementBroker("amqp://h/", protocol="bogus")
     agent = Agent("amqp://h/", label="x", protocol="1.0")
     assert agent._runtime._factory("amqp://h/").__class__ is AutoTransport
+
+
+def test_the_default_amqp10_transport_is_the_built_in_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unset or empty, ``QMF_AMQP10`` picks the pure-Python transport (no proton);
+    ``QMF_AMQP10=proton`` with proton not importable is one line naming the fix."""
+    import sys
+
+    from qmf_async.transport import NativeAmqp10Transport, amqp10_class
+
+    monkeypatch.delenv("QMF_AMQP10", raising=False)
+    assert amqp10_class() is NativeAmqp10Transport
+    monkeypatch.setenv("QMF_AMQP10", " ")
+    assert amqp10_class() is NativeAmqp10Transport
+    assert isinstance(AutoTransport("amqp://qpidd/", protocol="1.0")._make("1.0"),
+                      NativeAmqp10Transport)
+    monkeypatch.setenv("QMF_AMQP10", "proton")
+    monkeypatch.setitem(sys.modules, "proton", None)  # as if it were not installed
+    monkeypatch.delitem(sys.modules, "qmf_async.transport._proton", raising=False)
+    with pytest.raises(UsageError) as caught:
+        amqp10_class()
+    assert str(caught.value) == (
+        "QMF_AMQP10=proton needs python-qpid-proton, which is not installed: "
+        "pip install python-qpid-proton, or unset QMF_AMQP10 for the built-in AMQP 1.0 "
+        "transport")

@@ -12,8 +12,8 @@ connection reconnects after each delay in turn and is sent again.
 Values follow the classic layer's text rule (docs/classic.md): every string is ``str``
 when it is valid UTF-8, at any depth; other bytes stay ``bytes``.
 
-The AMQP 1.0 transport is the one ``QMF_AMQP10`` picks (python-qpid-proton's by
-default, ``native`` the pure-Python one).
+The AMQP 1.0 transport is the one ``QMF_AMQP10`` picks (the pure-Python one by
+default, ``proton`` python-qpid-proton's where it is installed).
 
 Raises (every call): :class:`ConnectionException` (a ``TransportError``; on proton's
 transport also proton's ``ConnectionException``) when the broker cannot be reached or the connection
@@ -41,7 +41,7 @@ from ..errors import MethodError, QmfError, QmfTimeout, TransportError, UsageErr
 from ..transport import Delivery, TlsOptions, amqp10_class
 from ._values import BrokerURL, classic_text
 
-try:  # QMF_AMQP10 picks it: python-qpid-proton's (the default) or the pure-Python one
+try:  # QMF_AMQP10 picks it: the pure-Python one (the default) or python-qpid-proton's
     _TRANSPORT: Any = amqp10_class()
 except UsageError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError(f"qmf.client speaks AMQP 1.0: {exc}") from exc
@@ -54,8 +54,9 @@ BROKER_ADDR = "org.apache.qpid.broker:broker:amqp-broker"
 ACL_ADDR = "org.apache.qpid.acl:acl:org.apache.qpid.broker:broker:amqp-broker"
 
 #: what a connection failure raises: a :class:`~qmf_async.TransportError`; on the proton
-#: transport also proton's ``ConnectionException`` (``ProtonConnectionError``), on the
-#: pure-Python one (``QMF_AMQP10=native``) ``Amqp10ConnectionError``, with no proton
+#: transport (``QMF_AMQP10=proton``) also proton's ``ConnectionException``
+#: (``ProtonConnectionError``), on the pure-Python one (the default)
+#: ``Amqp10ConnectionError``, with no proton
 ConnectionException: type[TransportError] = _TRANSPORT.connection_error
 
 _ALSO_PROTON: dict[tuple[type, type], type[TransportError]] = {}

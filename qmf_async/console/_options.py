@@ -100,7 +100,7 @@ class SessionOptions:
         close_timeout: the bound of closing each broker connection.
         protocol: the AMQP version: ``"auto"`` speaks 0-9-1 and switches to 1.0 when
             the broker answers with another version's header (qpidd), ``"0-9-1"`` or
-            ``"1.0"`` force one (1.0 needs the ``amqp10`` extra).
+            ``"1.0"`` force one (1.0 is built in: pure Python).
         qmf_version: the QMF version: None speaks v2 (map messages) on a connection to
             qpidd over AMQP 1.0, where a stock qpidd publishes v2 only, and v1 on a
             0-9-1 bus (RabbitMQ with the management-broker role); ``1`` or ``2`` force

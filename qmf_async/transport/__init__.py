@@ -2,9 +2,9 @@
 
 :class:`TransportProtocol` (``_base.Transport``) is the typed surface the console, the
 agent and the role use; :class:`AiormqTransport` is the AMQP 0-9-1 implementation,
-:class:`ProtonTransport` the AMQP 1.0 one (extra ``amqp10``, imported on first use),
-:class:`NativeAmqp10Transport` the pure-Python AMQP 1.0 one (on the sans-I/O
-:class:`Amqp10Connection`; ``QMF_AMQP10=native`` picks it), and
+:class:`NativeAmqp10Transport` the AMQP 1.0 one, in pure Python (on the sans-I/O
+:class:`Amqp10Connection`; the default), :class:`ProtonTransport` python-qpid-proton's
+(``QMF_AMQP10=proton``; installed by no extra, imported on first use), and
 :class:`AutoTransport` picks between them from the broker's answer (``protocol=``).
 ``Transport`` is kept as the name of the AMQP 0-9-1 class (the console's default).
 Each transport's module (and its client library) is imported on first use only.

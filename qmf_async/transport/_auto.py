@@ -145,13 +145,14 @@ AMQP10_IMPL_ENV: Final = "QMF_AMQP10"
 
 
 def amqp10_class() -> Any:
-    """The AMQP 1.0 transport class: ``QMF_AMQP10=native`` picks the pure-Python one
-    (``NativeAmqp10Transport``), ``proton`` or unset python-qpid-proton's.
+    """The AMQP 1.0 transport class: the pure-Python one (``NativeAmqp10Transport``)
+    unless ``QMF_AMQP10=proton`` picks python-qpid-proton's (``ProtonTransport``),
+    which no extra installs any more (``pip install python-qpid-proton`` for it).
 
     Raises:
         UsageError: an unknown ``QMF_AMQP10``, or proton picked and not installed.
     """
-    impl = os.environ.get(AMQP10_IMPL_ENV, "proton").strip().lower() or "proton"
+    impl = os.environ.get(AMQP10_IMPL_ENV, "native").strip().lower() or "native"
     if impl == "native":
         from ._native import NativeAmqp10Transport
 
@@ -162,8 +163,9 @@ def amqp10_class() -> Any:
         from ._proton import ProtonTransport
     except ImportError as exc:
         raise UsageError(
-            "AMQP 1.0 needs python-qpid-proton: pip install 'qmf-async[amqp10]' "
-            f"(or {AMQP10_IMPL_ENV}=native)") from exc
+            f"{AMQP10_IMPL_ENV}=proton needs python-qpid-proton, which is not installed: "
+            f"pip install python-qpid-proton, or unset {AMQP10_IMPL_ENV} for the built-in "
+            "AMQP 1.0 transport") from exc
     return ProtonTransport
 
 
@@ -259,7 +261,7 @@ class AutoTransport:
         """Connect over the forced version, or detect it (see the module docstring).
 
         Raises:
-            UsageError: malformed URL or options, AMQP 1.0 needed but
+            UsageError: malformed URL or options, ``QMF_AMQP10=proton`` with
                 python-qpid-proton missing, or called twice.
             ProtocolMismatchError: the forced version is not what the broker speaks.
             TransportError: the broker refused or cannot be reached (cause chained).

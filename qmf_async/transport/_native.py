@@ -3,8 +3,9 @@ driven from an asyncio stream, TLS from :mod:`ssl`.
 
 It behaves as ``_proton.py`` does (its module docstring says how the QMF terms map onto
 AMQP 1.0: endpoints, bindings as links with qpidd's legacy binding filters, publish with
-subjects, reply addresses, credit as backpressure), with no compiled dependency.  Pick it
-with ``QMF_AMQP10=native`` (``proton``, the default for now, picks python-qpid-proton).
+subjects, reply addresses, credit as backpressure), with no compiled dependency.  It is
+the default AMQP 1.0 transport (``QMF_AMQP10=native``); ``QMF_AMQP10=proton`` picks
+python-qpid-proton's where that is installed.
 
 SASL: EXTERNAL (with a client certificate over TLS), PLAIN (with a password in the URL)
 and ANONYMOUS, in that order when not restricted; SCRAM and GSSAPI are not supported

@@ -51,7 +51,7 @@ EXTRAS = {
 #: any other missing module is a real bug and is raised)
 _EXTRA_PACKAGES = frozenset({
     "rich", "prompt_toolkit", "aiohttp", "pyarrow", "pyspark", "matplotlib", "pandas",
-    "proton", "prometheus_client",
+    "prometheus_client",
 })
 
 
