@@ -61,7 +61,9 @@ async def main(url: str, maxsize: int, topic_max: int) -> None:
                 # qpidd names ``<container id>_<link name>``
                 broker = session.brokers[0]
                 inner = getattr(broker.transport, "_inner", broker.transport)
-                links = {r.key: n for n, r in getattr(inner, "_receivers", {}).items()}
+                # (proton's transport keys its receivers by link name, ours by handle)
+                links = {r.key: getattr(r, "name", n)
+                         for n, r in getattr(inner, "_receivers", {}).items()}
                 print(json.dumps({"topic_queue": broker._topic_queue, "links": links}),
                       flush=True)
             elif line == "query":

@@ -95,12 +95,15 @@ class Amqp10ConnectionError(TransportError):
 
 
 class _Receiver:
-    __slots__ = ("address", "endpoint", "exchange", "handle", "key", "opened", "selector",
-                 "settled")
+    __slots__ = ("address", "endpoint", "exchange", "handle", "key", "name", "opened",
+                 "selector", "settled")
 
-    def __init__(self, handle: int, endpoint: str, exchange: str, key: str,
+    def __init__(self, handle: int, name: str, endpoint: str, exchange: str, key: str,
                  selector: str | None, settled: bool, opened: asyncio.Future[None]) -> None:
         self.handle = handle
+        #: the link's name (qpidd names a link's subscription queue
+        #: ``<container id>_<link name>``)
+        self.name = name
         self.endpoint = endpoint
         self.exchange = exchange
         self.key = key
@@ -572,11 +575,12 @@ class NativeAmqp10Transport:
         assert engine is not None
         self._link_seq += 1
         settled = self._no_ack.get(endpoint, True)
-        handle = engine.attach_receiver(f"{endpoint}-{self._link_seq}",
-                                        binding_source(exchange, routing_key, selector),
+        link = f"{endpoint}-{self._link_seq}"
+        handle = engine.attach_receiver(link, binding_source(exchange, routing_key, selector),
                                         Target(address=endpoint), settled=settled)
         opened: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        receiver = _Receiver(handle, endpoint, exchange, routing_key, selector, settled, opened)
+        receiver = _Receiver(handle, link, endpoint, exchange, routing_key, selector, settled,
+                             opened)
         self._receivers[handle] = receiver
         bindings[(exchange, routing_key, selector)] = handle
         engine.flow(handle, self._credit)
@@ -608,10 +612,11 @@ class NativeAmqp10Transport:
         engine = self._engine
         assert engine is not None
         self._link_seq += 1
-        handle = engine.attach_receiver(f"{endpoint}-{self._link_seq}", Source(dynamic=True),
+        link = f"{endpoint}-{self._link_seq}"
+        handle = engine.attach_receiver(link, Source(dynamic=True),
                                         Target(address=endpoint), settled=True)
         opened: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        receiver = _Receiver(handle, endpoint, "", "", None, True, opened)
+        receiver = _Receiver(handle, link, endpoint, "", "", None, True, opened)
         self._receivers[handle] = receiver
         bindings[("", "", None)] = handle
         engine.flow(handle, self._credit)
