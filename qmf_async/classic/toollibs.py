@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import MethodError, UsageError
+from ..names import V2_TOPIC_EXCHANGE, keyify
 from ._objects import Object
 from ._session import Session
 from ._values import ObjectId
@@ -390,7 +391,7 @@ class EventHelper:
     """Addresses and wrappers for the QMF v2 event messages a client receives itself."""
 
     def eventAddress(self, pkg: str = "*", cls: str = "*", sev: str = "*") -> str:
-        return f"qmf.default.topic/agent.ind.event.{pkg.replace('.', '_')}.{cls}.{sev}.#"
+        return f"{V2_TOPIC_EXCHANGE}/agent.ind.event.{keyify(pkg)}.{cls}.{sev}.#"
 
     def event(self, msg: Any) -> BrokerEvent:
         return BrokerEvent(msg)
