@@ -1,5 +1,6 @@
 """The facts of a QMF bus, defined once for every layer: its exchanges, routing keys,
-queue names, qpidd's agent name and the status codes of an answer.
+queue names, qpidd's agent name, the status codes of an answer, and AMQP's default
+ports (:data:`AMQP_PORT`, :data:`AMQPS_PORT`).
 
 QMF v1 (both buses):
 
@@ -46,12 +47,12 @@ import re
 import uuid
 from typing import Final
 
-__all__ = ["BROKER_KEY", "CONSOLE_LOSS_PREFIX", "CONSOLE_QUEUES", "CONSOLE_REPLY_PREFIX",
-           "CONSOLE_TOPIC_PREFIX", "CONSOLE_V2_TOPIC_PREFIX", "EVENT_KEY_PREFIX",
-           "HEARTBEAT_KEY_PREFIX", "LOCATE_SUBJECT", "MANAGEMENT_EXCHANGE",
+__all__ = ["AMQPS_PORT", "AMQP_PORT", "BROKER_KEY", "CONSOLE_LOSS_PREFIX", "CONSOLE_QUEUES",
+           "CONSOLE_REPLY_PREFIX", "CONSOLE_TOPIC_PREFIX", "CONSOLE_V2_TOPIC_PREFIX",
+           "EVENT_KEY_PREFIX", "HEARTBEAT_KEY_PREFIX", "LOCATE_SUBJECT", "MANAGEMENT_EXCHANGE",
            "OBJECT_KEY_PREFIX", "QPIDD_AGENT_PREFIX", "REPLY_EXCHANGE", "SCHEMA_CLASS_KEY",
-           "SCHEMA_PACKAGE_KEY", "V2_DIRECT_EXCHANGE", "V2_TOPIC_EXCHANGE", "Status",
-           "agent_key", "container_id", "is_console_queue", "is_qpidd_agent", "keyify"]
+           "SCHEMA_PACKAGE_KEY", "V2_DIRECT_EXCHANGE", "V2_TOPIC_EXCHANGE", "Status", "agent_key",
+           "container_id", "is_console_queue", "is_qpidd_agent", "keyify"]
 
 MANAGEMENT_EXCHANGE: Final = "qpid.management"
 REPLY_EXCHANGE: Final = "amq.direct"
@@ -73,6 +74,10 @@ SCHEMA_CLASS_KEY: Final = "schema.class"
 LOCATE_SUBJECT: Final = "console.request.agent_locate"
 #: how qpidd's own management agent's v2 name begins (``apache.org:qpidd:<uuid>``)
 QPIDD_AGENT_PREFIX: Final = "apache.org:qpidd:"
+
+#: the IANA ports of AMQP, plain and over TLS (``amqps://``): an address without a port
+AMQP_PORT: Final = 5672
+AMQPS_PORT: Final = 5671
 
 #: a console's reply queue (answers to its requests, on ``amq.direct``)
 CONSOLE_REPLY_PREFIX: Final = "qmf-reply-"

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import MethodError, UsageError
-from ..names import V2_TOPIC_EXCHANGE, keyify
+from ..names import AMQP_PORT, V2_TOPIC_EXCHANGE, keyify
 from ._objects import Object
 from ._session import Session
 from ._values import ObjectId
@@ -47,7 +47,7 @@ def _address(conn: Any) -> str:
     if host is None:
         raise UsageError(f"BrokerAgent needs a broker address or a connection, not "
                          f"{type(conn).__name__}")
-    port = getattr(conn, "port", None) or 5672
+    port = getattr(conn, "port", None) or AMQP_PORT
     user = getattr(conn, "username", None) or getattr(conn, "user", None)
     password = getattr(conn, "password", None)
     auth = f"{user}/{password}@" if user and password else (f"{user}@" if user else "")
