@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .names import Status
+
 __all__ = [
     "QmfError",
     "UsageError",
@@ -115,7 +117,7 @@ class AgentError(QmfError):
     """A remote agent reported an error: ``status`` code and ``text``."""
 
     def __init__(self, status: int, text: str) -> None:
-        super().__init__(f"{status} ({_status_name(status)}): {text}")
+        super().__init__(f"{status} ({Status.name_of(status)}): {text}")
         self.status = status
         self.text = text
 
@@ -148,19 +150,3 @@ class QueryTimeout(PartialResultError, QmfTimeout):
     what did arrive."""
 
 
-STATUS_NAMES = {
-    0: "OK",
-    1: "UNKNOWN_OBJECT",
-    2: "UNKNOWN_METHOD",
-    3: "NOT_IMPLEMENTED",
-    4: "INVALID_PARAMETER",
-    5: "FEATURE_NOT_IMPLEMENTED",
-    6: "FORBIDDEN",
-    7: "EXCEPTION",
-    8: "UNKNOWN_PACKAGE",
-    9: "UNKNOWN_CLASS",
-}
-
-
-def _status_name(status: int) -> str:
-    return STATUS_NAMES.get(status, "UNKNOWN_STATUS")

@@ -28,9 +28,9 @@ import attrs
 
 from qmf_async.errors import ConnectionLostError, NotConnectedError, TransportError, UsageError
 from qmf_async.transport import (
-    DIRECT_EXCHANGE,
     MANAGEMENT_EXCHANGE,
     QMF_CONTENT_TYPE,
+    REPLY_EXCHANGE,
     Body,
     Capabilities,
     ConnectionState,
@@ -104,7 +104,7 @@ class MemoryBus:
 
     def __init__(self, vhost_url: str = "amqp://guest:guest@memory:5672/test") -> None:
         self.url = vhost_url
-        self.exchanges: dict[str, str] = {DIRECT_EXCHANGE: "direct", "amq.topic": "topic"}
+        self.exchanges: dict[str, str] = {REPLY_EXCHANGE: "direct", "amq.topic": "topic"}
         self.queues: dict[str, MemoryQueue] = {}
         self.transports: list[MemoryTransport] = []
         self.sent: list[Sent] = []

@@ -43,9 +43,11 @@ def _is_package(name: str) -> bool:
     return MODULES[name].name == "__init__.py"
 
 
-def _imports(name: str) -> Iterator[tuple[int, str, list[str]]]:
-    """(line, absolute module, imported names) of every import in module ``name``."""
-    tree = ast.parse(MODULES[name].read_text(), str(MODULES[name]))
+def _imports(name: str, tree: ast.AST | None = None) -> Iterator[tuple[int, str, list[str]]]:
+    """(line, absolute module, imported names) of every import in module ``name`` (or
+    in ``tree``, read as that module)."""
+    if tree is None:
+        tree = ast.parse(MODULES[name].read_text(), str(MODULES[name]))
     base = name if _is_package(name) else name.rpartition(".")[0]
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -384,3 +386,171 @@ def test_each_connection_sends_through_one_path() -> None:
     assert through >= 6, f"the rule sees too few sends ({through}): is the tree empty?"
     assert inside == 1, "Broker.publish sends v1 and v2 requests on the transport"
     assert offenders == [], "publish through Broker.publish:\n" + "\n".join(offenders)
+
+
+# ---------------------------------------------------------------- tools, exporter, classic
+
+#: the layers that sit on the public API (../shared/DESIGN.md section 2: "if a tool
+#: needs a private name, the public API is missing something")
+TOOL_LAYERS = ("qmf_async.tools", "qmf_async.exporter", "qmf_async.classic")
+#: the AMQP versions a transport names (``Capabilities.protocol``)
+PROTOCOL_NAMES = frozenset({"0-9-1", "0-10", "1.0"})
+#: probes of a transport a tool layer still makes, until the ``Transport`` contract
+#: has what they look for (the transport developer's: ``local_address`` in
+#: ``TransportProtocol``, delegated by ``AutoTransport``).  Keyed by module, then the
+#: probe as written.  An entry no longer used must leave the list.
+TRANSPORT_PROBES_ALLOWED = {
+    "classic/_session.py": {
+        "getattr(transport, 'inner', transport)",
+        "getattr(transport, 'local_address', None)",
+    },
+}
+
+
+def _in_layers(name: str, layers: tuple[str, ...]) -> bool:
+    return any(name == pkg or name.startswith(pkg + ".") for pkg in layers)
+
+
+def _trees(layers: tuple[str, ...]) -> Iterator[tuple[str, ast.AST]]:
+    """(path under qmf_async, parsed module) of every module of ``layers``."""
+    for name, path in MODULES.items():
+        if _in_layers(name, layers):
+            yield str(path.relative_to(PACKAGE)), ast.parse(path.read_text(), str(path))
+
+
+def test_tools_do_not_probe_transports() -> None:
+    """tools/, exporter/ and classic/ read a transport through its contract
+    (``capabilities`` and the ``Transport`` protocol), never by ``getattr``/``hasattr``
+    on it (see TRANSPORT_PROBES_ALLOWED for what the contract still lacks)."""
+    found, allowed_used, modules = [], set(), 0
+    for where, tree in _trees(TOOL_LAYERS):
+        modules += 1
+        allowed = TRANSPORT_PROBES_ALLOWED.get(where, set())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                    and node.func.id in ("getattr", "hasattr") and node.args \
+                    and "transport" in ast.unparse(node.args[0]).lower():
+                probe = ast.unparse(node)
+                if probe in allowed:
+                    allowed_used.add((where, probe))
+                else:
+                    found.append(f"{where}:{node.lineno} {probe}")
+    assert modules > 20, f"the rule sees too few modules ({modules}): was the tree moved?"
+    assert found == [], "use the transport's contract:\n" + "\n".join(found)
+    listed = {(m, p) for m, ps in TRANSPORT_PROBES_ALLOWED.items() for p in ps}
+    assert allowed_used == listed, f"unused exceptions: {sorted(listed - allowed_used)}"
+
+
+def _protocol_branches(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    """(line, comparison) of every comparison with an AMQP version name, or of a
+    ``.protocol`` attribute with a string."""
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Compare):
+            continue
+        operands = [node.left, *node.comparators]
+        strings = [c.value for o in operands
+                   for c in ([o] if isinstance(o, ast.Constant) else
+                             o.elts if isinstance(o, ast.Tuple | ast.List | ast.Set) else [])
+                   if isinstance(c, ast.Constant) and isinstance(c.value, str)]
+        on_protocol = any(isinstance(o, ast.Attribute) and o.attr == "protocol"
+                          for o in operands)
+        if PROTOCOL_NAMES.intersection(strings) or (on_protocol and strings):
+            yield node.lineno, ast.unparse(node)
+
+
+def test_no_protocol_string_branches_outside_transport() -> None:
+    """Only transport/ tells AMQP versions apart by name; every other layer branches on
+    what a transport declares (``Capabilities``: ``qmf_v2``, ``server_selectors`` ...),
+    so a third transport needs no change above it."""
+    outside = tuple(f"qmf_async.{p}" for p in LAYER_PACKAGES
+                    if p not in ("transport",))
+    found = [f"{where}:{line} {text}" for where, tree in _trees(outside)
+             for line, text in _protocol_branches(tree)]
+    assert found == [], "branch on the transport's capabilities:\n" + "\n".join(found)
+    # the rule sees a branch where there is one
+    sample = ast.parse('if broker.protocol == "1.0" and x in ("0-9-1", "z"): pass')
+    assert len(list(_protocol_branches(sample))) == 2
+
+
+def _private_imports(name: str, tree: ast.AST) -> Iterator[tuple[int, str]]:
+    """(line, what) of every import by module ``name`` (parsed as ``tree``) of a
+    ``_private`` module or name of ``qmf_async`` outside its own package directory,
+    by statement or by ``importlib.import_module`` with a literal name."""
+    home = name if _is_package(name) else name.rpartition(".")[0]
+    imported = list(_imports(name, tree))
+    imported += [(node.lineno, str(node.args[0].value), [])
+                 for node in ast.walk(tree)
+                 if isinstance(node, ast.Call)
+                 and ast.unparse(node.func).endswith("import_module") and node.args
+                 and isinstance(node.args[0], ast.Constant)
+                 and str(node.args[0].value).startswith("qmf_async")]
+    for line, mod, names in imported:
+        if not mod.startswith("qmf_async") or mod == home:
+            continue
+        there = mod if mod in MODULES and _is_package(mod) else mod.rpartition(".")[0]
+        if there == home:
+            continue
+        parts = [*mod.split("."), *names]
+        if any(p.startswith("_") and p != "__version__" for p in parts):
+            yield line, f"{mod} {names or ''}".rstrip()
+
+
+def test_tools_import_no_private_module_of_another_package() -> None:
+    """A module of tools/, exporter/ or classic/ imports the modules of another
+    package by their public names only: no ``_private`` module or name outside its own
+    package directory (tools/cli, tools/pipeline and tools are three), whether
+    imported by statement or by ``importlib.import_module`` with a literal name."""
+    offenders, seen = [], 0
+    for name in MODULES:
+        if not _in_layers(name, TOOL_LAYERS):
+            continue
+        tree = ast.parse(MODULES[name].read_text(), str(MODULES[name]))
+        seen += sum(1 for _ in _imports(name, tree))
+        offenders += [f"{MODULES[name].relative_to(PACKAGE)}:{line} {what}"
+                      for line, what in _private_imports(name, tree)]
+    assert seen > 100, f"the rule sees too few imports ({seen}): was the tree moved?"
+    assert offenders == [], "import the public names:\n" + "\n".join(offenders)
+    # the rule sees a private import where there is one, and lets a package's own pass
+    sample = ast.parse("from qmf_async.console._view import ObjectView\n"
+                       "from ..console import _view\n"
+                       "from ._common import ToolError\n"
+                       "importlib.import_module('qmf_async.transport._auto')\n")
+    assert [line for line, _ in _private_imports("qmf_async.tools.cli.shell", sample)] \
+        == [1, 2, 4]
+
+
+#: where another developer's package still spells a fact of names.py itself (to be taken
+#: from names.py there): (package under qmf_async, the string).  An entry no longer
+#: used must leave the list.
+FACTS_SPELLED_ALLOWED = {
+    ("agent", "UnknownMethod"), ("agent", "NotImplemented"),  # agent/_agent.py: Status
+    ("agent", "console.heartbeat."),  # agent/_role.py: HEARTBEAT_KEY_PREFIX
+    ("console", "console.obj."), ("console", "console.event."),  # bind_agent's keys
+}
+
+
+def test_the_bus_facts_are_defined_once() -> None:
+    """The console queues' prefixes, qpidd's agent prefix, the v1 key prefixes, the
+    schema broadcast keys, the v2 locate subject and the status texts are spelled in
+    ``qmf_async/names.py`` only (see FACTS_SPELLED_ALLOWED)."""
+    from qmf_async import names
+    spelled = {names.CONSOLE_REPLY_PREFIX, names.CONSOLE_TOPIC_PREFIX,
+               names.CONSOLE_V2_TOPIC_PREFIX, names.CONSOLE_LOSS_PREFIX,
+               names.QPIDD_AGENT_PREFIX, names.LOCATE_SUBJECT, names.OBJECT_KEY_PREFIX,
+               names.EVENT_KEY_PREFIX, names.HEARTBEAT_KEY_PREFIX, names.SCHEMA_PACKAGE_KEY,
+               names.SCHEMA_CLASS_KEY, *(s.text for s in names.Status if s)}
+    found, allowed_used = [], set()
+    for name, path in MODULES.items():
+        if name == "qmf_async.names":
+            continue
+        package = name.split(".")[1] if name.count(".") else ""
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Constant) and node.value in spelled:
+                if (package, node.value) in FACTS_SPELLED_ALLOWED:
+                    allowed_used.add((package, node.value))
+                else:
+                    found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} "
+                                 f"{node.value!r}")
+    assert found == [], "use qmf_async.names instead:\n" + "\n".join(found)
+    assert allowed_used == FACTS_SPELLED_ALLOWED, \
+        f"unused exceptions: {sorted(FACTS_SPELLED_ALLOWED - allowed_used)}"

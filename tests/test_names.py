@@ -39,6 +39,28 @@ def test_console_queues_are_recognised(name: str, console: bool) -> None:
     assert exporter.CONSOLE_QUEUES is names.CONSOLE_QUEUES
 
 
+def test_one_status_table_for_errors_and_agents() -> None:
+    """One table (names.Status) gives the error's name and the text an agent writes,
+    as qpidd's Manageable::StatusText does; the views of it agree."""
+    from qmf_async import MethodError, protocol
+    assert [(int(s), s.name, s.text) for s in names.Status][:3] == [
+        (0, "OK", "OK"), (1, "UNKNOWN_OBJECT", "UnknownObject"),
+        (2, "UNKNOWN_METHOD", "UnknownMethod")]
+    assert names.Status.FEATURE_NOT_IMPLEMENTED.text == "FeatureNotImplemented"
+    assert protocol.STATUS_TEXT == {int(s): s.text for s in names.Status}
+    assert str(MethodError(6, "no")) == "6 (FORBIDDEN): no"
+    assert str(MethodError(0x10000, "app")) == "65536 (UNKNOWN_STATUS): app"
+
+
+def test_keys_and_agent_names() -> None:
+    assert names.keyify("org.apache.qpid.broker") == "org_apache_qpid_broker"
+    assert names.agent_key(1, 0) == "agent.1.0"
+    assert names.is_qpidd_agent("apache.org:qpidd:3f80c2a1") is True
+    assert not names.is_qpidd_agent("qmf-async:agent:1") and not names.is_qpidd_agent(None)
+    from qmf_async import protocol
+    assert protocol.keyify is names.keyify
+
+
 def test_client_process_properties() -> None:
     props = client_process_properties()
     assert props["qpid.client_pid"] == os.getpid()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from qmf_async.runtime import PeerRuntime
-from qmf_async.transport import DIRECT_EXCHANGE, TransportProtocol
+from qmf_async.transport import REPLY_EXCHANGE, TransportProtocol
 
 from ._util import wait_until
 from .memory_bus import MemoryBus
@@ -27,7 +27,7 @@ async def test_endpoint_prefix_names_the_reply_endpoint() -> None:
     try:
         assert rt.endpoint is not None and rt.endpoint.startswith("qmf-reply-")
         assert len(rt.endpoint) == len("qmf-reply-") + 16
-        assert (DIRECT_EXCHANGE, rt.endpoint) in bus.queues[rt.endpoint].bindings
+        assert (REPLY_EXCHANGE, rt.endpoint) in bus.queues[rt.endpoint].bindings
     finally:
         await rt.stop()
 

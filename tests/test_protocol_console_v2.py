@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 from qmf_async.errors import AgentGoneError, ConnectionLostError, ProtocolError, UsageError
 from qmf_async.protocol import (
     BROKER_ADDRESS,
-    DIRECT_EXCHANGE,
     LOCATE_SUBJECT,
-    TOPIC_EXCHANGE,
+    V2_DIRECT_EXCHANGE,
+    V2_TOPIC_EXCHANGE,
     ConsoleProtocolV2,
     V2AgentArrived,
     V2AgentBeat,
@@ -124,7 +124,7 @@ def queue_query(core: ConsoleProtocolV2, deadline: float | None = None) -> str:
 def test_query_request_is_what_qpidd_was_sent() -> None:
     core = ConsoleProtocolV2()
     out = core.send_query(None, schema_id=V2SchemaId("", "queue"))
-    assert (out.exchange, out.key) == (DIRECT_EXCHANGE, BROKER_ADDRESS)
+    assert (out.exchange, out.key) == (V2_DIRECT_EXCHANGE, BROKER_ADDRESS)
     assert out.headers == {"x-amqp-0-10.app-id": "qmf2", "qmf.opcode": "_query_request",
                            "method": "request"}
     sent = next(c for c in CAPTURE if c.label == "query-queue" and c.direction == "sent")
@@ -141,7 +141,7 @@ def test_requests_address_agents_and_ids_are_unique() -> None:
     core = ConsoleProtocolV2()
     cids = set()
     a = core.send_query(QPIDD, object_id=BROKER_OID, where=["eq", "name", ["quote", "x"]])
-    assert a.key == QPIDD and a.exchange == DIRECT_EXCHANGE
+    assert a.key == QPIDD and a.exchange == V2_DIRECT_EXCHANGE
     assert isinstance(a.body, dict)
     assert a.body["_where"] == ["eq", "name", ["quote", "x"]]
     assert a.body["_object_id"] == {"_object_name": BROKER_OID.object_name}
@@ -150,7 +150,7 @@ def test_requests_address_agents_and_ids_are_unique() -> None:
     assert decode_v2(m.headers, m.body, correlation_id=m.correlation_id) == V2MethodRequest(
         BROKER_OID, "echo", {"sequence": 7, "body": "hi"}, None, m.correlation_id)
     loc = core.send_locate(0.0)
-    assert (loc.exchange, loc.key) == (TOPIC_EXCHANGE, LOCATE_SUBJECT)
+    assert (loc.exchange, loc.key) == (V2_TOPIC_EXCHANGE, LOCATE_SUBJECT)
     assert loc.headers["qmf.opcode"] == "_agent_locate_request"
     assert loc.body == {}
     for out in (a, m, loc):

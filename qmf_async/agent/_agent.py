@@ -88,9 +88,9 @@ from ..protocol import (
 )
 from ..runtime import PeerRuntime, RequestFutures
 from ..transport import (
-    DIRECT_EXCHANGE,
     MANAGEMENT_EXCHANGE,
     QMF_CONTENT_TYPE,
+    REPLY_EXCHANGE,
     Delivery,
     TlsOptions,
     TransportFactory,
@@ -118,7 +118,7 @@ log = logging.getLogger("qmf_async.agent")
 _BODIES_PER_YIELD = 8
 
 MANAGEMENT = MANAGEMENT_EXCHANGE
-DIRECT = DIRECT_EXCHANGE
+DIRECT = REPLY_EXCHANGE
 _V2_EXCHANGES = frozenset({V2_DIRECT_EXCHANGE, V2_TOPIC_EXCHANGE})
 
 #: ``async def handler(obj, **in_args) -> Mapping[str, Any] | None`` (or a plain function)

@@ -39,8 +39,8 @@ from ..protocol import (
 )
 from ..runtime import PeerRuntime, RequestFutures
 from ..transport import (
-    DIRECT_EXCHANGE,
     MANAGEMENT_EXCHANGE,
+    REPLY_EXCHANGE,
     Delivery,
     TlsOptions,
     TransportFactory,
@@ -75,7 +75,7 @@ __all__ = ["AGENT_CLASS", "AGENT_CLASS_HASH", "AgentInfo", "ManagementBroker", "
 log = logging.getLogger("qmf_async.agent.broker")
 
 MANAGEMENT: Final = MANAGEMENT_EXCHANGE
-DIRECT: Final = DIRECT_EXCHANGE
+DIRECT: Final = REPLY_EXCHANGE
 _ZERO_OID: Final = ObjectId(bytes(16))
 #: the product part of the QMF v2 name of the role's own agent
 #: (``qmf-async:management-broker:<broker id>``, built by ``agent_v2_name``)

@@ -27,6 +27,7 @@ from typing import Any
 
 from ..agent import Agent, ManagedObject, XmlSchemas, current_request, load_schema_xml
 from ..errors import MethodError, QmfError, UsageError
+from ..names import Status
 from ..wire import ObjectId, QmfType
 from ._access import (
     Need,
@@ -63,14 +64,6 @@ log = logging.getLogger("qmf_async.bridge")
 PACKAGE = "org.apache.qpid.broker"
 NULL_OID = ObjectId(bytes(16))
 
-# QMF method status codes
-STATUS_UNKNOWN_OBJECT = 1
-STATUS_INVALID_PARAMETER = 4
-STATUS_FEATURE_NOT_IMPLEMENTED = 5
-STATUS_FORBIDDEN = 6
-STATUS_EXCEPTION = 7
-
-
 def load_schemas() -> XmlSchemas:
     """qpidd's ``org.apache.qpid.broker`` classes the bridge serves (package data).
 
@@ -81,7 +74,7 @@ def load_schemas() -> XmlSchemas:
     return load_schema_xml(text)
 
 
-def _fail(text: str, status: int = STATUS_EXCEPTION) -> MethodError:
+def _fail(text: str, status: int = Status.EXCEPTION) -> MethodError:
     return MethodError(status, text)
 
 
@@ -89,13 +82,13 @@ def _api_failure(exc: QmfError) -> MethodError:
     """An API error as a QMF method status, with RabbitMQ's reason text."""
     if isinstance(exc, ApiError):
         if exc.status in (401, 403):
-            return _fail(f"unauthorized-access: {exc.reason}", STATUS_FORBIDDEN)
+            return _fail(f"unauthorized-access: {exc.reason}", Status.FORBIDDEN)
         if exc.status == 404:
             return _fail(f"not-found: {exc.what}: {exc.reason}")
         if exc.status == 400:
-            return _fail(f"invalid-argument: {exc.reason}", STATUS_INVALID_PARAMETER)
+            return _fail(f"invalid-argument: {exc.reason}", Status.INVALID_PARAMETER)
         if exc.status == 405:
-            return _fail(f"not-allowed: {exc.reason}", STATUS_FEATURE_NOT_IMPLEMENTED)
+            return _fail(f"not-allowed: {exc.reason}", Status.FEATURE_NOT_IMPLEMENTED)
         return _fail(f"{exc.reason} (HTTP {exc.status})")
     return _fail(str(exc))
 
@@ -115,9 +108,9 @@ def _int_arg(name: str, value: Any) -> int:
         number = int(value)
     except (TypeError, ValueError):
         raise _fail(f"invalid-argument: {name} must be a number, not {value!r}",
-                    STATUS_INVALID_PARAMETER) from None
+                    Status.INVALID_PARAMETER) from None
     if number < 0:
-        raise _fail(f"invalid-argument: {name} must be >= 0", STATUS_INVALID_PARAMETER)
+        raise _fail(f"invalid-argument: {name} must be >= 0", Status.INVALID_PARAMETER)
     return number
 
 
@@ -143,7 +136,7 @@ def queue_arguments(props: Mapping[str, Any], strict: bool) -> dict[str, Any]:
         elif name == "qpid.policy_type":
             if str(value) not in _POLICIES:
                 raise _fail(f"invalid-argument: qpid.policy_type {value!r} has no RabbitMQ "
-                            f"counterpart (ring, reject)", STATUS_INVALID_PARAMETER)
+                            f"counterpart (ring, reject)", Status.INVALID_PARAMETER)
             args["x-overflow"] = _POLICIES[str(value)]
         elif name.startswith("x-"):
             args[name] = value
@@ -151,11 +144,11 @@ def queue_arguments(props: Mapping[str, Any], strict: bool) -> dict[str, Any]:
             unknown.append(name)
     if unknown and strict:
         raise _fail(f"invalid-argument: unrecognised queue properties: "
-                    f"{', '.join(sorted(unknown))}", STATUS_INVALID_PARAMETER)
+                    f"{', '.join(sorted(unknown))}", Status.INVALID_PARAMETER)
     if _bool(props, "exclusive"):
         raise _fail("not-implemented: RabbitMQ's management API cannot declare an exclusive "
                     "queue (it belongs to the declaring connection)",
-                    STATUS_FEATURE_NOT_IMPLEMENTED)
+                    Status.FEATURE_NOT_IMPLEMENTED)
     return {"durable": _bool(props, "durable"), "auto_delete": _bool(props, "auto-delete",
                                                                      "autoDelete"),
             "arguments": args}
@@ -181,7 +174,7 @@ def exchange_arguments(props: Mapping[str, Any], strict: bool) -> dict[str, Any]
             unknown.append(name)
     if unknown and strict:
         raise _fail(f"invalid-argument: unrecognised exchange properties: "
-                    f"{', '.join(sorted(unknown))}", STATUS_INVALID_PARAMETER)
+                    f"{', '.join(sorted(unknown))}", Status.INVALID_PARAMETER)
     ex_type = str(props.get("exchange-type") or props.get("type") or "topic")
     return {"type": ex_type, "durable": _bool(props, "durable"),
             "auto_delete": _bool(props, "auto-delete", "autoDelete"), "internal": False,
@@ -194,7 +187,7 @@ def _binding_id(name: str) -> tuple[str, str, str]:
     parts = name.split("/", 2)
     if len(parts) < 2:
         raise _fail(f"invalid-argument: a binding is named exchange/queue[/key], not {name!r}",
-                    STATUS_INVALID_PARAMETER)
+                    Status.INVALID_PARAMETER)
     return parts[0], parts[1], parts[2] if len(parts) == 3 else ""
 
 
@@ -440,7 +433,7 @@ class RabbitBridge:
     def _refused(self, action: str, user: str | None, why: str) -> MethodError:
         who = f"user {user!r}" if user is not None else "a caller without a user id"
         log.warning("RabbitMQ bridge: refused %s to %s: %s", action, who, why)
-        return _fail(f"unauthorized-access: {why} ({action})", STATUS_FORBIDDEN)
+        return _fail(f"unauthorized-access: {why} ({action})", Status.FORBIDDEN)
 
     async def access_of(self, user: str) -> UserAccess | None:
         """``user``'s tags and permissions as the API reports them (None: no such
@@ -464,7 +457,7 @@ class RabbitBridge:
                 log.error("RabbitMQ bridge: cannot read the permissions of user %r: %s",
                           user, exc)
                 raise _fail(f"unauthorized-access: cannot read the permissions of user "
-                            f"{user!r}: {exc.reason}", STATUS_FORBIDDEN) from exc
+                            f"{user!r}: {exc.reason}", Status.FORBIDDEN) from exc
             access = None
         except ApiUnavailableError as exc:
             raise _fail(f"cannot read the permissions of user {user!r}: {exc}") from exc
@@ -520,7 +513,7 @@ class RabbitBridge:
         if type == "queue":
             body = queue_arguments(props, strict)
             if not name:
-                raise _fail("invalid-argument: a queue needs a name", STATUS_INVALID_PARAMETER)
+                raise _fail("invalid-argument: a queue needs a name", Status.INVALID_PARAMETER)
             await self._authorize(f"create queue {name!r}", vhost,
                                   needs_create_queue(name, body["arguments"]))
             if await self._exists(f"queues/{v}/{enc(name)}"):
@@ -530,7 +523,7 @@ class RabbitBridge:
             body = exchange_arguments(props, strict)
             if not name:
                 raise _fail("invalid-argument: an exchange needs a name",
-                            STATUS_INVALID_PARAMETER)
+                            Status.INVALID_PARAMETER)
             await self._authorize(f"create exchange {name!r}", vhost,
                                   needs_create_exchange(name, body["arguments"]))
             if await self._exists(f"exchanges/{v}/{enc(name)}"):
@@ -540,14 +533,14 @@ class RabbitBridge:
             exchange, queue, key = _binding_id(name)
             if exchange == "":
                 raise _fail("not-allowed: Bind not allowed for default exchange",
-                            STATUS_FORBIDDEN)
+                            Status.FORBIDDEN)
             args = {k: v for k, v in props.items() if k != "exchange-type"}
             await self._authorize(f"create binding {name!r}", vhost, needs_bind(exchange, queue))
             await self._call("POST", f"bindings/{v}/e/{enc(exchange)}/q/{enc(queue)}",
                              body={"routing_key": key, "arguments": args})
         else:
             raise _fail(f"invalid-argument: unknown object type: {type}",
-                        STATUS_INVALID_PARAMETER)
+                        Status.INVALID_PARAMETER)
 
     async def delete(self, obj: ManagedObject, *, type: str, name: str,
                      options: Mapping[str, Any] | None) -> None:
@@ -564,7 +557,7 @@ class RabbitBridge:
         elif type in ("exchange", "topic"):
             if name == "":
                 raise _fail("not-allowed: Delete not allowed for default exchange",
-                            STATUS_FORBIDDEN)
+                            Status.FORBIDDEN)
             await self._authorize(f"delete exchange {name!r}", vhost,
                                   needs_delete("exchange", name))
             await self._call("DELETE", f"exchanges/{v}/{enc(name)}",
@@ -585,17 +578,17 @@ class RabbitBridge:
                                  what=f"delete binding {name!r}")
         else:
             raise _fail(f"invalid-argument: unknown object type: {type}",
-                        STATUS_INVALID_PARAMETER)
+                        Status.INVALID_PARAMETER)
 
     async def purge(self, obj: ManagedObject, *, request: int,
                     filter: Mapping[str, Any] | None) -> None:
         self._caller("purge")
         key = self._keys.get(obj)
         if key is None or obj.is_deleted:
-            raise _fail("UnknownObject", STATUS_UNKNOWN_OBJECT)
+            raise _fail(Status.UNKNOWN_OBJECT.text, Status.UNKNOWN_OBJECT)
         if filter:
             raise _fail("not-implemented: RabbitMQ's API cannot select messages by a filter",
-                        STATUS_FEATURE_NOT_IMPLEMENTED)
+                        Status.FEATURE_NOT_IMPLEMENTED)
         _, vhost, name = key
         await self._authorize(f"purge queue {name!r}", vhost, needs_purge(name))
         path = f"queues/{enc(vhost)}/{enc(name)}"
@@ -611,7 +604,7 @@ class RabbitBridge:
         user = self._caller("close connection")
         key = self._keys.get(obj)
         if key is None or obj.is_deleted:
-            raise _fail("UnknownObject", STATUS_UNKNOWN_OBJECT)
+            raise _fail(Status.UNKNOWN_OBJECT.text, Status.UNKNOWN_OBJECT)
         action = f"close connection {key[1]!r}"
         try:  # whose it is now (the API's answer, not the last poll's)
             found = await self.api.get(f"connections/{enc(key[1])}", columns="user")

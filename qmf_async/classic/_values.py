@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import UsageError
+from ..names import AMQP_PORT, AMQPS_PORT
 from ..wire import ClassKey as WireClassKey
 from ..wire import ObjectId as WireObjectId
 from ..wire import SchemaArgument as WireArgument
@@ -253,7 +254,8 @@ class BrokerURL:
         self.scheme, self.user, self.password, self.host = scheme, user, password, host
         #: a vhost path (``/vhost``, percent-encoded) after the port: RabbitMQ's vhosts
         self.path = "" if path == "/" else path
-        self.port = port if port is not None else (5671 if scheme == self.AMQPS else 5672)
+        self.port = port if port is not None else (AMQPS_PORT if scheme == self.AMQPS
+                                                   else AMQP_PORT)
         self.authName = user or None
         self.authPass = password or None
 

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import MethodError, UsageError
+from ..names import AMQP_PORT, V2_TOPIC_EXCHANGE, keyify
 from ._objects import Object
 from ._session import Session
 from ._values import ObjectId
@@ -46,7 +47,7 @@ def _address(conn: Any) -> str:
     if host is None:
         raise UsageError(f"BrokerAgent needs a broker address or a connection, not "
                          f"{type(conn).__name__}")
-    port = getattr(conn, "port", None) or 5672
+    port = getattr(conn, "port", None) or AMQP_PORT
     user = getattr(conn, "username", None) or getattr(conn, "user", None)
     password = getattr(conn, "password", None)
     auth = f"{user}/{password}@" if user and password else (f"{user}@" if user else "")
@@ -390,7 +391,7 @@ class EventHelper:
     """Addresses and wrappers for the QMF v2 event messages a client receives itself."""
 
     def eventAddress(self, pkg: str = "*", cls: str = "*", sev: str = "*") -> str:
-        return f"qmf.default.topic/agent.ind.event.{pkg.replace('.', '_')}.{cls}.{sev}.#"
+        return f"{V2_TOPIC_EXCHANGE}/agent.ind.event.{keyify(pkg)}.{cls}.{sev}.#"
 
     def event(self, msg: Any) -> BrokerEvent:
         return BrokerEvent(msg)

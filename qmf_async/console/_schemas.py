@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from .. import names
 from ..errors import CommandError, ProtocolError, QmfError
-from ..protocol import DIRECT_EXCHANGE as V2_DIRECT
+from ..protocol import V2_DIRECT_EXCHANGE as V2_DIRECT
 from ..protocol import ConsoleProtocol, SchemaNeeded
 from ..wire import ClassKey, Message, SchemaClass, SchemaRequest, SchemaResponse
 from ._objects import RemoteAgent

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from ..errors import CommandError, NotConnectedError, QmfTimeout
+from ..names import QPIDD_AGENT_PREFIX
 from ..protocol import qpidd_object_name
 from ..wire import (
     ClassKey,
@@ -44,7 +45,7 @@ __all__ = ["RouteHost", "RouteWait", "V1Route"]
 log = logging.getLogger("qmf_async.console")
 
 #: qpidd's agent over v2 (``vendor:product:instance``) and its banks over v1
-QPIDD_AGENT: Final = "apache.org:qpidd:"
+QPIDD_AGENT: Final = QPIDD_AGENT_PREFIX
 _QPIDD_BANKS: Final = (1, 0)
 #: names remembered per connection (v1 id -> v2 name), oldest forgotten first
 _MAX_NAMES: Final = 2_000_000

@@ -41,7 +41,7 @@ from ..errors import (
 )
 from ..logs import warn_limited
 from ..protocol import (
-    TOPIC_EXCHANGE,
+    V2_TOPIC_EXCHANGE,
     ConsoleProtocolV2,
     Outgoing,
     V2AgentArrived,
@@ -88,7 +88,7 @@ _MAX_OIDS: Final = 2_000_000
 #: how many v2 agents that left keep their banks (for their return)
 _MAX_LEFT: Final = 4096
 #: qpidd's agent names start with this; its agent takes the banks 1.0
-_QPIDD_PREFIX: Final = "apache.org:qpidd:"
+_QPIDD_PREFIX: Final = names.QPIDD_AGENT_PREFIX
 #: longest wait (s) before a schema that could not be fetched is asked for again
 _MAX_RETRY: Final = 60.0
 
@@ -334,7 +334,7 @@ class V2Link:
         except TimeoutError:
             log.info("no QMF v2 agent answered the locate on %s within %ss", self.host.where,
                      timeout)
-        plain = [(TOPIC_EXCHANGE, k) for k, sel in bindings if sel is None]
+        plain = [(V2_TOPIC_EXCHANGE, k) for k, sel in bindings if sel is None]
         name = f"{names.CONSOLE_V2_TOPIC_PREFIX}{uuid.uuid4().hex[:16]}"
         self._bound = []
         self.topic_queue = await transport.open_endpoint(name, bindings=plain, no_ack=True)
@@ -360,11 +360,11 @@ class V2Link:
             for key, selector in bindings:
                 if (key, selector) not in self._bound:
                     # listed once in place (the lock keeps other changes out meanwhile)
-                    await transport.bind(topic, TOPIC_EXCHANGE, key, selector=selector)
+                    await transport.bind(topic, V2_TOPIC_EXCHANGE, key, selector=selector)
                     self._bound.append((key, selector))
             for key, selector in [b for b in self._bound if b not in bindings]:
                 self._bound.remove((key, selector))
-                await transport.unbind(topic, TOPIC_EXCHANGE, key, selector=selector)
+                await transport.unbind(topic, V2_TOPIC_EXCHANGE, key, selector=selector)
 
     @property
     def bindings(self) -> list[tuple[str, str | None]]:

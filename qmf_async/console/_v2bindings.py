@@ -9,14 +9,10 @@ from collections.abc import Callable, Iterable
 
 import attrs
 
+from ..names import keyify
 from ._objects import RemoteAgent
 
 __all__ = ["Binding", "Interest", "keyify", "v2_bindings"]
-
-
-def keyify(name: str) -> str:
-    """A name as v2 subjects carry it (dots become ``_``)."""
-    return name.replace(".", "_")
 
 
 def _quote(text: str) -> str:

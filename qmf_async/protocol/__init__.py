@@ -50,6 +50,7 @@ from ._agent import (
     validate_arguments,
 )
 from ._agent_v2 import (
+    LOCATE_SUBJECT,
     SEVERITY_NAMES,
     V2_DIRECT_EXCHANGE,
     V2_TOPIC_EXCHANGE,
@@ -79,9 +80,6 @@ from ._agents import (
 from ._console import BROKER_AGENT_CLASS, AgentInfo, ConsoleProtocol, agent_banks
 from ._console_v2 import (
     BROKER_ADDRESS,
-    DIRECT_EXCHANGE,
-    LOCATE_SUBJECT,
-    TOPIC_EXCHANGE,
     ConsoleProtocolV2,
     V2AgentInfo,
     texts_from_schema,
@@ -200,9 +198,7 @@ __all__ = [
     "agent_banks",
     "compile_selector",
     "BROKER_ADDRESS",
-    "DIRECT_EXCHANGE",
     "LOCATE_SUBJECT",
-    "TOPIC_EXCHANGE",
     "ConsoleProtocolV2",
     "V2AgentArrived",
     "V2AgentBeat",

@@ -26,6 +26,7 @@ import attrs
 
 from .. import names
 from ..errors import DecodeError, EncodeError, UsageError
+from ..names import Status
 from ..wire import (
     AttachRequest,
     AttachResponse,
@@ -81,12 +82,8 @@ MANAGEMENT: Final = names.MANAGEMENT_EXCHANGE
 #: the exchange of replies whose reply key names no exchange
 DIRECT: Final = names.REPLY_EXCHANGE
 
-#: the text of each ``m``/``z`` status code
-STATUS_TEXT: Final = {
-    0: "OK", 1: "UnknownObject", 2: "UnknownMethod", 3: "NotImplemented",
-    4: "InvalidParameter", 5: "FeatureNotImplemented", 6: "Forbidden", 7: "Exception",
-    8: "UnknownPackage", 9: "UnknownClass",
-}
+#: the text of each ``m``/``z`` status code (a view of :class:`qmf_async.names.Status`)
+STATUS_TEXT: Final = {int(s): s.text for s in Status}
 
 _INT_TYPES = frozenset({
     QmfType.UINT8, QmfType.UINT16, QmfType.UINT32, QmfType.UINT64, QmfType.INT8,
@@ -332,20 +329,22 @@ class AgentProtocol:
     @property
     def agent_key(self) -> str:
         """The routing key requests to this agent use: ``agent.<brokerBank>.<agentBank>``."""
-        return f"agent.{self.broker_bank}.{self.agent_bank}"
+        return names.agent_key(self.broker_bank, self.agent_bank)
 
     @property
     def heartbeat_key(self) -> str:
         """``console.heartbeat.<brokerBank>.<agentBank>``."""
-        return f"console.heartbeat.{self.broker_bank}.{self.agent_bank}"
+        return f"{names.HEARTBEAT_KEY_PREFIX}{self.broker_bank}.{self.agent_bank}"
 
     def object_key(self, key: ClassKey) -> str:
         """``console.obj.<bb>.<ab>.<package>.<class>``: where ``c``/``i`` of ``key`` go."""
-        return f"console.obj.{self.broker_bank}.{self.agent_bank}.{key.package}.{key.name}"
+        return (f"{names.OBJECT_KEY_PREFIX}{self.broker_bank}.{self.agent_bank}."
+                f"{key.package}.{key.name}")
 
     def event_key(self, key: ClassKey) -> str:
         """``console.event.<bb>.<ab>.<package>.<event>``: where events of ``key`` go."""
-        return f"console.event.{self.broker_bank}.{self.agent_bank}.{key.package}.{key.name}"
+        return (f"{names.EVENT_KEY_PREFIX}{self.broker_bank}.{self.agent_bank}."
+                f"{key.package}.{key.name}")
 
     # ------------------------------------------------------------------ bodies in
 
@@ -432,10 +431,11 @@ class AgentProtocol:
         """(status, text) of an ``M`` to an object the agent does not have: unknown
         package (8), unknown class (9), else unknown object (1)."""
         if key.package not in self.registry.packages():
-            return 8, f"UnknownPackage: {key.package}"
+            return Status.UNKNOWN_PACKAGE, f"{Status.UNKNOWN_PACKAGE.text}: {key.package}"
         if not self.registry.find(key.name, key.package):
-            return 9, f"UnknownClass: {key.package}:{key.name}"
-        return 1, "UnknownObject"
+            return (Status.UNKNOWN_CLASS,
+                    f"{Status.UNKNOWN_CLASS.text}: {key.package}:{key.name}")
+        return Status.UNKNOWN_OBJECT, Status.UNKNOWN_OBJECT.text
 
     def answer_get(self, seq: int, reply_to: str, timestamp: int, records: Sequence[T],
                    encode_records: Callable[[Sequence[T], int, int], bytes | None]
@@ -480,7 +480,7 @@ class AgentProtocol:
             log.warning("agent %s: the management broker asked for unknown class %s",
                         self.label, key)
             return []
-        answer = self._to(MANAGEMENT, "broker", [SchemaResponse(seq, schema)])
+        answer = self._to(MANAGEMENT, names.BROKER_KEY, [SchemaResponse(seq, schema)])
         return [out._replace(reply_to=reply_to) for out in answer]
 
     def attach_request(self, seq: int, label: str, system_id: uuid.UUID,
@@ -490,7 +490,7 @@ class AgentProtocol:
         request = AttachRequest(seq, label, system_id,
                                 self.broker_bank if self.attached else 0,
                                 self.agent_bank if self.attached else 0)
-        return Outgoing(MANAGEMENT, "broker", encode(request), reply_to)
+        return Outgoing(MANAGEMENT, names.BROKER_KEY, encode(request), reply_to)
 
     def attached_as(self, answer: AttachAnswered) -> bool:
         """Take the banks of an ``a``; True when they differ from the current ones
@@ -548,8 +548,10 @@ class AgentProtocol:
         key = schema.class_key
         out = []
         if announce_package:
-            out += self._to(MANAGEMENT, "schema.package", [PackageIndication(0, key.package)])
-        out += self._to(MANAGEMENT, "schema.class", [ClassIndication(0, schema.kind, key)])
+            out += self._to(MANAGEMENT, names.SCHEMA_PACKAGE_KEY,
+                            [PackageIndication(0, key.package)])
+        out += self._to(MANAGEMENT, names.SCHEMA_CLASS_KEY,
+                        [ClassIndication(0, schema.kind, key)])
         if reply_to is not None:
             out = [o._replace(reply_to=reply_to) for o in out]
         return out

@@ -41,8 +41,8 @@ from typing import Any, Final
 
 import attrs
 
-from .. import names
 from ..errors import DecodeError, EncodeError, UsageError
+from ..names import LOCATE_SUBJECT, V2_DIRECT_EXCHANGE, V2_TOPIC_EXCHANGE, keyify
 from ..wire import (
     V2_BODY_CONTENT_TYPES,
     Access,
@@ -98,12 +98,6 @@ __all__ = [
     "v2_schema_map",
 ]
 
-#: exchange of v2 requests addressed to one agent (subject: the agent's name)
-V2_DIRECT_EXCHANGE: Final = names.V2_DIRECT_EXCHANGE
-#: exchange of v2 broadcasts and indications
-V2_TOPIC_EXCHANGE: Final = names.V2_TOPIC_EXCHANGE
-#: subject of agent locate requests
-LOCATE_SUBJECT: Final = "console.request.agent_locate"
 #: severity names in event subjects, by severity (0 emerg .. 7 debug)
 SEVERITY_NAMES: Final = ("emerg", "alert", "crit", "error", "warn", "note", "info", "debug")
 #: ``error_code`` of the ``_exception`` answering a malformed request
@@ -117,11 +111,6 @@ _V2_TYPES: Final = {
     QmfType.LIST: "TYPE_LIST", QmfType.ARRAY: "TYPE_LIST",
 }
 _ACCESS: Final = {Access.RO: "RO", Access.RC: "RC", Access.RW: "RW"}
-
-
-def keyify(name: str) -> str:
-    """``name`` as one word of a topic key: every ``.`` written ``_``."""
-    return name.replace(".", "_")
 
 
 def v2_schema_id(schema: SchemaClass) -> V2SchemaId:

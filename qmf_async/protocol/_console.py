@@ -22,7 +22,14 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, cast
 
 from ..errors import AgentGoneError, DecodeError, QmfError
-from ..names import MANAGEMENT_EXCHANGE
+from ..names import (
+    BROKER_KEY,
+    EVENT_KEY_PREFIX,
+    HEARTBEAT_KEY_PREFIX,
+    MANAGEMENT_EXCHANGE,
+    OBJECT_KEY_PREFIX,
+    agent_key,
+)
 from ..wire import (
     BrokerRequest,
     BrokerResponse,
@@ -191,7 +198,7 @@ class ConsoleProtocol:
         Raises:
             UsageError: a ``B`` is already outstanding.
         """
-        return self._send(lambda _seq: BrokerRequest(), "broker", query=False, agent=None,
+        return self._send(lambda _seq: BrokerRequest(), BROKER_KEY, query=False, agent=None,
                           expect="b", sink=None, deadline=deadline, seq=0)
 
     def send_query(self, agent: Banks, query: Mapping[str, Any], *,
@@ -199,27 +206,27 @@ class ConsoleProtocol:
         """``G`` to one agent; records go to ``sink`` (else collected in the
         :class:`~._events.QueryDone`)."""
         bb, ab = agent
-        return self._send(lambda seq: GetQuery(seq, dict(query)), f"agent.{bb}.{ab}",
+        return self._send(lambda seq: GetQuery(seq, dict(query)), agent_key(bb, ab),
                           query=True, agent=agent, expect="", sink=sink, deadline=deadline)
 
     def send_schema_request(self, class_key: ClassKey, agent: Banks | None, *,
                             deadline: float | None = None) -> Outgoing:
         """``S`` to ``agent`` (None: the management broker); an ``s`` answers it."""
-        routing = "broker" if agent is None else f"agent.{agent[0]}.{agent[1]}"
+        routing = BROKER_KEY if agent is None else agent_key(*agent)
         return self._send(lambda seq: SchemaRequest(seq, class_key), routing, query=False,
                           agent=agent, expect="s", sink=None, deadline=deadline)
 
     def send_package_query(self, agent: Banks | None, *,
                            deadline: float | None = None) -> Outgoing:
         """``P`` to ``agent`` (None: the management broker); ``p``... then ``z``."""
-        routing = "broker" if agent is None else f"agent.{agent[0]}.{agent[1]}"
+        routing = BROKER_KEY if agent is None else agent_key(*agent)
         return self._send(PackageQuery, routing, query=True, agent=agent, expect="p",
                           sink=None, deadline=deadline)
 
     def send_class_query(self, package: str, agent: Banks | None, *,
                          deadline: float | None = None) -> Outgoing:
         """``Q`` to ``agent`` (None: the management broker); ``q``... then ``z``."""
-        routing = "broker" if agent is None else f"agent.{agent[0]}.{agent[1]}"
+        routing = BROKER_KEY if agent is None else agent_key(*agent)
         return self._send(lambda seq: ClassQuery(seq, package), routing, query=True,
                           agent=agent, expect="q", sink=None, deadline=deadline)
 
@@ -322,12 +329,12 @@ class ConsoleProtocol:
                 msg, events, arrival=arrival):
             return
         if isinstance(msg, EventIndication):
-            banks = agent_banks(routing_key, "console.event.")
+            banks = agent_banks(routing_key, EVENT_KEY_PREFIX)
             if banks is not None:
                 self._see(banks[0], banks[1], now, events)
             events.append(EventReceived(banks, msg))
         elif isinstance(msg, Heartbeat):
-            banks = agent_banks(routing_key, "console.heartbeat.")
+            banks = agent_banks(routing_key, HEARTBEAT_KEY_PREFIX)
             if banks is not None:
                 self._see(banks[0], banks[1], now, events, heartbeat=True)
                 events.append(HeartbeatReceived(banks[0], banks[1], msg.timestamp))
@@ -339,7 +346,7 @@ class ConsoleProtocol:
 
     def _content(self, rec: RawObjectRecord, routing_key: str, now: float,
                  events: list[Any]) -> None:
-        banks = agent_banks(routing_key, "console.obj.")
+        banks = agent_banks(routing_key, OBJECT_KEY_PREFIX)
         if banks is None and rec.object_id is not None:
             banks = rec.object_id.agent_key()
         if banks is not None:
@@ -467,8 +474,8 @@ class ConsoleProtocol:
             # the core registers its requests with banks (or None) as their agent
             agent = cast("Banks | None", pending.agent if pending is not None else None)
             if agent is None:
-                banks = (agent_banks(routing_key, "console.obj.")
-                         or agent_banks(routing_key, "console.event."))
+                banks = (agent_banks(routing_key, OBJECT_KEY_PREFIX)
+                         or agent_banks(routing_key, EVENT_KEY_PREFIX))
                 if banks is not None:
                     self._see(banks[0], banks[1], now, events)
                     agent = banks

@@ -69,22 +69,13 @@ from ._events_v2 import (
 
 __all__ = [
     "BROKER_ADDRESS",
-    "DIRECT_EXCHANGE",
-    "LOCATE_SUBJECT",
-    "TOPIC_EXCHANGE",
     "V2AgentInfo",
     "ConsoleProtocolV2",
     "texts_from_schema",
 ]
 
-#: exchange of v2 requests (subject: the agent's name)
-DIRECT_EXCHANGE: Final = names.V2_DIRECT_EXCHANGE
-#: exchange of v2 broadcasts (agent locate) and indications
-TOPIC_EXCHANGE: Final = names.V2_TOPIC_EXCHANGE
-#: subject of an agent locate request
-LOCATE_SUBJECT: Final = "console.request.agent_locate"
 #: the subject under which qpidd's own agent answers (whatever its name)
-BROKER_ADDRESS: Final = "broker"
+BROKER_ADDRESS: Final = names.BROKER_KEY
 
 _QUERY: Final = "query"
 _METHOD: Final = "method"
@@ -257,7 +248,8 @@ class ConsoleProtocolV2:
             cid = self._new_cid()
         else:
             cid = self._register(_LOCATE, None, deadline)
-        return self._outgoing(V2AgentLocateRequest({}, cid), TOPIC_EXCHANGE, LOCATE_SUBJECT)
+        return self._outgoing(V2AgentLocateRequest({}, cid), names.V2_TOPIC_EXCHANGE,
+                              names.LOCATE_SUBJECT)
 
     def send_query(self, agent: str | None, *, what: str = "OBJECT",
                    schema_id: V2SchemaId | None = None, object_id: V2ObjectId | None = None,
@@ -279,7 +271,7 @@ class ConsoleProtocolV2:
         cid = self._register(_QUERY, subject, deadline, stream)
         try:
             return self._outgoing(V2QueryRequest(what, where, schema_id, object_id, cid),
-                                  DIRECT_EXCHANGE, subject)
+                                  names.V2_DIRECT_EXCHANGE, subject)
         except BaseException:
             self._pending.pop(cid, None)
             raise
@@ -299,7 +291,7 @@ class ConsoleProtocolV2:
         cid = self._register(_METHOD, subject, deadline)
         msg = V2MethodRequest(object_id, method, dict(arguments), subtypes, cid)
         try:
-            return self._outgoing(msg, DIRECT_EXCHANGE, subject)
+            return self._outgoing(msg, names.V2_DIRECT_EXCHANGE, subject)
         except BaseException:
             self._pending.pop(cid, None)
             raise

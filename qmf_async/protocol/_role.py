@@ -40,7 +40,7 @@ from typing import Any, Final
 import attrs
 
 from ..errors import EncodeError
-from ..names import MANAGEMENT_EXCHANGE
+from ..names import MANAGEMENT_EXCHANGE, agent_key
 from ..wire import (
     AttachRequest,
     AttachResponse,
@@ -274,7 +274,7 @@ class RoleProtocol:
 
     def agent_key(self, peer: RolePeer) -> str:
         """The routing key of ``peer``: ``agent.<broker bank>.<agent bank>``."""
-        return f"agent.{self.directory.broker_bank}.{peer.agent_bank}"
+        return agent_key(self.directory.broker_bank, peer.agent_bank)
 
     def request(self, msg: Message, reply_to: str | None, now: float, *,
                 own_reply: str | None = None) -> list[Any]:

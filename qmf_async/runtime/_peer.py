@@ -21,8 +21,8 @@ from typing import Any, Final
 from ..errors import NotConnectedError, QmfError, UsageError
 from ..protocol import Outgoing
 from ..transport import (
-    DIRECT_EXCHANGE,
     QMF_CONTENT_TYPE,
+    REPLY_EXCHANGE,
     Delivery,
     TlsOptions,
     TransportFactory,
@@ -189,7 +189,7 @@ class PeerRuntime:
                     else f"{self._endpoint_prefix}{uuid.uuid4().hex[:16]}")
             endpoint = await transport.open_endpoint(
                 name, max_length=self._endpoint_max_length, no_ack=self._endpoint_no_ack)
-            await transport.bind(endpoint, DIRECT_EXCHANGE, endpoint)
+            await transport.bind(endpoint, REPLY_EXCHANGE, endpoint)
             self.transport, self.endpoint = transport, endpoint
             self._lost.clear()
             await self._setup(transport, endpoint)

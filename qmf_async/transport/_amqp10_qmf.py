@@ -12,7 +12,7 @@ from .. import names
 from ..errors import AuthenticationError, ProtocolMismatchError
 from ..wire import Amqp10Message, Described, Symbol
 from ._amqp10_events import Source
-from ._base import DIRECT_EXCHANGE, Delivery
+from ._base import REPLY_EXCHANGE, Delivery
 
 __all__ = ["binding_source", "connect_error", "outgoing_reply_to", "reply_address",
            "to_delivery", "url_password"]
@@ -21,7 +21,7 @@ DIRECT_FILTER: Final = "apache.org:legacy-amqp-direct-binding:string"
 TOPIC_FILTER: Final = "apache.org:legacy-amqp-topic-binding:string"
 SELECTOR_FILTER: Final = "apache.org:selector-filter:string"
 #: exchanges addressed with the direct-binding filter (the others get the topic filter)
-DIRECT_EXCHANGES: Final = frozenset({DIRECT_EXCHANGE, names.V2_DIRECT_EXCHANGE})
+DIRECT_EXCHANGES: Final = frozenset({REPLY_EXCHANGE, names.V2_DIRECT_EXCHANGE})
 
 
 def binding_source(exchange: str, key: str, selector: str | None = None) -> Source:
@@ -38,7 +38,7 @@ def binding_source(exchange: str, key: str, selector: str | None = None) -> Sour
 def outgoing_reply_to(reply_to: str | None) -> str | None:
     """A reply key ``R`` as ``amq.direct/R``; a value with a ``/`` as it is."""
     if reply_to is not None and "/" not in reply_to:
-        return f"{DIRECT_EXCHANGE}/{reply_to}"
+        return f"{REPLY_EXCHANGE}/{reply_to}"
     return reply_to
 
 

@@ -25,7 +25,7 @@ from ..protocol import Delivery
 
 __all__ = [
     "Body",
-    "DIRECT_EXCHANGE",
+    "REPLY_EXCHANGE",
     "MANAGEMENT_EXCHANGE",
     "QMF_CONTENT_TYPE",
     "BrokerAddress",
@@ -45,7 +45,7 @@ __all__ = [
 #: the management topic exchange (declared durable, always with the same arguments)
 MANAGEMENT_EXCHANGE: Final = names.MANAGEMENT_EXCHANGE
 #: where replies go: a reply key ``K`` means routing key ``K`` on this exchange
-DIRECT_EXCHANGE: Final = names.REPLY_EXCHANGE
+REPLY_EXCHANGE: Final = names.REPLY_EXCHANGE
 #: content type of QMF v1 bodies
 QMF_CONTENT_TYPE: Final = "x-application/qmf"
 
@@ -410,7 +410,7 @@ class Transport(Protocol):
     """One connection carrying a QMF bus, in QMF terms.
 
     Lifecycle: :meth:`connect` once; :meth:`declare_management_exchange`; open a
-    reply endpoint (``open_endpoint(None)`` then ``bind(ep, DIRECT_EXCHANGE, ep)``) and
+    reply endpoint (``open_endpoint(None)`` then ``bind(ep, REPLY_EXCHANGE, ep)``) and
     a broadcast endpoint (``open_endpoint(None, bindings=[(MANAGEMENT_EXCHANGE, key),
     ...], max_length=N, no_ack=False)``); :meth:`bind` / :meth:`unbind` keys;
     :meth:`publish`; :meth:`close` at the end.  Every delivery of every endpoint goes,
@@ -594,7 +594,7 @@ async def open_reply_endpoint(transport: Transport) -> str:
         TransportError: the broker refused.
     """
     endpoint = await transport.open_endpoint(None)
-    await transport.bind(endpoint, DIRECT_EXCHANGE, endpoint)
+    await transport.bind(endpoint, REPLY_EXCHANGE, endpoint)
     return endpoint
 
 

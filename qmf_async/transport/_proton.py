@@ -69,9 +69,9 @@ from ..logs import warn_limited
 from ..wire import decode_amqp10_message, encode_amqp10_message
 from ._base import (
     AMQP10_CAPABILITIES,
-    DIRECT_EXCHANGE,
     MANAGEMENT_EXCHANGE,
     QMF_CONTENT_TYPE,
+    REPLY_EXCHANGE,
     Body,
     BrokerAddress,
     Delivery,
@@ -95,7 +95,7 @@ DIRECT_FILTER: Final = "apache.org:legacy-amqp-direct-binding:string"
 TOPIC_FILTER: Final = "apache.org:legacy-amqp-topic-binding:string"
 SELECTOR_FILTER: Final = "apache.org:selector-filter:string"
 #: exchanges addressed with the direct-binding filter (the others get the topic filter)
-DIRECT_EXCHANGES: Final = frozenset({DIRECT_EXCHANGE, names.V2_DIRECT_EXCHANGE})
+DIRECT_EXCHANGES: Final = frozenset({REPLY_EXCHANGE, names.V2_DIRECT_EXCHANGE})
 
 _READ_SIZE: Final = 256 * 1024
 _WRITE_HIGH_WATER: Final = 1 << 20
@@ -907,7 +907,7 @@ class ProtonTransport:
                 sender = await self._sender(exchange)
                 link = sender.link
         if reply_to is not None and "/" not in reply_to and reply_to not in self._dynamic:
-            reply_to = f"{DIRECT_EXCHANGE}/{reply_to}"
+            reply_to = f"{REPLY_EXCHANGE}/{reply_to}"
         try:
             is_value = not isinstance(body, (bytes, bytearray, memoryview))
             data = encode_amqp10_message(

@@ -25,6 +25,7 @@ from rich.table import Table
 from rich.text import Text
 
 from qmf_async import (
+    Broker,
     ObjectId,
     QmfObject,
     QmfTimeout,
@@ -569,7 +570,7 @@ async def open_target(args: argparse.Namespace, **session_options: Any
     session_options.setdefault("rcv_events", False)
     # v1 queries are the fast path, and qpidd answers them whatever its --mgmt-qmf1
     # (its v2 answers cost it 20-40 times more: docs/qmf-versions.md); without a v1
-    # management broker over AMQP 1.0, v2
+    # management broker on a bus that carries QMF v2 (the transport says), v2
     chosen = getattr(args, "qmf_version", None)
     session_options.setdefault("qmf_version", chosen or 1)
     session = Session(**session_options)
@@ -577,7 +578,7 @@ async def open_target(args: argparse.Namespace, **session_options: Any
         try:
             async with progress(f"connecting to {url.split('@')[-1]} ..."):
                 broker = await session.add_broker(url, timeout=args.timeout, **connection)
-                if chosen is None and broker.protocol == "1.0" and not broker.has_management:
+                if chosen is None and _carries_v2(broker) and not broker.has_management:
                     await close_quietly(session)
                     session_options["qmf_version"] = 2
                     session = Session(**session_options)
@@ -589,6 +590,13 @@ async def open_target(args: argparse.Namespace, **session_options: Any
         yield Target(session, broker.where, label=args.agent, timeout=args.timeout)
     finally:
         await close_quietly(session)
+
+
+def _carries_v2(broker: Broker) -> bool:
+    """Whether ``broker``'s bus carries QMF v2, as its transport declares it
+    (``Capabilities.qmf_v2``: qpidd over AMQP 1.0)."""
+    transport = broker.transport
+    return transport is not None and transport.capabilities.qmf_v2
 
 
 def not_found(what: str, name: str, where: str) -> ToolError:

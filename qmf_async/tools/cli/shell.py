@@ -9,9 +9,12 @@ Commands (``help`` in the shell): ``list``, ``list CLASS [active|all]``, ``show 
 ``quit``/``exit``/EOF.
 
 Objects get short numeric ids as in qpid-tool: the first object seen is 101, and an
-object keeps its id for the life of the shell.  The shell keeps a cache of the objects
-it has seen; ``list`` asks the agents again, and the updates the agents publish are
-merged into the cache in the background, so ``show`` prints current values.
+object keeps its id for the life of the shell.  The shell keeps the latest proxy of
+every object it has seen (and the deleted ones, for ``list CLASS all``); ``list`` asks
+the agents again, and the session's object updates replace them in the background, so
+``show`` prints current values.  Merging an update's properties and statistics with
+what was known, and completing an object first seen through one part, is the
+session's object view's work (``Session.object_updates``), not the shell's.
 
 The command logic is the :class:`Shell` class (``await shell.execute(line)`` returns
 the output text), separate from the terminal: with a terminal the prompt is
@@ -85,8 +88,6 @@ __all__ = ["FIRST_ID", "Shell", "ShellError", "ShellExit", "add_parser", "histor
 
 #: the short id of the first object the shell sees (as qpid-tool numbers them)
 FIRST_ID = 101
-#: seconds between background queries completing a class's partially known objects
-REFILL_INTERVAL = 5.0
 #: deleted objects kept in the cache (``list CLASS all``); the oldest are forgotten
 MAX_DELETED = 1000
 PROMPT = "qmf: "
@@ -205,16 +206,24 @@ for _name in [n for n in vars(Console) if not n.startswith("_")]:
 
 
 class _Entry:
-    """What the shell knows of one object: the latest proxy and merged values."""
+    """What the shell knows of one object: the latest proxy the session handed out
+    (merged by the session's object view: it answers every property and statistic
+    received), when the shell got it, and when the object was deleted."""
 
-    __slots__ = ("deleted", "obj", "props", "seen", "stats")
+    __slots__ = ("deleted", "obj", "seen")
 
     def __init__(self, obj: QmfObject, now: float) -> None:
         self.obj = obj
-        self.props = obj.get_properties()
-        self.stats = obj.get_statistics()
         self.deleted = obj.get_timestamps()[2]
         self.seen = now
+
+    @property
+    def props(self) -> dict[str, Any]:
+        return self.obj.get_properties()
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        return self.obj.get_statistics()
 
     @property
     def key(self) -> tuple[str, str]:
@@ -270,8 +279,6 @@ class Shell:
         self._watch: _ConnectionWatch | None = None
         self._resync_task: asyncio.Task[None] | None = None
         self._classes: dict[ClassKey, SchemaClass] = {}
-        self._filling: set[tuple[str, str]] = set()
-        self._filled: dict[tuple[str, str], float] = {}
         self._tasks: list[asyncio.Task[Any]] = []
         self._subscriptions: list[Any] = []
         self._event_sub: Any = None
@@ -401,8 +408,8 @@ class Shell:
         return f"{text} (deleted)" if entry.deleted else text
 
     def _merge(self, obj: QmfObject) -> None:
-        """Merge a proxy (from a query or an update) into the cache, newest sample wins;
-        an update carrying only properties or only statistics keeps the other half."""
+        """Take a proxy (from a query or an update) into the cache, newest sample wins
+        (an update's proxy is merged already: the session's object view)."""
         oid = obj.get_object_id()
         self.short_id(oid)
         now = time.monotonic()
@@ -416,11 +423,6 @@ class Shell:
         stamp, _, deleted = obj.get_timestamps()
         if stamp < entry.updated and not deleted:
             return  # an older sample than the one held (a query raced an update)
-        props, stats = obj.get_properties(), obj.get_statistics()
-        if props:
-            entry.props = props
-        if stats:
-            entry.stats = stats
         entry.obj = obj
         entry.seen = now
         was_deleted, entry.deleted = entry.deleted, deleted
@@ -447,35 +449,8 @@ class Shell:
         async for obj in updates:
             try:
                 self._merge(obj)
-                entry = self._objects.get(obj.get_object_id())
-                if entry is not None and not entry.deleted and (
-                        (entry.schema.properties and not entry.props)
-                        or (entry.schema.statistics and not entry.stats)):
-                    # first seen through a statistics-only (or properties-only) update
-                    self._fill_later(entry.key)
             except Exception as exc:  # a malformed update must not stop the follower
                 self.emit(f"warning: update of {obj!r} ignored: {exc}")
-
-    def _fill_later(self, key: tuple[str, str]) -> None:
-        """Query a class in the background (at most every REFILL_INTERVAL seconds) to
-        complete objects known only from partial updates."""
-        now = time.monotonic()
-        if key in self._filling or now - self._filled.get(key, -REFILL_INTERVAL) \
-                < REFILL_INTERVAL:
-            return
-        self._filling.add(key)
-        self._filled[key] = now
-
-        async def fill() -> None:
-            try:
-                with contextlib.suppress(QmfError):
-                    await self.refresh(key)
-            finally:
-                self._filling.discard(key)
-
-        task = asyncio.create_task(fill(), name=f"qmf-shell-fill-{key[1]}")
-        self._tasks.append(task)
-        task.add_done_callback(self._forget)
 
     async def refresh(self, key: tuple[str, str]) -> list[str]:
         """Ask the agents for every object of class (package, name) and merge them;

@@ -9,7 +9,7 @@ import fnmatch
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from ...exporter import CONSOLE_QUEUES
+from ...names import CONSOLE_QUEUES
 from ._spark import require_pyspark
 
 if TYPE_CHECKING:
@@ -387,7 +387,7 @@ def top_queues(samples: DataFrame, rates: DataFrame | None = None, *, n: int = 1
 
     Queues whose name matches an ``exclude`` pattern (``fnmatch``) are left out: by
     default the consoles' own reply and topic queues
-    (``qmf_async.exporter.CONSOLE_QUEUES``, as ``qmf exporter`` leaves them out), which
+    (``qmf_async.names.CONSOLE_QUEUES``, as ``qmf exporter`` leaves them out), which
     carry the bus's own traffic and would otherwise crowd the lists; ``()`` keeps them.
 
     * ``enqueue_rate``: total ``msgTotalEnqueues`` delta of the rate steps divided by

@@ -8,7 +8,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 from ... import SEVERITY_NAMES
-from ...exporter import CONSOLE_QUEUES
+from ...names import CONSOLE_QUEUES
 from ._dataset import read_dataset
 from ._jobs import (
     DEFAULT_MAX_GAP,
