@@ -225,6 +225,12 @@ class MemoryTransport:
         self._check()
         self.bus.exchanges.setdefault(MANAGEMENT_EXCHANGE, "topic")
 
+    async def declare_exchange(self, name: str, kind: str = "topic") -> None:
+        self._check()
+        if self.bus.exchanges.setdefault(name, kind) != kind:
+            raise TransportError(f"exchange {name!r} exists with type "
+                                 f"{self.bus.exchanges[name]!r}, not {kind!r}")
+
     async def open_endpoint(self, name: str | None = None, *,
                             bindings: Sequence[tuple[str, str]] = (),
                             max_length: int | None = None,
