@@ -97,6 +97,7 @@ class Sent:
     headers: Mapping[str, Any]
     sender: str
     routed: int
+    content_type: str | None = None
 
 
 class MemoryBus:
@@ -286,7 +287,7 @@ class MemoryTransport:
                             dict(headers or {}), user_id, "", value, correlation_id)
         routed = self.bus.route(exchange, routing_key, delivery)
         self.bus.sent.append(Sent(exchange, routing_key, raw, reply_to,
-                                  dict(headers or {}), self.name, routed))
+                                  dict(headers or {}), self.name, routed, content_type))
 
     def set_dispatcher(self, dispatch: Callable[[Delivery], None]) -> None:
         self._dispatch = dispatch

@@ -599,7 +599,7 @@ class Agent:
         if v1:
             self._put(self._protocol.publication(by_class, ts, self._encode_records))
         if v2 is not None:
-            v2.publish(changed, ts)
+            v2.send_data(changed, ts)
 
     def raise_event(self, event: str | ClassKey | SchemaClass, severity: int | None = None, *,
                     package: str | None = None, **arguments: Any) -> None:

@@ -134,7 +134,7 @@ class AgentV2:
         """Send the agent heartbeat of time ``timestamp``."""
         self.send(self.core.heartbeat(timestamp))
 
-    def publish(self, changed: Mapping[ClassKey, Sequence[V2Data]], timestamp: int) -> None:
+    def send_data(self, changed: Mapping[ClassKey, Sequence[V2Data]], timestamp: int) -> None:
         """Send the data indications of the ``changed`` objects (as :meth:`data` made
         them, by class), then a heartbeat."""
         core = self.core
