@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from ..wire import SchemaArgument, SchemaMethod, SchemaProperty, SchemaStatistic
 from ._agent import Agent
-from ._methods import MethodHandler, RequestContext, current_request
-from ._options import AgentOptions, Authorizer
 from ._declare import compute_hash, event_class, method, object_class
+from ._methods import MethodHandler, RequestContext, current_request
 from ._objects import ManagedObject
+from ._options import AgentOptions, Authorizer
 from ._xml import XmlSchemas, load_schema_xml, load_schema_xml_with_severity
 
 #: Short aliases for declaring schemas.
