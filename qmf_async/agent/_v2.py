@@ -127,6 +127,7 @@ class AgentV2:
             self._stats["dropped"] += 1
 
     def send_all(self, sends: Iterable[Outgoing]) -> None:
+        """:meth:`send` each of ``sends``."""
         for out in sends:
             self.send(out)
 
