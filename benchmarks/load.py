@@ -331,7 +331,7 @@ async def role_storm(url: str, prefix: str, first: int, count: int, seconds: flo
     end = started + seconds
 
     async def storm(i: int, agent: Agent) -> None:
-        queue: asyncio.Queue[Any] = agent._v2_out if version == 2 else agent._outgoing
+        queue: asyncio.Queue[Any] = agent._outgoing  # v1 and v2 alike
         limit = queue.maxsize // 2
         n = 0
         while time.monotonic() < end:

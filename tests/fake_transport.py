@@ -175,6 +175,7 @@ class FakeTransport:
         self.closed_calls = 0
         self.close_timeouts: list[float] = []
         self.management_declared = False
+        self.exchanges_declared: dict[str, str] = {}
 
     # -- lifecycle
     @property
@@ -240,6 +241,10 @@ class FakeTransport:
     async def declare_management_exchange(self) -> None:
         self._check()
         self.management_declared = True
+
+    async def declare_exchange(self, name: str, kind: str = "topic") -> None:
+        self._check()
+        self.exchanges_declared[name] = kind
 
     async def open_endpoint(self, name: str | None = None, *,
                             bindings: Sequence[tuple[str, str]] = (),

@@ -97,6 +97,7 @@ class Sent:
     headers: Mapping[str, Any]
     sender: str
     routed: int
+    content_type: str | None = None
 
 
 class MemoryBus:
@@ -225,6 +226,12 @@ class MemoryTransport:
         self._check()
         self.bus.exchanges.setdefault(MANAGEMENT_EXCHANGE, "topic")
 
+    async def declare_exchange(self, name: str, kind: str = "topic") -> None:
+        self._check()
+        if self.bus.exchanges.setdefault(name, kind) != kind:
+            raise TransportError(f"exchange {name!r} exists with type "
+                                 f"{self.bus.exchanges[name]!r}, not {kind!r}")
+
     async def open_endpoint(self, name: str | None = None, *,
                             bindings: Sequence[tuple[str, str]] = (),
                             max_length: int | None = None,
@@ -280,7 +287,7 @@ class MemoryTransport:
                             dict(headers or {}), user_id, "", value, correlation_id)
         routed = self.bus.route(exchange, routing_key, delivery)
         self.bus.sent.append(Sent(exchange, routing_key, raw, reply_to,
-                                  dict(headers or {}), self.name, routed))
+                                  dict(headers or {}), self.name, routed, content_type))
 
     def set_dispatcher(self, dispatch: Callable[[Delivery], None]) -> None:
         self._dispatch = dispatch

@@ -15,13 +15,14 @@ import pytest
 
 import qmf_async.agent as agent_module
 from qmf_async import wire
-from qmf_async.agent import Agent, Arg, Property, Statistic, method, object_class
+from qmf_async.agent import Agent, Arg, Property, Statistic, event_class, method, object_class
 from qmf_async.agent.broker import AGENT_CLASS, ManagementBroker
 from qmf_async.errors import QmfError, QmfTimeout
-from qmf_async.protocol import Outgoing
+from qmf_async.protocol import V2_DIRECT_EXCHANGE, Outgoing
 from qmf_async.runtime import PeerRuntime, RequestFutures
 from qmf_async.transport import (
     MANAGEMENT_EXCHANGE,
+    QMF_CONTENT_TYPE,
     Delivery,
     TransportProtocol,
     open_broadcast_endpoint,
@@ -39,6 +40,7 @@ WIDGET = object_class(
     methods=[method("add", Arg("a", "uint32", direction="I"), Arg("b", "uint32", direction="I"),
                     Arg("sum", "uint64", direction="O"))],
 )
+TICK = event_class(PKG, "tick", [Arg("n", "uint32")])
 URL = "amqp://guest:guest@memory:5672/test"
 
 
@@ -213,6 +215,47 @@ async def test_agent_reconnects_and_publishes_everything_again(
         assert [m.object_id for m in peer.on_key("console.obj.1.77.")] == [w.object_id] * 4
         await wait_until(lambda: len(bus.messages("schema.class")) == 2,
                          message="the class announced again")
+
+
+async def test_agent_sends_v1_and_v2_through_one_bounded_queue(bus: MemoryBus) -> None:
+    """Everything the agent sends, QMF v1 and v2, waits in its runtime's one queue:
+    ``max_outgoing`` bounds both versions together (there is no second queue)."""
+    async with _agent(bus, schemas=[WIDGET, TICK], interval=3600.0, max_outgoing=4) as agent:
+        assert agent.v2_live  # the memory bus let the agent declare the v2 exchanges
+        await wait_until(agent._outgoing.empty, message="the start's messages sent")
+        before = agent.stats["dropped"]
+        for n in range(10):  # without yielding: nothing is sent meanwhile
+            agent.raise_event("tick", n=n)  # one v1 ``e`` and one v2 indication each
+        assert agent.stats["dropped"] - before == 2 * 10 - 4
+        await wait_until(agent._outgoing.empty, message="the four queued sent")
+        sent = bus.messages("console.event.") + bus.messages("agent.ind.event.")
+        assert len(sent) == 4
+
+
+async def test_agent_marks_what_it_sends_by_one_content_type_rule(
+        bus: MemoryBus, peer: Peer) -> None:
+    """A request (the ``A``) is marked ``x-application/qmf``; answers and publications
+    are not, v1 and v2 alike: an ``s`` goes out the same whether its ``S`` came over v1
+    or to the agent's v2 address (as the classic console asks); a v2 map is the
+    transport's ``amqp/map``."""
+    async with _agent(bus, attach=True, attach_timeout=0.1) as agent:
+        assert agent.v2_live and agent.v2_name is not None
+        first, second = peer.seq(), peer.seq()
+        await peer.send(agent.agent_key, wire.SchemaRequest(first, WIDGET.class_key))
+        await peer.transport.publish(
+            wire.encode(wire.SchemaRequest(second, WIDGET.class_key), peer.registry),
+            exchange=V2_DIRECT_EXCHANGE, routing_key=agent.v2_name, reply_to=peer.endpoint)
+        for seq in (first, second):
+            (answer,) = await peer.answer(seq, last="s")
+            assert answer.schema == WIDGET
+        await wait_until(lambda: bus.messages("agent.ind.heartbeat.")
+                         and bus.messages("console.heartbeat."), message="both heartbeats")
+    (attach,) = bus.messages("broker")
+    assert attach.content_type == QMF_CONTENT_TYPE
+    answers = [s for s in bus.messages(peer.endpoint) if s.sender.startswith("qmf-agent")]
+    assert [s.content_type for s in answers] == [None, None]
+    assert {s.content_type for s in bus.messages("console.") + bus.messages("schema.")} == {None}
+    assert {s.content_type for s in bus.messages("agent.ind.")} == {"amqp/map"}
 
 
 async def test_agent_start_fails_when_the_bus_refuses(bus: MemoryBus) -> None:

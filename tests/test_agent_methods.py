@@ -26,7 +26,7 @@ from qmf_async.agent import (
     method,
     object_class,
 )
-from qmf_async.agent._agent import RequestContext, _Slots
+from qmf_async.agent._methods import RequestContext, _Slots
 from qmf_async.errors import ArgumentError, MethodError
 from qmf_async.transport._aiormq import Delivery
 from qmf_async.wire._values import ObjectId
@@ -108,7 +108,7 @@ async def test_a_plain_handler_answers_in_the_dispatch_and_sees_current_request(
     assert (got[5].status, got[5].text, got[5].arguments) == (0, "OK", {"text": "HI"})
     assert seen == [RequestContext(5, REPLY_KEY, "guest", f"agent.{BB}.{AB}")]
     assert current_request.get(None) is None  # reset after the handler
-    assert agent._slots.free == 64
+    assert agent._methods.slots.free == 64
     # the same bytes as encoding the response message
     agent._dispatch(request(obj, 6, "echo", {"text": "x"}))
     body = agent._outgoing.get_nowait().body
@@ -129,12 +129,12 @@ async def test_a_coroutine_handler_sees_current_request_and_holds_a_slot() -> No
     agent._dispatch(request(obj, 7, "echo", {"text": "a"}, user_id=None))
     assert current_request.get(None) is None
     await asyncio.sleep(0.01)
-    assert agent._slots.free == 63 and answers(agent) == {}
+    assert agent._methods.slots.free == 63 and answers(agent) == {}
     release.set()
     got = await answer(agent, 7)
     assert (got.status, got.arguments) == (0, {"text": "a"})  # IO argument echoed
     assert seen == [RequestContext(7, REPLY_KEY, None, f"agent.{BB}.{AB}")]
-    await wait_until(lambda: agent._slots.free == 64, message="slot given back")
+    await wait_until(lambda: agent._methods.slots.free == 64, message="slot given back")
 
 
 async def test_a_plain_function_returning_an_awaitable_is_awaited() -> None:
@@ -177,7 +177,7 @@ async def test_handler_errors_give_the_same_status_either_way(
     agent._dispatch(request(obj, 10, "echo", {"text": "x"}))
     got = await answer(agent, 10)
     assert (got.status, got.text, got.arguments) == (status, text, None)
-    await wait_until(lambda: agent._slots.free == 64, message="slot given back")
+    await wait_until(lambda: agent._methods.slots.free == 64, message="slot given back")
 
 
 async def test_status_codes_before_the_handler_and_of_its_output() -> None:
@@ -202,7 +202,7 @@ async def test_status_codes_before_the_handler_and_of_its_output() -> None:
     got = answers(agent, {23: (THING, ECHO)})
     assert (got[23].status, got[23].arguments) == (0, {"text": "z"})
     assert (got[24].status, got[24].text) == (7, "Exception: handler returned no sum")
-    assert agent._slots.free == 64
+    assert agent._methods.slots.free == 64
 
 
 async def test_method_timeout_bounds_a_slow_coroutine_handler() -> None:
@@ -218,7 +218,7 @@ async def test_method_timeout_bounds_a_slow_coroutine_handler() -> None:
     got = await answer(agent, 30)
     assert (got.status, got.text) == (7, "Exception: method timed out after 0.1s")
     assert 0.09 <= loop.time() - start < 2.0
-    await wait_until(lambda: agent._slots.free == 64, message="slot given back")
+    await wait_until(lambda: agent._methods.slots.free == 64, message="slot given back")
 
 
 async def test_every_slot_taken_requests_wait_and_still_see_current_request() -> None:
@@ -246,7 +246,7 @@ async def test_every_slot_taken_requests_wait_and_still_see_current_request() ->
         agent._dispatch(request(obj, seq, "echo", {"text": str(seq)}))
     agent._dispatch(request(obj, 45, "add", {"a": 1, "b": 2}))  # a plain handler waits too
     await asyncio.sleep(0.05)
-    assert (running, agent._slots.free) == (2, 0)
+    assert (running, agent._methods.slots.free) == (2, 0)
     assert answers(agent) == {} and seen == {}
     release.set()
     found: dict[int, wire.MethodResponse] = {}
@@ -260,7 +260,7 @@ async def test_every_slot_taken_requests_wait_and_still_see_current_request() ->
     assert all(found[s].status == 0 for s in range(40, 46))
     assert found[45].arguments == {"sum": 3}
     assert seen == {45: RequestContext(45, REPLY_KEY, "guest", f"agent.{BB}.{AB}")}
-    assert agent._slots.free == 2
+    assert agent._methods.slots.free == 2
 
 
 async def test_a_handler_coroutine_cancelled_before_it_ran_is_closed_and_its_slot_freed(
@@ -283,7 +283,7 @@ async def test_a_handler_coroutine_cancelled_before_it_ran_is_closed_and_its_slo
     assert task.cancelled()
     # closed, so no "coroutine ... was never awaited" warning when it is collected
     assert inspect.getcoroutinestate(made[0]) == inspect.CORO_CLOSED
-    assert agent._slots.free == 64 and answers(agent) == {}
+    assert agent._methods.slots.free == 64 and answers(agent) == {}
 
 
 async def test_a_new_handler_replaces_the_cached_plan() -> None:
@@ -386,7 +386,7 @@ async def test_the_hook_sees_the_user_and_a_refusal_is_status_6() -> None:
     assert ran == ["alice"]  # the refused calls never reached the handler
     assert asked == [("alice", "t1", "echo", {"text": "a"}), ("bob", "t1", "echo", {"text": "b"}),
                      (None, "t1", "echo", {"text": "c"})]
-    assert agent._slots.free == 64
+    assert agent._methods.slots.free == 64
 
 
 async def test_invalid_requests_are_answered_before_the_hook_is_asked() -> None:
@@ -430,4 +430,4 @@ async def test_a_failing_hook_is_status_7_and_runs_nothing(verdict: Any) -> None
     got = await answer(agent, 1)
     assert got.status == 7 and "authorization" in got.text, got
     assert ran == []
-    assert agent._slots.free == 64
+    assert agent._methods.slots.free == 64

@@ -38,6 +38,28 @@ async def test_the_v2_console_core_finds_queries_and_calls_the_agent_over_0_9_1(
             await t.close()
 
 
+async def test_an_agent_on_the_default_transport_declares_the_v2_exchanges(
+        amqp_url: str) -> None:
+    """On a vhost without ``qmf.default.direct`` and ``qmf.default.topic``, an agent
+    on the default (automatic) transport declares them and speaks v2: the exchange
+    declaration is part of every transport's contract, the automatic one's too."""
+    with private_vhost(amqp_url, "qmf-agent-v2-auto") as url:
+        if url == amqp_url:
+            pytest.skip("needs a fresh vhost (rabbitmqctl or the management API)")
+        async with counter_agent(url, versions=(2,)) as agent:
+            assert agent.v2_live
+            t = AiormqTransport(url)
+            await t.connect()
+            try:
+                driver = Driver(t)
+                await driver.open(("qmf.default.topic", "agent.ind.#"))
+                await driver.send(driver.core.send_locate(time.monotonic()))
+                await wait_until(lambda: agent.v2_name in driver.core.agents, timeout=10.0,
+                                 message="the agent's locate answer")
+            finally:
+                await t.close()
+
+
 async def test_the_management_broker_role_answers_v2_for_its_agent_objects(
         amqp_url: str) -> None:
     """On RabbitMQ the role's own agent answers v2 requests to ``broker`` (naming

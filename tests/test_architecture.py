@@ -554,3 +554,70 @@ def test_the_bus_facts_are_defined_once() -> None:
     assert found == [], "use qmf_async.names instead:\n" + "\n".join(found)
     assert allowed_used == FACTS_SPELLED_ALLOWED, \
         f"unused exceptions: {sorted(FACTS_SPELLED_ALLOWED - allowed_used)}"
+
+
+#: the longest a module of the agent may be (issue 37: readable in one sitting)
+AGENT_MODULE_LINES = 800
+#: where an agent module reads another object's private attributes, deliberately: a
+#: module-level function of ``_objects.py`` is ManagedObject's own implementation
+AGENT_PRIVATE_ACCESS_ALLOWED = {"_objects.py": {"rename_references", "snapshots"}}
+
+
+def test_the_agent_is_held_to_the_console_rules() -> None:
+    """``qmf_async.agent`` (issue 37): every module at most 800 lines; the transport
+    read through its contract (no ``getattr``/``hasattr`` probing of a transport, no
+    protocol names compared: ``capabilities`` says what a transport can do); no
+    private name imported from another module; a private attribute read on ``self``
+    or ``cls`` only (the agent's parts are objects with explicit collaborators, not
+    mixins sharing one ``self``); one send path: nothing in the agent publishes on a
+    transport or keeps a send queue of its own (the peer runtime's queue takes v1 and
+    v2 alike)."""
+    agent = PACKAGE / "agent"
+    paths = sorted(agent.glob("*.py"))
+    assert len(paths) >= 8, "the rule sees no agent: was it moved?"
+    found, own, allowed_used = [], 0, set()
+    for path in paths:
+        text = path.read_text()
+        lines = text.count("\n")
+        if lines > AGENT_MODULE_LINES:
+            found.append(f"{path.name}: {lines} lines (at most {AGENT_MODULE_LINES})")
+        tree = ast.parse(text, str(path))
+        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                      if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
+                                           ast.AsyncFunctionDef))
+                      and node.body and isinstance(node.body[0], ast.Expr)
+                      and isinstance(node.body[0].value, ast.Constant)}
+        for node in ast.walk(tree):
+            where = f"{path.name}:{getattr(node, 'lineno', '?')}"
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                    and node.func.id in ("getattr", "hasattr") and node.args \
+                    and "transport" in ast.unparse(node.args[0]).lower():
+                found.append(f"{where} probes a transport: {ast.unparse(node)}")
+            elif isinstance(node, ast.Constant) and id(node) not in docstrings \
+                    and node.value in ("0-9-1", "1.0", "0-10", "amqp1.0"):
+                found.append(f"{where} names a protocol: {node.value!r}")
+            elif isinstance(node, ast.Compare) and any(
+                    isinstance(side, ast.Attribute) and side.attr == "protocol"
+                    for side in (node.left, *node.comparators)):
+                found.append(f"{where} branches on a protocol: {ast.unparse(node)}")
+            elif isinstance(node, ast.ImportFrom) and node.level:
+                found += [f"{where} imports private {node.module}.{a.name}"
+                          for a in node.names if a.name.startswith("_")]
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and node.func.attr == "publish":
+                found.append(f"{where} publishes itself: {ast.unparse(node.func)}")
+            elif isinstance(node, ast.Call) and ast.unparse(node.func) in (
+                    "asyncio.Queue", "Queue"):
+                found.append(f"{where} keeps a queue: {ast.unparse(node)}")
+        allowed = AGENT_PRIVATE_ACCESS_ALLOWED.get(path.name, set())
+        for scope, line, expr, on_self in _private_accesses(path):
+            if on_self:
+                own += 1
+            elif scope in allowed:
+                allowed_used.add((path.name, scope))
+            else:
+                found.append(f"{path.name}:{line} reads another object's {expr}")
+    assert own > 200, f"the rule sees too few self._x accesses ({own}): is the tree empty?"
+    assert found == [], "\n".join(found)
+    listed = {(m, f) for m, fs in AGENT_PRIVATE_ACCESS_ALLOWED.items() for f in fs}
+    assert allowed_used == listed, f"unused exceptions: {sorted(listed - allowed_used)}"

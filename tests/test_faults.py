@@ -698,20 +698,20 @@ class _HeldAnswer:
 
     def __init__(self, agent: Agent, parts: int) -> None:
         self.agent, self.parts, self.count = agent, parts, 0
-        self.send = agent._send_v2
-        agent._send_v2 = self._send  # type: ignore[method-assign]
+        self.send = agent._runtime.enqueue  # everything the agent sends passes here
+        agent._runtime.enqueue = self._send  # type: ignore[method-assign]
 
-    def _send(self, out: Any) -> None:
+    def _send(self, out: Any) -> bool:
         if (out.headers or {}).get("qmf.opcode") == "_query_response":
             if self.parts <= 0:
                 self.count += 1
-                return
+                return True
             self.parts -= 1
-        self.send(out)
+        return self.send(out)
 
     def release(self) -> None:
         """The agent sends as before (the held parts are dropped)."""
-        self.agent._send_v2 = self.send  # type: ignore[method-assign]
+        self.agent._runtime.enqueue = self.send  # type: ignore[method-assign]
 
 
 TICK = event_class("org.qmfasync.faults", "tick", [Arg("n", "uint32")])

@@ -187,7 +187,7 @@ async def test_qpidd_a_stopped_console_costs_the_broker_at_most_its_queue_limit(
             tick_link = next(name for key, name in links.items() if "tick" in key)
             console.stop()
             try:
-                await _burst(agent, agent._v2_out, BURST)
+                await _burst(agent, agent._runtime.outgoing, BURST)
 
                 async def routed() -> Any:
                     (q,) = [q for q in await observer.get_objects(

@@ -6,9 +6,11 @@
 from __future__ import annotations
 
 from ..wire import SchemaArgument, SchemaMethod, SchemaProperty, SchemaStatistic
-from ._agent import Agent, Authorizer, MethodHandler, RequestContext, current_request
+from ._agent import Agent
 from ._declare import compute_hash, event_class, method, object_class
+from ._methods import MethodHandler, RequestContext, current_request
 from ._objects import ManagedObject
+from ._options import AgentOptions, Authorizer
 from ._xml import XmlSchemas, load_schema_xml, load_schema_xml_with_severity
 
 #: Short aliases for declaring schemas.
@@ -18,6 +20,7 @@ Arg = SchemaArgument
 
 __all__ = [
     "Agent",
+    "AgentOptions",
     "Authorizer",
     "ManagedObject",
     "MethodHandler",

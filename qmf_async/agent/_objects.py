@@ -17,7 +17,7 @@ from ..wire import (
     SchemaRegistry,
 )
 
-__all__ = ["ManagedObject", "encode_records", "zero_value"]
+__all__ = ["ManagedObject", "encode_records", "rename_references", "snapshots", "zero_value"]
 
 #: a record snapshot: (opcode, object, encoded properties (or their values when they do
 #: not encode: the error is raised when the record is), statistics)
@@ -227,6 +227,15 @@ def _encoded(values: Sequence[Any], encode: Encoder) -> bytes | tuple[Any, ...]:
     except Exception:
         return snapshot
     return bytes(out)
+
+
+def rename_references(objects: Iterable[ManagedObject],
+                      renamed: Mapping[ObjectId, ObjectId]) -> None:
+    """Point the reference properties of ``objects`` at the new ids of the objects
+    ``renamed`` (old id -> new id) names: after a management broker gave the agent
+    other banks."""
+    for obj in objects:
+        obj._rename_references(renamed)
 
 
 def snapshots(opcodes: str, objects: Iterable[ManagedObject], registry: SchemaRegistry

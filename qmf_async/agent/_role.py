@@ -36,6 +36,7 @@ from ..protocol import (
     RoleProtocol,
     SchemaForward,
     agent_v2_name,
+    reply_target,
 )
 from ..runtime import PeerRuntime, RequestFutures
 from ..transport import (
@@ -66,7 +67,7 @@ from ..wire import (
     SchemaRequest,
     SchemaResponse,
 )
-from ._agent import Agent, reply_target
+from ._agent import Agent
 from ._declare import object_class
 from ._objects import ManagedObject
 

@@ -39,7 +39,7 @@ from __future__ import annotations
 import os
 import xml.parsers.expat as expat
 from collections.abc import Iterable, Mapping
-from typing import IO, TYPE_CHECKING, Any, Union
+from typing import IO, Any, Protocol, Union
 
 from ..errors import UsageError
 from ..wire import (
@@ -54,8 +54,11 @@ from ..wire import (
 )
 from ._declare import event_class, object_class
 
-if TYPE_CHECKING:
-    from ._agent import Agent
+
+class _SchemaSink(Protocol):
+    """What :meth:`XmlSchemas.add_to` serves the classes with (an Agent)."""
+
+    def add_schema(self, schema: SchemaClass, *, severity: int = ...) -> None: ...
 
 __all__ = ["SEVERITY_LEVELS", "XmlSchemas", "load_schema_xml", "load_schema_xml_with_severity"]
 
@@ -156,7 +159,7 @@ class XmlSchemas(list[SchemaClass]):
         key = schema.class_key if isinstance(schema, SchemaClass) else schema
         return self.severities.get(key, _DEFAULT_SEVERITY)
 
-    def add_to(self, agent: Agent) -> None:
+    def add_to(self, agent: _SchemaSink) -> None:
         """Serve every class with ``agent`` (event classes with their severity)."""
         for schema in self:
             if schema.is_event:

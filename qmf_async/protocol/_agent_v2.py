@@ -275,9 +275,7 @@ class AgentProtocolV2:
                  epoch: int = 1, max_per_message: int = 100) -> None:
         """Raises: UsageError: a name that is not ``vendor:product:instance`` or a
         ``max_per_message`` below 1."""
-        parts = name.split(":", 2)
-        if len(parts) != 3 or not all(parts):
-            raise UsageError(f"a QMF v2 agent name is vendor:product:instance, not {name!r}")
+        parts = self.check_name(name).split(":", 2)
         if max_per_message < 1:
             raise UsageError("max_per_message must be at least 1")
         self.name = name
@@ -293,6 +291,18 @@ class AgentProtocolV2:
         self._suffix = ".".join(keyify(p) for p in parts)
 
     # ------------------------------------------------------------------ names
+
+    @staticmethod
+    def check_name(name: str) -> str:
+        """``name`` when it is a QMF v2 agent name, ``vendor:product:instance``.
+
+        Raises:
+            UsageError: it is not.
+        """
+        parts = name.split(":", 2) if isinstance(name, str) else []
+        if len(parts) != 3 or not all(parts):
+            raise UsageError(f"a QMF v2 agent name is vendor:product:instance, not {name!r}")
+        return name
 
     @property
     def heartbeat_subject(self) -> str:

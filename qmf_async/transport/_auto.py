@@ -325,6 +325,15 @@ class AutoTransport:
         """
         await self._connected().declare_management_exchange()
 
+    async def declare_exchange(self, name: str, kind: str = "topic") -> None:
+        """As :meth:`TransportProtocol.declare_exchange`.
+
+        Raises:
+            NotConnectedError: not open.
+            TransportError: the broker refused, or has no such exchange.
+        """
+        await self._connected().declare_exchange(name, kind)
+
     async def open_endpoint(
         self,
         name: str | None = None,

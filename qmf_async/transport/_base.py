@@ -464,6 +464,19 @@ class Transport(Protocol):
         """
         ...
 
+    async def declare_exchange(self, name: str, kind: str = "topic") -> None:
+        """Make sure the exchange ``name`` of type ``kind`` (``topic``, ``direct``)
+        exists: declared durable where clients declare exchanges (AMQP 0-9-1: the QMF
+        v2 exchanges on RabbitMQ, as qpidd has them), checked where the broker has its
+        own (AMQP 1.0: qpidd).
+
+        Raises:
+            NotConnectedError: not open.
+            TransportError: the broker refused (e.g. the exchange exists with another
+                type), or has no such exchange.
+        """
+        ...
+
     async def open_endpoint(
         self,
         name: str | None = None,

@@ -519,6 +519,16 @@ class NativeAmqp10Transport:
         """
         await self._sender(MANAGEMENT_EXCHANGE)
 
+    async def declare_exchange(self, name: str, kind: str = "topic") -> None:
+        """qpidd has its exchanges (the QMF v2 ones included): attach the sender to
+        ``name``, checking that it exists (``kind`` is not checked).
+
+        Raises:
+            NotConnectedError: not open.
+            TransportError: the broker has no such exchange.
+        """
+        await self._sender(name)
+
     async def open_endpoint(
         self,
         name: str | None = None,

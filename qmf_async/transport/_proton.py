@@ -694,6 +694,16 @@ class ProtonTransport:
         """
         await self._sender(MANAGEMENT_EXCHANGE)
 
+    async def declare_exchange(self, name: str, kind: str = "topic") -> None:
+        """qpidd has its exchanges: attach the sender to ``name`` (checking that it
+        exists; ``kind`` is not checked).
+
+        Raises:
+            NotConnectedError: not open.
+            TransportError: the broker has no such exchange.
+        """
+        await self._sender(name)
+
     async def open_endpoint(
         self,
         name: str | None = None,
