@@ -11,7 +11,7 @@ import json
 import os
 import sys
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from typing import Any, TextIO
 
 from qmf_async import (
     AuthenticationError,
@@ -54,6 +54,7 @@ __all__ = [
     "note",
     "ConnectionNotes",
     "positive_float",
+    "maybe_terminal",
 ]
 
 DEFAULT_URL = "amqp://guest:guest@localhost:5672/"
@@ -257,3 +258,15 @@ def positive_float(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
     return value
+
+
+def maybe_terminal(stream: TextIO) -> bool:
+    """False when rich would surely not take ``stream`` for a terminal (not a tty, and
+    neither ``TTY_COMPATIBLE=1`` nor a non-empty ``FORCE_COLOR`` says otherwise): the
+    tools then write plain text without importing rich, which a pipe never needs."""
+    if os.environ.get("TTY_COMPATIBLE") == "1" or os.environ.get("FORCE_COLOR"):
+        return True
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # no isatty, or closed
+        return False
