@@ -55,6 +55,7 @@ __all__ = [
     "ConnectionNotes",
     "positive_float",
     "maybe_terminal",
+    "require_packages",
 ]
 
 DEFAULT_URL = "amqp://guest:guest@localhost:5672/"
@@ -270,3 +271,18 @@ def maybe_terminal(stream: TextIO) -> bool:
         return stream.isatty()
     except (AttributeError, ValueError):  # no isatty, or closed
         return False
+
+
+def require_packages(*packages: str) -> None:
+    """Fail as importing them would when one of ``packages`` is not installed, without
+    importing them: a module that draws with rich only on a terminal still needs the
+    ``cli`` extra, and ``qmf`` names it (``qmf stat`` on a pipe imports no rich).
+
+    Raises:
+        ModuleNotFoundError: a package is missing (``name`` is its name).
+    """
+    import importlib.util
+
+    for name in packages:
+        if importlib.util.find_spec(name) is None:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)

@@ -39,8 +39,11 @@ from ._common import (
     add_url_argument,
     connection_arguments,
     maybe_terminal,
+    require_packages,
     resolve_url,
 )
+
+require_packages("rich")  # the cli extra, imported where a table or spinner is drawn
 
 if TYPE_CHECKING:  # rich is imported where something is drawn: a pipe needs none of it
     from rich.console import Console as RichConsole
