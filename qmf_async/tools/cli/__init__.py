@@ -9,6 +9,7 @@ is missing says which one when it is run, and the others work.
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import os
 import sys
@@ -118,9 +119,25 @@ def _quiet_logging() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``qmf``; returns the exit code (0 ok, see ``_common`` for the others)."""
+    """Run ``qmf``; returns the exit code (0 ok, see ``_common`` for the others).
+
+    With ``argv`` None (the process's own command line: the ``qmf`` script, ``python -m
+    qmf_async``) the start-up runs without the cyclic garbage collector, and what it
+    imported is then frozen out of later collections (``gc.freeze``): the imports leave
+    no garbage to collect, and collecting them cost ``qmf stat -q`` a sixth of its time
+    (docs/benchmarks.md, "Start-up").  A caller's own argv (tests, embedding) leaves the
+    collector alone.
+    """
+    program = argv is None
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = _parser(argv)
+    if program:
+        gc.disable()
+    try:
+        parser = _parser(argv)
+    finally:
+        if program:
+            gc.freeze()
+            gc.enable()
     args, extra = parser.parse_known_args(argv)
     if extra and not getattr(args, "missing_extra", None):
         # reported with the subcommand's usage, not qmf's
