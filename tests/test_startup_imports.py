@@ -227,3 +227,23 @@ def test_qmf_stat_on_qpidd_loads_only_what_it_needs(qpidd_stock: Qpidd,
     assert out.startswith("Queues\n"), out
     assert not names & NOT_FOR_STAT, sorted(names & NOT_FOR_STAT)
     assert "qmf_async.transport._native" in names
+
+
+@pytest.mark.parametrize("own_command_line", [True, False])
+def test_qmf_freezes_its_imports_only_as_the_program(own_command_line: bool) -> None:
+    """``qmf`` as the program (``main()``: the script, ``python -m qmf_async``) keeps the
+    collector off while it imports and freezes what it imported; ``main(argv)`` from a
+    caller (tests, embedding) leaves the collector as it was."""
+    call = "main()" if own_command_line else "main(['--version'])"
+    code = ("import atexit, gc, sys\n"
+            "atexit.register(lambda: sys.stderr.write("
+            "f'GC {gc.isenabled()} {gc.get_freeze_count()}\\n'))\n"
+            "sys.argv = ['qmf', '--version']\n"
+            "from qmf_async.tools.cli import main\n"
+            f"{call}\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 0 and done.stdout.startswith("qmf-async "), done.stderr
+    enabled, frozen = done.stderr.split()[-2:]
+    assert enabled == "True"
+    assert (int(frozen) > 0) == own_command_line, done.stderr
