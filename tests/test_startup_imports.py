@@ -158,7 +158,8 @@ def test_where_the_amqp10_places_are_kept(monkeypatch: pytest.MonkeyPatch,
 ROOT = Path(__file__).resolve().parent.parent
 #: the packages whose ``__init__`` imports on first use (PEP 562 ``__getattr__``)
 LAZY_PACKAGES = ("qmf_async", "qmf_async.wire", "qmf_async.protocol", "qmf_async.runtime",
-                 "qmf_async.console")
+                 "qmf_async.console", "qmf_async.agent", "qmf_async.classic",
+                 "qmf_async.exporter", "qmf_async.tools.pipeline")
 
 
 def _type_checking_imports(package: str) -> dict[str, str]:
