@@ -3,56 +3,59 @@ over AMQP 1.0 and RabbitMQ over AMQP 0-9-1."""
 
 from __future__ import annotations
 
-from .console import (
-    Broker,
-    BrokerObjectId,
-    Change,
-    Console,
-    Event,
-    MethodResult,
-    QmfObject,
-    RemoteAgent,
-    Session,
-    SessionOptions,
-    Subscription,
-)
-from .errors import (
-    AgentError,
-    AgentGoneError,
-    ArgumentError,
-    AuthenticationError,
-    CommandError,
-    ConnectionLostError,
-    DecodeError,
-    EncodeError,
-    MethodError,
-    NotConnectedError,
-    ObjectGoneError,
-    PartialResultError,
-    ProtocolError,
-    ProtocolMismatchError,
-    QmfError,
-    QmfTimeout,
-    QueryTimeout,
-    TransportError,
-    UnknownClassError,
-    UsageError,
-)
-from .protocol import Selector, SelectorError
-from .transport import TlsOptions
-from .wire import (
-    SEVERITY_NAMES,
-    Access,
-    ClassKey,
-    ClassKind,
-    ObjectId,
-    QmfType,
-    SchemaArgument,
-    SchemaClass,
-    SchemaMethod,
-    SchemaProperty,
-    SchemaStatistic,
-)
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # at run time each name is imported on first use (__getattr__)
+    from .console import (
+        Broker,
+        BrokerObjectId,
+        Change,
+        Console,
+        Event,
+        MethodResult,
+        QmfObject,
+        RemoteAgent,
+        Session,
+        SessionOptions,
+        Subscription,
+    )
+    from .errors import (
+        AgentError,
+        AgentGoneError,
+        ArgumentError,
+        AuthenticationError,
+        CommandError,
+        ConnectionLostError,
+        DecodeError,
+        EncodeError,
+        MethodError,
+        NotConnectedError,
+        ObjectGoneError,
+        PartialResultError,
+        ProtocolError,
+        ProtocolMismatchError,
+        QmfError,
+        QmfTimeout,
+        QueryTimeout,
+        TransportError,
+        UnknownClassError,
+        UsageError,
+    )
+    from .protocol import Selector, SelectorError
+    from .transport import TlsOptions
+    from .wire import (
+        SEVERITY_NAMES,
+        Access,
+        ClassKey,
+        ClassKind,
+        ObjectId,
+        QmfType,
+        SchemaArgument,
+        SchemaClass,
+        SchemaMethod,
+        SchemaProperty,
+        SchemaStatistic,
+    )
 
 __version__ = "0.1.0"
 
@@ -104,3 +107,74 @@ __all__ = [
     "SchemaMethod",
     "SchemaArgument",
 ]
+
+
+#: each public name -> the module it is imported from on first use (``module:name``
+#: when it is renamed here)
+_LAZY: dict[str, str] = {
+    "Broker": ".console",
+    "BrokerObjectId": ".console",
+    "Change": ".console",
+    "Console": ".console",
+    "Event": ".console",
+    "MethodResult": ".console",
+    "QmfObject": ".console",
+    "RemoteAgent": ".console",
+    "Session": ".console",
+    "SessionOptions": ".console",
+    "Subscription": ".console",
+    "AgentError": ".errors",
+    "AgentGoneError": ".errors",
+    "ArgumentError": ".errors",
+    "AuthenticationError": ".errors",
+    "CommandError": ".errors",
+    "ConnectionLostError": ".errors",
+    "DecodeError": ".errors",
+    "EncodeError": ".errors",
+    "MethodError": ".errors",
+    "NotConnectedError": ".errors",
+    "ObjectGoneError": ".errors",
+    "PartialResultError": ".errors",
+    "ProtocolError": ".errors",
+    "ProtocolMismatchError": ".errors",
+    "QmfError": ".errors",
+    "QmfTimeout": ".errors",
+    "QueryTimeout": ".errors",
+    "TransportError": ".errors",
+    "UnknownClassError": ".errors",
+    "UsageError": ".errors",
+    "Selector": ".protocol",
+    "SelectorError": ".protocol",
+    "TlsOptions": ".transport",
+    "SEVERITY_NAMES": ".wire",
+    "Access": ".wire",
+    "ClassKey": ".wire",
+    "ClassKind": ".wire",
+    "ObjectId": ".wire",
+    "QmfType": ".wire",
+    "SchemaArgument": ".wire",
+    "SchemaClass": ".wire",
+    "SchemaMethod": ".wire",
+    "SchemaProperty": ".wire",
+    "SchemaStatistic": ".wire",
+}
+
+
+if not TYPE_CHECKING:  # type checkers read the imports above; this is the run time
+
+    def __getattr__(name: str) -> Any:
+        """Import a public name on first use (PEP 562), then keep it as a plain global."""
+        where = _LAZY.get(name)
+        if where is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        module, _, attribute = where.partition(":")
+        relative = module.lstrip(".")
+        # __import__ (not importlib) so that ``python -X importtime`` shows the module
+        source = __import__(relative, globals(), None, [attribute or name],
+                            len(module) - len(relative))
+        value = getattr(source, attribute or name)
+        globals()[name] = value
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted({*globals(), *_LAZY})

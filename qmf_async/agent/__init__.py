@@ -5,18 +5,21 @@
 
 from __future__ import annotations
 
-from ..wire import SchemaArgument, SchemaMethod, SchemaProperty, SchemaStatistic
-from ._agent import Agent
-from ._declare import compute_hash, event_class, method, object_class
-from ._methods import MethodHandler, RequestContext, current_request
-from ._objects import ManagedObject
-from ._options import AgentOptions, Authorizer
-from ._xml import XmlSchemas, load_schema_xml, load_schema_xml_with_severity
+from typing import TYPE_CHECKING, Any
 
-#: Short aliases for declaring schemas.
-Property = SchemaProperty
-Statistic = SchemaStatistic
-Arg = SchemaArgument
+if TYPE_CHECKING:  # at run time each name is imported on first use (__getattr__)
+    from ..wire import SchemaArgument, SchemaMethod, SchemaProperty, SchemaStatistic
+
+    # short aliases for declaring schemas
+    from ..wire import SchemaArgument as Arg
+    from ..wire import SchemaProperty as Property
+    from ..wire import SchemaStatistic as Statistic
+    from ._agent import Agent
+    from ._declare import compute_hash, event_class, method, object_class
+    from ._methods import MethodHandler, RequestContext, current_request
+    from ._objects import ManagedObject
+    from ._options import AgentOptions, Authorizer
+    from ._xml import XmlSchemas, load_schema_xml, load_schema_xml_with_severity
 
 __all__ = [
     "Agent",
@@ -41,3 +44,50 @@ __all__ = [
     "SchemaMethod",
     "SchemaArgument",
 ]
+
+
+#: each public name -> the module it is imported from on first use (``module:name``
+#: when it is renamed here)
+_LAZY: dict[str, str] = {
+    "SchemaArgument": "..wire",
+    "SchemaMethod": "..wire",
+    "SchemaProperty": "..wire",
+    "SchemaStatistic": "..wire",
+    "Agent": "._agent",
+    "AgentOptions": "._options",
+    "Authorizer": "._options",
+    "MethodHandler": "._methods",
+    "RequestContext": "._methods",
+    "current_request": "._methods",
+    "compute_hash": "._declare",
+    "event_class": "._declare",
+    "method": "._declare",
+    "object_class": "._declare",
+    "ManagedObject": "._objects",
+    "XmlSchemas": "._xml",
+    "load_schema_xml": "._xml",
+    "load_schema_xml_with_severity": "._xml",
+    "Arg": "..wire:SchemaArgument",
+    "Property": "..wire:SchemaProperty",
+    "Statistic": "..wire:SchemaStatistic",
+}
+
+
+if not TYPE_CHECKING:  # type checkers read the imports above; this is the run time
+
+    def __getattr__(name: str) -> Any:
+        """Import a public name on first use (PEP 562), then keep it as a plain global."""
+        where = _LAZY.get(name)
+        if where is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        module, _, attribute = where.partition(":")
+        relative = module.lstrip(".")
+        # __import__ (not importlib) so that ``python -X importtime`` shows the module
+        source = __import__(relative, globals(), None, [attribute or name],
+                            len(module) - len(relative))
+        value = getattr(source, attribute or name)
+        globals()[name] = value
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted({*globals(), *_LAZY})

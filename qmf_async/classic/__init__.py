@@ -7,19 +7,22 @@ its Console callbacks on a dispatch thread (see docs/classic.md).
 
 from __future__ import annotations
 
-from ._objects import Agent, Event, Object
-from ._session import Broker, Console, DebugConsole, Session
-from ._values import (
-    BrokerURL,
-    ClassKey,
-    MethodResult,
-    ObjectId,
-    SchemaArgument,
-    SchemaClass,
-    SchemaMethod,
-    SchemaProperty,
-    SchemaStatistic,
-)
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # at run time each name is imported on first use (__getattr__)
+    from ._objects import Agent, Event, Object
+    from ._session import Broker, Console, DebugConsole, Session
+    from ._values import (
+        BrokerURL,
+        ClassKey,
+        MethodResult,
+        ObjectId,
+        SchemaArgument,
+        SchemaClass,
+        SchemaMethod,
+        SchemaProperty,
+        SchemaStatistic,
+    )
 
 __all__ = [
     "Session",
@@ -39,3 +42,45 @@ __all__ = [
     "SchemaMethod",
     "SchemaArgument",
 ]
+
+
+#: each public name -> the module it is imported from on first use (``module:name``
+#: when it is renamed here)
+_LAZY: dict[str, str] = {
+    "Agent": "._objects",
+    "Event": "._objects",
+    "Object": "._objects",
+    "Broker": "._session",
+    "Console": "._session",
+    "DebugConsole": "._session",
+    "Session": "._session",
+    "BrokerURL": "._values",
+    "ClassKey": "._values",
+    "MethodResult": "._values",
+    "ObjectId": "._values",
+    "SchemaArgument": "._values",
+    "SchemaClass": "._values",
+    "SchemaMethod": "._values",
+    "SchemaProperty": "._values",
+    "SchemaStatistic": "._values",
+}
+
+
+if not TYPE_CHECKING:  # type checkers read the imports above; this is the run time
+
+    def __getattr__(name: str) -> Any:
+        """Import a public name on first use (PEP 562), then keep it as a plain global."""
+        where = _LAZY.get(name)
+        if where is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        module, _, attribute = where.partition(":")
+        relative = module.lstrip(".")
+        # __import__ (not importlib) so that ``python -X importtime`` shows the module
+        source = __import__(relative, globals(), None, [attribute or name],
+                            len(module) - len(relative))
+        value = getattr(source, attribute or name)
+        globals()[name] = value
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted({*globals(), *_LAZY})

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from ._objects import BrokerObjectId, Change, Event, MethodResult, QmfObject, RemoteAgent
-from ._options import SessionOptions
-from ._session import Broker, Console, Session
-from ._subscriptions import Subscription
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # at run time each name is imported on first use (__getattr__)
+    from ._objects import BrokerObjectId, Change, Event, MethodResult, QmfObject, RemoteAgent
+    from ._options import SessionOptions
+    from ._session import Broker, Console, Session
+    from ._subscriptions import Subscription
 
 __all__ = [
     "Broker",
@@ -20,3 +23,40 @@ __all__ = [
     "SessionOptions",
     "Subscription",
 ]
+
+
+#: each public name -> the module it is imported from on first use (``module:name``
+#: when it is renamed here)
+_LAZY: dict[str, str] = {
+    "BrokerObjectId": "._objects",
+    "Change": "._objects",
+    "Event": "._objects",
+    "MethodResult": "._objects",
+    "QmfObject": "._objects",
+    "RemoteAgent": "._objects",
+    "SessionOptions": "._options",
+    "Broker": "._session",
+    "Console": "._session",
+    "Session": "._session",
+    "Subscription": "._subscriptions",
+}
+
+
+if not TYPE_CHECKING:  # type checkers read the imports above; this is the run time
+
+    def __getattr__(name: str) -> Any:
+        """Import a public name on first use (PEP 562), then keep it as a plain global."""
+        where = _LAZY.get(name)
+        if where is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        module, _, attribute = where.partition(":")
+        relative = module.lstrip(".")
+        # __import__ (not importlib) so that ``python -X importtime`` shows the module
+        source = __import__(relative, globals(), None, [attribute or name],
+                            len(module) - len(relative))
+        value = getattr(source, attribute or name)
+        globals()[name] = value
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted({*globals(), *_LAZY})

@@ -17,7 +17,7 @@ import struct
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import names
 from ..errors import (
@@ -59,7 +59,6 @@ from ..transport import (
     parse_url,
 )
 from ..wire import (
-    V2_BODY_CONTENT_TYPES,
     ClassKey,
     GetQuery,
     Message,
@@ -67,15 +66,17 @@ from ..wire import (
     ObjectId,
     RawObjectRecord,
     SchemaClass,
-    V2ObjectId,
 )
 from ._calls import MethodCalls, method_result
 from ._links import SessionSettings
 from ._objects import Event, RemoteAgent
 from ._schemas import SchemaFetches
 from ._v1route import RouteWait, V1Route
-from ._v2 import V2Link, V2Wait
 from ._waits import Wait, Waits
+
+if TYPE_CHECKING:  # QMF v2's modules load where v2 is spoken only (:meth:`Broker._setup`)
+    from ..wire import V2ObjectId
+    from ._v2 import V2Link, V2Wait
 
 __all__ = ["Broker", "SessionHost", "SessionSettings"]
 
@@ -358,11 +359,18 @@ class Broker(SchemaFetches, MethodCalls):
         self.connected = True
         self._handshake_done.clear()
         self._management_known.clear()
-        self._v2_bodies = V2_BODY_CONTENT_TYPES if caps.v2_map_bytes else frozenset()
         version = session.options.qmf_version
         if version is None:  # v2 where qpidd is reached (AMQP 1.0), v1 on a 0-9-1 bus
             version = 2 if caps.qmf_v2 else 1
         self.qmf_version = version
+        self._v2_bodies = frozenset()
+        if version == 2:
+            # QMF v2's modules (its codec, core and link) are imported where v2 is spoken
+            from ..wire import V2_BODY_CONTENT_TYPES
+            from ._v2 import V2Link
+
+            if caps.v2_map_bytes:
+                self._v2_bodies = V2_BODY_CONTENT_TYPES
         try:
             # over v2, the v1 topic serves the agents that speak v1 only: their
             # heartbeats and, per agent, their objects and events (_v1_agent_keys)
@@ -658,12 +666,12 @@ class Broker(SchemaFetches, MethodCalls):
         if isinstance(wait, RouteWait):
             wait.cancel()
             return
-        if isinstance(wait, V2Wait):
-            if self._v2 is not None:
-                self._v2.discard(wait)
+        if isinstance(wait, Wait):
+            if self._waits.discard(wait):
+                self._core.cancel(wait.seq)
             return
-        if self._waits.discard(wait):
-            self._core.cancel(wait.seq)
+        if self._v2 is not None:  # a V2Wait (console._v2 is imported where v2 is spoken)
+            self._v2.discard(wait)
 
     async def request(self, agent: RemoteAgent | None, msg_factory: Callable[[int], Message],
                       routing_key: str, *, query: bool, expect: str, timeout: float,

@@ -16,8 +16,10 @@ from ..wire import CommandComplete, MethodResponse, SchemaMethod
 from ._links import SessionSettings
 from ._objects import MethodResult, QmfObject
 from ._v1route import V1Route
-from ._v2 import V2Link
 from ._waits import Waits
+
+if TYPE_CHECKING:  # console._v2 loads where QMF v2 is spoken only
+    from ._v2 import V2Link
 
 __all__ = ["MethodCalls", "method_result"]
 

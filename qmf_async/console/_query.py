@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import difflib
 import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, cast
@@ -278,6 +277,8 @@ class ObjectQueries:
             return
         if self._class_known(name, package):
             return
+        import difflib  # for the hints of an error only (start-up: docs/benchmarks.md)
+
         known_packages = sorted(self._packages | {s.class_key.package for s in self.schemas})
         if package is not None and package not in known_packages:
             close = difflib.get_close_matches(package, known_packages, n=3, cutoff=0.6)

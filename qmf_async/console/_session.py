@@ -19,7 +19,7 @@ import inspect
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Any, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
 import attrs
 
@@ -66,7 +66,10 @@ from ._query import ObjectQueries
 from ._query import _where_predicate as _where_predicate  # re-exported (tests use it)
 from ._subscriptions import Subscription
 from ._updates import ObjectUpdates
-from ._v2 import Interest, V2Link, v2_bindings
+from ._v2bindings import Interest, v2_bindings
+
+if TYPE_CHECKING:  # console._v2 loads where QMF v2 is spoken only (Broker._setup)
+    from ._v2 import V2Link
 
 __all__ = ["Broker", "Session"]
 

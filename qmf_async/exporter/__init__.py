@@ -12,32 +12,34 @@ format: TLS, client certificates, basic auth).  ``rules.yml`` (alert rules) and
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from ._exporter import INSTALL_HINT, OWN_METRICS, Exporter
-from ._http import CONTENT_TYPE, MetricsServer, serve_metrics
-from ._metrics import (
-    COUNTER,
-    GAUGE,
-    GENERIC_PREFIX,
-    INFO,
-    QPIDD_CLASSES,
-    QPIDD_PREFIX,
-    ClassMap,
-    MetricSpec,
-    generic_class_map,
-    metric_table,
-    snake,
-)
-from ._store import (
-    CONSOLE_QUEUES,
-    Filters,
-    LiveStore,
-    ObjectLike,
-    escape_label,
-    format_value,
-    is_console_queue,
-)
-from ._webconfig import BasicAuth, TlsConfig, WebConfig, WebConfigError, load_web_config
+if TYPE_CHECKING:  # at run time each name is imported on first use (__getattr__)
+    from ._exporter import INSTALL_HINT, OWN_METRICS, Exporter
+    from ._http import CONTENT_TYPE, MetricsServer, serve_metrics
+    from ._metrics import (
+        COUNTER,
+        GAUGE,
+        GENERIC_PREFIX,
+        INFO,
+        QPIDD_CLASSES,
+        QPIDD_PREFIX,
+        ClassMap,
+        MetricSpec,
+        generic_class_map,
+        metric_table,
+        snake,
+    )
+    from ._store import (
+        CONSOLE_QUEUES,
+        Filters,
+        LiveStore,
+        ObjectLike,
+        escape_label,
+        format_value,
+        is_console_queue,
+    )
+    from ._webconfig import BasicAuth, TlsConfig, WebConfig, WebConfigError, load_web_config
 
 __all__ = [
     "Exporter",
@@ -81,6 +83,9 @@ def resource_path(name: str) -> Path:
 
 def full_metric_table() -> str:
     """The metric table of docs/prometheus.md: qpidd's families and the exporter's own."""
+    from ._exporter import OWN_METRICS
+    from ._metrics import QPIDD_CLASSES, metric_table
+
     return metric_table(QPIDD_CLASSES, {
         **{"qpidd_connections_opened_total": ("counter", "broker",
                                               "Connections the exporter saw opened"),
@@ -91,3 +96,58 @@ def full_metric_table() -> str:
            "qpidd_queues_deleted_total": ("counter", "broker",
                                           "Queues the exporter saw deleted")},
         **OWN_METRICS})
+
+
+#: each public name -> the module it is imported from on first use (``module:name``
+#: when it is renamed here)
+_LAZY: dict[str, str] = {
+    "INSTALL_HINT": "._exporter",
+    "OWN_METRICS": "._exporter",
+    "Exporter": "._exporter",
+    "CONTENT_TYPE": "._http",
+    "MetricsServer": "._http",
+    "serve_metrics": "._http",
+    "COUNTER": "._metrics",
+    "GAUGE": "._metrics",
+    "GENERIC_PREFIX": "._metrics",
+    "INFO": "._metrics",
+    "QPIDD_CLASSES": "._metrics",
+    "QPIDD_PREFIX": "._metrics",
+    "ClassMap": "._metrics",
+    "MetricSpec": "._metrics",
+    "generic_class_map": "._metrics",
+    "metric_table": "._metrics",
+    "snake": "._metrics",
+    "CONSOLE_QUEUES": "._store",
+    "Filters": "._store",
+    "LiveStore": "._store",
+    "ObjectLike": "._store",
+    "escape_label": "._store",
+    "format_value": "._store",
+    "is_console_queue": "._store",
+    "BasicAuth": "._webconfig",
+    "TlsConfig": "._webconfig",
+    "WebConfig": "._webconfig",
+    "WebConfigError": "._webconfig",
+    "load_web_config": "._webconfig",
+}
+
+
+if not TYPE_CHECKING:  # type checkers read the imports above; this is the run time
+
+    def __getattr__(name: str) -> Any:
+        """Import a public name on first use (PEP 562), then keep it as a plain global."""
+        where = _LAZY.get(name)
+        if where is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        module, _, attribute = where.partition(":")
+        relative = module.lstrip(".")
+        # __import__ (not importlib) so that ``python -X importtime`` shows the module
+        source = __import__(relative, globals(), None, [attribute or name],
+                            len(module) - len(relative))
+        value = getattr(source, attribute or name)
+        globals()[name] = value
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted({*globals(), *_LAZY})

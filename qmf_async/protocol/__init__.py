@@ -31,110 +31,112 @@ Of the QMF v2 types, the protocol classes are ``<Role>ProtocolV2`` (pairing with
 
 from __future__ import annotations
 
-from ._agent import (
-    DIRECT,
-    MANAGEMENT,
-    STATUS_TEXT,
-    AgentEvent,
-    AgentProtocol,
-    AttachAnswered,
-    ClassesRequested,
-    ConsoleJoined,
-    GetRequested,
-    GetSelection,
-    MethodRequested,
-    PackagesRequested,
-    RequestDropped,
-    SchemaRequested,
-    reply_target,
-    validate_arguments,
-)
-from ._agent_v2 import (
-    LOCATE_SUBJECT,
-    SEVERITY_NAMES,
-    V2_DIRECT_EXCHANGE,
-    V2_TOPIC_EXCHANGE,
-    AgentProtocolV2,
-    V2AgentEvent,
-    V2LocateRequested,
-    V2MethodRequested,
-    V2ObjectQueryRequested,
-    V2RequestDropped,
-    V2RequestRejected,
-    V2SchemaQueryRequested,
-    V2SchemaRequestedInV1,
-    check_arguments,
-    keyify,
-    object_name,
-    v2_schema_id,
-    v2_schema_map,
-)
-from ._agents import (
-    AGENT_VENDOR,
-    AgentDirectory,
-    Twins,
-    agent_v2_name,
-    is_twin,
-    silence_allowed,
-)
-from ._console import BROKER_AGENT_CLASS, AgentInfo, ConsoleProtocol, agent_banks
-from ._console_v2 import (
-    BROKER_ADDRESS,
-    ConsoleProtocolV2,
-    V2AgentInfo,
-    texts_from_schema,
-)
-from ._correlation import Correlator, ItemSink, Pending, ReplyMessage
-from ._envelope import Delivery, Outgoing
-from ._events import (
-    AgentArrived,
-    AgentLeft,
-    AgentRelabeled,
-    BodyMalformed,
-    ClassSeen,
-    Event,
-    EventReceived,
-    HeartbeatReceived,
-    HeldDropped,
-    ObjectUpdate,
-    PackageSeen,
-    QueryDone,
-    Reply,
-    RequestFailed,
-    SchemaNeeded,
-    SchemaSeen,
-)
-from ._events_v2 import (
-    V2AgentArrived,
-    V2AgentBeat,
-    V2AgentLeft,
-    V2AgentRestarted,
-    V2ConsoleEvent,
-    V2DataIndicated,
-    V2EventIndicated,
-    V2MessageMalformed,
-    V2MessageUnhandled,
-    V2MethodAnswered,
-    V2MethodFailed,
-    V2QueryAnswered,
-    V2QueryFailed,
-    V2QueryPart,
-    V2RequestExpired,
-    V2RequestFailed,
-)
-from ._qpidd_names import qpidd_object_name
-from ._role import (
-    MAX_BANK,
-    AgentAttached,
-    AttachRefused,
-    ClassAnnounced,
-    ConsoleArrived,
-    RoleDirectory,
-    RolePeer,
-    RoleProtocol,
-    SchemaForward,
-)
-from ._selector import Selector, SelectorError, compile_selector
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # at run time each name is imported on first use (__getattr__)
+    # the bus's names, from ``names`` (no protocol module needs loading for them)
+    from ..names import LOCATE_SUBJECT, V2_DIRECT_EXCHANGE, V2_TOPIC_EXCHANGE
+    from ..names import MANAGEMENT_EXCHANGE as MANAGEMENT
+    from ..names import REPLY_EXCHANGE as DIRECT
+    from ._agent import (
+        STATUS_TEXT,
+        AgentEvent,
+        AgentProtocol,
+        AttachAnswered,
+        ClassesRequested,
+        ConsoleJoined,
+        GetRequested,
+        GetSelection,
+        MethodRequested,
+        PackagesRequested,
+        RequestDropped,
+        SchemaRequested,
+        reply_target,
+        validate_arguments,
+    )
+    from ._agent_v2 import (
+        SEVERITY_NAMES,
+        AgentProtocolV2,
+        V2AgentEvent,
+        V2LocateRequested,
+        V2MethodRequested,
+        V2ObjectQueryRequested,
+        V2RequestDropped,
+        V2RequestRejected,
+        V2SchemaQueryRequested,
+        V2SchemaRequestedInV1,
+        check_arguments,
+        keyify,
+        object_name,
+        v2_schema_id,
+        v2_schema_map,
+    )
+    from ._agents import (
+        AGENT_VENDOR,
+        AgentDirectory,
+        Twins,
+        agent_v2_name,
+        is_twin,
+        silence_allowed,
+    )
+    from ._console import BROKER_AGENT_CLASS, AgentInfo, ConsoleProtocol, agent_banks
+    from ._console_v2 import (
+        BROKER_ADDRESS,
+        ConsoleProtocolV2,
+        V2AgentInfo,
+        texts_from_schema,
+    )
+    from ._correlation import Correlator, ItemSink, Pending, ReplyMessage
+    from ._envelope import Delivery, Outgoing
+    from ._events import (
+        AgentArrived,
+        AgentLeft,
+        AgentRelabeled,
+        BodyMalformed,
+        ClassSeen,
+        Event,
+        EventReceived,
+        HeartbeatReceived,
+        HeldDropped,
+        ObjectUpdate,
+        PackageSeen,
+        QueryDone,
+        Reply,
+        RequestFailed,
+        SchemaNeeded,
+        SchemaSeen,
+    )
+    from ._events_v2 import (
+        V2AgentArrived,
+        V2AgentBeat,
+        V2AgentLeft,
+        V2AgentRestarted,
+        V2ConsoleEvent,
+        V2DataIndicated,
+        V2EventIndicated,
+        V2MessageMalformed,
+        V2MessageUnhandled,
+        V2MethodAnswered,
+        V2MethodFailed,
+        V2QueryAnswered,
+        V2QueryFailed,
+        V2QueryPart,
+        V2RequestExpired,
+        V2RequestFailed,
+    )
+    from ._qpidd_names import qpidd_object_name
+    from ._role import (
+        MAX_BANK,
+        AgentAttached,
+        AttachRefused,
+        ClassAnnounced,
+        ConsoleArrived,
+        RoleDirectory,
+        RolePeer,
+        RoleProtocol,
+        SchemaForward,
+    )
+    from ._selector import Selector, SelectorError, compile_selector
 
 __all__ = [
     "AGENT_VENDOR",
@@ -237,3 +239,128 @@ __all__ = [
     "v2_schema_map",
     "check_arguments",
 ]
+
+
+#: each public name -> the module it is imported from on first use (``module:name``
+#: when it is renamed here)
+_LAZY: dict[str, str] = {
+    "DIRECT": "..names:REPLY_EXCHANGE",
+    "MANAGEMENT": "..names:MANAGEMENT_EXCHANGE",
+    "STATUS_TEXT": "._agent",
+    "AgentEvent": "._agent",
+    "AgentProtocol": "._agent",
+    "AttachAnswered": "._agent",
+    "ClassesRequested": "._agent",
+    "ConsoleJoined": "._agent",
+    "GetRequested": "._agent",
+    "GetSelection": "._agent",
+    "MethodRequested": "._agent",
+    "PackagesRequested": "._agent",
+    "RequestDropped": "._agent",
+    "SchemaRequested": "._agent",
+    "reply_target": "._agent",
+    "validate_arguments": "._agent",
+    "SEVERITY_NAMES": "._agent_v2",
+    "V2_DIRECT_EXCHANGE": "..names",
+    "V2_TOPIC_EXCHANGE": "..names",
+    "AgentProtocolV2": "._agent_v2",
+    "V2AgentEvent": "._agent_v2",
+    "V2LocateRequested": "._agent_v2",
+    "V2MethodRequested": "._agent_v2",
+    "V2ObjectQueryRequested": "._agent_v2",
+    "V2RequestDropped": "._agent_v2",
+    "V2RequestRejected": "._agent_v2",
+    "V2SchemaQueryRequested": "._agent_v2",
+    "V2SchemaRequestedInV1": "._agent_v2",
+    "check_arguments": "._agent_v2",
+    "keyify": "._agent_v2",
+    "object_name": "._agent_v2",
+    "v2_schema_id": "._agent_v2",
+    "v2_schema_map": "._agent_v2",
+    "AGENT_VENDOR": "._agents",
+    "AgentDirectory": "._agents",
+    "Twins": "._agents",
+    "agent_v2_name": "._agents",
+    "is_twin": "._agents",
+    "silence_allowed": "._agents",
+    "BROKER_AGENT_CLASS": "._console",
+    "AgentInfo": "._console",
+    "ConsoleProtocol": "._console",
+    "agent_banks": "._console",
+    "BROKER_ADDRESS": "._console_v2",
+    "LOCATE_SUBJECT": "..names",
+    "ConsoleProtocolV2": "._console_v2",
+    "V2AgentInfo": "._console_v2",
+    "texts_from_schema": "._console_v2",
+    "Correlator": "._correlation",
+    "ItemSink": "._correlation",
+    "Pending": "._correlation",
+    "ReplyMessage": "._correlation",
+    "Delivery": "._envelope",
+    "Outgoing": "._envelope",
+    "AgentArrived": "._events",
+    "AgentLeft": "._events",
+    "AgentRelabeled": "._events",
+    "BodyMalformed": "._events",
+    "ClassSeen": "._events",
+    "Event": "._events",
+    "EventReceived": "._events",
+    "HeartbeatReceived": "._events",
+    "HeldDropped": "._events",
+    "ObjectUpdate": "._events",
+    "PackageSeen": "._events",
+    "QueryDone": "._events",
+    "Reply": "._events",
+    "RequestFailed": "._events",
+    "SchemaNeeded": "._events",
+    "SchemaSeen": "._events",
+    "V2AgentArrived": "._events_v2",
+    "V2AgentBeat": "._events_v2",
+    "V2AgentLeft": "._events_v2",
+    "V2AgentRestarted": "._events_v2",
+    "V2ConsoleEvent": "._events_v2",
+    "V2DataIndicated": "._events_v2",
+    "V2EventIndicated": "._events_v2",
+    "V2MessageMalformed": "._events_v2",
+    "V2MessageUnhandled": "._events_v2",
+    "V2MethodAnswered": "._events_v2",
+    "V2MethodFailed": "._events_v2",
+    "V2QueryAnswered": "._events_v2",
+    "V2QueryFailed": "._events_v2",
+    "V2QueryPart": "._events_v2",
+    "V2RequestExpired": "._events_v2",
+    "V2RequestFailed": "._events_v2",
+    "qpidd_object_name": "._qpidd_names",
+    "MAX_BANK": "._role",
+    "AgentAttached": "._role",
+    "AttachRefused": "._role",
+    "ClassAnnounced": "._role",
+    "ConsoleArrived": "._role",
+    "RoleDirectory": "._role",
+    "RolePeer": "._role",
+    "RoleProtocol": "._role",
+    "SchemaForward": "._role",
+    "Selector": "._selector",
+    "SelectorError": "._selector",
+    "compile_selector": "._selector",
+}
+
+
+if not TYPE_CHECKING:  # type checkers read the imports above; this is the run time
+
+    def __getattr__(name: str) -> Any:
+        """Import a public name on first use (PEP 562), then keep it as a plain global."""
+        where = _LAZY.get(name)
+        if where is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        module, _, attribute = where.partition(":")
+        relative = module.lstrip(".")
+        # __import__ (not importlib) so that ``python -X importtime`` shows the module
+        source = __import__(relative, globals(), None, [attribute or name],
+                            len(module) - len(relative))
+        value = getattr(source, attribute or name)
+        globals()[name] = value
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted({*globals(), *_LAZY})

@@ -59,8 +59,8 @@ import functools
 import numbers
 import operator
 import re
+import sys
 from collections.abc import Callable, Mapping
-from decimal import Decimal
 from typing import Any, Final
 
 from ..errors import ArgumentError, UsageError
@@ -116,7 +116,8 @@ _KEYWORDS: Final = frozenset(
     {"NOT", "AND", "OR", "BETWEEN", "LIKE", "IN", "IS", "ESCAPE", "NULL", "TRUE", "FALSE"}
 )
 
-_TOKEN_RE: Final = re.compile(
+#: the lexer's patterns, compiled on the first selector (not at import: start-up)
+_TOKEN_PATTERN: Final = (
     r"""
       (?P<ws>\s+)
     | (?P<hex>0[xX][0-9a-fA-F]+[lL]?)
@@ -128,10 +129,16 @@ _TOKEN_RE: Final = re.compile(
     | (?P<id>(?:[^\W\d]|\$)[\w$]*)
     | (?P<bad>==|!=|&&|\|\|)
     | (?P<op><>|<=|>=|[=<>+\-*/(),])
-    """,
-    re.VERBOSE,
+    """
 )
-_AFTER_NUMBER_RE: Final = re.compile(r"[\w$.]")
+
+
+@functools.cache
+def _lexer() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """The token pattern and the one that may not follow a number."""
+    return re.compile(_TOKEN_PATTERN, re.VERBOSE), re.compile(r"[\w$.]")
+
+
 _BAD_HINTS: Final = {
     "==": "use '=' for equality",
     "!=": "use '<>' for inequality",
@@ -153,7 +160,8 @@ class _Tok:
 def _tokenize(text: str) -> list[_Tok]:
     tokens: list[_Tok] = []
     pos, n = 0, len(text)
-    match = _TOKEN_RE.match
+    token_re, after_number_re = _lexer()
+    match = token_re.match
     while pos < n:
         m = match(text, pos)
         if m is None:
@@ -169,7 +177,7 @@ def _tokenize(text: str) -> list[_Tok]:
         if kind == "ws":
             pass
         elif kind in ("hex", "float", "int"):
-            if end < n and _AFTER_NUMBER_RE.match(text, end):
+            if end < n and after_number_re.match(text, end):
                 raise SelectorError(f"invalid number {text[pos:end + 1]!r}", text, pos)
             tokens.append(_Tok("num", _number(kind, s, text, pos), pos, end))
         elif kind == "str":
@@ -708,7 +716,8 @@ def _normalize(v: Any) -> Any:
             return _Opaque(bytes(v))
     if isinstance(v, numbers.Integral):
         return int(v)
-    if isinstance(v, (numbers.Real, Decimal)):
+    decimal = sys.modules.get("decimal")  # a Decimal exists only once decimal is imported
+    if isinstance(v, numbers.Real) or (decimal is not None and isinstance(v, decimal.Decimal)):
         try:
             return float(v)
         except (OverflowError, ValueError):

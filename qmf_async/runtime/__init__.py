@@ -2,12 +2,44 @@
 
 from __future__ import annotations
 
-from ._backoff import retry_with_backoff
-from ._correlation import RequestFutures
-from ._peer import PeerRuntime
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # at run time each name is imported on first use (__getattr__)
+    from ._backoff import retry_with_backoff
+    from ._correlation import RequestFutures
+    from ._peer import PeerRuntime
 
 __all__ = [
     "RequestFutures",
     "PeerRuntime",
     "retry_with_backoff",
 ]
+
+
+#: each public name -> the module it is imported from on first use (``module:name``
+#: when it is renamed here)
+_LAZY: dict[str, str] = {
+    "retry_with_backoff": "._backoff",
+    "RequestFutures": "._correlation",
+    "PeerRuntime": "._peer",
+}
+
+
+if not TYPE_CHECKING:  # type checkers read the imports above; this is the run time
+
+    def __getattr__(name: str) -> Any:
+        """Import a public name on first use (PEP 562), then keep it as a plain global."""
+        where = _LAZY.get(name)
+        if where is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        module, _, attribute = where.partition(":")
+        relative = module.lstrip(".")
+        # __import__ (not importlib) so that ``python -X importtime`` shows the module
+        source = __import__(relative, globals(), None, [attribute or name],
+                            len(module) - len(relative))
+        value = getattr(source, attribute or name)
+        globals()[name] = value
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted({*globals(), *_LAZY})

@@ -23,7 +23,6 @@ import contextlib
 import json
 import logging
 import os
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -114,6 +113,8 @@ def _remember(place: tuple[str, int], protocol: str) -> None:
         places.add(key)
     else:
         places.discard(key)
+    import tempfile  # here only: a known place writes nothing (start-up time)
+
     tmp: str | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

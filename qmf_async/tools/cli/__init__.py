@@ -9,16 +9,18 @@ is missing says which one when it is run, and the others work.
 from __future__ import annotations
 
 import argparse
-import asyncio
+import gc
 import importlib
-import logging
 import os
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 from ... import __version__
-from ._common import EXIT_PIPE, EXIT_USAGE, EXPECTED_ERRORS, fail
+
+# Start-up: this module imports neither asyncio nor logging nor the library (``_common``
+# brings in the Session): ``qmf --version`` and ``qmf --help`` need none of them, and a
+# subcommand's module imports what it needs (docs/benchmarks.md, "Start-up").
 
 __all__ = ["main", "SUBCOMMANDS"]
 
@@ -64,6 +66,8 @@ def _missing_extra(subparsers: Any, name: str, exc: ModuleNotFoundError) -> None
     parser.set_defaults(missing_extra=extra)
 
     async def run(args: argparse.Namespace) -> int:
+        from ._common import EXIT_USAGE
+
         print(f"qmf {name}: needs the {extra} extra ({hint}): "
               f"no module named {(exc.name or '?').split('.')[0]!r}", file=sys.stderr)
         return EXIT_USAGE
@@ -107,21 +111,43 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 def _quiet_logging() -> None:
     """Library warnings as one short line each; aiormq's connect noise is dropped
     (the tool reports the failure itself)."""
+    import logging
+
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.WARNING, format="qmf: %(levelname)s: %(message)s")
     logging.getLogger("aiormq").setLevel(logging.CRITICAL)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``qmf``; returns the exit code (0 ok, see ``_common`` for the others)."""
+    """Run ``qmf``; returns the exit code (0 ok, see ``_common`` for the others).
+
+    With ``argv`` None (the process's own command line: the ``qmf`` script, ``python -m
+    qmf_async``) the start-up runs without the cyclic garbage collector, and what it
+    imported is then frozen out of later collections (``gc.freeze``): the imports leave
+    no garbage to collect, and collecting them cost ``qmf stat -q`` a sixth of its time
+    (docs/benchmarks.md, "Start-up").  A caller's own argv (tests, embedding) leaves the
+    collector alone.
+    """
+    program = argv is None
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = _parser(argv)
+    if program:
+        gc.disable()
+    try:
+        parser = _parser(argv)
+    finally:
+        if program:
+            gc.freeze()
+            gc.enable()
     args, extra = parser.parse_known_args(argv)
     if extra and not getattr(args, "missing_extra", None):
         # reported with the subcommand's usage, not qmf's
         sub = parser.subcommands.get(args.command, parser)  # type: ignore[attr-defined]
         sub.error(f"unrecognized arguments: {' '.join(extra)}")
     _quiet_logging()
+    import asyncio
+
+    from ._common import EXIT_PIPE, EXPECTED_ERRORS, fail
+
     try:
         return int(asyncio.run(args.run(args)) or 0)
     except EXPECTED_ERRORS as exc:

@@ -11,7 +11,7 @@ import json
 import os
 import sys
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from typing import Any, TextIO
 
 from qmf_async import (
     AuthenticationError,
@@ -54,6 +54,8 @@ __all__ = [
     "note",
     "ConnectionNotes",
     "positive_float",
+    "maybe_terminal",
+    "require_packages",
 ]
 
 DEFAULT_URL = "amqp://guest:guest@localhost:5672/"
@@ -257,3 +259,30 @@ def positive_float(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
     return value
+
+
+def maybe_terminal(stream: TextIO) -> bool:
+    """False when rich would surely not take ``stream`` for a terminal (not a tty, and
+    neither ``TTY_COMPATIBLE=1`` nor a non-empty ``FORCE_COLOR`` says otherwise): the
+    tools then write plain text without importing rich, which a pipe never needs."""
+    if os.environ.get("TTY_COMPATIBLE") == "1" or os.environ.get("FORCE_COLOR"):
+        return True
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # no isatty, or closed
+        return False
+
+
+def require_packages(*packages: str) -> None:
+    """Fail as importing them would when one of ``packages`` is not installed, without
+    importing them: a module that draws with rich only on a terminal still needs the
+    ``cli`` extra, and ``qmf`` names it (``qmf stat`` on a pipe imports no rich).
+
+    Raises:
+        ModuleNotFoundError: a package is missing (``name`` is its name).
+    """
+    import importlib.util
+
+    for name in packages:
+        if importlib.util.find_spec(name) is None:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)

@@ -17,12 +17,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-from rich import box
-from rich.console import Console as RichConsole
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING, Any
 
 from qmf_async import (
     Broker,
@@ -44,8 +39,15 @@ from ._common import (
     ToolError,
     add_url_argument,
     connection_arguments,
+    maybe_terminal,
+    require_packages,
     resolve_url,
 )
+
+require_packages("rich")  # the cli extra, imported where a table or spinner is drawn
+
+if TYPE_CHECKING:  # rich is imported where something is drawn: a pipe needs none of it
+    from rich.console import Console as RichConsole
 
 __all__ = [
     "DETAIL_COLUMNS",
@@ -86,6 +88,8 @@ PACKAGE = "org.apache.qpid.broker"
 
 def out_console() -> RichConsole:
     """stdout: colours only on a terminal, no wrapping when piped (wide virtual width)."""
+    from rich.console import Console as RichConsole
+
     probe = RichConsole(highlight=False)
     if probe.is_terminal:
         return probe
@@ -93,6 +97,8 @@ def out_console() -> RichConsole:
 
 
 def err_console() -> RichConsole:
+    from rich.console import Console as RichConsole
+
     return RichConsole(stderr=True, highlight=False)
 
 
@@ -145,8 +151,8 @@ async def close_quietly(session: Session) -> None:
 async def progress(message: str, *, delay: float = 0.5) -> AsyncIterator[None]:
     """A spinner on stderr while the body runs, if stderr is a terminal and the body
     takes longer than ``delay`` seconds."""
-    console = err_console()
-    if not console.is_terminal:
+    console = err_console() if maybe_terminal(sys.stderr) else None
+    if console is None or not console.is_terminal:
         yield
         return
     status = console.status(message, spinner="dots")
@@ -326,6 +332,10 @@ def render_table(columns: Sequence[Column], rows: Iterable[Mapping[str, Any]], *
                  title: str | None = None, console: RichConsole | None = None,
                  show_header: bool = True) -> None:
     """Print an aligned table (header rule, no borders) on stdout."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left", show_edge=False,
                   pad_edge=False, highlight=False, title_style="bold",
                   show_header=show_header)
@@ -343,6 +353,8 @@ def print_rich(renderable: Any, console: RichConsole | None = None) -> None:
     if console.is_terminal:
         need = console.measure(renderable, options=console.options.update_width(100_000)).maximum
         if need > console.width:  # never squeeze or crop: let the terminal wrap
+            from rich.console import Console as RichConsole
+
             console = RichConsole(highlight=False, width=need, force_terminal=True)
         console.print(renderable)
         return

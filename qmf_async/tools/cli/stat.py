@@ -17,12 +17,10 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from rich.cells import cell_len
-
 from qmf_async import QmfObject
 from qmf_async.names import is_console_queue
 
-from ._common import EXIT_NOT_FOUND, ToolError, print_json
+from ._common import EXIT_NOT_FOUND, ToolError, maybe_terminal, print_json
 from ._render import (
     DETAIL_COLUMNS,
     Column,
@@ -47,7 +45,6 @@ from ._render import (
 )
 
 __all__ = ["add_parser", "run"]
-
 
 
 def _num(key: str, header: str | None = None) -> Column:
@@ -266,7 +263,8 @@ def _print_rows(args: argparse.Namespace, columns: Sequence[Column],
         rows = sort_rows(rows, columns[0], increasing=True)
     if args.json:
         print_json(jsonable(rows))
-    elif len(rows) > RICH_MAX_ROWS or not out_console().is_terminal:
+    elif len(rows) > RICH_MAX_ROWS or not maybe_terminal(sys.stdout) \
+            or not out_console().is_terminal:
         _plain_table(columns, rows, title)
     else:
         render_table(columns, rows, title=title)
@@ -281,7 +279,12 @@ RICH_MAX_ROWS = 1000
 
 
 def _width(text: str) -> int:
-    return len(text) if text.isascii() else cell_len(text)
+    """The cells ``text`` takes on a terminal (rich's count, loaded for non-ASCII only)."""
+    if text.isascii():
+        return len(text)
+    from rich.cells import cell_len
+
+    return cell_len(text)
 
 
 def _plain_table(columns: Sequence[Column], rows: list[dict[str, Any]], title: str) -> None:

@@ -12,37 +12,40 @@ functions raise ImportError saying what to install.
 
 from __future__ import annotations
 
-from ._dataset import (
-    EVENT_COLUMNS,
-    SAMPLE_COLUMNS,
-    events_schema,
-    read_dataset,
-    read_table,
-    samples_schema,
-)
-from ._jobs import (
-    DEFAULT_MAX_GAP,
-    DEFAULT_WINDOWS,
-    RATE_COLUMNS,
-    SERIES,
-    choose_window,
-    counter_rates,
-    counter_steps,
-    event_counts,
-    gauge_points,
-    is_gauge,
-    object_lifetimes,
-    object_names,
-    rates_from_steps,
-    rolling_windows,
-    statistic_samples,
-    top_queues,
-    window_label,
-    window_seconds,
-)
-from ._report import write_report
-from ._run import TABLES, run_pipeline
-from ._spark import INSTALL_HINT, build_spark, parse_time, require_pyspark
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # at run time each name is imported on first use (__getattr__)
+    from ._dataset import (
+        EVENT_COLUMNS,
+        SAMPLE_COLUMNS,
+        events_schema,
+        read_dataset,
+        read_table,
+        samples_schema,
+    )
+    from ._jobs import (
+        DEFAULT_MAX_GAP,
+        DEFAULT_WINDOWS,
+        RATE_COLUMNS,
+        SERIES,
+        choose_window,
+        counter_rates,
+        counter_steps,
+        event_counts,
+        gauge_points,
+        is_gauge,
+        object_lifetimes,
+        object_names,
+        rates_from_steps,
+        rolling_windows,
+        statistic_samples,
+        top_queues,
+        window_label,
+        window_seconds,
+    )
+    from ._report import write_report
+    from ._run import TABLES, run_pipeline
+    from ._spark import INSTALL_HINT, build_spark, parse_time, require_pyspark
 
 __all__ = [
     "DEFAULT_MAX_GAP",
@@ -77,3 +80,60 @@ __all__ = [
     "window_seconds",
     "write_report",
 ]
+
+
+#: each public name -> the module it is imported from on first use (``module:name``
+#: when it is renamed here)
+_LAZY: dict[str, str] = {
+    "EVENT_COLUMNS": "._dataset",
+    "SAMPLE_COLUMNS": "._dataset",
+    "events_schema": "._dataset",
+    "read_dataset": "._dataset",
+    "read_table": "._dataset",
+    "samples_schema": "._dataset",
+    "DEFAULT_MAX_GAP": "._jobs",
+    "DEFAULT_WINDOWS": "._jobs",
+    "RATE_COLUMNS": "._jobs",
+    "SERIES": "._jobs",
+    "choose_window": "._jobs",
+    "counter_rates": "._jobs",
+    "counter_steps": "._jobs",
+    "event_counts": "._jobs",
+    "gauge_points": "._jobs",
+    "is_gauge": "._jobs",
+    "object_lifetimes": "._jobs",
+    "object_names": "._jobs",
+    "rates_from_steps": "._jobs",
+    "rolling_windows": "._jobs",
+    "statistic_samples": "._jobs",
+    "top_queues": "._jobs",
+    "window_label": "._jobs",
+    "window_seconds": "._jobs",
+    "write_report": "._report",
+    "TABLES": "._run",
+    "run_pipeline": "._run",
+    "INSTALL_HINT": "._spark",
+    "build_spark": "._spark",
+    "parse_time": "._spark",
+    "require_pyspark": "._spark",
+}
+
+
+if not TYPE_CHECKING:  # type checkers read the imports above; this is the run time
+
+    def __getattr__(name: str) -> Any:
+        """Import a public name on first use (PEP 562), then keep it as a plain global."""
+        where = _LAZY.get(name)
+        if where is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        module, _, attribute = where.partition(":")
+        relative = module.lstrip(".")
+        # __import__ (not importlib) so that ``python -X importtime`` shows the module
+        source = __import__(relative, globals(), None, [attribute or name],
+                            len(module) - len(relative))
+        value = getattr(source, attribute or name)
+        globals()[name] = value
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted({*globals(), *_LAZY})
