@@ -371,11 +371,15 @@ def test_each_connection_sends_through_one_path() -> None:
             the_path = path.name == "_broker.py" and func.name == "publish"
             for node in ast.walk(func):
                 if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                        and node.func.attr == "publish"):
+                        and node.func.attr in ("publish", "_publish")):
                     continue
                 receiver = ast.unparse(node.func.value)
                 if receiver in ("self", "self.host"):
                     through += 1
+                    continue
+                if (path.name == "_waits.py" and receiver == "self"
+                        and node.func.attr == "_publish"):
+                    through += 1  # the request primitive: Broker.publish (v1 and v2)
                 elif the_path and receiver == "transport":
                     inside += 1
                 else:
@@ -384,3 +388,28 @@ def test_each_connection_sends_through_one_path() -> None:
     assert through >= 6, f"the rule sees too few sends ({through}): is the tree empty?"
     assert inside == 1, "Broker.publish sends v1 and v2 requests on the transport"
     assert offenders == [], "publish through Broker.publish:\n" + "\n".join(offenders)
+
+
+#: the calls that arm a timer or wait under one
+_TIMERS = ("wait_for", "call_later", "call_at", "wait", "timeout", "timeout_at")
+
+
+def test_the_console_times_out_in_one_place() -> None:
+    """Every timer of ``qmf_async.console`` is in ``_waits.py`` (the request
+    primitive's shared deadlines, ``within``, ``later``): at most 4 sites, and none
+    elsewhere (issue 37: one timeout mechanism)."""
+    sites: dict[str, list[str]] = {}
+    for path in sorted((PACKAGE / "console").glob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in _TIMERS):
+                continue
+            receiver = ast.unparse(node.func.value)
+            if node.func.attr in ("wait", "timeout", "timeout_at") and receiver != "asyncio":
+                continue  # an Event's wait, ...
+            sites.setdefault(path.name, []).append(f"{path.name}:{node.lineno} "
+                                                   f"{receiver}.{node.func.attr}")
+    assert list(sites) == ["_waits.py"], "time out through console/_waits.py:\n" + \
+        "\n".join(s for name, found in sites.items() if name != "_waits.py" for s in found)
+    assert 1 <= len(sites["_waits.py"]) <= 4, sites

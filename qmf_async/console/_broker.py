@@ -73,8 +73,8 @@ from ._calls import MethodCalls, method_result
 from ._links import SessionSettings
 from ._objects import Event, RemoteAgent
 from ._schemas import SchemaFetches
-from ._v1route import RouteWait, V1Route
-from ._v2 import V2Link, V2Wait
+from ._v1route import V1Route
+from ._v2 import V2Link
 from ._waits import Wait, Waits
 
 __all__ = ["Broker", "SessionHost", "SessionSettings"]
@@ -217,7 +217,9 @@ class Broker(SchemaFetches, MethodCalls):
             agent_interval=settings.agent_interval,
             min_agent_interval=settings.min_agent_interval,
             missed_heartbeats=settings.missed_heartbeats, max_departed=_MAX_DEPARTED)
-        self._waits = Waits()
+        #: the v1 requests in flight (keyed by sequence number): every request of this
+        #: connection goes through it (see _waits)
+        self._waits = Waits(self.publish, self._core.cancel)
         self._reply_queue: str | None = None
         self._topic_queue: str | None = None
         #: the QMF version spoken on the current connection (1 or 2; None before one)
@@ -418,30 +420,28 @@ class Broker(SchemaFetches, MethodCalls):
         """B/b, then the agent list of a management broker."""
         self.check()
         out = self._core.send_broker_request()
-        wait = self._waits.open(out.seq)
+        timeout = self.session.options.broker_timeout
         try:
-            await self.publish(out)
-            msg = await asyncio.wait_for(wait.future, self.session.options.broker_timeout)
-        except TimeoutError:
+            msg = await self._waits.request(out.seq, out, timeout, lambda: QmfTimeout(
+                f"no management broker answered B on {self.where} within {timeout}s"))
+        except QmfTimeout:
             self.has_management = False
             self._management_known.set()
             log.info("no management broker answered B on %s; finding agents by heartbeats",
                      self.where)
-        else:
-            self.broker_id = msg.broker_id
-            self.has_management = True
-            self._management_known.set()
-            transport = self.transport
-            options = self.session.options
-            if self._v2 is None and options.qmf_version == 1 and options.rcv_heartbeats \
-                    and transport is not None and transport.capabilities.qmf_v2:
-                task = asyncio.get_running_loop().create_task(self._expect_v1_beats())
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
-            self.owner.notify("broker_info", self)
-            await self._load_broker_agents()
-        finally:
-            self.discard(wait)
+            return
+        self.broker_id = msg.broker_id
+        self.has_management = True
+        self._management_known.set()
+        transport = self.transport
+        options = self.session.options
+        if self._v2 is None and options.qmf_version == 1 and options.rcv_heartbeats \
+                and transport is not None and transport.capabilities.qmf_v2:
+            task = asyncio.get_running_loop().create_task(self._expect_v1_beats())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        self.owner.notify("broker_info", self)
+        await self._load_broker_agents()
 
     def v2_beat(self, banks: tuple[int, int]) -> None:
         """Over v2: a v2 heartbeat of the agent of ``banks`` arrived.  The first one of
@@ -638,32 +638,11 @@ class Broker(SchemaFetches, MethodCalls):
     def _banks(agent: RemoteAgent | None) -> tuple[int, int] | None:
         return None if agent is None else (agent.broker_bank, agent.agent_bank)
 
-    async def _send(self, out: Outgoing) -> Wait:
-        """Publish what the core built and open the wait for its answer.
-
-        Raises:
-            NotConnectedError, TransportError: not sent (the request is forgotten).
-        """
-        wait = self._waits.open(out.seq)
-        try:
-            await self.publish(out)
-        except BaseException:
-            self.discard(wait)
-            raise
-        return wait
-
-    def discard(self, wait: Wait | V2Wait | RouteWait) -> None:
-        """Forget a wait (done, timed out, cancelled) and its request in the core
-        (raises nothing)."""
-        if isinstance(wait, RouteWait):
-            wait.cancel()
-            return
-        if isinstance(wait, V2Wait):
-            if self._v2 is not None:
-                self._v2.discard(wait)
-            return
-        if self._waits.discard(wait):
-            self._core.cancel(wait.seq)
+    @property
+    def waits(self) -> Waits:
+        """The v1 requests in flight on this connection (the request primitive:
+        :meth:`Waits.request <qmf_async.console._waits.Waits.request>`)."""
+        return self._waits
 
     async def request(self, agent: RemoteAgent | None, msg_factory: Callable[[int], Message],
                       routing_key: str, *, query: bool, expect: str, timeout: float,
@@ -682,15 +661,9 @@ class Broker(SchemaFetches, MethodCalls):
         banks = None if agent is not None and agent.name else self._banks(agent)
         out = self._core.send_request(msg_factory, routing_key, query=query,
                                       agent=banks, expect=expect, exchange=exchange)
-        wait = await self._send(out)
-        try:
-            self._waits.expire_after(wait, timeout)
-            return await wait.future
-        except TimeoutError:
-            raise QmfTimeout(f"no complete answer from {agent or routing_key} on {self.where} "
-                             f"within {timeout}s") from None
-        finally:
-            self.discard(wait)
+        return await self._waits.request(out.seq, out, timeout, lambda: QmfTimeout(
+            f"no complete answer from {agent or routing_key} on {self.where} "
+            f"within {timeout}s"))
 
     async def query(self, agent: RemoteAgent, query: Mapping[str, Any],
                     timeout: float) -> list[Message]:
@@ -702,13 +675,8 @@ class Broker(SchemaFetches, MethodCalls):
         if agent.name and self._v2 is not None:  # a v2 agent: its records, as over v1
             records: list[Any] = []
             wait = await self.send_query(agent, query, records.append)
-            try:
-                await asyncio.wait_for(asyncio.shield(wait.future), timeout)
-            except TimeoutError:
-                raise QmfTimeout(f"no complete answer from {agent} on {self.where} "
-                                 f"within {timeout}s") from None
-            finally:
-                self.discard(wait)
+            await wait.result(timeout, lambda: QmfTimeout(
+                f"no complete answer from {agent} on {self.where} within {timeout}s"))
             return records
         found: list[Message] = await self.request(
             agent, lambda seq: GetQuery(seq, dict(query)), agent.key, query=True, expect="",
@@ -718,10 +686,11 @@ class Broker(SchemaFetches, MethodCalls):
     async def send_query(self, agent: RemoteAgent, query: Mapping[str, Any],
                          sink: Callable[[Message | RawObjectRecord], None],
                          where: list[Any] | None = None) -> Wait:
-        """Send a ``G`` whose records go to ``sink``; the wait completes at its ``z``.
-        ``where``: a v2 ``_where`` predicate for a v2 agent that applies it.
+        """Start a query of ``agent`` (a v1 ``G``, a v2 query, or qpidd's v1 fast path
+        over v2) whose records go to ``sink``; the wait completes once its answer is
+        complete.  ``where``: a v2 ``_where`` predicate for a v2 agent that applies it.
 
-        The caller must :meth:`discard` the wait.
+        The caller awaits the wait (under its deadline) and closes it.
 
         Raises:
             NotConnectedError, TransportError: not sent.
@@ -729,17 +698,16 @@ class Broker(SchemaFetches, MethodCalls):
         if agent.name and self._v2 is not None:
             route = self._route
             if route is not None and route.takes(agent, query):
-                return route.start(agent, query, sink, where)  # type: ignore[return-value]
-            return await self._v2.send_query(agent, query, sink,  # type: ignore[return-value]
-                                             where=where)
+                return route.start(agent, query, sink, where)
+            return await self._v2.send_query(agent, query, sink, where=where)
         return await self.send_v1_query((agent.broker_bank, agent.agent_bank), query, sink)
 
     async def send_v1_query(self, banks: tuple[int, int], query: Mapping[str, Any],
                             sink: Callable[[Message | RawObjectRecord], None]) -> Wait:
-        """Send a v1 ``G`` to the agent of ``banks``; as :meth:`send_query`."""
+        """Start a v1 ``G`` to the agent of ``banks``; as :meth:`send_query`."""
         self.check()
         out = self._core.send_query(banks, query, sink=sink)
-        return await self._send(out)
+        return await self._waits.start(out.seq, out)
 
     # ------------------------------------------------------------------ agents
 
@@ -747,9 +715,6 @@ class Broker(SchemaFetches, MethodCalls):
         """The agent of these banks, noted alive now (it arrives if it was not known)."""
         self._handle(self._core.see_agent(bb, ab, time.monotonic(), label=label))
         return self._agents[(bb, ab)]
-
-    def _departed_why(self, banks: tuple[int, int]) -> str | None:
-        return self._core.departed_why(banks)
 
     def age_agents(self, now: float) -> None:
         """Age the agents out whose heartbeats stopped, as of the last moment this

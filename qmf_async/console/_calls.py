@@ -6,11 +6,10 @@ v1 ``M`` to the object's agent.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import AgentGoneError, MethodError, QmfTimeout
-from ..protocol import ConsoleProtocol, Outgoing
+from ..protocol import ConsoleProtocol
 from ..transport import TransportProtocol
 from ..wire import CommandComplete, MethodResponse, SchemaMethod
 from ._links import SessionSettings
@@ -44,8 +43,6 @@ class MethodCalls:
         _route: V1Route | None
 
         def check(self) -> TransportProtocol: ...
-
-        def publish(self, out: Outgoing) -> Awaitable[None]: ...
 
     async def call_method(self, obj: QmfObject, method: SchemaMethod,
                           in_args: dict[str, Any], timeout: float | None) -> MethodResult:
@@ -88,20 +85,9 @@ class MethodCalls:
         schema = obj.get_schema()
         # the core builds the M (the method's cached writer) and opens its entry
         out = core.send_method(banks, routing_key, schema, method, raw_oid, in_args)
-        waits = self._waits
-        entry = waits.open(out.seq)
-        try:
-            # not Broker._send: its wait is opened here, and expires from here
-            await self.publish(out)
-            waits.expire_after(entry, wait)
-            try:
-                reply = await entry.future
-            except TimeoutError:
-                raise QmfTimeout(f"{schema.class_key.name}.{method.name} on "
-                                 f"{obj.get_object_id()}: no response within {wait}s") from None
-        finally:
-            if waits.discard(entry):
-                core.cancel(entry.seq)
+        reply = await self._waits.request(out.seq, out, wait, lambda: QmfTimeout(
+            f"{schema.class_key.name}.{method.name} on {obj.get_object_id()}: no response "
+            f"within {wait}s"))
         if isinstance(reply, CommandComplete):
             raise MethodError(reply.code, reply.text)
         assert isinstance(reply, MethodResponse)

@@ -31,7 +31,7 @@ from ..wire import ClassKey, Message, ObjectId, RawObjectRecord
 from ._broker import Broker
 from ._links import SessionLink
 from ._objects import BrokerObjectId, QmfObject, RemoteAgent
-from ._waits import Wait
+from ._waits import Expired, Wait, within
 
 if TYPE_CHECKING:
     from .. import wire as codec
@@ -82,7 +82,7 @@ class ObjectQueries:
         waiting = [b.handshake_done() for b in brokers if b.in_handshake]
         if waiting:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.gather(*waiting), timeout)
+                await within(asyncio.gather(*waiting), timeout)
 
     def _targets(self, brokers: list[Broker], _agent: RemoteAgent | None,
                  _objectId: ObjectId | None) -> list[tuple[Broker, RemoteAgent]]:
@@ -202,20 +202,25 @@ class ObjectQueries:
         entries: list[tuple[Broker, RemoteAgent, Wait]] = []
         # what v2 agents that honour _where may drop themselves (checked here anyway)
         predicate = _where_predicate(selector, property_equals)
+        # one deadline for every agent asked, each answer's wait armed with it
+        deadline = asyncio.get_running_loop().time() + timeout
         try:
             for broker, agent in targets:
                 entry = await broker.send_query(agent, query, on_item(broker, agent),
                                                 predicate)
+                entry.table.expire_at(entry, deadline)
                 entries.append((broker, agent, entry))
             if not entries:
                 where = ", ".join(b.where for b in brokers)
                 raise PartialResultError(f"no agent is known on {where} (no management broker "
                                          f"answered and no heartbeat arrived yet; see "
                                          f"wait_for_agents)", [], [])
-            _done, pending = await asyncio.wait([e.future for _, _, e in entries], timeout=timeout)
+            # each wait ends by the deadline (answered, failed, or Expired)
+            await asyncio.gather(*(e.future for _, _, e in entries), return_exceptions=True)
             errors: list[BaseException] = []
             for broker, agent, entry in entries:
-                if entry.future in pending:
+                if not entry.future.cancelled() and isinstance(entry.future.exception(),
+                                                               Expired):
                     errors.append(QmfTimeout(f"{agent} on {broker.where} did not finish "
                                              f"within {timeout}s"))
                 elif entry.future.cancelled():
@@ -245,8 +250,8 @@ class ObjectQueries:
                 await self._check_class_name(_class, _package,
                                              min(timeout, self.options.broker_timeout))
         finally:
-            for broker, _agent2, entry in entries:
-                broker.discard(entry)
+            for _broker, _agent2, entry in entries:
+                entry.close()
 
     def _class_known(self, name: str, package: str | None) -> bool:
         """A schema in the cache, or a class announced on the bus, has this name."""

@@ -67,6 +67,7 @@ from ._query import _where_predicate as _where_predicate  # re-exported (tests u
 from ._subscriptions import Subscription
 from ._updates import ObjectUpdates
 from ._v2 import Interest, V2Link, v2_bindings
+from ._waits import within
 
 __all__ = ["Broker", "Session"]
 
@@ -365,7 +366,7 @@ class Session(ObjectQueries, ObjectUpdates):
             await asyncio.shield(closing)
         except asyncio.CancelledError:
             with contextlib.suppress(BaseException):
-                await asyncio.wait_for(closing, self.options.close_timeout)
+                await within(closing, self.options.close_timeout)
             raise
 
     async def _close_all(self) -> None:
