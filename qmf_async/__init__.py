@@ -6,6 +6,8 @@ from __future__ import annotations
 from .console import (
     Broker,
     BrokerObjectId,
+    BrokerState,
+    BrokerStateChange,
     Change,
     Console,
     Event,
@@ -62,6 +64,8 @@ __all__ = [
     "SessionOptions",
     "Broker",
     "BrokerObjectId",
+    "BrokerState",
+    "BrokerStateChange",
     "Console",
     "QmfObject",
     "Change",

@@ -73,6 +73,7 @@ from ._calls import MethodCalls, method_result
 from ._links import SessionSettings
 from ._objects import Event, RemoteAgent
 from ._schemas import SchemaFetches
+from ._state import BrokerState, BrokerStateChange
 from ._v1route import V1Route
 from ._v2 import V2Link
 from ._waits import Wait, Waits
@@ -139,6 +140,9 @@ class SessionHost(Protocol):
         """The connection of ``broker`` was lost and will not be made again (the
         session does not manage connections)."""
 
+    def state_changed(self, change: BrokerStateChange) -> None:
+        """``change.broker`` moved to ``change.state``."""
+
     def follows_objects(self) -> bool:
         """Whether a console or a subscription takes object updates."""
 
@@ -192,7 +196,7 @@ class Broker(SchemaFetches, MethodCalls):
         self.tls = tls
         self.timeout = timeout
         self.broker_id: uuid.UUID | None = None
-        self.connected = False
+        self._state = BrokerState.CONNECTING
         # cleared while a connection's handshake (B, the agent list) runs
         self._handshake_done = asyncio.Event()
         self._handshake_done.set()
@@ -294,6 +298,26 @@ class Broker(SchemaFetches, MethodCalls):
         return f"<Broker {self.where} {state}>"
 
     @property
+    def state(self) -> BrokerState:
+        """Where the connection stands (:class:`BrokerState`); the session's
+        :meth:`~qmf_async.Session.broker_states` streams its changes."""
+        return self._state
+
+    @property
+    def connected(self) -> bool:
+        """Whether requests can be sent: connected, its handshake running or done."""
+        return self._state.up
+
+    def _enter(self, state: BrokerState) -> None:
+        """Move to ``state`` and tell the session (nothing after ``CLOSED``, nor when
+        the state does not change; raises nothing)."""
+        if self._state is state or self._state is BrokerState.CLOSED:
+            return
+        self._state = state
+        self.owner.state_changed(BrokerStateChange(
+            self, state, None if state.up else self.error))
+
+    @property
     def transport(self) -> TransportProtocol | None:
         """The current connection's transport (None between connections)."""
         return self._runtime.transport
@@ -357,7 +381,7 @@ class Broker(SchemaFetches, MethodCalls):
         if not caps.vhosts:  # qpidd over AMQP 1.0: its address has no vhost to show
             self.where = self._core.where = parse_url(self.url).server_where
         # requests can flow from here on (schema fetches for early topic messages)
-        self.connected = True
+        self._enter(BrokerState.HANDSHAKING)
         self._handshake_done.clear()
         self._management_known.clear()
         self._v2_bodies = V2_BODY_CONTENT_TYPES if caps.v2_map_bytes else frozenset()
@@ -410,8 +434,10 @@ class Broker(SchemaFetches, MethodCalls):
             if self._v2 is not None:
                 await self._v2.setup(transport, self.owner.v2_bindings_for(self))
         except BaseException:
-            self.connected = False
+            self._enter(BrokerState.DISCONNECTED)
             raise
+        else:
+            self._enter(BrokerState.CONNECTED)
         finally:
             self._management_known.set()
             self._handshake_done.set()
@@ -561,10 +587,11 @@ class Broker(SchemaFetches, MethodCalls):
     def _on_lost(self, exc: BaseException) -> None:
         if self._closing:
             return
-        self.connected = False
         self.error = exc
         # read at each loss: the session's setting may have changed since
         self._runtime.reconnect = self.session.options.manage_connections
+        self._enter(BrokerState.DISCONNECTED if self._runtime.reconnect
+                    else BrokerState.CLOSED)
         lost = lost_error(self.where, exc)
         self._handle(self._core.connection_lost(lost))
         for link in (self._v2, self._v2_retired):
@@ -581,8 +608,16 @@ class Broker(SchemaFetches, MethodCalls):
         self._runtime.run(connected=False)
 
     def _connect_failed(self, exc: BaseException, delay: float) -> None:
+        self.connect_failed(exc)
+
+    def connect_failed(self, exc: BaseException, *, retried: bool = True) -> None:
+        """A connection could not be made (``exc``): retried in the background
+        (``retried``: the state is ``DISCONNECTED``), or not (``CLOSED``: the session
+        gives the broker up).  Raises nothing."""
         self.error = exc
-        self.owner.notify("broker_connection_failed", self, exc)
+        self._enter(BrokerState.DISCONNECTED if retried else BrokerState.CLOSED)
+        if retried:
+            self.owner.notify("broker_connection_failed", self, exc)
 
     def _reconnected(self) -> None:
         self.reconnects += 1
@@ -600,7 +635,7 @@ class Broker(SchemaFetches, MethodCalls):
             if link is not None:
                 link.close(removed)
         self._waits.fail_all(removed)
-        self.connected = False
+        self._enter(BrokerState.CLOSED)
         await self._runtime.stop(self.session.options.close_timeout, flush=0.0)
 
     def check(self) -> TransportProtocol:

@@ -23,10 +23,12 @@ class BrokerLink(Protocol):
     url: str
     where: str
     broker_id: uuid.UUID | None
-    connected: bool
     topic_dropped: int
     reconnects: int
     error: BaseException | None
+
+    @property
+    def connected(self) -> bool: ...
 
     @property
     def has_management(self) -> bool: ...

@@ -202,19 +202,21 @@ class ObjectQueries:
         entries: list[tuple[Broker, RemoteAgent, Wait]] = []
         # what v2 agents that honour _where may drop themselves (checked here anyway)
         predicate = _where_predicate(selector, property_equals)
-        # one deadline for every agent asked, each answer's wait armed with it
-        deadline = asyncio.get_running_loop().time() + timeout
         try:
             for broker, agent in targets:
                 entry = await broker.send_query(agent, query, on_item(broker, agent),
                                                 predicate)
-                entry.table.expire_at(entry, deadline)
                 entries.append((broker, agent, entry))
             if not entries:
                 where = ", ".join(b.where for b in brokers)
                 raise PartialResultError(f"no agent is known on {where} (no management broker "
                                          f"answered and no heartbeat arrived yet; see "
                                          f"wait_for_agents)", [], [])
+            # one deadline, from when every request is out (a first query of a class
+            # over v2 fetches its schemas before it is sent), for every answer's wait
+            deadline = asyncio.get_running_loop().time() + timeout
+            for _b, _a, entry in entries:
+                entry.table.expire_at(entry, deadline)
             # each wait ends by the deadline (answered, failed, or Expired)
             await asyncio.gather(*(e.future for _, _, e in entries), return_exceptions=True)
             errors: list[BaseException] = []

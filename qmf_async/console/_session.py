@@ -64,6 +64,7 @@ from ._objects import Event, MethodResult, QmfObject, RemoteAgent
 from ._options import SessionKeywords, SessionOptions, Setting
 from ._query import ObjectQueries
 from ._query import _where_predicate as _where_predicate  # re-exported (tests use it)
+from ._state import BrokerState, BrokerStateChange
 from ._subscriptions import Subscription
 from ._updates import ObjectUpdates
 from ._v2 import Interest, V2Link, v2_bindings
@@ -155,6 +156,7 @@ class _BrokerHost:
     connection_lost: Callable[[Broker, ConnectionLostError], None]
     follows_objects: Callable[[], bool]
     follows_events: Callable[[], bool]
+    state_changed: Callable[[BrokerStateChange], None]
 
 
 class Session(ObjectQueries, ObjectUpdates):
@@ -244,6 +246,9 @@ class Session(ObjectQueries, ObjectUpdates):
         self._event_subs: list[Subscription[Event]] = []
         self._update_subs: list[Subscription[QmfObject]] = []
         self._agent_subs: list[Subscription[tuple[str, RemoteAgent]]] = []
+        self._state_subs: list[Subscription[BrokerStateChange]] = []
+        #: the state streams that follow one broker only
+        self._state_of: dict[Subscription[BrokerStateChange], Broker] = {}
         # what each event or update subscription follows (QMF v2 binds only that)
         self._interests: dict[Subscription[Any], Interest] = {}
         # the broker each subscription follows (None: every broker of the session)
@@ -327,16 +332,17 @@ class Session(ObjectQueries, ObjectUpdates):
         broker = Broker(self._broker_host(), url, tls=tls, timeout=timeout or self.options.timeout,
                         sasl_mechanisms=sasl_mechanism_list(sasl_mechanisms))
         self.brokers.append(broker)
+        self._state_changed(BrokerStateChange(broker, broker.state))
         self._start_ager()
         try:
             await broker.connect()
         except (TransportError, QmfTimeout) as exc:
             if self.options.manage_connections:
-                broker.error = exc
-                self._notify("broker_connection_failed", broker, exc)
+                broker.connect_failed(exc)
                 broker.start_reconnect()
                 return broker
             self.brokers.remove(broker)
+            broker.connect_failed(exc, retried=False)
             raise
         except BaseException:
             self.brokers.remove(broker)
@@ -354,7 +360,7 @@ class Session(ObjectQueries, ObjectUpdates):
         for sub, followed in list(self._followed.items()):
             if followed is broker:  # it follows nothing any more: it ends
                 sub.close()
-        await broker.close()
+        await broker.close()  # its CLOSED ends the state streams that follow it alone
 
     async def close(self) -> None:
         """Close every broker connection (bounded by ``close_timeout`` each); idempotent."""
@@ -378,6 +384,8 @@ class Session(ObjectQueries, ObjectUpdates):
         await asyncio.gather(*(b.close() for b in brokers), return_exceptions=True)
         for sub in self._event_subs + self._update_subs + self._agent_subs:
             sub.close()
+        for states in list(self._state_subs):
+            states.close()
 
     def _start_ager(self) -> None:
         if self._ager is None or self._ager.done():
@@ -398,7 +406,8 @@ class Session(ObjectQueries, ObjectUpdates):
             self._class_seen, self._schema_seen, self._binding_keys, self._v2_bindings_for,
             self._agent_arrived, self._agent_left, self._object_update, self._event,
             self._connection_lost, lambda: self.console is not None or bool(self._update_subs),
-            lambda: self.console is not None or bool(self._event_subs))
+            lambda: self.console is not None or bool(self._event_subs),
+            self._state_changed)
 
     # ------------------------------------------------------------------ bindings
 
@@ -702,6 +711,45 @@ class Session(ObjectQueries, ObjectUpdates):
         sub: Subscription[tuple[str, RemoteAgent]] = Subscription(maxsize, accept)
         self._follow(sub, None, self._agent_subs, _broker)
         return sub
+
+    def broker_states(self, *, _broker: Broker | None = None,
+                      maxsize: int = 1000) -> Subscription[BrokerStateChange]:
+        """An async iterator of the connection-state changes of ``_broker`` (else of
+        every broker, those added later too): a :class:`BrokerStateChange` (the
+        broker, its :class:`BrokerState`, the error when it is not up) per change,
+        starting with the state each broker is in now.  No polling of
+        ``broker.connected`` is needed: ``CONNECTED`` comes after every (re)connection
+        and its handshake, ``DISCONNECTED`` at every loss, ``CLOSED`` when a broker is
+        removed or lost for good.  It ends when closed, when the session closes, and
+        (following one broker) after that broker's ``CLOSED``; it never raises
+        ConnectionLostError (the loss is one of its items).
+
+        Raises:
+            UsageError: ``maxsize`` below 1.
+        """
+        def accept(change: BrokerStateChange) -> bool:
+            return _broker is None or change.broker is _broker
+
+        def closed(s: Subscription[BrokerStateChange]) -> None:
+            self._state_subs.remove(s)
+            self._state_of.pop(s, None)
+
+        sub: Subscription[BrokerStateChange] = Subscription(maxsize, accept, closed)
+        self._state_subs.append(sub)
+        if _broker is not None:
+            self._state_of[sub] = _broker
+        for broker in [_broker] if _broker is not None else self.brokers:
+            sub.deliver(BrokerStateChange(broker, broker.state,
+                                          None if broker.state.up else broker.error))
+        if _broker is not None and _broker.state is BrokerState.CLOSED:
+            sub.close()
+        return sub
+
+    def _state_changed(self, change: BrokerStateChange) -> None:
+        for sub in list(self._state_subs):
+            sub.deliver(change)
+            if change.state is BrokerState.CLOSED and self._state_of.get(sub) is change.broker:
+                sub.close()  # what it follows is gone: it ends (its items stay)
 
     # ------------------------------------------------------------------ agents
 
