@@ -149,7 +149,7 @@ async def test_same_timeout_waits_share_one_loop_timer() -> None:
     for wait in entries:
         waits.close(wait)
     assert all(w.future.cancelled() for w in entries)
-    assert waits._lanes[('after', 30.0)].waits == {}
+    assert waits._lanes[30.0].waits == {}
 
 
 async def test_finishing_a_wait_stops_its_timer() -> None:
@@ -158,7 +158,7 @@ async def test_finishing_a_wait_stops_its_timer() -> None:
     waits.expire_after(wait, 0.05)
     assert waits.finish(1) is wait and waits.finish(1) is None
     wait.future.set_result("reply")
-    assert wait.timer is None and waits._lanes[('after', 0.05)].waits == {}
+    assert wait.timer is None and waits._lanes[0.05].waits == {}
     await asyncio.sleep(0.1)  # the lane's timer fires with nothing to expire
     assert wait.future.result() == "reply"
     assert not waits.close(wait) and len(waits) == 0  # already finished
@@ -224,8 +224,7 @@ async def test_the_request_primitive_cleans_up_on_every_exit() -> None:
     # timed out
     with pytest.raises(QmfTimeout, match="late"):
         await waits.request(2, out, 0.02, lambda: QmfTimeout("late"))
-    assert cancelled == [2] and len(waits) == 0 and not waits._lanes.get(("after", 0.02),
-                                                                           None)
+    assert cancelled == [2] and len(waits) == 0 and not waits._lanes.get(0.02)
     # cancelled by its caller
     asked = asyncio.ensure_future(waits.request(3, out, 5.0, lambda: QmfTimeout("late")))
     await wait_until(lambda: 3 in waits)
@@ -263,7 +262,7 @@ async def test_expire_after_twice_keeps_one_timer() -> None:
     wait = waits.open(1)
     waits.expire_after(wait, 30.0)
     waits.expire_after(wait, 0.05)
-    assert waits._lanes[('after', 30.0)].waits == {}
+    assert waits._lanes[30.0].waits == {}
     with pytest.raises(Expired):
         await wait.future
     waits.close(wait)

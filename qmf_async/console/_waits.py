@@ -187,7 +187,10 @@ class Waits:
         except Expired:
             raise timed_out() from None
         finally:
-            self.close(wait)
+            # answered: finished (out of the table, its timer stopped), its result or
+            # error taken above; anything else is closed
+            if wait.timer is not None or not wait.future.done() or key in self._waits:
+                self.close(wait)
 
     async def start(self, key: Hashable, out: Outgoing) -> Wait:
         """The first half of :meth:`request`: register ``key`` and publish ``out``;
@@ -254,7 +257,7 @@ class Waits:
         timeout share one loop timer (see :class:`_Lane`).
         """
         loop = asyncio.get_running_loop()
-        self._arm(wait, loop, ("after", timeout), loop.time() + timeout)
+        self._arm(wait, loop, timeout, loop.time() + timeout)  # a float: not an "at" rule
 
     def expire_at(self, wait: Wait, deadline: float) -> None:
         """Fail ``wait``'s future with :class:`Expired` at ``deadline`` (the running
