@@ -413,3 +413,23 @@ def test_the_console_times_out_in_one_place() -> None:
     assert list(sites) == ["_waits.py"], "time out through console/_waits.py:\n" + \
         "\n".join(s for name, found in sites.items() if name != "_waits.py" for s in found)
     assert 1 <= len(sites["_waits.py"]) <= 4, sites
+
+
+def test_the_console_keeps_no_process_wide_cache() -> None:
+    """No module of ``qmf_async.console`` starts an empty mutable container at module
+    level (a cache shared by every session of the process, as ``_METHOD_ROUTES`` and
+    ``_PROXY_CLASSES`` were): a session's caches are its own (issue 37)."""
+    offenders = []
+    for path in sorted((PACKAGE / "console").glob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        for node in tree.body:
+            value = node.value if isinstance(node, ast.Assign | ast.AnnAssign) else None
+            empty = (isinstance(value, ast.Dict | ast.List | ast.Set) and not (
+                        value.keys if isinstance(value, ast.Dict) else value.elts)) or (
+                isinstance(value, ast.Call) and isinstance(value.func, ast.Name)
+                and value.func.id in ("dict", "list", "set", "OrderedDict")
+                and not value.args)
+            if empty:
+                offenders.append(f"{path.name}:{node.lineno}")
+    assert offenders == [], "per-session state, not module-level caches:\n" + \
+        "\n".join(offenders)

@@ -224,6 +224,8 @@ class Broker(SchemaFetches, MethodCalls):
         #: the v1 requests in flight (keyed by sequence number): every request of this
         #: connection goes through it (see _waits)
         self._waits = Waits(self.publish, self._core.cancel)
+        #: the routes of method calls over v1 (see MethodCalls.call_method)
+        self._method_routes: dict[bytes, tuple[tuple[int, int], str]] = {}
         self._reply_queue: str | None = None
         self._topic_queue: str | None = None
         #: the QMF version spoken on the current connection (1 or 2; None before one)

@@ -20,9 +20,9 @@ from ._waits import Waits
 
 __all__ = ["MethodCalls", "method_result"]
 
-#: first half of an object id -> ((broker bank, agent bank), routing key of its agent);
-#: cleared when full (a few entries per agent boot)
-_METHOD_ROUTES: dict[bytes, tuple[tuple[int, int], str]] = {}
+#: method routes a broker connection keeps at most (cleared when full: a few entries
+#: per agent boot)
+_MAX_METHOD_ROUTES = 1024
 
 
 def method_result(msg: MethodResponse) -> MethodResult:
@@ -39,6 +39,9 @@ class MethodCalls:
         where: str
         _core: ConsoleProtocol
         _waits: Waits
+        #: first half of an object id -> ((broker bank, agent bank), routing key of
+        #: its agent): this connection's own
+        _method_routes: dict[bytes, tuple[tuple[int, int], str]]
         _v2: V2Link | None
         _route: V1Route | None
 
@@ -71,12 +74,13 @@ class MethodCalls:
             return await v2.call(raw_oid, obj.get_agent(), obj.get_schema(), method, in_args,
                                  wait)
         head = raw_oid[:8]  # flags, boot sequence, broker and agent bank
-        route = _METHOD_ROUTES.get(head)
+        routes = self._method_routes
+        route = routes.get(head)
         if route is None:
-            if len(_METHOD_ROUTES) >= 1024:
-                _METHOD_ROUTES.clear()
+            if len(routes) >= _MAX_METHOD_ROUTES:
+                routes.clear()
             bb, ab = obj.get_object_id().agent_key()
-            route = _METHOD_ROUTES[head] = ((bb, ab), f"agent.{bb}.{ab}")
+            route = routes[head] = ((bb, ab), f"agent.{bb}.{ab}")
         banks, routing_key = route
         core = self._core
         if banks not in core.agents and banks in core.departed:

@@ -40,7 +40,11 @@ class BrokerLink(Protocol):
 
 
 class SessionLink(Protocol):
-    """The calls an object proxy makes on its session."""
+    """The calls an object proxy makes on its session, and the proxy classes it keeps
+    (a ``ProxyClasses``)."""
+
+    @property
+    def proxy_classes(self) -> Any: ...
 
     async def get_objects(self, **kwargs: Any) -> list[Any]: ...
 

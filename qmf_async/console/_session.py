@@ -60,7 +60,7 @@ from ..wire import (
     SchemaClass,
 )
 from ._broker import MANAGEMENT, Broker, lost_error
-from ._objects import Event, MethodResult, QmfObject, RemoteAgent
+from ._objects import Event, MethodResult, ProxyClasses, QmfObject, RemoteAgent
 from ._options import SessionKeywords, SessionOptions, Setting
 from ._query import ObjectQueries
 from ._query import _where_predicate as _where_predicate  # re-exported (tests use it)
@@ -238,6 +238,8 @@ class Session(ObjectQueries, ObjectUpdates):
         self._transport_factory = _transport_factory
         #: the schema cache shared by every broker and agent of this session
         self.schemas = codec.SchemaRegistry()
+        #: the object proxies' classes, one per schema (this session's own)
+        self.proxy_classes = ProxyClasses()
         self.brokers: list[Broker] = []
         self._packages: set[str] = set()
         self._classes: dict[ClassKey, int] = {}
