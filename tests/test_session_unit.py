@@ -1458,14 +1458,14 @@ async def test_early_v1_event_bindings_stay_after_the_first_v2_heartbeat(
     transport.unbind = spy  # type: ignore[method-assign]
     # the connection as over v2 to a qpidd publishing both, before its first v2 heartbeat
     broker._v2 = _BothVersionsV2Link()  # type: ignore[assignment]
-    broker._early_keys = ["console.event.#"]
+    broker._choice.early_keys = ["console.event.#"]
     broker._v1_keys.append("console.event.#")
     await transport.bind(topic, "qpid.management", "console.event.#")
 
     mgmt.event(DELETE, {"qName": "held"})
-    await wait_until(lambda: len(broker._early) == 1, message="the v1 event held")
+    await wait_until(lambda: len(broker._choice.held) == 1, message="the v1 event held")
     broker.v2_beat((1, 0))
-    assert not broker._early and not broker._early_keys
+    assert not broker._choice.held and not broker._choice.early_keys
     await asyncio.gather(*broker._tasks)  # whatever the heartbeat started has run
     assert unbound == []
     assert "console.event.#" in broker._v1_keys
@@ -1483,6 +1483,6 @@ async def test_early_v1_event_bindings_stay_after_the_first_v2_heartbeat(
     mgmt.event(DELETE, {"qName": "after"})
     await wait_until(lambda: bus.delivered > fed, message="the v1 event delivered")
     assert feeds == 0  # dropped unread
-    assert not broker._early
+    assert not broker._choice.held
     with pytest.raises(QmfTimeout):
         await events.get(0.05)  # v2 delivers qpidd's events, v1 none of them

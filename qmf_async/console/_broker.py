@@ -11,7 +11,6 @@ the events it returns.  What it needs of its session is :class:`SessionHost`.
 from __future__ import annotations
 
 import asyncio
-import collections
 import logging
 import struct
 import time
@@ -48,6 +47,7 @@ from ..protocol import (
     SchemaNeeded,
     SchemaSeen,
     Twins,
+    VersionChoice,
 )
 from ..runtime import PeerRuntime
 from ..transport import (
@@ -89,11 +89,6 @@ DIRECT = names.REPLY_EXCHANGE
 #: the v1 binding that keeps the list of v1 agents current (the broker's agent objects)
 _V1_AGENT_LIST = ("console.obj.*.*.org.apache.qpid.broker.agent",)
 
-#: qpidd's v1 events kept while it is not known whether it publishes v2 (a few
-#: publication intervals after connecting)
-_MAX_EARLY = 10_000
-#: the routing key prefix of qpidd's agent's (1.0) v1 events
-_QPIDD_V1_EVENT = "console.event.1.0."
 #: how many departed agents a broker remembers (to fail calls to them at once)
 _MAX_DEPARTED = 4096
 #: the drain probe a console sends itself before aging agents out (then its time)
@@ -237,14 +232,9 @@ class Broker(SchemaFetches, MethodCalls):
         #: a v2 link left when the connection turned to v1 (see _speak_v1): answers
         #: to its requests still reach it
         self._v2_retired: V2Link | None = None
-        #: over v2 with the version left to choose: v1 heartbeats of qpidd's agent, and
-        #: whether a v2 one came (none while v1 ones do: qpidd publishes v1 only)
-        self._v1_beats = 0
-        self._v2_beat = False
-        self._turning = False
-        #: meanwhile, qpidd's v1 events (bound by _early_keys), delivered if it turns
-        self._early: collections.deque[EventReceived] = collections.deque(maxlen=_MAX_EARLY)
-        self._early_keys: list[str] = []
+        #: over v2 with the version left to choose: whether qpidd publishes v2, and
+        #: qpidd's v1 events held meanwhile (the protocol core's VersionChoice)
+        self._choice = VersionChoice()
         #: the v1 binding keys of the current connection's topic endpoint
         self._v1_keys: list[str] = []
         #: over v2: the v1 agents that are also known over v2 (hidden)
@@ -397,19 +387,15 @@ class Broker(SchemaFetches, MethodCalls):
             self._v2 = V2Link(self, self._v2) if version == 2 else None
             self._route = V1Route(self) if version == 2 else None
             self._v2_retired = None
-            self._v1_beats, self._v2_beat, self._turning = 0, False, False
             self._twins.clear()
             self._v1_keys = (self.owner.binding_keys() if version == 1
                              else ["console.heartbeat.#", *_V1_AGENT_LIST])
-            self._early.clear()
             # over v2 with the version left to choose, qpidd's v1 events are bound
             # until it is known to publish v2 (its first v2 heartbeat): a qpidd that
             # publishes v1 only (see _v1_beat_of_qpidd) loses none of them
-            self._early_keys = ([k for k in self.owner.binding_keys()
-                                 if k.startswith("console.event.")]
-                                if version == 2 and session.options.qmf_version is None
-                                else [])
-            self._v1_keys += self._early_keys
+            self._v1_keys += self._choice.start(
+                version == 2 and session.options.qmf_version is None,
+                self.owner.binding_keys())
             # the topic endpoint's overflow is dead-lettered to the loss endpoint, which
             # counts it (topic_dropped); AMQP 1.0 has neither a length cap nor dead
             # letters for it (the link credit bounds it), so there is no loss endpoint
@@ -482,40 +468,33 @@ class Broker(SchemaFetches, MethodCalls):
         the moment of the heartbeat, which every console, this session's own
         ``events()`` included, would receive amid the events it follows.  qpidd's v1
         events arriving on them are dropped unread (:meth:`_dispatch`)."""
-        if banks == (1, 0) and not self._v2_beat:
-            self._v2_beat = True
-            self._early.clear()
-            self._early_keys = []
+        self._choice.v2_beat_of(banks)
 
     async def bind_early(self, keys: Sequence[str]) -> None:
         """Over v2, while qpidd is not known to publish v2: also bind the v1 event
-        keys among the user's new ``keys`` (see ``_early_keys``).
+        keys among the user's new ``keys`` (see ``VersionChoice``).
 
         Raises:
             TransportError: the broker refused a binding.
         """
         transport, topic = self.transport, self._topic_queue
-        if self._v2 is None or self._v2_beat or self.session.options.qmf_version is not None \
+        if self._v2 is None or self.session.options.qmf_version is not None \
                 or transport is None or topic is None or not self.connected:
             return
-        for key in keys:
-            if key.startswith("console.event.") and key not in self._v1_keys:
-                self._early_keys.append(key)
-                self._v1_keys.append(key)
-                await transport.bind(topic, MANAGEMENT, key)
+        for key in self._choice.more_keys(keys, self._v1_keys):
+            self._v1_keys.append(key)
+            await transport.bind(topic, MANAGEMENT, key)
 
     def _v1_beat_of_qpidd(self) -> None:
         """Over v2, with the QMF version left to choose: a v1 heartbeat of qpidd's
         agent.  Two of them and no v2 heartbeat on this connection: this qpidd
         publishes QMF v1 only (``--mgmt-qmf2 no``, it still answers v2 requests), and
         the connection turns to v1 (:meth:`_speak_v1`)."""
-        if self._v2 is None or self._v2_beat or self._turning or not self.has_management \
-                or self.session.options.qmf_version is not None or not self._v2.bindings:
+        link = self._v2
+        if not self._choice.v1_beat(
+                link is not None and self.has_management and bool(link.bindings)
+                and self.session.options.qmf_version is None):
             return
-        self._v1_beats += 1
-        if self._v1_beats < 2:
-            return
-        self._turning = True
         task = asyncio.get_running_loop().create_task(self._speak_v1())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -546,9 +525,7 @@ class Broker(SchemaFetches, MethodCalls):
         for banks, info in list(self._core.agents.items()):
             if banks not in self._agents:
                 self._on_agent_arrived(AgentArrived(banks[0], banks[1], info.label))
-        self._early_keys = []  # bound for good now
-        early, self._early = list(self._early), collections.deque(maxlen=_MAX_EARLY)
-        for ev in early:
+        for ev in self._choice.turn():  # the early keys are bound for good now
             self._on_event(ev)
         for key in new:
             try:
@@ -563,7 +540,7 @@ class Broker(SchemaFetches, MethodCalls):
         options = self.session.options
         wait = options.agent_interval * options.missed_heartbeats
         await asyncio.sleep(wait)
-        if self.connected and self._v2 is None and not self._v1_beats:
+        if self.connected and self._v2 is None and not self._choice.v1_beats:
             log.warning("qpidd on %s sent no QMF v1 heartbeat in %gs: it publishes QMF v2 "
                         "only (--mgmt-qmf1 no), so with qmf_version=1 no objects, events "
                         "or heartbeats arrive; leave qmf_version unset (QMF v2) or start "
@@ -861,8 +838,7 @@ class Broker(SchemaFetches, MethodCalls):
             return
         if delivery.routing_key == self._probe_key and self._probe_back(delivery.body):
             return
-        if self._v2_beat and self._v2 is not None \
-                and delivery.routing_key.startswith(_QPIDD_V1_EVENT):
+        if self._v2 is not None and self._choice.drops(delivery.routing_key):
             return  # qpidd's v1 event, on an early binding: v2 delivers it (see v2_beat)
         if delivery.endpoint == self._loss_queue:
             if self._probe_back(delivery.body):
@@ -1008,7 +984,7 @@ class Broker(SchemaFetches, MethodCalls):
             if self._v2 is not None:
                 self._v1_beat_of_qpidd()
             else:
-                self._v1_beats += 1
+                self._choice.v1_beats += 1
         agent = self._agents.get(banks)
         if agent is not None and not agent.name and self.session.options.rcv_heartbeats:
             self.owner.notify("heartbeat", agent, ev.timestamp)
@@ -1023,8 +999,7 @@ class Broker(SchemaFetches, MethodCalls):
     def _on_event(self, ev: EventReceived) -> None:
         banks = ev.agent
         if self._v2_owns(banks):
-            if banks == (1, 0) and self._early_keys:
-                self._early.append(ev)  # qpidd's, while its v2 is not known to publish
+            self._choice.hold(banks, ev)  # qpidd's, while its v2 is not known to publish
             return
         agent = self._agents.get(banks) if banks is not None else None
         msg = ev.message

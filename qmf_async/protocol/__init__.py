@@ -137,8 +137,11 @@ from ._role import (
     SchemaForward,
 )
 from ._selector import Selector, SelectorError, compile_selector
+from ._version_choice import QPIDD_V1_EVENT, VersionChoice
 
 __all__ = [
+    "QPIDD_V1_EVENT",
+    "VersionChoice",
     "AGENT_VENDOR",
     "AgentDirectory",
     "MAX_BANK",
