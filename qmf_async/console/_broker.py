@@ -16,7 +16,9 @@ import struct
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
+
+import attrs
 
 from .. import names
 from ..errors import (
@@ -97,52 +99,34 @@ _PROBE = b"qmf-async drain probe "
 _PROBE_RETRY = 5.0
 
 
-class SessionHost(Protocol):
-    """What a :class:`Broker` needs of its session: the session itself (its public
-    settings), its transport factory, and the calls that hand it what the broker
-    received (the session gives each broker one; none of them raises)."""
+@attrs.frozen(slots=True)
+class SessionHost:
+    """What a :class:`Broker` may call on its session, declared once: the session (its
+    public settings, read live), its transport factory, and its handlers of what the
+    broker received, bound (the session's private methods; none of them raises).
+    The session builds one per broker (``Session._broker_host``)."""
 
-    @property
-    def session(self) -> SessionSettings: ...
-
-    @property
-    def transport_factory(self) -> TransportFactory: ...
-
-    def notify(self, name: str, *args: Any) -> None:
-        """Call the console callback ``name`` (if any) with ``args``."""
-
-    def package_seen(self, package: str) -> None: ...
-
-    def class_seen(self, kind: int, key: ClassKey) -> None: ...
-
-    def schema_seen(self, schema: SchemaClass) -> None: ...
-
-    def binding_keys(self) -> list[str]:
-        """The v1 topic binding keys the session's settings ask for."""
-
-    def v2_bindings_for(self, broker: Broker) -> list[tuple[str, str | None]]: ...
-
-    def agent_arrived(self, agent: RemoteAgent) -> None: ...
-
-    def agent_left(self, agent: RemoteAgent) -> None: ...
-
-    def object_update(self, broker: Broker, agent: RemoteAgent | None,
-                      rec: RawObjectRecord) -> None: ...
-
-    def event(self, broker: Broker, event: Event) -> None: ...
-
-    def connection_lost(self, broker: Broker, error: ConnectionLostError) -> None:
-        """The connection of ``broker`` was lost and will not be made again (the
-        session does not manage connections)."""
-
-    def state_changed(self, change: BrokerStateChange) -> None:
-        """``change.broker`` moved to ``change.state``."""
-
-    def follows_objects(self) -> bool:
-        """Whether a console or a subscription takes object updates."""
-
-    def follows_events(self) -> bool:
-        """Whether a console or a subscription takes events."""
+    session: SessionSettings
+    transport_factory: TransportFactory
+    #: ``notify(name, *args)``: call the console callback ``name`` (if any)
+    notify: Callable[..., None]
+    package_seen: Callable[[str], None]
+    class_seen: Callable[[int, ClassKey], None]
+    schema_seen: Callable[[SchemaClass], None]
+    #: the v1 topic binding keys the session's settings ask for
+    binding_keys: Callable[[], list[str]]
+    v2_bindings_for: Callable[[Broker], list[tuple[str, str | None]]]
+    agent_arrived: Callable[[RemoteAgent], None]
+    agent_left: Callable[[RemoteAgent], None]
+    object_update: Callable[[Broker, RemoteAgent | None, RawObjectRecord], None]
+    event: Callable[[Broker, Event], None]
+    #: the broker's connection was lost and will not be made again (the session does
+    #: not manage connections)
+    connection_lost: Callable[[Broker, ConnectionLostError], None]
+    #: whether a console or a subscription takes object updates, events
+    follows_objects: Callable[[], bool]
+    follows_events: Callable[[], bool]
+    state_changed: Callable[[BrokerStateChange], None]
 
 
 def lost_error(where: str, cause: BaseException | None) -> ConnectionLostError:

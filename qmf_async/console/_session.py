@@ -56,10 +56,9 @@ from ..wire import (
     ObjectId,
     PackageIndication,
     PackageQuery,
-    RawObjectRecord,
     SchemaClass,
 )
-from ._broker import MANAGEMENT, Broker, lost_error
+from ._broker import MANAGEMENT, Broker, SessionHost, lost_error
 from ._objects import Event, MethodResult, ProxyClasses, QmfObject, RemoteAgent
 from ._options import SessionKeywords, SessionOptions, Setting
 from ._query import ObjectQueries
@@ -132,31 +131,6 @@ class Console:
     def schema(self, schema: SchemaClass) -> Any:
         """A full schema was received (not part of the classic API)."""
 
-
-
-@attrs.frozen(slots=True)
-class _BrokerHost:
-    """What a :class:`Broker` may call on its :class:`Session` (a ``SessionHost``):
-    the session (for its public settings), its transport factory, and its handlers of
-    what the broker receives, bound (they stay private methods of the Session, whose
-    user-facing API this leaves as it is).  Built by :meth:`Session._broker_host`."""
-
-    session: Session
-    transport_factory: TransportFactory
-    notify: Callable[..., None]
-    package_seen: Callable[[str], None]
-    class_seen: Callable[[int, ClassKey], None]
-    schema_seen: Callable[[SchemaClass], None]
-    binding_keys: Callable[[], list[str]]
-    v2_bindings_for: Callable[[Broker], list[tuple[str, str | None]]]
-    agent_arrived: Callable[[RemoteAgent], None]
-    agent_left: Callable[[RemoteAgent], None]
-    object_update: Callable[[Broker, RemoteAgent | None, RawObjectRecord], None]
-    event: Callable[[Broker, Event], None]
-    connection_lost: Callable[[Broker, ConnectionLostError], None]
-    follows_objects: Callable[[], bool]
-    follows_events: Callable[[], bool]
-    state_changed: Callable[[BrokerStateChange], None]
 
 
 class Session(ObjectQueries, ObjectUpdates):
@@ -400,9 +374,9 @@ class Session(ObjectQueries, ObjectUpdates):
             for broker in list(self.brokers):
                 broker.age_agents(now)
 
-    def _broker_host(self) -> _BrokerHost:
+    def _broker_host(self) -> SessionHost:
         """The calls a new broker of this session makes on it."""
-        return _BrokerHost(
+        return SessionHost(
             self, self._transport_factory or transport_factory(self.options.protocol),
             self._notify, self._package_seen,
             self._class_seen, self._schema_seen, self._binding_keys, self._v2_bindings_for,
