@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import struct
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -37,6 +36,7 @@ from ..protocol import (
     BodyMalformed,
     ClassSeen,
     ConsoleProtocol,
+    DrainClock,
     EventReceived,
     HeartbeatReceived,
     HeldDropped,
@@ -93,8 +93,6 @@ _V1_AGENT_LIST = ("console.obj.*.*.org.apache.qpid.broker.agent",)
 
 #: how many departed agents a broker remembers (to fail calls to them at once)
 _MAX_DEPARTED = 4096
-#: the drain probe a console sends itself before aging agents out (then its time)
-_PROBE = b"qmf-async drain probe "
 #: seconds after which a probe that did not come back is sent again
 _PROBE_RETRY = 5.0
 
@@ -227,15 +225,10 @@ class Broker(SchemaFetches, MethodCalls):
         #: the content types of v2 maps that arrive as bytes on this connection (none
         #: over AMQP 1.0, where a v2 map is a decoded amqp-value)
         self._v2_bodies: frozenset[str] = frozenset()
-        #: every delivery received by then has been handled (see _age_agents)
-        self._drained_at = time.monotonic()
-        #: when the last drain probe was sent (None: none in flight)
-        self._probe_sent: float | None = None
+        #: as of when every delivery received has been handled (see age_agents)
+        self._drain = DrainClock(time.monotonic(), _PROBE_RETRY)
         #: the drain probe's routing key (over AMQP 0-9-1, once connected)
         self._probe_key: str | None = None
-        #: deliveries dispatched so far, and when the probe in flight was sent
-        self._dispatched = 0
-        self._probe_dispatched = 0
         #: the known agents, as the core's directory has them (same order)
         self._agents: dict[tuple[int, int], RemoteAgent] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -390,8 +383,7 @@ class Broker(SchemaFetches, MethodCalls):
                 self._loss_queue = await transport.open_endpoint(
                     loss, bindings=[(DIRECT, loss)])
             topic = f"{names.CONSOLE_TOPIC_PREFIX}{uuid.uuid4().hex[:16]}"
-            self._probe_sent = None  # a probe of an earlier connection never comes back
-            self._drained_at = time.monotonic()
+            self._drain.start(time.monotonic())
             # the drain probe's own key on qpid.management (where a console may publish
             # already): it reaches this topic queue only
             self._probe_key = f"qmf-async.probe.{topic}" if loss else None
@@ -735,25 +727,14 @@ class Broker(SchemaFetches, MethodCalls):
         core.missed_heartbeats = settings.missed_heartbeats
         core.max_held = settings.max_held
         transport = self._runtime.transport
-        if self._probe_key is not None and self._loss_queue is not None \
-                and transport is not None and transport.capabilities.drain_probe:
-            if core.overdue(now) and self.connected and transport is not None:
-                sent = self._probe_sent
-                if sent is not None and now - sent > _PROBE_RETRY \
-                        and self._dispatched == self._probe_dispatched:
-                    # nothing came in since the probe left: it was lost, the input is
-                    # idle, and the overdue agents are silent indeed
-                    self._drained_at = now
-                elif sent is None or now - sent > _PROBE_RETRY:
-                    self._send_probe(self._probe_key, now)
-                now = self._drained_at
-            else:
-                self._drained_at = now
-        else:
-            if transport is not None and transport.backlog > 0:
-                now = min(now, self._drained_at)
-            else:
-                self._drained_at = now
+        probing = (self._probe_key is not None and self._loss_queue is not None
+                   and transport is not None and transport.capabilities.drain_probe)
+        sent_at = now
+        now, probe = self._drain.as_of(
+            now, probing=probing, overdue=probing and self.connected and core.overdue(now),
+            backlog=transport.backlog if transport is not None else 0)
+        if probe and self._probe_key is not None:
+            self._send_probe(self._probe_key, sent_at)
         self._handle(core.age(now))
         if self._v2 is not None:
             released = self._v2.age(now)
@@ -763,30 +744,17 @@ class Broker(SchemaFetches, MethodCalls):
     def _send_probe(self, key: str, now: float) -> None:
         """Send a drain probe (its sending time inside) to the topic endpoint, on
         ``qpid.management`` under its own ``key``."""
-        self._probe_sent = now
-        self._probe_dispatched = self._dispatched
-
         async def send() -> None:
             try:
-                await self.publish(Outgoing(MANAGEMENT, key, _PROBE + struct.pack("!d", now)),
+                await self.publish(Outgoing(MANAGEMENT, key, DrainClock.probe(now)),
                                    content_type=None)
             except QmfError as exc:  # the loss, if any, is reported by the runtime
                 # without a probe, age as before: as of now
                 log.debug("drain probe to %s failed: %s", self.where, exc)
-                self._probe_sent = None
-                self._drained_at = time.monotonic()
+                self._drain.probe_failed(time.monotonic())
         task = asyncio.get_running_loop().create_task(send())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-
-    def _probe_back(self, body: bytes) -> bool:
-        """True when ``body`` is a drain probe (then noted as come back)."""
-        if len(body) != len(_PROBE) + 8 or not body.startswith(_PROBE):
-            return False
-        (sent,) = struct.unpack("!d", body[len(_PROBE):])
-        self._drained_at = max(self._drained_at, min(sent, time.monotonic()))
-        self._probe_sent = None
-        return True
 
     def forget_agents(self) -> None:
         """The broker is removed: every agent leaves (the session hears of each)."""
@@ -814,18 +782,19 @@ class Broker(SchemaFetches, MethodCalls):
     # ------------------------------------------------------------------ dispatch
 
     def _dispatch(self, delivery: Delivery) -> None:
-        self._dispatched += 1
+        self._drain.received += 1
         v2 = self._v2 or self._v2_retired
         if v2 is not None and (delivery.value is not None
                                or delivery.content_type in self._v2_bodies):
             v2.dispatch(delivery)
             return
-        if delivery.routing_key == self._probe_key and self._probe_back(delivery.body):
+        if delivery.routing_key == self._probe_key \
+                and self._drain.back(delivery.body, time.monotonic()):
             return
         if self._v2 is not None and self._choice.drops(delivery.routing_key):
             return  # qpidd's v1 event, on an early binding: v2 delivers it (see v2_beat)
         if delivery.endpoint == self._loss_queue:
-            if self._probe_back(delivery.body):
+            if self._drain.back(delivery.body, time.monotonic()):
                 return
             self.topic_dropped += 1
             if self.topic_dropped in (1, 100) or self.topic_dropped % 10_000 == 0:

@@ -87,6 +87,7 @@ from ._console_v2 import (
     texts_from_schema,
 )
 from ._correlation import Correlator, ItemSink, Pending, ReplyMessage
+from ._drain import DrainClock
 from ._envelope import Delivery, Outgoing
 from ._events import (
     AgentArrived,
@@ -140,6 +141,7 @@ from ._selector import Selector, SelectorError, compile_selector
 from ._version_choice import QPIDD_V1_EVENT, VersionChoice
 
 __all__ = [
+    "DrainClock",
     "QPIDD_V1_EVENT",
     "VersionChoice",
     "AGENT_VENDOR",
