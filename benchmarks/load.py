@@ -128,8 +128,7 @@ def pending(broker: Broker) -> tuple[int, ...]:
     v2 = broker._v2
     if v2 is None:
         return len(broker._core), len(broker._waits)
-    return (len(broker._core), len(broker._waits), len(v2.core), len(v2._futures),
-            len(v2._streams))
+    return (len(broker._core), len(broker._waits), len(v2.core), len(v2._waits))
 
 
 class RssSampler:

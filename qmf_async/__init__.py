@@ -9,6 +9,8 @@ if TYPE_CHECKING:  # at run time each name is imported on first use (__getattr__
     from .console import (
         Broker,
         BrokerObjectId,
+        BrokerState,
+        BrokerStateChange,
         Change,
         Console,
         Event,
@@ -65,6 +67,8 @@ __all__ = [
     "SessionOptions",
     "Broker",
     "BrokerObjectId",
+    "BrokerState",
+    "BrokerStateChange",
     "Console",
     "QmfObject",
     "Change",
@@ -114,6 +118,8 @@ __all__ = [
 _LAZY: dict[str, str] = {
     "Broker": ".console",
     "BrokerObjectId": ".console",
+    "BrokerState": ".console",
+    "BrokerStateChange": ".console",
     "Change": ".console",
     "Console": ".console",
     "Event": ".console",

@@ -373,11 +373,15 @@ def test_each_connection_sends_through_one_path() -> None:
             the_path = path.name == "_broker.py" and func.name == "publish"
             for node in ast.walk(func):
                 if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                        and node.func.attr == "publish"):
+                        and node.func.attr in ("publish", "_publish")):
                     continue
                 receiver = ast.unparse(node.func.value)
                 if receiver in ("self", "self.host"):
                     through += 1
+                    continue
+                if (path.name == "_waits.py" and receiver == "self"
+                        and node.func.attr == "_publish"):
+                    through += 1  # the request primitive: Broker.publish (v1 and v2)
                 elif the_path and receiver == "transport":
                     inside += 1
                 else:
@@ -621,3 +625,48 @@ def test_the_agent_is_held_to_the_console_rules() -> None:
     assert found == [], "\n".join(found)
     listed = {(m, f) for m, fs in AGENT_PRIVATE_ACCESS_ALLOWED.items() for f in fs}
     assert allowed_used == listed, f"unused exceptions: {sorted(listed - allowed_used)}"
+
+
+#: the calls that arm a timer or wait under one
+_TIMERS = ("wait_for", "call_later", "call_at", "wait", "timeout", "timeout_at")
+
+
+def test_the_console_times_out_in_one_place() -> None:
+    """Every timer of ``qmf_async.console`` is in ``_waits.py`` (the request
+    primitive's shared deadlines, ``within``, ``later``): at most 4 sites, and none
+    elsewhere (issue 37: one timeout mechanism)."""
+    sites: dict[str, list[str]] = {}
+    for path in sorted((PACKAGE / "console").glob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in _TIMERS):
+                continue
+            receiver = ast.unparse(node.func.value)
+            if node.func.attr in ("wait", "timeout", "timeout_at") and receiver != "asyncio":
+                continue  # an Event's wait, ...
+            sites.setdefault(path.name, []).append(f"{path.name}:{node.lineno} "
+                                                   f"{receiver}.{node.func.attr}")
+    assert list(sites) == ["_waits.py"], "time out through console/_waits.py:\n" + \
+        "\n".join(s for name, found in sites.items() if name != "_waits.py" for s in found)
+    assert 1 <= len(sites["_waits.py"]) <= 4, sites
+
+
+def test_the_console_keeps_no_process_wide_cache() -> None:
+    """No module of ``qmf_async.console`` starts an empty mutable container at module
+    level (a cache shared by every session of the process, as ``_METHOD_ROUTES`` and
+    ``_PROXY_CLASSES`` were): a session's caches are its own (issue 37)."""
+    offenders = []
+    for path in sorted((PACKAGE / "console").glob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        for node in tree.body:
+            value = node.value if isinstance(node, ast.Assign | ast.AnnAssign) else None
+            empty = (isinstance(value, ast.Dict | ast.List | ast.Set) and not (
+                        value.keys if isinstance(value, ast.Dict) else value.elts)) or (
+                isinstance(value, ast.Call) and isinstance(value.func, ast.Name)
+                and value.func.id in ("dict", "list", "set", "OrderedDict")
+                and not value.args)
+            if empty:
+                offenders.append(f"{path.name}:{node.lineno}")
+    assert offenders == [], "per-session state, not module-level caches:\n" + \
+        "\n".join(offenders)

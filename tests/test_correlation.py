@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 
-from qmf_async.console import _waits
-from qmf_async.console._waits import Waits
+from qmf_async.console._waits import Expired, Waits
 from qmf_async.errors import AgentGoneError, ConnectionLostError, UsageError
 from qmf_async.protocol import Correlator, QueryDone, Reply, RequestFailed
 from qmf_async.wire import CommandComplete, PackageIndication
@@ -135,7 +134,7 @@ async def test_each_wait_fails_at_its_own_deadline() -> None:
         assert done_at[i] - started[i] >= 0.149
     await wait_until(lambda: not waits._lanes)  # an idle lane is dropped
     for wait in entries:
-        assert waits.discard(wait)  # still registered: the core's entry must go too
+        assert waits.close(wait)  # still registered: the core's entry must go too
     assert len(waits) == 0
 
 
@@ -148,7 +147,7 @@ async def test_same_timeout_waits_share_one_loop_timer() -> None:
         waits.expire_after(wait, 30.0)
     assert len(loop._scheduled) == timers + 1  # type: ignore[attr-defined]
     for wait in entries:
-        waits.discard(wait)
+        waits.close(wait)
     assert all(w.future.cancelled() for w in entries)
     assert waits._lanes[30.0].waits == {}
 
@@ -162,26 +161,89 @@ async def test_finishing_a_wait_stops_its_timer() -> None:
     assert wait.timer is None and waits._lanes[0.05].waits == {}
     await asyncio.sleep(0.1)  # the lane's timer fires with nothing to expire
     assert wait.future.result() == "reply"
-    assert not waits.discard(wait) and len(waits) == 0  # already finished
+    assert not waits.close(wait) and len(waits) == 0  # already finished
 
 
-async def test_many_distinct_timeouts_fall_back_to_a_timer_each() -> None:
+async def test_distinct_timeouts_each_get_a_lane_forgotten_when_idle() -> None:
     waits = Waits()
-    entries = [waits.open(seq) for seq in range(1, _waits._MAX_LANES + 4)]
+    entries = [waits.open(seq) for seq in range(1, 13)]
     for i, wait in enumerate(entries):
         waits.expire_after(wait, 0.05 + i / 1000)
-    assert len(waits._lanes) == _waits._MAX_LANES
-    assert isinstance(entries[-1].timer, asyncio.TimerHandle)
+    assert len(waits._lanes) == 12
     for wait in entries:
-        with pytest.raises(TimeoutError):
+        with pytest.raises(Expired):
             await wait.future
-    waits.discard(entries[0])
-    kept = waits.open(1000)
-    waits.expire_after(kept, 30.0)
-    waits.discard(kept)  # cancels the lane wait; nothing left pending
-    for wait in entries[1:]:
-        waits.discard(wait)
+    await wait_until(lambda: not waits._lanes)
+    for wait in entries:
+        waits.close(wait)
     assert len(waits) == 0
+
+
+async def test_one_deadline_for_many_waits_is_one_timer() -> None:
+    """A query to many agents arms every answer's wait with the caller's one deadline
+    (``expire_at``): one loop timer, and every wait fails with ``Expired`` by then."""
+    waits = Waits()
+    loop = asyncio.get_running_loop()
+    timers = len(loop._scheduled)  # type: ignore[attr-defined]
+    deadline = loop.time() + 0.05
+    entries = [waits.open(seq) for seq in range(1, 51)]
+    for wait in entries:
+        waits.expire_at(wait, deadline)
+    assert len(loop._scheduled) == timers + 1  # type: ignore[attr-defined]
+    await asyncio.gather(*(w.future for w in entries), return_exceptions=True)
+    assert loop.time() >= deadline
+    assert all(isinstance(w.future.exception(), Expired) for w in entries)
+    for wait in entries:
+        assert waits.close(wait)  # still registered: the core's entry must go too
+    assert len(waits) == 0
+
+
+async def test_the_request_primitive_cleans_up_on_every_exit() -> None:
+    """``Waits.request``: registered, published, answered or timed out or cancelled or
+    not sent, and every time the wait is gone and the core told (``cancel``) unless the
+    answer came."""
+    from qmf_async.errors import NotConnectedError, QmfTimeout
+    from qmf_async.protocol import Outgoing
+
+    cancelled: list[int] = []
+    sent: list[Outgoing] = []
+    fail = [False]
+
+    async def publish(out: Outgoing) -> None:
+        if fail[0]:
+            raise NotConnectedError("not connected")
+        sent.append(out)
+
+    waits = Waits(publish, cancelled.append)
+    out = Outgoing("qpid.management", "agent.1.0", b"M")
+    # answered
+    asked = asyncio.ensure_future(waits.request(1, out, 5.0, lambda: QmfTimeout("late")))
+    await wait_until(lambda: 1 in waits and sent)
+    waits.finish(1).future.set_result("m")  # type: ignore[union-attr]
+    assert await asked == "m" and cancelled == [] and len(waits) == 0
+    # timed out
+    with pytest.raises(QmfTimeout, match="late"):
+        await waits.request(2, out, 0.02, lambda: QmfTimeout("late"))
+    assert cancelled == [2] and len(waits) == 0 and not waits._lanes.get(0.02)
+    # cancelled by its caller
+    asked = asyncio.ensure_future(waits.request(3, out, 5.0, lambda: QmfTimeout("late")))
+    await wait_until(lambda: 3 in waits)
+    asked.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asked
+    assert cancelled == [2, 3] and len(waits) == 0
+    # lost: the error it failed with, nothing left to cancel in the core
+    asked = asyncio.ensure_future(waits.request(4, out, 5.0, lambda: QmfTimeout("late")))
+    await wait_until(lambda: 4 in waits)
+    waits.fail_all(ConnectionLostError("gone"))
+    with pytest.raises(ConnectionLostError):
+        await asked
+    assert cancelled == [2, 3] and len(waits) == 0
+    # not sent
+    fail[0] = True
+    with pytest.raises(NotConnectedError):
+        await waits.request(5, out, 5.0, lambda: QmfTimeout("late"))
+    assert cancelled == [2, 3, 5] and len(waits) == 0
 
 
 async def test_fail_all_wins_over_a_pending_timeout() -> None:
@@ -201,9 +263,9 @@ async def test_expire_after_twice_keeps_one_timer() -> None:
     waits.expire_after(wait, 30.0)
     waits.expire_after(wait, 0.05)
     assert waits._lanes[30.0].waits == {}
-    with pytest.raises(TimeoutError):
+    with pytest.raises(Expired):
         await wait.future
-    waits.discard(wait)
+    waits.close(wait)
 
 
 async def test_a_wait_reopened_under_the_same_number_is_not_dropped_by_the_old_one() -> None:
@@ -211,6 +273,6 @@ async def test_a_wait_reopened_under_the_same_number_is_not_dropped_by_the_old_o
     old = waits.open(7)
     assert waits.finish(7) is old
     new = waits.open(7)
-    assert not waits.discard(old)  # the old wait's ``finally`` runs late
+    assert not waits.close(old)  # the old wait's ``finally`` runs late
     assert waits.get(7) is new and not new.future.done()
-    assert waits.discard(new)
+    assert waits.close(new)

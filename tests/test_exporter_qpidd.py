@@ -128,6 +128,27 @@ def _read_until(proc: subprocess.Popen[bytes], seen: bytearray, pattern: str,
             seen += chunk
 
 
+async def test_the_exporter_follows_the_connection_state_stream(
+        qpidd_fresh: Callable[[bool], Qpidd]) -> None:
+    """A snapshot after each (re)connection, from the session's ``broker_states()``:
+    the housekeeping tick is an hour here, and no ``check_brokers()`` is called (on
+    main the exporter polled ``broker.connected`` at each tick and saw nothing)."""
+    broker = qpidd_fresh(False)
+    async with Session(manage_connections=True, reconnect_min_delay=0.1,
+                       reconnect_max_delay=0.5) as session, \
+            Exporter(session, LiveStore(), tick=3600.0) as exporter:
+        added = await session.add_broker(broker.url, timeout=10)
+        await wait_until(lambda: exporter.snapshots >= 1, 30, message="the first snapshot")
+        await asyncio.to_thread(broker.stop)
+        await wait_until(lambda: not added.connected, 30, message="the loss seen")
+        again = await asyncio.to_thread(Qpidd.start, qmf1=False, port=broker.port,
+                                        directory=broker.directory)
+        broker.pid = again.pid
+        await wait_until(lambda: exporter.snapshots >= 2, 40,
+                         message="a snapshot after the reconnection")
+        assert added.reconnects >= 1
+
+
 def test_qmf_exporter_notes_a_lost_and_a_regained_broker(
         qpidd_fresh: Callable[[bool], Qpidd]) -> None:
     """As ``qmf events`` and ``qmf collect``: one line when the broker is lost, one when

@@ -85,10 +85,9 @@ class _Host:
     class session:
         options = SessionOptions()
 
-    async def send_v1_query(self, banks: Any, query: Any, sink: Any) -> Any:
-        raise AssertionError("no query in these tests")
+    waits = None
 
-    def discard(self, wait: Any) -> None:
+    async def send_v1_query(self, banks: Any, query: Any, sink: Any) -> Any:
         raise AssertionError("no query in these tests")
 
 

@@ -95,12 +95,11 @@ def task_count() -> int:
 
 def pending(broker: Broker) -> tuple[int, ...]:
     """Outstanding requests: the console core's sequence table and the session's waits
-    (QMF v1), the v2 core's table, its futures and streams (QMF v2); all 0 when idle."""
+    (QMF v1), the v2 core's table and its waits (QMF v2); all 0 when idle."""
     v2 = broker._v2
     if v2 is None:
         return len(broker._core), len(broker._waits)
-    return (len(broker._core), len(broker._waits), len(v2.core), len(v2._futures),
-            len(v2._streams))
+    return (len(broker._core), len(broker._waits), len(v2.core), len(v2._waits))
 
 
 def idle(broker: Broker) -> bool:

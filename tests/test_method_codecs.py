@@ -272,9 +272,14 @@ def test_proxies_of_one_schema_share_one_class_and_the_table_is_bounded(
     b = QmfObject(None, None, None, schema, oid, ("b",), None, (1, 1, 0))
     assert type(a) is type(b) and type(a) is not QmfObject and b.name == "b"
     # the console keeps the classes itself (the wire's codec has no slot for them),
-    # at most _MAX_PROXY_CLASSES of them
+    # a table per session, at most _MAX_PROXY_CLASSES in each
     monkeypatch.setattr(_objects, "_MAX_PROXY_CLASSES", 1)
     other = object_schema("test.proxy", "gadget",
                           properties=[SchemaProperty("name", QmfType.SSTR, index=True)])
     QmfObject(None, None, None, other, oid, ("c",), None, (1, 1, 0))
-    assert len(_objects._PROXY_CLASSES) == 1
+    assert len(_objects._UNBOUND) == 1
+    one, two = Session(), Session()
+    c = QmfObject(one, None, None, schema, oid, ("c",), None, (1, 1, 0))
+    d = QmfObject(two, None, None, schema, oid, ("d",), None, (1, 1, 0))
+    assert type(c) is not type(d)  # not shared across sessions (no process-wide cache)
+    assert len(one.proxy_classes) == 1 and len(two.proxy_classes) == 1

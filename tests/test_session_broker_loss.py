@@ -24,7 +24,13 @@ from urllib.parse import quote
 
 import pytest
 
-from qmf_async import ConnectionLostError, Session, TransportError
+from qmf_async import (
+    BrokerState,
+    BrokerStateChange,
+    ConnectionLostError,
+    Session,
+    TransportError,
+)
 from qmf_async.transport import with_heartbeat
 
 from ._util import _api_call, _management_api, wait_until
@@ -87,6 +93,8 @@ async def test_subscriptions_and_a_query_end_when_qpidd_is_killed(
         follow = asyncio.create_task(_drain(s.object_updates(_class="queue"), updates))
         events = asyncio.create_task(_drain(s.events(), []))
         agents = asyncio.create_task(_drain(s.agent_changes(), []))
+        states: list[BrokerStateChange] = []
+        following = asyncio.create_task(_drain(s.broker_states(_broker=s.brokers[0]), states))
         # the console's own queues are published within the interval
         await wait_until(lambda: updates, timeout=15.0, message="a queue update")
         os.kill(broker.pid, signal.SIGSTOP)  # the query below stays unanswered
@@ -109,6 +117,11 @@ async def test_subscriptions_and_a_query_end_when_qpidd_is_killed(
             error = await _ends_with_lost(task, what)
             assert broker.address in str(error) or "127.0.0.1" in str(error)
         assert time.monotonic() - started < ENDS_WITHIN
+        # the state stream reports the loss (lost for good: CLOSED, with the error), then
+        # ends: no polling of broker.connected
+        await asyncio.wait_for(following, ENDS_WITHIN)
+        assert [c.state for c in states] == [BrokerState.CONNECTED, BrokerState.CLOSED]
+        assert states[-1].error is not None and s.brokers[0].state is BrokerState.CLOSED
         # a subscription taken after the loss ends at once too
         with pytest.raises(ConnectionLostError):
             await s.object_updates(_class="queue").get(timeout=1.0)
@@ -156,6 +169,10 @@ async def test_subscriptions_end_when_rabbitmq_closes_the_connection(bus: Any) -
         events = asyncio.create_task(_drain(plain.events(), []))
         agents = asyncio.create_task(_drain(plain.agent_changes(), []))
         kept = asyncio.create_task(_drain(managed.object_updates(), managed_updates))
+        plain_states: list[BrokerStateChange] = []
+        managed_states: list[BrokerStateChange] = []
+        watch = [asyncio.create_task(_drain(plain.broker_states(), plain_states)),
+                 asyncio.create_task(_drain(managed.broker_states(), managed_states))]
         await wait_until(lambda: plain_updates and managed_updates, timeout=15.0,
                          message="updates from the demo agent")
         names = await wait_until(lambda: (found := _console_connections(api, bus.vhost))
@@ -166,9 +183,22 @@ async def test_subscriptions_end_when_rabbitmq_closes_the_connection(bus: Any) -
         for task, what in ((follow, "object_updates()"), (events, "events()"),
                            (agents, "agent_changes()")):
             await _ends_with_lost(task, what)
-        # the managed session reconnects and its subscription goes on
+        # the managed session reconnects and its subscription goes on; its state stream
+        # says so (down, then up again after the handshake), the plain one's says gone
         await wait_until(lambda: managed.brokers[0].reconnects >= 1, timeout=15.0,
                          message="the managed session reconnected")
+        up, down = BrokerState.CONNECTED, BrokerState.DISCONNECTED
+
+        def back_up() -> bool:
+            seen = [c.state for c in managed_states]
+            return down in seen and up in seen[seen.index(down):]
+        await wait_until(back_up, timeout=15.0, message="CONNECTED after the reconnection")
+        managed_seen = [c.state for c in managed_states]
+        assert managed_seen[0] is up
+        assert managed_states[managed_seen.index(down)].error is not None
+        assert [c.state for c in plain_states] == [up, BrokerState.CLOSED]
+        for task in watch:
+            task.cancel()
         before = len(managed_updates)
         await wait_until(lambda: len(managed_updates) > before, timeout=15.0,
                          message="updates after the reconnection")

@@ -16,6 +16,7 @@ import pytest
 from qmf_async import (
     AgentGoneError,
     ArgumentError,
+    BrokerState,
     Change,
     CommandError,
     ConnectionLostError,
@@ -289,6 +290,39 @@ async def test_connect_failure_without_manage_connections(make_session: Any) -> 
         await session.add_broker(URL)
     assert "refused" in str(info.value)
     assert session.brokers == []
+
+
+async def test_the_state_stream_follows_each_broker_from_its_state_now(
+        make_session: Any) -> None:
+    """``broker_states()``: every change in order, from each broker's state when
+    taken; a failed first connect is ``CLOSED`` without ``manage_connections``; a
+    stream of one broker ends after its ``CLOSED`` (``del_broker``), one of every
+    broker when the session closes."""
+    bus = FakeBus()
+    bus.add_management()
+    session = make_session(bus)
+    every = session.broker_states()
+    broker = await session.add_broker(URL)
+    assert broker.state is BrokerState.CONNECTED and broker.connected
+    states = [(c.broker, c.state) for c in [await every.get(timeout=1.0) for _ in range(3)]]
+    assert len(every) == 0
+    assert states == [(broker, BrokerState.CONNECTING), (broker, BrokerState.HANDSHAKING),
+                      (broker, BrokerState.CONNECTED)]
+    one = session.broker_states(_broker=broker)
+    assert (await one.get(timeout=1.0)).state is BrokerState.CONNECTED  # its state now
+    bus.fail_connects = 1
+    with pytest.raises(TransportError):
+        await session.add_broker(URL)
+    failed = [await every.get(timeout=1.0) for _ in range(2)]
+    assert [c.state for c in failed] == [BrokerState.CONNECTING, BrokerState.CLOSED]
+    assert failed[1].error is not None and failed[1].broker is not broker
+    await session.del_broker(broker)
+    closed = await one.get(timeout=1.0)
+    assert closed.state is BrokerState.CLOSED and broker.state is BrokerState.CLOSED
+    assert [c async for c in one] == []  # ended after CLOSED
+    assert (await every.get(timeout=1.0)).state is BrokerState.CLOSED
+    await session.close()
+    assert every.closed and [c async for c in every] == []
 
 
 # ----------------------------------------------------------------------------- agents
@@ -1424,14 +1458,14 @@ async def test_early_v1_event_bindings_stay_after_the_first_v2_heartbeat(
     transport.unbind = spy  # type: ignore[method-assign]
     # the connection as over v2 to a qpidd publishing both, before its first v2 heartbeat
     broker._v2 = _BothVersionsV2Link()  # type: ignore[assignment]
-    broker._early_keys = ["console.event.#"]
+    broker._choice.early_keys = ["console.event.#"]
     broker._v1_keys.append("console.event.#")
     await transport.bind(topic, "qpid.management", "console.event.#")
 
     mgmt.event(DELETE, {"qName": "held"})
-    await wait_until(lambda: len(broker._early) == 1, message="the v1 event held")
+    await wait_until(lambda: len(broker._choice.held) == 1, message="the v1 event held")
     broker.v2_beat((1, 0))
-    assert not broker._early and not broker._early_keys
+    assert not broker._choice.held and not broker._choice.early_keys
     await asyncio.gather(*broker._tasks)  # whatever the heartbeat started has run
     assert unbound == []
     assert "console.event.#" in broker._v1_keys
@@ -1449,6 +1483,6 @@ async def test_early_v1_event_bindings_stay_after_the_first_v2_heartbeat(
     mgmt.event(DELETE, {"qName": "after"})
     await wait_until(lambda: bus.delivered > fed, message="the v1 event delivered")
     assert feeds == 0  # dropped unread
-    assert not broker._early
+    assert not broker._choice.held
     with pytest.raises(QmfTimeout):
         await events.get(0.05)  # v2 delivers qpidd's events, v1 none of them

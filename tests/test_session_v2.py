@@ -151,16 +151,58 @@ def test_an_unknown_qmf_version_is_a_usage_error() -> None:
 
 
 class _Host:
-    """The broker connection a V2Link drives, reduced to what conversion reads."""
+    """The broker connection a V2Link drives, reduced to what conversion and a query
+    read: it publishes into ``sent``, and a schema fetch never ends."""
 
     where = "test"
     _reply_queue = None
     _closing = False
+    closing = False
 
     def __init__(self) -> None:
         self._agents: dict[tuple[int, int], Any] = {}
         self.session = type("S", (), {"schemas": SchemaRegistry([SCHEMA]),
                                       "options": SessionOptions()})()
+        self.sent: list[Any] = []
+
+    def check(self) -> None:
+        return None
+
+    async def publish(self, out: Any) -> None:
+        self.sent.append(out)
+
+    async def fetch_v1_schema(self, key: Any, timeout: float, agent: Any) -> Any:
+        await asyncio.Event().wait()  # never answered
+
+
+async def test_closing_a_streamed_v2_query_stops_its_answer() -> None:
+    """Closing the wait of a streamed v2 query (timed out, cancelled, done) forgets
+    it in the core and stops its answer: the parts held for a schema being fetched
+    are dropped and the task fetching it ends (on main, ``V2Link.discard`` popped
+    the answer after ``_forget`` had, so ``answer.cancel()`` never ran)."""
+    from qmf_async.console._objects import RemoteAgent
+    from qmf_async.protocol import V2QueryPart
+
+    host = _Host()
+    link = V2Link(host)  # type: ignore[arg-type]
+    agent = RemoteAgent(host, 1, 5, "acme.com:app:one", "test",  # type: ignore[arg-type]
+                        name="acme.com:app:one")
+    got: list[Any] = []
+    wait = await link.send_query(agent, {"_class": "widget", "_package": "com.acme"},
+                                 got.append)
+    (out,) = host.sent
+    cid = out.correlation_id
+    assert len(link.core) == 1 and cid in link._waits
+    unknown = V2Data({"x": 1}, V2ObjectId("a:b:c"),
+                     V2SchemaId("a", "b", "_data", uuid.uuid4().bytes))
+    link._on(V2QueryPart(cid, [unknown], "acme.com:app:one"))
+    answer = wait.stream
+    assert answer.backlog and answer.task is not None  # held for its schema
+    task = answer.task
+    wait.close()
+    assert not answer.backlog and len(link.core) == 0 and len(link._waits) == 0
+    await wait_until(task.done)
+    assert wait.future.cancelled() and got == []
 
 
 def _data(values: dict[str, Any], **kw: Any) -> V2Data:

@@ -8,11 +8,14 @@ if TYPE_CHECKING:  # at run time each name is imported on first use (__getattr__
     from ._objects import BrokerObjectId, Change, Event, MethodResult, QmfObject, RemoteAgent
     from ._options import SessionOptions
     from ._session import Broker, Console, Session
+    from ._state import BrokerState, BrokerStateChange
     from ._subscriptions import Subscription
 
 __all__ = [
     "Broker",
     "BrokerObjectId",
+    "BrokerState",
+    "BrokerStateChange",
     "Change",
     "Console",
     "Event",
@@ -29,6 +32,8 @@ __all__ = [
 #: when it is renamed here)
 _LAZY: dict[str, str] = {
     "BrokerObjectId": "._objects",
+    "BrokerState": "._state",
+    "BrokerStateChange": "._state",
     "Change": "._objects",
     "Event": "._objects",
     "MethodResult": "._objects",

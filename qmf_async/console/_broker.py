@@ -11,13 +11,13 @@ the events it returns.  What it needs of its session is :class:`SessionHost`.
 from __future__ import annotations
 
 import asyncio
-import collections
 import logging
-import struct
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
+
+import attrs
 
 from .. import names
 from ..errors import (
@@ -36,6 +36,7 @@ from ..protocol import (
     BodyMalformed,
     ClassSeen,
     ConsoleProtocol,
+    DrainClock,
     EventReceived,
     HeartbeatReceived,
     HeldDropped,
@@ -48,6 +49,7 @@ from ..protocol import (
     SchemaNeeded,
     SchemaSeen,
     Twins,
+    VersionChoice,
 )
 from ..runtime import PeerRuntime
 from ..transport import (
@@ -71,12 +73,13 @@ from ._calls import MethodCalls, method_result
 from ._links import SessionSettings
 from ._objects import Event, RemoteAgent
 from ._schemas import SchemaFetches
-from ._v1route import RouteWait, V1Route
+from ._state import BrokerState, BrokerStateChange
+from ._v1route import V1Route
 from ._waits import Wait, Waits
 
 if TYPE_CHECKING:  # QMF v2's modules load where v2 is spoken only (:meth:`Broker._setup`)
     from ..wire import V2ObjectId
-    from ._v2 import V2Link, V2Wait
+    from ._v2 import V2Link
 
 __all__ = ["Broker", "SessionHost", "SessionSettings"]
 
@@ -89,62 +92,40 @@ DIRECT = names.REPLY_EXCHANGE
 #: the v1 binding that keeps the list of v1 agents current (the broker's agent objects)
 _V1_AGENT_LIST = ("console.obj.*.*.org.apache.qpid.broker.agent",)
 
-#: qpidd's v1 events kept while it is not known whether it publishes v2 (a few
-#: publication intervals after connecting)
-_MAX_EARLY = 10_000
-#: the routing key prefix of qpidd's agent's (1.0) v1 events
-_QPIDD_V1_EVENT = "console.event.1.0."
 #: how many departed agents a broker remembers (to fail calls to them at once)
 _MAX_DEPARTED = 4096
-#: the drain probe a console sends itself before aging agents out (then its time)
-_PROBE = b"qmf-async drain probe "
 #: seconds after which a probe that did not come back is sent again
 _PROBE_RETRY = 5.0
 
 
-class SessionHost(Protocol):
-    """What a :class:`Broker` needs of its session: the session itself (its public
-    settings), its transport factory, and the calls that hand it what the broker
-    received (the session gives each broker one; none of them raises)."""
+@attrs.frozen(slots=True)
+class SessionHost:
+    """What a :class:`Broker` may call on its session, declared once: the session (its
+    public settings, read live), its transport factory, and its handlers of what the
+    broker received, bound (the session's private methods; none of them raises).
+    The session builds one per broker (``Session._broker_host``)."""
 
-    @property
-    def session(self) -> SessionSettings: ...
-
-    @property
-    def transport_factory(self) -> TransportFactory: ...
-
-    def notify(self, name: str, *args: Any) -> None:
-        """Call the console callback ``name`` (if any) with ``args``."""
-
-    def package_seen(self, package: str) -> None: ...
-
-    def class_seen(self, kind: int, key: ClassKey) -> None: ...
-
-    def schema_seen(self, schema: SchemaClass) -> None: ...
-
-    def binding_keys(self) -> list[str]:
-        """The v1 topic binding keys the session's settings ask for."""
-
-    def v2_bindings_for(self, broker: Broker) -> list[tuple[str, str | None]]: ...
-
-    def agent_arrived(self, agent: RemoteAgent) -> None: ...
-
-    def agent_left(self, agent: RemoteAgent) -> None: ...
-
-    def object_update(self, broker: Broker, agent: RemoteAgent | None,
-                      rec: RawObjectRecord) -> None: ...
-
-    def event(self, broker: Broker, event: Event) -> None: ...
-
-    def connection_lost(self, broker: Broker, error: ConnectionLostError) -> None:
-        """The connection of ``broker`` was lost and will not be made again (the
-        session does not manage connections)."""
-
-    def follows_objects(self) -> bool:
-        """Whether a console or a subscription takes object updates."""
-
-    def follows_events(self) -> bool:
-        """Whether a console or a subscription takes events."""
+    session: SessionSettings
+    transport_factory: TransportFactory
+    #: ``notify(name, *args)``: call the console callback ``name`` (if any)
+    notify: Callable[..., None]
+    package_seen: Callable[[str], None]
+    class_seen: Callable[[int, ClassKey], None]
+    schema_seen: Callable[[SchemaClass], None]
+    #: the v1 topic binding keys the session's settings ask for
+    binding_keys: Callable[[], list[str]]
+    v2_bindings_for: Callable[[Broker], list[tuple[str, str | None]]]
+    agent_arrived: Callable[[RemoteAgent], None]
+    agent_left: Callable[[RemoteAgent], None]
+    object_update: Callable[[Broker, RemoteAgent | None, RawObjectRecord], None]
+    event: Callable[[Broker, Event], None]
+    #: the broker's connection was lost and will not be made again (the session does
+    #: not manage connections)
+    connection_lost: Callable[[Broker, ConnectionLostError], None]
+    #: whether a console or a subscription takes object updates, events
+    follows_objects: Callable[[], bool]
+    follows_events: Callable[[], bool]
+    state_changed: Callable[[BrokerStateChange], None]
 
 
 def lost_error(where: str, cause: BaseException | None) -> ConnectionLostError:
@@ -193,7 +174,7 @@ class Broker(SchemaFetches, MethodCalls):
         self.tls = tls
         self.timeout = timeout
         self.broker_id: uuid.UUID | None = None
-        self.connected = False
+        self._state = BrokerState.CONNECTING
         # cleared while a connection's handshake (B, the agent list) runs
         self._handshake_done = asyncio.Event()
         self._handshake_done.set()
@@ -218,7 +199,11 @@ class Broker(SchemaFetches, MethodCalls):
             agent_interval=settings.agent_interval,
             min_agent_interval=settings.min_agent_interval,
             missed_heartbeats=settings.missed_heartbeats, max_departed=_MAX_DEPARTED)
-        self._waits = Waits()
+        #: the v1 requests in flight (keyed by sequence number): every request of this
+        #: connection goes through it (see _waits)
+        self._waits = Waits(self.publish, self._core.cancel)
+        #: the routes of method calls over v1 (see MethodCalls.call_method)
+        self._method_routes: dict[bytes, tuple[tuple[int, int], str]] = {}
         self._reply_queue: str | None = None
         self._topic_queue: str | None = None
         #: the QMF version spoken on the current connection (1 or 2; None before one)
@@ -230,14 +215,9 @@ class Broker(SchemaFetches, MethodCalls):
         #: a v2 link left when the connection turned to v1 (see _speak_v1): answers
         #: to its requests still reach it
         self._v2_retired: V2Link | None = None
-        #: over v2 with the version left to choose: v1 heartbeats of qpidd's agent, and
-        #: whether a v2 one came (none while v1 ones do: qpidd publishes v1 only)
-        self._v1_beats = 0
-        self._v2_beat = False
-        self._turning = False
-        #: meanwhile, qpidd's v1 events (bound by _early_keys), delivered if it turns
-        self._early: collections.deque[EventReceived] = collections.deque(maxlen=_MAX_EARLY)
-        self._early_keys: list[str] = []
+        #: over v2 with the version left to choose: whether qpidd publishes v2, and
+        #: qpidd's v1 events held meanwhile (the protocol core's VersionChoice)
+        self._choice = VersionChoice()
         #: the v1 binding keys of the current connection's topic endpoint
         self._v1_keys: list[str] = []
         #: over v2: the v1 agents that are also known over v2 (hidden)
@@ -246,15 +226,10 @@ class Broker(SchemaFetches, MethodCalls):
         #: the content types of v2 maps that arrive as bytes on this connection (none
         #: over AMQP 1.0, where a v2 map is a decoded amqp-value)
         self._v2_bodies: frozenset[str] = frozenset()
-        #: every delivery received by then has been handled (see _age_agents)
-        self._drained_at = time.monotonic()
-        #: when the last drain probe was sent (None: none in flight)
-        self._probe_sent: float | None = None
+        #: as of when every delivery received has been handled (see age_agents)
+        self._drain = DrainClock(time.monotonic(), _PROBE_RETRY)
         #: the drain probe's routing key (over AMQP 0-9-1, once connected)
         self._probe_key: str | None = None
-        #: deliveries dispatched so far, and when the probe in flight was sent
-        self._dispatched = 0
-        self._probe_dispatched = 0
         #: the known agents, as the core's directory has them (same order)
         self._agents: dict[tuple[int, int], RemoteAgent] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -291,6 +266,26 @@ class Broker(SchemaFetches, MethodCalls):
     def __repr__(self) -> str:
         state = "connected" if self.connected else "disconnected"
         return f"<Broker {self.where} {state}>"
+
+    @property
+    def state(self) -> BrokerState:
+        """Where the connection stands (:class:`BrokerState`); the session's
+        :meth:`~qmf_async.Session.broker_states` streams its changes."""
+        return self._state
+
+    @property
+    def connected(self) -> bool:
+        """Whether requests can be sent: connected, its handshake running or done."""
+        return self._state.up
+
+    def _enter(self, state: BrokerState) -> None:
+        """Move to ``state`` and tell the session (nothing after ``CLOSED``, nor when
+        the state does not change; raises nothing)."""
+        if self._state is state or self._state is BrokerState.CLOSED:
+            return
+        self._state = state
+        self.owner.state_changed(BrokerStateChange(
+            self, state, None if state.up else self.error))
 
     @property
     def transport(self) -> TransportProtocol | None:
@@ -356,7 +351,7 @@ class Broker(SchemaFetches, MethodCalls):
         if not caps.vhosts:  # qpidd over AMQP 1.0: its address has no vhost to show
             self.where = self._core.where = parse_url(self.url).server_where
         # requests can flow from here on (schema fetches for early topic messages)
-        self.connected = True
+        self._enter(BrokerState.HANDSHAKING)
         self._handshake_done.clear()
         self._management_known.clear()
         version = session.options.qmf_version
@@ -377,19 +372,15 @@ class Broker(SchemaFetches, MethodCalls):
             self._v2 = V2Link(self, self._v2) if version == 2 else None
             self._route = V1Route(self) if version == 2 else None
             self._v2_retired = None
-            self._v1_beats, self._v2_beat, self._turning = 0, False, False
             self._twins.clear()
             self._v1_keys = (self.owner.binding_keys() if version == 1
                              else ["console.heartbeat.#", *_V1_AGENT_LIST])
-            self._early.clear()
             # over v2 with the version left to choose, qpidd's v1 events are bound
             # until it is known to publish v2 (its first v2 heartbeat): a qpidd that
             # publishes v1 only (see _v1_beat_of_qpidd) loses none of them
-            self._early_keys = ([k for k in self.owner.binding_keys()
-                                 if k.startswith("console.event.")]
-                                if version == 2 and session.options.qmf_version is None
-                                else [])
-            self._v1_keys += self._early_keys
+            self._v1_keys += self._choice.start(
+                version == 2 and session.options.qmf_version is None,
+                self.owner.binding_keys())
             # the topic endpoint's overflow is dead-lettered to the loss endpoint, which
             # counts it (topic_dropped); AMQP 1.0 has neither a length cap nor dead
             # letters for it (the link credit bounds it), so there is no loss endpoint
@@ -400,8 +391,7 @@ class Broker(SchemaFetches, MethodCalls):
                 self._loss_queue = await transport.open_endpoint(
                     loss, bindings=[(DIRECT, loss)])
             topic = f"{names.CONSOLE_TOPIC_PREFIX}{uuid.uuid4().hex[:16]}"
-            self._probe_sent = None  # a probe of an earlier connection never comes back
-            self._drained_at = time.monotonic()
+            self._drain.start(time.monotonic())
             # the drain probe's own key on qpid.management (where a console may publish
             # already): it reaches this topic queue only
             self._probe_key = f"qmf-async.probe.{topic}" if loss else None
@@ -416,8 +406,10 @@ class Broker(SchemaFetches, MethodCalls):
             if self._v2 is not None:
                 await self._v2.setup(transport, self.owner.v2_bindings_for(self))
         except BaseException:
-            self.connected = False
+            self._enter(BrokerState.DISCONNECTED)
             raise
+        else:
+            self._enter(BrokerState.CONNECTED)
         finally:
             self._management_known.set()
             self._handshake_done.set()
@@ -426,30 +418,28 @@ class Broker(SchemaFetches, MethodCalls):
         """B/b, then the agent list of a management broker."""
         self.check()
         out = self._core.send_broker_request()
-        wait = self._waits.open(out.seq)
+        timeout = self.session.options.broker_timeout
         try:
-            await self.publish(out)
-            msg = await asyncio.wait_for(wait.future, self.session.options.broker_timeout)
-        except TimeoutError:
+            msg = await self._waits.request(out.seq, out, timeout, lambda: QmfTimeout(
+                f"no management broker answered B on {self.where} within {timeout}s"))
+        except QmfTimeout:
             self.has_management = False
             self._management_known.set()
             log.info("no management broker answered B on %s; finding agents by heartbeats",
                      self.where)
-        else:
-            self.broker_id = msg.broker_id
-            self.has_management = True
-            self._management_known.set()
-            transport = self.transport
-            options = self.session.options
-            if self._v2 is None and options.qmf_version == 1 and options.rcv_heartbeats \
-                    and transport is not None and transport.capabilities.qmf_v2:
-                task = asyncio.get_running_loop().create_task(self._expect_v1_beats())
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
-            self.owner.notify("broker_info", self)
-            await self._load_broker_agents()
-        finally:
-            self.discard(wait)
+            return
+        self.broker_id = msg.broker_id
+        self.has_management = True
+        self._management_known.set()
+        transport = self.transport
+        options = self.session.options
+        if self._v2 is None and options.qmf_version == 1 and options.rcv_heartbeats \
+                and transport is not None and transport.capabilities.qmf_v2:
+            task = asyncio.get_running_loop().create_task(self._expect_v1_beats())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        self.owner.notify("broker_info", self)
+        await self._load_broker_agents()
 
     def v2_beat(self, banks: tuple[int, int]) -> None:
         """Over v2: a v2 heartbeat of the agent of ``banks`` arrived.  The first one of
@@ -462,40 +452,33 @@ class Broker(SchemaFetches, MethodCalls):
         the moment of the heartbeat, which every console, this session's own
         ``events()`` included, would receive amid the events it follows.  qpidd's v1
         events arriving on them are dropped unread (:meth:`_dispatch`)."""
-        if banks == (1, 0) and not self._v2_beat:
-            self._v2_beat = True
-            self._early.clear()
-            self._early_keys = []
+        self._choice.v2_beat_of(banks)
 
     async def bind_early(self, keys: Sequence[str]) -> None:
         """Over v2, while qpidd is not known to publish v2: also bind the v1 event
-        keys among the user's new ``keys`` (see ``_early_keys``).
+        keys among the user's new ``keys`` (see ``VersionChoice``).
 
         Raises:
             TransportError: the broker refused a binding.
         """
         transport, topic = self.transport, self._topic_queue
-        if self._v2 is None or self._v2_beat or self.session.options.qmf_version is not None \
+        if self._v2 is None or self.session.options.qmf_version is not None \
                 or transport is None or topic is None or not self.connected:
             return
-        for key in keys:
-            if key.startswith("console.event.") and key not in self._v1_keys:
-                self._early_keys.append(key)
-                self._v1_keys.append(key)
-                await transport.bind(topic, MANAGEMENT, key)
+        for key in self._choice.more_keys(keys, self._v1_keys):
+            self._v1_keys.append(key)
+            await transport.bind(topic, MANAGEMENT, key)
 
     def _v1_beat_of_qpidd(self) -> None:
         """Over v2, with the QMF version left to choose: a v1 heartbeat of qpidd's
         agent.  Two of them and no v2 heartbeat on this connection: this qpidd
         publishes QMF v1 only (``--mgmt-qmf2 no``, it still answers v2 requests), and
         the connection turns to v1 (:meth:`_speak_v1`)."""
-        if self._v2 is None or self._v2_beat or self._turning or not self.has_management \
-                or self.session.options.qmf_version is not None or not self._v2.bindings:
+        link = self._v2
+        if not self._choice.v1_beat(
+                link is not None and self.has_management and bool(link.bindings)
+                and self.session.options.qmf_version is None):
             return
-        self._v1_beats += 1
-        if self._v1_beats < 2:
-            return
-        self._turning = True
         task = asyncio.get_running_loop().create_task(self._speak_v1())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -526,9 +509,7 @@ class Broker(SchemaFetches, MethodCalls):
         for banks, info in list(self._core.agents.items()):
             if banks not in self._agents:
                 self._on_agent_arrived(AgentArrived(banks[0], banks[1], info.label))
-        self._early_keys = []  # bound for good now
-        early, self._early = list(self._early), collections.deque(maxlen=_MAX_EARLY)
-        for ev in early:
+        for ev in self._choice.turn():  # the early keys are bound for good now
             self._on_event(ev)
         for key in new:
             try:
@@ -543,7 +524,7 @@ class Broker(SchemaFetches, MethodCalls):
         options = self.session.options
         wait = options.agent_interval * options.missed_heartbeats
         await asyncio.sleep(wait)
-        if self.connected and self._v2 is None and not self._v1_beats:
+        if self.connected and self._v2 is None and not self._choice.v1_beats:
             log.warning("qpidd on %s sent no QMF v1 heartbeat in %gs: it publishes QMF v2 "
                         "only (--mgmt-qmf1 no), so with qmf_version=1 no objects, events "
                         "or heartbeats arrive; leave qmf_version unset (QMF v2) or start "
@@ -569,10 +550,11 @@ class Broker(SchemaFetches, MethodCalls):
     def _on_lost(self, exc: BaseException) -> None:
         if self._closing:
             return
-        self.connected = False
         self.error = exc
         # read at each loss: the session's setting may have changed since
         self._runtime.reconnect = self.session.options.manage_connections
+        self._enter(BrokerState.DISCONNECTED if self._runtime.reconnect
+                    else BrokerState.CLOSED)
         lost = lost_error(self.where, exc)
         self._handle(self._core.connection_lost(lost))
         for link in (self._v2, self._v2_retired):
@@ -589,8 +571,16 @@ class Broker(SchemaFetches, MethodCalls):
         self._runtime.run(connected=False)
 
     def _connect_failed(self, exc: BaseException, delay: float) -> None:
+        self.connect_failed(exc)
+
+    def connect_failed(self, exc: BaseException, *, retried: bool = True) -> None:
+        """A connection could not be made (``exc``): retried in the background
+        (``retried``: the state is ``DISCONNECTED``), or not (``CLOSED``: the session
+        gives the broker up).  Raises nothing."""
         self.error = exc
-        self.owner.notify("broker_connection_failed", self, exc)
+        self._enter(BrokerState.DISCONNECTED if retried else BrokerState.CLOSED)
+        if retried:
+            self.owner.notify("broker_connection_failed", self, exc)
 
     def _reconnected(self) -> None:
         self.reconnects += 1
@@ -608,7 +598,7 @@ class Broker(SchemaFetches, MethodCalls):
             if link is not None:
                 link.close(removed)
         self._waits.fail_all(removed)
-        self.connected = False
+        self._enter(BrokerState.CLOSED)
         await self._runtime.stop(self.session.options.close_timeout, flush=0.0)
 
     def check(self) -> TransportProtocol:
@@ -646,32 +636,11 @@ class Broker(SchemaFetches, MethodCalls):
     def _banks(agent: RemoteAgent | None) -> tuple[int, int] | None:
         return None if agent is None else (agent.broker_bank, agent.agent_bank)
 
-    async def _send(self, out: Outgoing) -> Wait:
-        """Publish what the core built and open the wait for its answer.
-
-        Raises:
-            NotConnectedError, TransportError: not sent (the request is forgotten).
-        """
-        wait = self._waits.open(out.seq)
-        try:
-            await self.publish(out)
-        except BaseException:
-            self.discard(wait)
-            raise
-        return wait
-
-    def discard(self, wait: Wait | V2Wait | RouteWait) -> None:
-        """Forget a wait (done, timed out, cancelled) and its request in the core
-        (raises nothing)."""
-        if isinstance(wait, RouteWait):
-            wait.cancel()
-            return
-        if isinstance(wait, Wait):
-            if self._waits.discard(wait):
-                self._core.cancel(wait.seq)
-            return
-        if self._v2 is not None:  # a V2Wait (console._v2 is imported where v2 is spoken)
-            self._v2.discard(wait)
+    @property
+    def waits(self) -> Waits:
+        """The v1 requests in flight on this connection (the request primitive:
+        :meth:`Waits.request <qmf_async.console._waits.Waits.request>`)."""
+        return self._waits
 
     async def request(self, agent: RemoteAgent | None, msg_factory: Callable[[int], Message],
                       routing_key: str, *, query: bool, expect: str, timeout: float,
@@ -690,15 +659,9 @@ class Broker(SchemaFetches, MethodCalls):
         banks = None if agent is not None and agent.name else self._banks(agent)
         out = self._core.send_request(msg_factory, routing_key, query=query,
                                       agent=banks, expect=expect, exchange=exchange)
-        wait = await self._send(out)
-        try:
-            self._waits.expire_after(wait, timeout)
-            return await wait.future
-        except TimeoutError:
-            raise QmfTimeout(f"no complete answer from {agent or routing_key} on {self.where} "
-                             f"within {timeout}s") from None
-        finally:
-            self.discard(wait)
+        return await self._waits.request(out.seq, out, timeout, lambda: QmfTimeout(
+            f"no complete answer from {agent or routing_key} on {self.where} "
+            f"within {timeout}s"))
 
     async def query(self, agent: RemoteAgent, query: Mapping[str, Any],
                     timeout: float) -> list[Message]:
@@ -710,13 +673,8 @@ class Broker(SchemaFetches, MethodCalls):
         if agent.name and self._v2 is not None:  # a v2 agent: its records, as over v1
             records: list[Any] = []
             wait = await self.send_query(agent, query, records.append)
-            try:
-                await asyncio.wait_for(asyncio.shield(wait.future), timeout)
-            except TimeoutError:
-                raise QmfTimeout(f"no complete answer from {agent} on {self.where} "
-                                 f"within {timeout}s") from None
-            finally:
-                self.discard(wait)
+            await wait.result(timeout, lambda: QmfTimeout(
+                f"no complete answer from {agent} on {self.where} within {timeout}s"))
             return records
         found: list[Message] = await self.request(
             agent, lambda seq: GetQuery(seq, dict(query)), agent.key, query=True, expect="",
@@ -726,10 +684,11 @@ class Broker(SchemaFetches, MethodCalls):
     async def send_query(self, agent: RemoteAgent, query: Mapping[str, Any],
                          sink: Callable[[Message | RawObjectRecord], None],
                          where: list[Any] | None = None) -> Wait:
-        """Send a ``G`` whose records go to ``sink``; the wait completes at its ``z``.
-        ``where``: a v2 ``_where`` predicate for a v2 agent that applies it.
+        """Start a query of ``agent`` (a v1 ``G``, a v2 query, or qpidd's v1 fast path
+        over v2) whose records go to ``sink``; the wait completes once its answer is
+        complete.  ``where``: a v2 ``_where`` predicate for a v2 agent that applies it.
 
-        The caller must :meth:`discard` the wait.
+        The caller awaits the wait (under its deadline) and closes it.
 
         Raises:
             NotConnectedError, TransportError: not sent.
@@ -737,17 +696,16 @@ class Broker(SchemaFetches, MethodCalls):
         if agent.name and self._v2 is not None:
             route = self._route
             if route is not None and route.takes(agent, query):
-                return route.start(agent, query, sink, where)  # type: ignore[return-value]
-            return await self._v2.send_query(agent, query, sink,  # type: ignore[return-value]
-                                             where=where)
+                return route.start(agent, query, sink, where)
+            return await self._v2.send_query(agent, query, sink, where=where)
         return await self.send_v1_query((agent.broker_bank, agent.agent_bank), query, sink)
 
     async def send_v1_query(self, banks: tuple[int, int], query: Mapping[str, Any],
                             sink: Callable[[Message | RawObjectRecord], None]) -> Wait:
-        """Send a v1 ``G`` to the agent of ``banks``; as :meth:`send_query`."""
+        """Start a v1 ``G`` to the agent of ``banks``; as :meth:`send_query`."""
         self.check()
         out = self._core.send_query(banks, query, sink=sink)
-        return await self._send(out)
+        return await self._waits.start(out.seq, out)
 
     # ------------------------------------------------------------------ agents
 
@@ -755,9 +713,6 @@ class Broker(SchemaFetches, MethodCalls):
         """The agent of these banks, noted alive now (it arrives if it was not known)."""
         self._handle(self._core.see_agent(bb, ab, time.monotonic(), label=label))
         return self._agents[(bb, ab)]
-
-    def _departed_why(self, banks: tuple[int, int]) -> str | None:
-        return self._core.departed_why(banks)
 
     def age_agents(self, now: float) -> None:
         """Age the agents out whose heartbeats stopped, as of the last moment this
@@ -780,25 +735,14 @@ class Broker(SchemaFetches, MethodCalls):
         core.missed_heartbeats = settings.missed_heartbeats
         core.max_held = settings.max_held
         transport = self._runtime.transport
-        if self._probe_key is not None and self._loss_queue is not None \
-                and transport is not None and transport.capabilities.drain_probe:
-            if core.overdue(now) and self.connected and transport is not None:
-                sent = self._probe_sent
-                if sent is not None and now - sent > _PROBE_RETRY \
-                        and self._dispatched == self._probe_dispatched:
-                    # nothing came in since the probe left: it was lost, the input is
-                    # idle, and the overdue agents are silent indeed
-                    self._drained_at = now
-                elif sent is None or now - sent > _PROBE_RETRY:
-                    self._send_probe(self._probe_key, now)
-                now = self._drained_at
-            else:
-                self._drained_at = now
-        else:
-            if transport is not None and transport.backlog > 0:
-                now = min(now, self._drained_at)
-            else:
-                self._drained_at = now
+        probing = (self._probe_key is not None and self._loss_queue is not None
+                   and transport is not None and transport.capabilities.drain_probe)
+        sent_at = now
+        now, probe = self._drain.as_of(
+            now, probing=probing, overdue=probing and self.connected and core.overdue(now),
+            backlog=transport.backlog if transport is not None else 0)
+        if probe and self._probe_key is not None:
+            self._send_probe(self._probe_key, sent_at)
         self._handle(core.age(now))
         if self._v2 is not None:
             released = self._v2.age(now)
@@ -808,30 +752,17 @@ class Broker(SchemaFetches, MethodCalls):
     def _send_probe(self, key: str, now: float) -> None:
         """Send a drain probe (its sending time inside) to the topic endpoint, on
         ``qpid.management`` under its own ``key``."""
-        self._probe_sent = now
-        self._probe_dispatched = self._dispatched
-
         async def send() -> None:
             try:
-                await self.publish(Outgoing(MANAGEMENT, key, _PROBE + struct.pack("!d", now)),
+                await self.publish(Outgoing(MANAGEMENT, key, DrainClock.probe(now)),
                                    content_type=None)
             except QmfError as exc:  # the loss, if any, is reported by the runtime
                 # without a probe, age as before: as of now
                 log.debug("drain probe to %s failed: %s", self.where, exc)
-                self._probe_sent = None
-                self._drained_at = time.monotonic()
+                self._drain.probe_failed(time.monotonic())
         task = asyncio.get_running_loop().create_task(send())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-
-    def _probe_back(self, body: bytes) -> bool:
-        """True when ``body`` is a drain probe (then noted as come back)."""
-        if len(body) != len(_PROBE) + 8 or not body.startswith(_PROBE):
-            return False
-        (sent,) = struct.unpack("!d", body[len(_PROBE):])
-        self._drained_at = max(self._drained_at, min(sent, time.monotonic()))
-        self._probe_sent = None
-        return True
 
     def forget_agents(self) -> None:
         """The broker is removed: every agent leaves (the session hears of each)."""
@@ -859,19 +790,19 @@ class Broker(SchemaFetches, MethodCalls):
     # ------------------------------------------------------------------ dispatch
 
     def _dispatch(self, delivery: Delivery) -> None:
-        self._dispatched += 1
+        self._drain.received += 1
         v2 = self._v2 or self._v2_retired
         if v2 is not None and (delivery.value is not None
                                or delivery.content_type in self._v2_bodies):
             v2.dispatch(delivery)
             return
-        if delivery.routing_key == self._probe_key and self._probe_back(delivery.body):
+        if delivery.routing_key == self._probe_key \
+                and self._drain.back(delivery.body, time.monotonic()):
             return
-        if self._v2_beat and self._v2 is not None \
-                and delivery.routing_key.startswith(_QPIDD_V1_EVENT):
+        if self._v2 is not None and self._choice.drops(delivery.routing_key):
             return  # qpidd's v1 event, on an early binding: v2 delivers it (see v2_beat)
         if delivery.endpoint == self._loss_queue:
-            if self._probe_back(delivery.body):
+            if self._drain.back(delivery.body, time.monotonic()):
                 return
             self.topic_dropped += 1
             if self.topic_dropped in (1, 100) or self.topic_dropped % 10_000 == 0:
@@ -1014,7 +945,7 @@ class Broker(SchemaFetches, MethodCalls):
             if self._v2 is not None:
                 self._v1_beat_of_qpidd()
             else:
-                self._v1_beats += 1
+                self._choice.v1_beats += 1
         agent = self._agents.get(banks)
         if agent is not None and not agent.name and self.session.options.rcv_heartbeats:
             self.owner.notify("heartbeat", agent, ev.timestamp)
@@ -1029,8 +960,7 @@ class Broker(SchemaFetches, MethodCalls):
     def _on_event(self, ev: EventReceived) -> None:
         banks = ev.agent
         if self._v2_owns(banks):
-            if banks == (1, 0) and self._early_keys:
-                self._early.append(ev)  # qpidd's, while its v2 is not known to publish
+            self._choice.hold(banks, ev)  # qpidd's, while its v2 is not known to publish
             return
         agent = self._agents.get(banks) if banks is not None else None
         msg = ev.message

@@ -6,11 +6,10 @@ v1 ``M`` to the object's agent.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import AgentGoneError, MethodError, QmfTimeout
-from ..protocol import ConsoleProtocol, Outgoing
+from ..protocol import ConsoleProtocol
 from ..transport import TransportProtocol
 from ..wire import CommandComplete, MethodResponse, SchemaMethod
 from ._links import SessionSettings
@@ -23,9 +22,9 @@ if TYPE_CHECKING:  # console._v2 loads where QMF v2 is spoken only
 
 __all__ = ["MethodCalls", "method_result"]
 
-#: first half of an object id -> ((broker bank, agent bank), routing key of its agent);
-#: cleared when full (a few entries per agent boot)
-_METHOD_ROUTES: dict[bytes, tuple[tuple[int, int], str]] = {}
+#: method routes a broker connection keeps at most (cleared when full: a few entries
+#: per agent boot)
+_MAX_METHOD_ROUTES = 1024
 
 
 def method_result(msg: MethodResponse) -> MethodResult:
@@ -42,12 +41,13 @@ class MethodCalls:
         where: str
         _core: ConsoleProtocol
         _waits: Waits
+        #: first half of an object id -> ((broker bank, agent bank), routing key of
+        #: its agent): this connection's own
+        _method_routes: dict[bytes, tuple[tuple[int, int], str]]
         _v2: V2Link | None
         _route: V1Route | None
 
         def check(self) -> TransportProtocol: ...
-
-        def publish(self, out: Outgoing) -> Awaitable[None]: ...
 
     async def call_method(self, obj: QmfObject, method: SchemaMethod,
                           in_args: dict[str, Any], timeout: float | None) -> MethodResult:
@@ -76,12 +76,13 @@ class MethodCalls:
             return await v2.call(raw_oid, obj.get_agent(), obj.get_schema(), method, in_args,
                                  wait)
         head = raw_oid[:8]  # flags, boot sequence, broker and agent bank
-        route = _METHOD_ROUTES.get(head)
+        routes = self._method_routes
+        route = routes.get(head)
         if route is None:
-            if len(_METHOD_ROUTES) >= 1024:
-                _METHOD_ROUTES.clear()
+            if len(routes) >= _MAX_METHOD_ROUTES:
+                routes.clear()
             bb, ab = obj.get_object_id().agent_key()
-            route = _METHOD_ROUTES[head] = ((bb, ab), f"agent.{bb}.{ab}")
+            route = routes[head] = ((bb, ab), f"agent.{bb}.{ab}")
         banks, routing_key = route
         core = self._core
         if banks not in core.agents and banks in core.departed:
@@ -90,20 +91,9 @@ class MethodCalls:
         schema = obj.get_schema()
         # the core builds the M (the method's cached writer) and opens its entry
         out = core.send_method(banks, routing_key, schema, method, raw_oid, in_args)
-        waits = self._waits
-        entry = waits.open(out.seq)
-        try:
-            # not Broker._send: its wait is opened here, and expires from here
-            await self.publish(out)
-            waits.expire_after(entry, wait)
-            try:
-                reply = await entry.future
-            except TimeoutError:
-                raise QmfTimeout(f"{schema.class_key.name}.{method.name} on "
-                                 f"{obj.get_object_id()}: no response within {wait}s") from None
-        finally:
-            if waits.discard(entry):
-                core.cancel(entry.seq)
+        reply = await self._waits.request(out.seq, out, wait, lambda: QmfTimeout(
+            f"{schema.class_key.name}.{method.name} on {obj.get_object_id()}: no response "
+            f"within {wait}s"))
         if isinstance(reply, CommandComplete):
             raise MethodError(reply.code, reply.text)
         assert isinstance(reply, MethodResponse)

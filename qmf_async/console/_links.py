@@ -23,10 +23,12 @@ class BrokerLink(Protocol):
     url: str
     where: str
     broker_id: uuid.UUID | None
-    connected: bool
     topic_dropped: int
     reconnects: int
     error: BaseException | None
+
+    @property
+    def connected(self) -> bool: ...
 
     @property
     def has_management(self) -> bool: ...
@@ -38,7 +40,11 @@ class BrokerLink(Protocol):
 
 
 class SessionLink(Protocol):
-    """The calls an object proxy makes on its session."""
+    """The calls an object proxy makes on its session, and the proxy classes it keeps
+    (a ``ProxyClasses``)."""
+
+    @property
+    def proxy_classes(self) -> Any: ...
 
     async def get_objects(self, **kwargs: Any) -> list[Any]: ...
 

@@ -200,7 +200,8 @@ class QmfObject:
         (plus ``DELETED`` when the delete time is set).
         """
         reader = plain_reader(schema)
-        self.__class__ = _PROXY_CLASSES.get(reader) or _proxy_class(reader)
+        self.__class__ = (session.proxy_classes if session is not None
+                          else _UNBOUND).of(reader)
         self._session = session
         self._broker = broker
         self._agent = agent
@@ -227,7 +228,8 @@ class QmfObject:
         :attr:`~qmf_async.wire.RawObjectRecord.absent`), as sessions build them."""
         # changed: what the update carried (default: the parts in ``kind``, and
         # DELETED when the record's delete time is set)
-        obj: QmfObject = _new(_PROXY_CLASSES.get(reader) or _proxy_class(reader))
+        obj: QmfObject = _new((session.proxy_classes if session is not None
+                               else _UNBOUND).of(reader))
         if changed is None:
             changed = _OPCODE_CHANGES[kind]
             if RecordLayout.is_deleted(raw):
@@ -595,10 +597,32 @@ class _Method:
         return _BoundMethod(obj, self.method, self.bind)
 
 
-#: the proxy class of each record reader's schema, made on first use; at most
-#: _MAX_PROXY_CLASSES (cleared when full: a reader met again gets a new class)
-_PROXY_CLASSES: dict[RecordReader, type[QmfObject]] = {}
+#: proxy classes a session keeps at most (cleared when full: a reader met again gets
+#: a new class)
 _MAX_PROXY_CLASSES = 1024
+
+
+class ProxyClasses:
+    """The proxy class of each record reader's schema, made on first use: one table
+    per session (``session.proxy_classes``), at most ``_MAX_PROXY_CLASSES``."""
+
+    __slots__ = ("_classes",)
+
+    def __init__(self) -> None:
+        self._classes: dict[RecordReader, type[QmfObject]] = {}
+
+    def __len__(self) -> int:
+        return len(self._classes)
+
+    def of(self, reader: RecordReader) -> type[QmfObject]:
+        """The proxy class of ``reader``'s schema (made now if it is new here)."""
+        cls = self._classes.get(reader)
+        if cls is None:
+            classes = self._classes
+            if len(classes) >= _MAX_PROXY_CLASSES:
+                classes.clear()
+            cls = classes[reader] = _proxy_class(reader)
+        return cls
 
 
 def _proxy_class(reader: RecordReader) -> type[QmfObject]:
@@ -619,10 +643,12 @@ def _proxy_class(reader: RecordReader) -> type[QmfObject]:
                                          | reader.methods.keys()):
         del ns[name]
     cls: type[QmfObject] = type(QmfObject.__name__, (QmfObject,), ns)
-    if len(_PROXY_CLASSES) >= _MAX_PROXY_CLASSES:
-        _PROXY_CLASSES.clear()
-    _PROXY_CLASSES[reader] = cls
     return cls
+
+
+#: the proxy classes of proxies built without a session (tests, tools building
+#: objects from decoded values)
+_UNBOUND = ProxyClasses()
 
 
 class _BoundMethod:

@@ -30,7 +30,7 @@ from ..wire import ClassKey, Message, ObjectId, RawObjectRecord
 from ._broker import Broker
 from ._links import SessionLink
 from ._objects import BrokerObjectId, QmfObject, RemoteAgent
-from ._waits import Wait
+from ._waits import Expired, Wait, within
 
 if TYPE_CHECKING:
     from .. import wire as codec
@@ -81,7 +81,7 @@ class ObjectQueries:
         waiting = [b.handshake_done() for b in brokers if b.in_handshake]
         if waiting:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.gather(*waiting), timeout)
+                await within(asyncio.gather(*waiting), timeout)
 
     def _targets(self, brokers: list[Broker], _agent: RemoteAgent | None,
                  _objectId: ObjectId | None) -> list[tuple[Broker, RemoteAgent]]:
@@ -211,10 +211,17 @@ class ObjectQueries:
                 raise PartialResultError(f"no agent is known on {where} (no management broker "
                                          f"answered and no heartbeat arrived yet; see "
                                          f"wait_for_agents)", [], [])
-            _done, pending = await asyncio.wait([e.future for _, _, e in entries], timeout=timeout)
+            # one deadline, from when every request is out (a first query of a class
+            # over v2 fetches its schemas before it is sent), for every answer's wait
+            deadline = asyncio.get_running_loop().time() + timeout
+            for _b, _a, entry in entries:
+                entry.table.expire_at(entry, deadline)
+            # each wait ends by the deadline (answered, failed, or Expired)
+            await asyncio.gather(*(e.future for _, _, e in entries), return_exceptions=True)
             errors: list[BaseException] = []
             for broker, agent, entry in entries:
-                if entry.future in pending:
+                if not entry.future.cancelled() and isinstance(entry.future.exception(),
+                                                               Expired):
                     errors.append(QmfTimeout(f"{agent} on {broker.where} did not finish "
                                              f"within {timeout}s"))
                 elif entry.future.cancelled():
@@ -244,8 +251,8 @@ class ObjectQueries:
                 await self._check_class_name(_class, _package,
                                              min(timeout, self.options.broker_timeout))
         finally:
-            for broker, _agent2, entry in entries:
-                broker.discard(entry)
+            for _broker, _agent2, entry in entries:
+                entry.close()
 
     def _class_known(self, name: str, package: str | None) -> bool:
         """A schema in the cache, or a class announced on the bus, has this name."""

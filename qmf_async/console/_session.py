@@ -56,17 +56,18 @@ from ..wire import (
     ObjectId,
     PackageIndication,
     PackageQuery,
-    RawObjectRecord,
     SchemaClass,
 )
-from ._broker import MANAGEMENT, Broker, lost_error
-from ._objects import Event, MethodResult, QmfObject, RemoteAgent
+from ._broker import MANAGEMENT, Broker, SessionHost, lost_error
+from ._objects import Event, MethodResult, ProxyClasses, QmfObject, RemoteAgent
 from ._options import SessionKeywords, SessionOptions, Setting
 from ._query import ObjectQueries
 from ._query import _where_predicate as _where_predicate  # re-exported (tests use it)
+from ._state import BrokerState, BrokerStateChange
 from ._subscriptions import Subscription
 from ._updates import ObjectUpdates
 from ._v2bindings import Interest, v2_bindings
+from ._waits import within
 
 if TYPE_CHECKING:  # console._v2 loads where QMF v2 is spoken only (Broker._setup)
     from ._v2 import V2Link
@@ -133,30 +134,6 @@ class Console:
     def schema(self, schema: SchemaClass) -> Any:
         """A full schema was received (not part of the classic API)."""
 
-
-
-@attrs.frozen(slots=True)
-class _BrokerHost:
-    """What a :class:`Broker` may call on its :class:`Session` (a ``SessionHost``):
-    the session (for its public settings), its transport factory, and its handlers of
-    what the broker receives, bound (they stay private methods of the Session, whose
-    user-facing API this leaves as it is).  Built by :meth:`Session._broker_host`."""
-
-    session: Session
-    transport_factory: TransportFactory
-    notify: Callable[..., None]
-    package_seen: Callable[[str], None]
-    class_seen: Callable[[int, ClassKey], None]
-    schema_seen: Callable[[SchemaClass], None]
-    binding_keys: Callable[[], list[str]]
-    v2_bindings_for: Callable[[Broker], list[tuple[str, str | None]]]
-    agent_arrived: Callable[[RemoteAgent], None]
-    agent_left: Callable[[RemoteAgent], None]
-    object_update: Callable[[Broker, RemoteAgent | None, RawObjectRecord], None]
-    event: Callable[[Broker, Event], None]
-    connection_lost: Callable[[Broker, ConnectionLostError], None]
-    follows_objects: Callable[[], bool]
-    follows_events: Callable[[], bool]
 
 
 class Session(ObjectQueries, ObjectUpdates):
@@ -238,6 +215,8 @@ class Session(ObjectQueries, ObjectUpdates):
         self._transport_factory = _transport_factory
         #: the schema cache shared by every broker and agent of this session
         self.schemas = codec.SchemaRegistry()
+        #: the object proxies' classes, one per schema (this session's own)
+        self.proxy_classes = ProxyClasses()
         self.brokers: list[Broker] = []
         self._packages: set[str] = set()
         self._classes: dict[ClassKey, int] = {}
@@ -246,6 +225,9 @@ class Session(ObjectQueries, ObjectUpdates):
         self._event_subs: list[Subscription[Event]] = []
         self._update_subs: list[Subscription[QmfObject]] = []
         self._agent_subs: list[Subscription[tuple[str, RemoteAgent]]] = []
+        self._state_subs: list[Subscription[BrokerStateChange]] = []
+        #: the state streams that follow one broker only
+        self._state_of: dict[Subscription[BrokerStateChange], Broker] = {}
         # what each event or update subscription follows (QMF v2 binds only that)
         self._interests: dict[Subscription[Any], Interest] = {}
         # the broker each subscription follows (None: every broker of the session)
@@ -329,16 +311,17 @@ class Session(ObjectQueries, ObjectUpdates):
         broker = Broker(self._broker_host(), url, tls=tls, timeout=timeout or self.options.timeout,
                         sasl_mechanisms=sasl_mechanism_list(sasl_mechanisms))
         self.brokers.append(broker)
+        self._state_changed(BrokerStateChange(broker, broker.state))
         self._start_ager()
         try:
             await broker.connect()
         except (TransportError, QmfTimeout) as exc:
             if self.options.manage_connections:
-                broker.error = exc
-                self._notify("broker_connection_failed", broker, exc)
+                broker.connect_failed(exc)
                 broker.start_reconnect()
                 return broker
             self.brokers.remove(broker)
+            broker.connect_failed(exc, retried=False)
             raise
         except BaseException:
             self.brokers.remove(broker)
@@ -356,7 +339,7 @@ class Session(ObjectQueries, ObjectUpdates):
         for sub, followed in list(self._followed.items()):
             if followed is broker:  # it follows nothing any more: it ends
                 sub.close()
-        await broker.close()
+        await broker.close()  # its CLOSED ends the state streams that follow it alone
 
     async def close(self) -> None:
         """Close every broker connection (bounded by ``close_timeout`` each); idempotent."""
@@ -368,7 +351,7 @@ class Session(ObjectQueries, ObjectUpdates):
             await asyncio.shield(closing)
         except asyncio.CancelledError:
             with contextlib.suppress(BaseException):
-                await asyncio.wait_for(closing, self.options.close_timeout)
+                await within(closing, self.options.close_timeout)
             raise
 
     async def _close_all(self) -> None:
@@ -380,6 +363,8 @@ class Session(ObjectQueries, ObjectUpdates):
         await asyncio.gather(*(b.close() for b in brokers), return_exceptions=True)
         for sub in self._event_subs + self._update_subs + self._agent_subs:
             sub.close()
+        for states in list(self._state_subs):
+            states.close()
 
     def _start_ager(self) -> None:
         if self._ager is None or self._ager.done():
@@ -392,15 +377,16 @@ class Session(ObjectQueries, ObjectUpdates):
             for broker in list(self.brokers):
                 broker.age_agents(now)
 
-    def _broker_host(self) -> _BrokerHost:
+    def _broker_host(self) -> SessionHost:
         """The calls a new broker of this session makes on it."""
-        return _BrokerHost(
+        return SessionHost(
             self, self._transport_factory or transport_factory(self.options.protocol),
             self._notify, self._package_seen,
             self._class_seen, self._schema_seen, self._binding_keys, self._v2_bindings_for,
             self._agent_arrived, self._agent_left, self._object_update, self._event,
             self._connection_lost, lambda: self.console is not None or bool(self._update_subs),
-            lambda: self.console is not None or bool(self._event_subs))
+            lambda: self.console is not None or bool(self._event_subs),
+            self._state_changed)
 
     # ------------------------------------------------------------------ bindings
 
@@ -704,6 +690,45 @@ class Session(ObjectQueries, ObjectUpdates):
         sub: Subscription[tuple[str, RemoteAgent]] = Subscription(maxsize, accept)
         self._follow(sub, None, self._agent_subs, _broker)
         return sub
+
+    def broker_states(self, *, _broker: Broker | None = None,
+                      maxsize: int = 1000) -> Subscription[BrokerStateChange]:
+        """An async iterator of the connection-state changes of ``_broker`` (else of
+        every broker, those added later too): a :class:`BrokerStateChange` (the
+        broker, its :class:`BrokerState`, the error when it is not up) per change,
+        starting with the state each broker is in now.  No polling of
+        ``broker.connected`` is needed: ``CONNECTED`` comes after every (re)connection
+        and its handshake, ``DISCONNECTED`` at every loss, ``CLOSED`` when a broker is
+        removed or lost for good.  It ends when closed, when the session closes, and
+        (following one broker) after that broker's ``CLOSED``; it never raises
+        ConnectionLostError (the loss is one of its items).
+
+        Raises:
+            UsageError: ``maxsize`` below 1.
+        """
+        def accept(change: BrokerStateChange) -> bool:
+            return _broker is None or change.broker is _broker
+
+        def closed(s: Subscription[BrokerStateChange]) -> None:
+            self._state_subs.remove(s)
+            self._state_of.pop(s, None)
+
+        sub: Subscription[BrokerStateChange] = Subscription(maxsize, accept, closed)
+        self._state_subs.append(sub)
+        if _broker is not None:
+            self._state_of[sub] = _broker
+        for broker in [_broker] if _broker is not None else self.brokers:
+            sub.deliver(BrokerStateChange(broker, broker.state,
+                                          None if broker.state.up else broker.error))
+        if _broker is not None and _broker.state is BrokerState.CLOSED:
+            sub.close()
+        return sub
+
+    def _state_changed(self, change: BrokerStateChange) -> None:
+        for sub in list(self._state_subs):
+            sub.deliver(change)
+            if change.state is BrokerState.CLOSED and self._state_of.get(sub) is change.broker:
+                sub.close()  # what it follows is gone: it ends (its items stay)
 
     # ------------------------------------------------------------------ agents
 

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from ..errors import ConnectionLostError, QmfTimeout, UsageError
+from ._waits import within
 
 __all__ = ["Subscription"]
 
@@ -133,7 +134,7 @@ class Subscription(Generic[T]):
                 ``manage_connections=False``) and every item received was handed out.
         """
         try:
-            return await asyncio.wait_for(self.__anext__(), timeout)
+            return await within(self.__anext__(), timeout)
         except TimeoutError:
             raise QmfTimeout(f"no item arrived within {timeout}s") from None
 
@@ -151,10 +152,12 @@ class Subscription(Generic[T]):
         """
         pending = [t for t in self._binding if not t.done()]
         if pending:
-            _, late = await asyncio.wait(pending, timeout=timeout)
-            if late:
+            try:  # the bindings go on past the deadline (shielded)
+                await within(asyncio.shield(asyncio.gather(*pending, return_exceptions=True)),
+                             timeout)
+            except TimeoutError:
                 raise QmfTimeout(f"the subscription's bindings were not in place "
-                                 f"within {timeout}s")
+                                 f"within {timeout}s") from None
         self._binding = []
 
     async def __aenter__(self) -> Subscription[T]:

@@ -38,9 +38,9 @@ from ..wire import (
 if TYPE_CHECKING:
     from ._objects import RemoteAgent
     from ._v2 import V2Link
-    from ._waits import Wait
+    from ._waits import Wait, Waits
 
-__all__ = ["RouteHost", "RouteWait", "V1Route"]
+__all__ = ["RouteHost", "V1Route"]
 
 log = logging.getLogger("qmf_async.console")
 
@@ -74,30 +74,11 @@ class RouteHost(Protocol):
     @property
     def has_management(self) -> bool: ...
 
+    @property
+    def waits(self) -> Waits: ...
+
     async def send_v1_query(self, banks: tuple[int, int], query: Mapping[str, Any],
                             sink: Callable[[Any], None]) -> Wait: ...
-
-    def discard(self, wait: Any) -> None: ...
-
-
-class RouteWait:
-    """A query on the fast path: ``future`` completes once every record was handed
-    to the sink (or fails with the query's error)."""
-
-    __slots__ = ("future", "task")
-
-    def __init__(self, future: asyncio.Future[Any]) -> None:
-        self.future = future
-        self.task: asyncio.Task[None] | None = None
-
-    def cancel(self) -> None:
-        if self.task is not None and not self.task.done() \
-                and self.task is not asyncio.current_task():
-            self.task.cancel()
-        if not self.future.done():
-            self.future.cancel()
-        elif not self.future.cancelled():
-            self.future.exception()  # retrieved: no "never retrieved" warning
 
 
 def _ref_class(prop: str) -> str | None:
@@ -151,16 +132,24 @@ class V1Route:
         return None if v1 is None else {"_objectid": str(ObjectId(v1))}
 
     def start(self, agent: RemoteAgent, query: Mapping[str, Any],
-              sink: Callable[[RawObjectRecord], None], where: list[Any] | None) -> RouteWait:
-        """Start the query; its records go to ``sink`` once all are named."""
-        loop = asyncio.get_running_loop()
-        wait = RouteWait(loop.create_future())
-        wait.task = loop.create_task(self._run(agent, dict(query), sink, where, wait))
+              sink: Callable[[RawObjectRecord], None], where: list[Any] | None) -> Wait:
+        """Start the query; its records go to ``sink`` once all are named.  The wait
+        (under no key: a task of its own computes the answer, its requests go
+        through the broker's) completes once all were handed out; closing it stops
+        the task."""
+        wait = self.broker.waits.open(None)
+        task = asyncio.get_running_loop().create_task(
+            self._run(agent, dict(query), sink, where, wait))
+
+        def stop() -> None:
+            if not task.done() and task is not asyncio.current_task():
+                task.cancel()
+        wait.on_close = stop
         return wait
 
     async def _run(self, agent: RemoteAgent, query: dict[str, Any],
                    sink: Callable[[RawObjectRecord], None], where: list[Any] | None,
-                   wait: RouteWait) -> None:
+                   wait: Wait) -> None:
         try:
             records = await self._answer(query)
             out = None if records is None else await self._translate_all(records, agent)
@@ -191,8 +180,8 @@ class V1Route:
         if v1 is None:
             return None
         try:
-            # bounded by the caller, as every wait of a streamed query (it discards the
-            # RouteWait at its deadline, which cancels this task)
+            # bounded by the caller, as every wait of a streamed query (it closes the
+            # route's wait at its deadline, which cancels this task)
             return await self._records(v1, None)
         except CommandError as exc:
             log.info("qpidd on %s refused a v1 query (%s): asked over v2", self.broker.where,
@@ -215,18 +204,13 @@ class V1Route:
                 found.append(msg)
         broker = self.broker
         wait = await broker.send_v1_query(_QPIDD_BANKS, query, take)
-        try:
-            await asyncio.wait_for(asyncio.shield(wait.future), timeout)
-        except TimeoutError:
-            raise QmfTimeout(f"no complete v1 answer from qpidd on {broker.where} "
-                             f"within {timeout}s") from None
-        finally:
-            broker.discard(wait)
+        await wait.result(timeout, lambda: QmfTimeout(
+            f"no complete v1 answer from qpidd on {broker.where} within {timeout}s"))
         return found
 
     async def _over_v2(self, agent: RemoteAgent, query: Mapping[str, Any],
                        sink: Callable[[RawObjectRecord], None], where: list[Any] | None,
-                       wait: RouteWait) -> None:
+                       wait: Wait) -> None:
         """The query over v2, as without this path."""
         self.fallbacks += 1
         name = query.get("_class")
@@ -236,10 +220,7 @@ class V1Route:
         if link is None:  # the connection is gone: as the v2 path would fail
             raise NotConnectedError(f"not connected to {self.broker.where}")
         inner = await link.send_query(agent, query, sink, where=where)
-        try:
-            await asyncio.shield(inner.future)
-        finally:
-            link.discard(inner)
+        await inner.result(None)
         if not wait.future.done():
             wait.future.set_result(None)
 

@@ -78,8 +78,9 @@ from ..wire import (
 )
 from ._objects import Event, MethodResult, RemoteAgent
 from ._v2bindings import Interest, keyify, v2_bindings
+from ._waits import Wait, Waits, later, within
 
-__all__ = ["Interest", "V2Link", "V2Wait", "keyify", "v2_bindings"]
+__all__ = ["Interest", "V2Link", "keyify", "v2_bindings"]
 
 log = logging.getLogger("qmf_async.console")
 
@@ -154,21 +155,6 @@ class V2Owner(Protocol):
     def follows_events(self) -> bool: ...
 
 
-class V2Wait:
-    """A v2 query in flight: ``future`` completes once every object of its answer
-    was handed to the sink (or fails with the query's error)."""
-
-    __slots__ = ("cid", "future", "task")
-
-    def __init__(self, cid: str | None, future: asyncio.Future[Any]) -> None:
-        self.cid = cid
-        self.future = future
-        self.task: asyncio.Task[Any] | None = None
-
-    def __repr__(self) -> str:
-        return f"<V2Wait cid={self.cid} done={self.future.done()}>"
-
-
 #: where held indications queue: (agent name, events rather than objects)
 _Lane = tuple[str | None, bool]
 
@@ -177,17 +163,17 @@ class _Answer:
     """The answer to one streamed query: each part is converted as it arrives (in the
     delivery callback: its decoded maps are dropped at once) unless a schema it
     needs is being fetched; then the parts wait, in order, for a task that fetches
-    and converts them.  ``done`` completes after the last part was handed out."""
+    and converts them.  ``done`` (its wait's future) completes after the last part
+    was handed out."""
 
-    __slots__ = ("agent", "backlog", "done", "ended", "link", "sink", "task", "wait")
+    __slots__ = ("agent", "backlog", "done", "ended", "link", "sink", "task")
 
     def __init__(self, link: V2Link, agent: RemoteAgent, sink: Callable[[RawObjectRecord], None],
-                 done: asyncio.Future[Any], wait: V2Wait) -> None:
+                 done: asyncio.Future[Any]) -> None:
         self.link = link
         self.agent = agent
         self.sink = sink
         self.done = done
-        self.wait = wait
         self.backlog: collections.deque[list[Any]] = collections.deque()
         self.ended = False
         self.task: asyncio.Task[None] | None = None
@@ -203,7 +189,6 @@ class _Answer:
             self.backlog.append(items)
             if self.task is None:
                 self.task = asyncio.get_running_loop().create_task(self._drain())
-                self.wait.task = self.task
             return
         try:
             self.link.convert_into(items, self.banks, self.sink)
@@ -270,9 +255,9 @@ class V2Link:
                                       missed=settings.missed_heartbeats,
                                       busy_grace=settings.timeout,
                                       max_query_items=settings.max_query_items)
-        self._futures: dict[str, asyncio.Future[Any]] = {}
-        #: streamed queries in flight, by correlation id
-        self._streams: dict[str, _Answer] = {}
+        #: the requests in flight, by correlation id (a streamed query's wait has its
+        #: answer as ``stream``): every request goes through it (see _waits)
+        self._waits = Waits(host.publish, self.core.cancel)
         self._banks: dict[str, tuple[int, int]] = {}
         self._next_bank = 1
         #: v1 object id bytes -> the v2 object id (for methods and _objectId queries)
@@ -330,7 +315,7 @@ class V2Link:
         await self.host.publish(out)
         timeout = self.host.session.options.broker_timeout
         try:
-            await asyncio.wait_for(self._located.wait(), timeout)
+            await within(self._located.wait(), timeout)
         except TimeoutError:
             log.info("no QMF v2 agent answered the locate on %s within %ss", self.host.where,
                      timeout)
@@ -380,13 +365,7 @@ class V2Link:
             self._handle(self.core.connection_lost(error))
         finally:
             self._losing = False
-        for fut in self._futures.values():
-            if not fut.done():
-                fut.set_exception(error)
-        self._futures.clear()
-        for stream in list(self._streams.values()):
-            stream.fail(error)
-        self._streams.clear()
+        self._waits.fail_all(error)
         self._held.clear()
         self._held_count = 0
         for lane in list(self._agent_waits):
@@ -520,7 +499,10 @@ class V2Link:
                 log.exception("failed to handle %r from %s", ev, self.host.where)
 
     def _finish(self, cid: str, result: Any = None, error: BaseException | None = None) -> None:
-        stream = self._streams.pop(cid, None)
+        wait = self._waits.finish(cid)
+        if wait is None:
+            return
+        stream: _Answer | None = wait.stream
         if stream is not None:
             if error is not None:
                 stream.fail(error)
@@ -528,8 +510,8 @@ class V2Link:
                 stream.push(result.items)
                 stream.end()
             return
-        fut = self._futures.pop(cid, None)
-        if fut is None or fut.done():
+        fut = wait.future
+        if fut.done():
             return
         if error is not None:
             fut.set_exception(error)
@@ -542,9 +524,9 @@ class V2Link:
         if not self.indications and kind in _INDICATIONS:
             return
         if kind is V2QueryPart:
-            stream = self._streams.get(ev.cid)
-            if stream is not None:
-                stream.push(ev.items)
+            wait = self._waits.get(ev.cid)
+            if wait is not None and wait.stream is not None:
+                wait.stream.push(ev.items)
         elif kind is V2QueryAnswered or kind is V2MethodAnswered:
             self._finish(ev.cid, ev)
         elif kind is V2QueryFailed or kind is V2MethodFailed:
@@ -808,11 +790,10 @@ class V2Link:
             return False
         if lane in self._agent_waits:
             return self._agent_waits[lane] is not None
-        loop = asyncio.get_running_loop()
-        self._agent_waits[lane] = loop.call_later(self.host.session.options.timeout,
-                                                  self._agent_wait_over, lane)
+        self._agent_waits[lane] = later(self.host.session.options.timeout,
+                                        self._agent_wait_over, lane)
         if self._locating is None or self._locating.done():
-            self._locating = loop.create_task(self._locate())
+            self._locating = asyncio.get_running_loop().create_task(self._locate())
         return True
 
     def _agent_wait_over(self, lane: _Lane) -> None:
@@ -846,58 +827,37 @@ class V2Link:
 
     # ------------------------------------------------------------------ requests
 
-    async def _send(self, out: Outgoing) -> asyncio.Future[Any]:
-        self.host.check()
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._futures[_cid(out)] = fut
-        try:
-            await self.host.publish(out)
-        except BaseException:
-            self._futures.pop(_cid(out), None)
-            self.core.cancel(_cid(out))
-            raise
-        return fut
-
-    def _forget(self, cid: str) -> None:
-        self._futures.pop(cid, None)
-        self._streams.pop(cid, None)
-        self.core.cancel(cid)
-
     async def send_query(self, agent: RemoteAgent, query: Mapping[str, Any],
                          sink: Callable[[RawObjectRecord], None],
-                         where: list[Any] | None = None) -> V2Wait:
-        """Send a ``_query_request`` for what ``query`` (a v1 ``G`` map) asks; the
+                         where: list[Any] | None = None) -> Wait:
+        """Start a ``_query_request`` for what ``query`` (a v1 ``G`` map) asks; the
         wait completes once every object of the answer went to ``sink``.  ``where``
         (a ``_where`` predicate) goes to agents other than qpidd's, which ignores it.
+        The caller awaits the wait and closes it.
 
         Raises:
             NotConnectedError, TransportError: not sent.
         """
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[Any] = loop.create_future()
         object_id: V2ObjectId | None = None
         schema_id: V2SchemaId | None = None
         if "_objectid" in query:
             object_id = self.oids.get(ObjectId.parse(str(query["_objectid"])).raw)
             if object_id is None:  # never seen over v2 here: nobody holds it
-                done.set_result(None)
-                return V2Wait(None, done)
+                done = self._waits.open(None)
+                done.future.set_result(None)
+                return done
         else:
             schema_id = V2SchemaId(str(query.get("_package") or ""), str(query["_class"]))
             await self._prefetch(schema_id, agent)
         if agent.name.startswith(_QPIDD_PREFIX):
             where = None
+        self.host.check()
         out = self.core.send_query(agent.name or None, schema_id=schema_id,
                                    object_id=object_id, where=where, stream=True)
-        wait = V2Wait(_cid(out), done)
-        answer = _Answer(self, agent, sink, done, wait)
-        self._streams[_cid(out)] = answer
-        try:
-            await self.host.publish(out)
-        except BaseException:
-            self._forget(_cid(out))
-            raise
-        return wait
+        wait = self._waits.open(_cid(out))
+        wait.stream = answer = _Answer(self, agent, sink, wait.future)
+        wait.on_close = answer.cancel
+        return await self._waits.send(wait, out)
 
     async def _prefetch(self, sid: V2SchemaId, agent: RemoteAgent) -> None:
         """Before the first query of a class, fetch its schemas (the class list of its
@@ -940,21 +900,6 @@ class V2Link:
                 session.held_dropped += 1
                 continue
             sink(rec)
-
-    def discard(self, wait: V2Wait) -> None:
-        """Forget a query (answered, timed out or cancelled)."""
-        if wait.cid is not None:
-            self._forget(wait.cid)
-        if wait.cid is not None:
-            answer = self._streams.pop(wait.cid, None)
-            if answer is not None:
-                answer.cancel()
-        if wait.task is not None and not wait.task.done():
-            wait.task.cancel()
-        if not wait.future.done():
-            wait.future.cancel()
-        elif not wait.future.cancelled():
-            wait.future.exception()  # retrieved: no "never retrieved" warning
 
     def _wire_args(self, method: SchemaMethod, args: Mapping[str, Any]) -> dict[str, Any]:
         """Input arguments as v2 carries them: a reference (an ObjectId) as the v2 id
@@ -999,14 +944,9 @@ class V2Link:
                                                         oid.agent_epoch)
         out = self.core.send_method(target.name or None, wire_oid, method.name,
                                     self._wire_args(method, args))
-        fut = await self._send(out)
-        try:
-            ev = await asyncio.wait_for(fut, timeout)
-        except TimeoutError:
-            raise QmfTimeout(f"{schema.class_key.name}.{method.name} on {oid.object_name}: "
-                             f"no response within {timeout}s") from None
-        finally:
-            self._forget(_cid(out))
+        ev = await self._waits.request(_cid(out), out, timeout, lambda: QmfTimeout(
+            f"{schema.class_key.name}.{method.name} on {oid.object_name}: no response "
+            f"within {timeout}s"))
         got = texts_from_schema(ev.arguments, method)
         # in the schema's order, as over v1 (qpidd sends the map sorted by name)
         ordered = {a.name: got.pop(a.name) for a in method.out_args if a.name in got}

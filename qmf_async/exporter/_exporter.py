@@ -22,6 +22,8 @@ from urllib.parse import urlsplit
 
 from .. import (
     Broker,
+    BrokerState,
+    BrokerStateChange,
     ClassKind,
     ConnectionLostError,
     QmfError,
@@ -101,8 +103,9 @@ class Exporter:
         self._agent_sub: Subscription[tuple[str, Any]] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._snapshots: dict[int, asyncio.Task[None]] = {}
-        #: id(broker) -> (connected, reconnects) last seen
-        self._seen: dict[int, tuple[bool, int]] = {}
+        #: id(broker) -> its state last seen (from the session's state stream)
+        self._seen: dict[int, BrokerState] = {}
+        self._state_sub: Subscription[BrokerStateChange] | None = None
         self._labels: dict[str, str] = {}
         #: scrapes being answered; the updates wait while there are any
         self._scrapes = 0
@@ -133,6 +136,8 @@ class Exporter:
         self._tasks = [loop.create_task(self._follow(sub)) for sub in self._subs]
         self._agent_sub = self.session.agent_changes()
         self._tasks.append(loop.create_task(self._follow_agents(self._agent_sub)))
+        self._state_sub = self.session.broker_states()
+        self._tasks.append(loop.create_task(self._follow_states(self._state_sub)))
         self._tasks.append(loop.create_task(self._housekeeping()))
 
     async def stop(self) -> None:
@@ -147,7 +152,10 @@ class Exporter:
             sub.close()
         if self._agent_sub is not None:
             self._agent_sub.close()
+        if self._state_sub is not None:
+            self._state_sub.close()
         self._tasks, self._subs, self._snapshots, self._agent_sub = [], [], {}, None
+        self._state_sub = None
 
     # ------------------------------------------------------------------ following
 
@@ -189,29 +197,36 @@ class Exporter:
 
     async def _housekeeping(self) -> None:
         while True:
-            self.check_brokers()
             self.store.expire(time.monotonic(), self.stale_after)
             await asyncio.sleep(self.tick)
 
+    async def _follow_states(self, sub: Subscription[BrokerStateChange]) -> None:
+        """The session's connection-state stream: no polling of ``broker.connected``."""
+        async for change in sub:
+            self._broker_state(change.broker, change.state)
+
     def check_brokers(self) -> None:
-        """Snapshot every broker whose connection came up since the last check; mark
-        the agents of a broker that went down as gone."""
+        """Act on the state of every broker now (what the state stream does as each
+        change comes; kept for callers that want it at once): snapshot a broker whose
+        connection came up, mark the agents of one that went down as gone."""
         for broker in self.session.brokers:
-            state = (broker.connected, broker.reconnects)
-            before = self._seen.get(id(broker))
-            self._seen[id(broker)] = state
-            label = self.broker_label(broker)
-            if not broker.connected:
-                if before is not None and before[0]:
-                    self.store.broker_down(label, time.monotonic())
-                continue
-            if before == state:
-                continue
+            self._broker_state(broker, broker.state)
+
+    def _broker_state(self, broker: Broker, state: BrokerState) -> None:
+        """``broker`` is now in ``state``: a snapshot after each (re)connection (once
+        its handshake is done); its agents gone when it goes down."""
+        before = self._seen.get(id(broker))
+        if before is state:
+            return
+        self._seen[id(broker)] = state
+        if state is BrokerState.CONNECTED:
             old = self._snapshots.pop(id(broker), None)
             if old is not None:
                 old.cancel()
             task = asyncio.get_running_loop().create_task(self._snapshot(broker))
             self._snapshots[id(broker)] = task
+        elif not state.up and before is not None and before.up:
+            self.store.broker_down(self.broker_label(broker), time.monotonic())
 
     async def _snapshot(self, broker: Broker) -> None:
         """Ask ``broker`` for the objects of every exported class; then drop what it no

@@ -87,6 +87,7 @@ if TYPE_CHECKING:  # at run time each name is imported on first use (__getattr__
         texts_from_schema,
     )
     from ._correlation import Correlator, ItemSink, Pending, ReplyMessage
+    from ._drain import DrainClock
     from ._envelope import Delivery, Outgoing
     from ._events import (
         AgentArrived,
@@ -137,8 +138,12 @@ if TYPE_CHECKING:  # at run time each name is imported on first use (__getattr__
         SchemaForward,
     )
     from ._selector import Selector, SelectorError, compile_selector
+    from ._version_choice import QPIDD_V1_EVENT, VersionChoice
 
 __all__ = [
+    "DrainClock",
+    "QPIDD_V1_EVENT",
+    "VersionChoice",
     "AGENT_VENDOR",
     "AgentDirectory",
     "MAX_BANK",
@@ -293,6 +298,9 @@ _LAZY: dict[str, str] = {
     "V2AgentInfo": "._console_v2",
     "texts_from_schema": "._console_v2",
     "Correlator": "._correlation",
+    "DrainClock": "._drain",
+    "QPIDD_V1_EVENT": "._version_choice",
+    "VersionChoice": "._version_choice",
     "ItemSink": "._correlation",
     "Pending": "._correlation",
     "ReplyMessage": "._correlation",

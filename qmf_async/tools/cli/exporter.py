@@ -173,7 +173,6 @@ async def run(args: argparse.Namespace) -> int:
                         if broker.where not in why:
                             why = f"cannot connect to {broker.where}: {why}"
                         note("exporter", f"{why}; retrying in the background")
-                exporter.check_brokers()
                 if args.duration is not None:
                     loop.call_later(args.duration, stop.set)
                 await stop.wait()
