@@ -54,9 +54,28 @@ _MISFITS: Final = (EncodeError, TypeError, ValueError, OverflowError, AttributeE
                    UnicodeError)
 
 
+#: class keys of the schema ids seen (a class's objects share one V2SchemaId)
+_KEYS: dict[V2SchemaId, ClassKey | None] = {}
+_MAX_KEYS: Final = 4096
+
+
 def v2_class_key(sid: V2SchemaId | None) -> ClassKey | None:
     """The v1 class key of a v2 schema id (None without a 16-byte hash)."""
-    if sid is None or sid.hash is None:
+    if sid is None:
+        return None
+    try:
+        return _KEYS[sid]
+    except KeyError:
+        pass
+    key = _class_key(sid)
+    if len(_KEYS) >= _MAX_KEYS:
+        _KEYS.clear()
+    _KEYS[sid] = key
+    return key
+
+
+def _class_key(sid: V2SchemaId) -> ClassKey | None:
+    if sid.hash is None:
         return None
     digest = sid.hash.bytes if isinstance(sid.hash, uuid.UUID) else bytes(sid.hash)
     if len(digest) != 16:

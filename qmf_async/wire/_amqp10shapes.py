@@ -1,0 +1,268 @@
+"""Learned map shapes: AMQP 1.0 maps of a known key sequence decoded in one regex match.
+
+QMF v2 sends the same maps over and over: every object of a class has the same keys in
+the same order (qpidd sorts them), and most of its values are zeros, small counters,
+booleans and the same few names.  Decoding such a map item by item costs a few hundred
+nanoseconds of Python per key and value.  :class:`MapShapes` learns the key sequences
+of the maps it sees decoded (a sequence seen twice becomes a *shape*), compiles one
+regular expression per shape and, for a later map of that shape:
+
+- matches the map's bytes with it in one call (the keys as literals; each value as a
+  fixed-width scalar encoding, or a variable-size one up to the next key, the group then
+  checked against its own size field);
+- maps each value's bytes to its value through a table (every one- and two-byte scalar
+  encoding, and short texts, binaries and uuids seen lately); only the others are
+  decoded one by one;
+- builds the dict from the shape's keys (shared ``str`` objects) and the values.
+
+The result is exactly what the item-by-item decoder gives (same keys, values, types and
+order); anything unexpected (no match, a group whose size field disagrees, a value that
+does not decode) gives None and the caller decodes the map item by item, raising its
+usual errors.  Mutable values (lists, maps, arrays) are never shared through the table.
+
+Bounded: at most :data:`MAX_SHAPES` shapes (then no more are learned) and
+:data:`MAX_MEMO` remembered values (then the table starts again from its fixed part).
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import uuid
+from collections.abc import Callable
+from typing import Any, Final
+
+__all__ = ["MAX_MEMO", "MAX_SHAPES", "MIN_ITEMS", "MapShapes"]
+
+#: maps with fewer items (keys + values) are decoded item by item
+MIN_ITEMS: Final = 6
+#: most shapes learned (per MapShapes)
+MAX_SHAPES: Final = 512
+#: most shapes per (item count, first key)
+_PER_SLOT: Final = 8
+#: most values remembered besides the fixed one- and two-byte encodings
+MAX_MEMO: Final = 8192
+#: most candidate key sequences counted before they become shapes
+_MAX_CANDIDATES: Final = 4096
+#: most pairs in a shape (the regex grows with it)
+_MAX_PAIRS: Final = 1024
+
+#: a value encoded in a fixed width (null, booleans, zeros, numbers, timestamps,
+#: chars, decimals, uuids; not the empty list 0x45: mutable)
+_SCALAR: Final = (rb"[\x40-\x44]|[\x50-\x56][\x00-\xff]|[\x60\x61][\x00-\xff]{2}"
+                  rb"|[\x70-\x74][\x00-\xff]{4}|[\x80-\x84][\x00-\xff]{8}"
+                  rb"|[\x94\x98][\x00-\xff]{16}")
+#: the format codes _SCALAR matches
+_SCALAR_CODES: Final = frozenset((*range(0x40, 0x45), *range(0x50, 0x57), 0x60, 0x61,
+                                  *range(0x70, 0x75), *range(0x80, 0x85), 0x94, 0x98))
+_MISS: Final = object()
+#: the largest map (bytes, all told) remembered whole
+_MEMO_MAP: Final = 160
+#: the value types a remembered map may hold (shared between its copies)
+_IMMUTABLE: Final = frozenset((str, bytes, int, bool, float, type(None), uuid.UUID))
+
+#: ``value(buf, pos, depth) -> (value, pos after it)``: the item-by-item decoder
+ValueDecoder = Callable[[Any, int, int], tuple[Any, int]]
+
+
+def _fixed_table() -> dict[bytes, Any]:
+    """Every one- and two-byte scalar encoding and its value (part 1, 1.6): null,
+    true, false, uint0, ulong0; ubyte, smalluint, smallulong; byte, smallint,
+    smalllong; boolean."""
+    table: dict[bytes, Any] = {b"\x40": None, b"\x41": True, b"\x42": False,
+                               b"\x43": 0, b"\x44": 0}
+    for b in range(256):
+        signed = b - 256 if b > 127 else b
+        table[bytes((0x50, b))] = b
+        table[bytes((0x52, b))] = b
+        table[bytes((0x53, b))] = b
+        table[bytes((0x51, b))] = signed
+        table[bytes((0x54, b))] = signed
+        table[bytes((0x55, b))] = signed
+        table[bytes((0x56, b))] = b != 0
+    return table
+
+
+class _Shape:
+    """One learned key sequence: its keys (``str``, shared by every map decoded
+    through it) and its segments: a regex for each run of pairs whose values were
+    fixed-width scalars when it was learned (``(regex, None)``), the key of each other
+    pair (``(None, key bytes)``, its value decoded item by item)."""
+
+    __slots__ = ("keys", "segments")
+
+    def __init__(self, raw_keys: list[bytes], keys: tuple[str, ...],
+                 scalar: list[bool]) -> None:
+        self.keys = keys
+        self.segments: list[tuple[re.Pattern[bytes] | None, bytes | None]] = []
+        run: list[bytes] = []
+        for raw, flat in zip(raw_keys, scalar, strict=True):
+            if flat:
+                run.append(re.escape(raw) + rb"(" + _SCALAR + rb")")
+                continue
+            if run:
+                self.segments.append((re.compile(b"".join(run)), None))
+                run = []
+            self.segments.append((None, raw))
+        if run:
+            self.segments.append((re.compile(b"".join(run)), None))
+
+
+class MapShapes:
+    """The shapes and the value table of one decoder (see the module's docstring).
+    ``value`` is the item-by-item decoder, used for the values the table lacks."""
+
+    def __init__(self, value: ValueDecoder) -> None:
+        self._value = value
+        self._fixed = _fixed_table()
+        self._memo = dict(self._fixed)
+        #: small maps of immutable values (ids, schema ids), by their bytes
+        self._maps: dict[bytes, dict[Any, Any]] = {}
+        self._slots: dict[tuple[int, bytes], list[_Shape]] = {}
+        self._candidates: dict[tuple[int, tuple[str, ...]], None] = {}
+        self.shapes = 0
+        #: maps decoded through a shape, and those no shape fitted
+        self.hits = 0
+        self.misses = 0
+
+    def decode(self, buf: Any, pos: int, end: int, count: int,
+               depth: int) -> dict[str, Any] | None:
+        """The map of ``count`` items in ``buf[pos:end]`` (after its size and count),
+        or None when no shape fits it; ``depth``: that of the map's items."""
+        if buf[pos] != 0xA1 or pos + 1 >= end:
+            return None
+        shapes = self._slots.get((count, bytes(buf[pos:pos + 2 + buf[pos + 1]])))
+        if shapes is None:
+            return None
+        for shape in shapes:
+            values = self._run(shape, buf, pos, end, depth)
+            if values is not None:
+                self.hits += 1
+                return dict(zip(shape.keys, values))
+        self.misses += 1
+        return None
+
+    def _run(self, shape: _Shape, buf: Any, pos: int, end: int,
+             depth: int) -> list[Any] | None:
+        values: list[Any] = []
+        memo_get = self._memo.get
+        decode = self._value
+        for regex, key in shape.segments:
+            if regex is not None:
+                m = regex.match(buf, pos, end)
+                if m is None:
+                    return None
+                groups = m.groups()
+                got = list(map(memo_get, groups, itertools.repeat(_MISS)))
+                if _MISS in got and not self._fill(groups, got, depth):
+                    return None
+                values += got
+                pos = m.end()
+                continue
+            assert key is not None
+            after = pos + len(key)
+            if buf[pos:after] != key:
+                return None
+            code = buf[after] if after < end else -1
+            if code == 0xA0 or code == 0xA1:  # binary, text: inline
+                pos = after + 2 + buf[after + 1]
+                if pos > end:
+                    return None
+                raw = bytes(buf[after + 2:pos])
+                if code == 0xA1:
+                    try:
+                        values.append(raw.decode("utf-8"))
+                    except UnicodeDecodeError:
+                        return None
+                else:
+                    values.append(raw)
+                continue
+            size = -1
+            if code == 0xD1 and after + 5 <= end:  # map32 (qpidd's ids and schema ids)
+                size = 5 + int.from_bytes(buf[after + 1:after + 5], "big")
+            elif code == 0xC1 and after + 1 < end:
+                size = 2 + buf[after + 1]
+            small = 0 < size <= _MEMO_MAP and after + size <= end
+            if small:  # a small map (an id, a schema id): kept whole, copied out
+                raw = bytes(buf[after:after + size])
+                known = self._maps.get(raw)
+                if known is not None:
+                    values.append(known.copy())
+                    pos = after + len(raw)
+                    continue
+            try:
+                value, pos = decode(buf, after, depth)
+            except Exception:  # malformed: the item-by-item decoder says how
+                return None
+            if small and pos == after + len(raw) and type(value) is dict \
+                    and all(type(v) in _IMMUTABLE for v in value.values()):
+                if len(self._maps) >= MAX_MEMO:
+                    self._maps.clear()
+                self._maps[raw] = value.copy()
+            values.append(value)
+        return values if pos == end else None
+
+    def _fill(self, groups: tuple[bytes, ...], values: list[Any], depth: int) -> bool:
+        """Decode the scalars the table lacks (remembering uuids); False when one does
+        not decode."""
+        decode = self._value
+        i = values.index(_MISS)
+        n = len(values)
+        while True:
+            raw = groups[i]
+            try:
+                value = decode(raw, 0, depth)[0]
+            except Exception:  # malformed: the item-by-item decoder says how
+                return False
+            values[i] = value
+            if raw[0] == 0x98:
+                memo = self._memo
+                if len(memo) >= MAX_MEMO + len(self._fixed):
+                    memo = self._memo = dict(self._fixed)
+                memo[raw] = value
+            i += 1
+            if i >= n:
+                return True
+            try:
+                i = values.index(_MISS, i)
+            except ValueError:
+                return True
+
+    def seen(self, buf: Any, pos: int, end: int, count: int, keys: tuple[str, ...],
+             depth: int) -> None:
+        """The map of ``count`` items in ``buf[pos:end]`` whose keys (all str8, no
+        duplicate) are ``keys`` was decoded item by item: the second time a key
+        sequence is seen it becomes a shape, with the kinds of this map's values."""
+        if self.shapes >= MAX_SHAPES or len(keys) > _MAX_PAIRS:
+            return
+        first = keys[0].encode("utf-8")
+        if len(self._slots.get((count, b"\xa1" + bytes((len(first) & 0xFF,)) + first),
+                               ())) >= _PER_SLOT:
+            return
+        sig = (count, keys)
+        candidates = self._candidates
+        if sig not in candidates:
+            if len(candidates) >= _MAX_CANDIDATES:
+                candidates.clear()
+            candidates[sig] = None
+            return
+        del candidates[sig]
+        raw_keys: list[bytes] = []
+        scalar: list[bool] = []
+        try:
+            for _ in keys:
+                klen = buf[pos + 1]
+                raw_keys.append(bytes(buf[pos:pos + 2 + klen]))
+                pos += 2 + klen
+                scalar.append(buf[pos] in _SCALAR_CODES)
+                pos = self._value(buf, pos, depth)[1]
+        except Exception:  # it decoded a moment ago; nothing to learn otherwise
+            return
+        if pos != end:
+            return
+        slot = self._slots.setdefault((count, raw_keys[0]), [])
+        if len(slot) >= _PER_SLOT:
+            return
+        slot.append(_Shape(raw_keys, keys, scalar))
+        self.shapes += 1
