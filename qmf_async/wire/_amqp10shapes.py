@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import struct
 import uuid
 from collections.abc import Callable
 from typing import Any, Final
@@ -57,6 +58,10 @@ _SCALAR: Final = (rb"[\x40-\x44]|[\x50-\x56][\x00-\xff]|[\x60\x61][\x00-\xff]{2}
 _SCALAR_CODES: Final = frozenset((*range(0x40, 0x45), *range(0x50, 0x57), 0x60, 0x61,
                                   *range(0x70, 0x75), *range(0x80, 0x85), 0x94, 0x98))
 _MISS: Final = object()
+_u64 = struct.Struct(">Q").unpack_from
+_u32 = struct.Struct(">I").unpack_from
+_i64 = struct.Struct(">q").unpack_from
+_i32 = struct.Struct(">i").unpack_from
 #: the largest map (bytes, all told) remembered whole
 _MEMO_MAP: Final = 160
 #: the value types a remembered map may hold (shared between its copies)
@@ -211,15 +216,26 @@ class MapShapes:
         n = len(values)
         while True:
             raw = groups[i]
-            try:
-                value = decode(raw, 0, depth)[0]
-            except Exception:  # malformed: the item-by-item decoder says how
-                return False
+            code = raw[0]
+            if code == 0x80:  # ulong, uint, long, int: the common ones inline
+                value = _u64(raw, 1)[0]
+            elif code == 0x70:
+                value = _u32(raw, 1)[0]
+            elif code == 0x81:
+                value = _i64(raw, 1)[0]
+            elif code == 0x71:
+                value = _i32(raw, 1)[0]
+            else:
+                try:
+                    value = decode(raw, 0, depth)[0]
+                except Exception:  # malformed: the item-by-item decoder says how
+                    return False
             values[i] = value
-            if raw[0] == 0x98:
+            if code == 0x98:
                 memo = self._memo
                 if len(memo) >= MAX_MEMO + len(self._fixed):
-                    memo = self._memo = dict(self._fixed)
+                    memo.clear()
+                    memo.update(self._fixed)
                 memo[raw] = value
             i += 1
             if i >= n:

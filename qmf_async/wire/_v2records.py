@@ -187,16 +187,27 @@ def _compile_section(fields: list[tuple[str, QmfType, bool]], ref_id: RefId,
     slow: _Section = _compile_source("convert", lines, env, f"v2 {what}")
     if len(fields) < 2 or not fast:
         return slow
-    # every value present and not null (an update as qpidd sends it): the values in
-    # schema order in one C call, then only the types that need it converted (as in
-    # ``slow``, whose output the encoders get the same bytes from: an integer as it
-    # came, a bool sent for an integer encodes as 0 or 1 either way)
-    env2: dict[str, Any] = {"_get": operator.itemgetter(*(f[0] for f in fields)),
-                            "_list": list, "_slow": slow, **env}
-    lines = ["def convert_fast(values, banks, absent):", "    try:",
-             "        out = _list(_get(values))", "    except KeyError:",
-             "        return _slow(values, banks, absent)", "    if None in out:",
-             "        return _slow(values, banks, absent)"]
+    # the values in schema order in one C call; only the absent or null ones (few) and
+    # the types that need it converted then, as in ``slow`` (whose output the encoders
+    # get the same bytes from: an integer as it came, a bool sent for an integer
+    # encodes as 0 or 1 either way)
+    names = tuple(f[0] for f in fields)
+    env2: dict[str, Any] = {
+        "_names": names, "_list": list, "_map": map,
+        "_mandatory": tuple(not f[2] for f in fields),
+        "_defaults": tuple(env[f"d{i}"] for i in range(len(fields))), **env}
+    lines = ["def convert_fast(values, banks, absent):",
+             "    out = _list(_map(values.get, _names))",
+             "    if None in out:",
+             "        i = out.index(None)",
+             "        while True:",
+             "            if _mandatory[i]:",
+             "                out[i] = _defaults[i]",
+             "                absent.append(_names[i])",
+             "            try:",
+             "                i = out.index(None, i + 1)",
+             "            except ValueError:",
+             "                break"]
     for i, (name, t, _) in enumerate(fields):
         if t in _TEXTS:
             expr = "v.decode('utf-8', 'replace') if type(v) is _bytes else _text(v)"
@@ -210,7 +221,8 @@ def _compile_section(fields: list[tuple[str, QmfType, bool]], ref_id: RefId,
             expr = "_float(v)"
         else:
             continue
-        lines += [f"    v = out[{i}]", f"    out[{i}] = {expr}"]
+        # a default is its own conversion (and asks no id); an optional None stays
+        lines += [f"    v = out[{i}]", "    if v is not None:", f"        out[{i}] = {expr}"]
     lines.append("    return out")
     fast: _Section = _compile_source("convert_fast", lines, env2, f"v2 {what}")
     return fast
@@ -220,8 +232,8 @@ class V2RecordConverter:
     """Turns v2 objects of one class into v1 records of ``schema`` (encoded by
     ``codec``, the registry's codec of that schema); ``ref_id`` makes the v1 ids."""
 
-    __slots__ = ("codec", "has_stats", "key", "pnames", "props", "ref_id", "snames",
-                 "stats")
+    __slots__ = ("_absent", "codec", "has_stats", "key", "pnames", "props", "ref_id",
+                 "snames", "stats")
 
     def __init__(self, schema: SchemaClass, codec: ClassCodec, ref_id: RefId) -> None:
         self.key = schema.class_key
@@ -236,6 +248,8 @@ class V2RecordConverter:
         self.pnames = frozenset(p.name for p in schema.properties)
         self.snames = frozenset(st.name for st in schema.statistics)
         self.has_stats = bool(schema.statistics)
+        #: the sets of absent field names made so far (shared by the records)
+        self._absent: dict[tuple[str, ...], frozenset[str]] = {}
 
     def opcode(self, values: Mapping[str, Any]) -> str:
         """``g`` (properties and statistics), ``i`` (statistics only) or ``c``."""
@@ -277,8 +291,15 @@ class V2RecordConverter:
                 codec.statistics[1](out, stats)
         except _MISFITS as exc:
             raise self._misfit(v2_oid, exc) from exc
-        return RawObjectRecord(opcode, 0, codec, bytes(out), sofs,
-                               frozenset(absent) if absent else _NO_NAMES)
+        if absent:  # an agent leaves out the same fields every time: one set each
+            names = self._absent.get(tuple(absent))
+            if names is None:
+                if len(self._absent) >= 64:
+                    self._absent.clear()
+                names = self._absent[tuple(absent)] = frozenset(absent)
+        else:
+            names = _NO_NAMES
+        return RawObjectRecord(opcode, 0, codec, bytes(out), sofs, names)
 
     def _misfit(self, oid: V2ObjectId, exc: BaseException) -> DecodeError:
         return DecodeError(f"QMF v2 object {oid.object_name!r} does not fit its schema "
