@@ -58,6 +58,10 @@ _SCALAR: Final = (rb"[\x40-\x44]|[\x50-\x56][\x00-\xff]|[\x60\x61][\x00-\xff]{2}
 _SCALAR_CODES: Final = frozenset((*range(0x40, 0x45), *range(0x50, 0x57), 0x60, 0x61,
                                   *range(0x70, 0x75), *range(0x80, 0x85), 0x94, 0x98))
 _MISS: Final = object()
+#: texts, binaries, symbols (one-byte size): matched as literals when they repeat
+_TEXT_CODES: Final = frozenset((0xA0, 0xA1, 0xA3))
+#: the longest such value (bytes, all told) matched as a literal
+_LITERAL: Final = 64
 _u64 = struct.Struct(">Q").unpack_from
 _u32 = struct.Struct(">I").unpack_from
 _i64 = struct.Struct(">q").unpack_from
@@ -74,7 +78,7 @@ ValueDecoder = Callable[[Any, int, int], tuple[Any, int]]
 def _fixed_table() -> dict[bytes, Any]:
     """Every one- and two-byte scalar encoding and its value (part 1, 1.6): null,
     true, false, uint0, ulong0; ubyte, smalluint, smallulong; byte, smallint,
-    smalllong; boolean."""
+    smalllong; boolean; and the zero of each wider integer."""
     table: dict[bytes, Any] = {b"\x40": None, b"\x41": True, b"\x42": False,
                                b"\x43": 0, b"\x44": 0}
     for b in range(256):
@@ -86,25 +90,30 @@ def _fixed_table() -> dict[bytes, Any]:
         table[bytes((0x54, b))] = signed
         table[bytes((0x55, b))] = signed
         table[bytes((0x56, b))] = b != 0
+    # the zeros of the wider integers (qpidd sends some statistics as int, uint)
+    for code, width in ((0x60, 2), (0x61, 2), (0x70, 4), (0x71, 4), (0x80, 8), (0x81, 8)):
+        table[bytes((code,)) + bytes(width)] = 0
     return table
 
 
 class _Shape:
     """One learned key sequence: its keys (``str``, shared by every map decoded
     through it) and its segments: a regex for each run of pairs whose values were
-    fixed-width scalars when it was learned (``(regex, None)``), the key of each other
-    pair (``(None, key bytes)``, its value decoded item by item)."""
+    fixed-width scalars, or the same short text in both maps it was learned from
+    (``(regex, None)``), the key of each other pair (``(None, key bytes)``, its value
+    decoded item by item)."""
 
     __slots__ = ("keys", "segments")
 
     def __init__(self, raw_keys: list[bytes], keys: tuple[str, ...],
-                 scalar: list[bool]) -> None:
+                 kinds: list[bytes | None]) -> None:
         self.keys = keys
         self.segments: list[tuple[re.Pattern[bytes] | None, bytes | None]] = []
         run: list[bytes] = []
-        for raw, flat in zip(raw_keys, scalar, strict=True):
-            if flat:
-                run.append(re.escape(raw) + rb"(" + _SCALAR + rb")")
+        for raw, kind in zip(raw_keys, kinds, strict=True):
+            if kind is not None:
+                alternatives = _SCALAR if not kind else re.escape(kind) + b"|" + _SCALAR
+                run.append(re.escape(raw) + rb"(" + alternatives + rb")")
                 continue
             if run:
                 self.segments.append((re.compile(b"".join(run)), None))
@@ -125,7 +134,8 @@ class MapShapes:
         #: small maps of immutable values (ids, schema ids), by their bytes
         self._maps: dict[bytes, dict[Any, Any]] = {}
         self._slots: dict[tuple[int, bytes], list[_Shape]] = {}
-        self._candidates: dict[tuple[int, tuple[str, ...]], None] = {}
+        #: key sequences seen once, with the kinds of their values then
+        self._candidates: dict[tuple[int, tuple[str, ...]], list[bytes | None]] = {}
         self.shapes = 0
         #: maps decoded through a shape, and those no shape fitted
         self.hits = 0
@@ -231,7 +241,7 @@ class MapShapes:
                 except Exception:  # malformed: the item-by-item decoder says how
                     return False
             values[i] = value
-            if code == 0x98:
+            if code == 0x98 or code in _TEXT_CODES:  # a uuid, a literal text
                 memo = self._memo
                 if len(memo) >= MAX_MEMO + len(self._fixed):
                     memo.clear()
@@ -257,28 +267,47 @@ class MapShapes:
                                ())) >= _PER_SLOT:
             return
         sig = (count, keys)
+        walked = self._walk(buf, pos, end, depth, len(keys))
+        if walked is None:
+            return
+        raw_keys, kinds = walked
         candidates = self._candidates
-        if sig not in candidates:
+        before = candidates.pop(sig, None)
+        if before is None:  # seen once: its kinds kept, to compare with the next one
             if len(candidates) >= _MAX_CANDIDATES:
                 candidates.clear()
-            candidates[sig] = None
+            candidates[sig] = kinds
             return
-        del candidates[sig]
-        raw_keys: list[bytes] = []
-        scalar: list[bool] = []
-        try:
-            for _ in keys:
-                klen = buf[pos + 1]
-                raw_keys.append(bytes(buf[pos:pos + 2 + klen]))
-                pos += 2 + klen
-                scalar.append(buf[pos] in _SCALAR_CODES)
-                pos = self._value(buf, pos, depth)[1]
-        except Exception:  # it decoded a moment ago; nothing to learn otherwise
-            return
-        if pos != end:
-            return
+        # a text the same in both maps is matched as a literal; one that changed, or
+        # anything else, is decoded item by item
+        kinds = [k if k == b or not k else None for k, b in zip(kinds, before, strict=True)]
         slot = self._slots.setdefault((count, raw_keys[0]), [])
         if len(slot) >= _PER_SLOT:
             return
-        slot.append(_Shape(raw_keys, keys, scalar))
+        slot.append(_Shape(raw_keys, keys, kinds))
         self.shapes += 1
+
+    def _walk(self, buf: Any, pos: int, end: int, depth: int,
+              pairs: int) -> tuple[list[bytes], list[bytes | None]] | None:
+        """The keys' bytes and the values' kinds of a map that just decoded: b"" for
+        a fixed-width scalar, the bytes of a short text, binary or symbol, None for
+        the others."""
+        raw_keys: list[bytes] = []
+        kinds: list[bytes | None] = []
+        try:
+            for _ in range(pairs):
+                klen = buf[pos + 1]
+                raw_keys.append(bytes(buf[pos:pos + 2 + klen]))
+                pos += 2 + klen
+                code = buf[pos]
+                after = self._value(buf, pos, depth)[1]
+                if code in _SCALAR_CODES:
+                    kinds.append(b"")
+                elif code in _TEXT_CODES and after - pos <= _LITERAL:
+                    kinds.append(bytes(buf[pos:after]))
+                else:
+                    kinds.append(None)
+                pos = after
+        except Exception:  # it decoded a moment ago; nothing to learn otherwise
+            return None
+        return (raw_keys, kinds) if pos == end else None
