@@ -16,7 +16,7 @@ import pytest
 from qmf_async.errors import DecodeError
 from qmf_async.wire import V2ObjectId, V2SchemaId, _amqp10, decode_amqp10_message
 from qmf_async.wire._amqp10 import Described, Symbol, Timestamp, decode_value, encode_value
-from qmf_async.wire._amqp10shapes import MAX_SHAPES, MapShapes
+from qmf_async.wire._amqp10shapes import LEARN_AFTER, MAX_SHAPES, MapShapes
 
 CAPTURE = Path(__file__).parent / "data" / "qmf2" / "qpidd-1.40-v2.jsonl"
 
@@ -67,8 +67,8 @@ def _obj(name: str, count: int, creator: bytes = b"anonymous") -> dict[str, Any]
 
 
 def test_repeated_maps_decode_through_a_shape_to_the_same_values(shapes: MapShapes) -> None:
-    # the first two sightings teach the key sequences; the others take the shapes
-    for i in range(6):
+    # the first LEARN_AFTER sightings teach the key sequences; the others take the shapes
+    for i in range(LEARN_AFTER + 6):
         data = encode_value(_obj(f"q{i % 3}", i * 1000))
         got = decode_value(data)[0]
         assert _same(got, _plain(data)), i
@@ -78,7 +78,7 @@ def test_repeated_maps_decode_through_a_shape_to_the_same_values(shapes: MapShap
 def test_qpidd_messages_decode_as_item_by_item(shapes: MapShapes) -> None:
     messages = [base64.b64decode(json.loads(line)["message_b64"])
                 for line in CAPTURE.read_text().splitlines()]
-    for _ in range(3):
+    for _ in range(LEARN_AFTER + 1):
         for raw in messages:
             got = decode_amqp10_message(raw)
             saved = _amqp10._SHAPES
@@ -103,7 +103,7 @@ def test_qpidd_messages_decode_as_item_by_item(shapes: MapShapes) -> None:
 ])
 def test_a_map_that_departs_from_its_shape_decodes_as_it_is(
         shapes: MapShapes, change: dict[str, Any]) -> None:
-    for i in range(3):
+    for i in range(LEARN_AFTER + 1):
         decode_value(encode_value(_obj("q", i)))
     obj = _obj("q", 9)
     obj["_values"].update(change)
@@ -113,7 +113,7 @@ def test_a_map_that_departs_from_its_shape_decodes_as_it_is(
 
 def test_maps_handed_out_are_never_shared(shapes: MapShapes) -> None:
     data = encode_value(_obj("q", 1))
-    for _ in range(3):
+    for _ in range(LEARN_AFTER + 1):
         decode_value(data)
     first = decode_value(data)[0]
     first["_object_id"]["_agent_epoch"] = 99
@@ -126,7 +126,7 @@ def test_maps_handed_out_are_never_shared(shapes: MapShapes) -> None:
 
 def test_malformed_bytes_raise_as_without_shapes(shapes: MapShapes) -> None:
     data = encode_value(_obj("q", 1))
-    for _ in range(3):
+    for _ in range(LEARN_AFTER + 1):
         decode_value(data)
     # a size field that lies, and a truncated map: the item-by-item decoder's errors
     at = data.index(b"\xa1\x07creator") + 9
@@ -142,8 +142,8 @@ def test_malformed_bytes_raise_as_without_shapes(shapes: MapShapes) -> None:
 def test_shapes_are_bounded(shapes: MapShapes) -> None:
     for i in range(MAX_SHAPES + 40):
         data = encode_value({f"k{i}-{j}": j for j in range(4)})
-        decode_value(data)
-        decode_value(data)
+        for _ in range(LEARN_AFTER):
+            decode_value(data)
     assert shapes.shapes == MAX_SHAPES
 
 
@@ -151,7 +151,7 @@ def test_duplicate_keys_are_not_learned(shapes: MapShapes) -> None:
     # map8 a: 1, a: 2, b: 3 (the last a wins, as item by item)
     body = b"".join(encode_value(x) for x in ("a", 1, "a", 2, "b", 3))
     data = bytes((0xC1, len(body) + 1, 6)) + body
-    for _ in range(3):
+    for _ in range(LEARN_AFTER + 1):
         assert decode_value(data)[0] == {"a": 2, "b": 3}
     assert shapes.shapes == 0
 

@@ -4,15 +4,18 @@ QMF v2 sends the same maps over and over: every object of a class has the same k
 the same order (qpidd sorts them), and most of its values are zeros, small counters,
 booleans and the same few names.  Decoding such a map item by item costs a few hundred
 nanoseconds of Python per key and value.  :class:`MapShapes` learns the key sequences
-of the maps it sees decoded (a sequence seen twice becomes a *shape*), compiles one
-regular expression per shape and, for a later map of that shape:
+of the maps it sees decoded (a sequence seen :data:`LEARN_AFTER` times becomes a
+*shape*) and, for a later map of that shape:
 
-- matches the map's bytes with it in one call (the keys as literals; each value as a
-  fixed-width scalar encoding, or a variable-size one up to the next key, the group then
-  checked against its own size field);
+- matches each run of its pairs whose values are fixed-width scalars (or the same
+  short text in the maps it was learned from) with one compiled regex (the keys as
+  literals);
 - maps each value's bytes to its value through a table (every one- and two-byte scalar
-  encoding, and short texts, binaries and uuids seen lately); only the others are
-  decoded one by one;
+  encoding, the zeros of the wider integers, uuids and those short texts); only the
+  others are decoded one by one;
+- decodes each other value item by item (texts and binaries inline; a small map of
+  immutable values, such as qpidd's object ids and schema ids, from a table of those
+  seen, copied out);
 - builds the dict from the shape's keys (shared ``str`` objects) and the values.
 
 The result is exactly what the item-by-item decoder gives (same keys, values, types and
@@ -34,8 +37,11 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Final
 
-__all__ = ["MAX_MEMO", "MAX_SHAPES", "MIN_ITEMS", "MapShapes"]
+__all__ = ["LEARN_AFTER", "MAX_MEMO", "MAX_SHAPES", "MIN_ITEMS", "MapShapes"]
 
+#: a key sequence becomes a shape when this many maps had it (a short answer does
+#: not pay for compiling a regex)
+LEARN_AFTER: Final = 8
 #: maps with fewer items (keys + values) are decoded item by item
 MIN_ITEMS: Final = 6
 #: most shapes learned (per MapShapes)
@@ -134,8 +140,9 @@ class MapShapes:
         #: small maps of immutable values (ids, schema ids), by their bytes
         self._maps: dict[bytes, dict[Any, Any]] = {}
         self._slots: dict[tuple[int, bytes], list[_Shape]] = {}
-        #: key sequences seen once, with the kinds of their values then
-        self._candidates: dict[tuple[int, tuple[str, ...]], list[bytes | None]] = {}
+        #: key sequences seen, not learned yet: [the kinds of the values of the first
+        #: map, how many maps]
+        self._candidates: dict[tuple[int, tuple[str, ...]], list[Any]] = {}
         self.shapes = 0
         #: maps decoded through a shape, and those no shape fitted
         self.hits = 0
@@ -258,8 +265,9 @@ class MapShapes:
     def seen(self, buf: Any, pos: int, end: int, count: int, keys: tuple[str, ...],
              depth: int) -> None:
         """The map of ``count`` items in ``buf[pos:end]`` whose keys (all str8, no
-        duplicate) are ``keys`` was decoded item by item: the second time a key
-        sequence is seen it becomes a shape, with the kinds of this map's values."""
+        duplicate) are ``keys`` was decoded item by item: the LEARN_AFTER-th time a key
+        sequence is seen it becomes a shape, with the kinds of this map's values (a
+        short text the same as in the first map becomes a literal)."""
         if self.shapes >= MAX_SHAPES or len(keys) > _MAX_PAIRS:
             return
         first = keys[0].encode("utf-8")
@@ -267,17 +275,22 @@ class MapShapes:
                                ())) >= _PER_SLOT:
             return
         sig = (count, keys)
+        candidates = self._candidates
+        entry = candidates.get(sig)
+        if entry is not None and entry[1] + 1 < LEARN_AFTER:
+            entry[1] += 1
+            return
         walked = self._walk(buf, pos, end, depth, len(keys))
         if walked is None:
             return
         raw_keys, kinds = walked
-        candidates = self._candidates
-        before = candidates.pop(sig, None)
-        if before is None:  # seen once: its kinds kept, to compare with the next one
+        if entry is None:  # seen once: its kinds kept, to compare with a later one
             if len(candidates) >= _MAX_CANDIDATES:
                 candidates.clear()
-            candidates[sig] = kinds
+            candidates[sig] = [kinds, 1]
             return
+        del candidates[sig]
+        before = entry[0]
         # a text the same in both maps is matched as a literal; one that changed, or
         # anything else, is decoded item by item
         kinds = [k if k == b or not k else None for k, b in zip(kinds, before, strict=True)]
