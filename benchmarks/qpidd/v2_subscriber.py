@@ -1,8 +1,9 @@
 """One QMF v2 indication subscription on qpidd's ``qmf.default.topic`` over AMQP 1.0,
 held for ``--seconds``: what a console following some agents or classes receives.
 ``QMF_BENCH_TREE`` names another checkout whose ``qmf_async`` runs instead of this
-one's (a baseline, side by side in one run).  ``--via raw`` counts what the transport hands up and does nothing more (its own AMQP 1.0
-decode: the floor under every QMF path); ``--profile FILE`` runs cProfile over the window.
+one's (a baseline, side by side in one run).  ``--via raw`` counts what the transport
+hands up and does nothing more (its own AMQP 1.0 decode: the floor under every QMF
+path); ``--profile FILE`` runs cProfile over the window.
 
 The AMQP 1.0 transport (``QMF_AMQP10=native`` or ``proton``, the default) binds one
 link with the topic binding ``--key`` and, when given, the
@@ -207,6 +208,10 @@ def main() -> int:
     count_socket_bytes()
     out = asyncio.run(run(opts) if opts.via != "session" else run_session(opts))
     out["max_rss_kb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    shapes = getattr(sys.modules.get("qmf_async.wire._amqp10"), "_SHAPES", None)
+    if shapes is not None:  # the decoder's learned map shapes (where the tree has them)
+        out["map_shapes"] = {"shapes": shapes.shapes, "hits": shapes.hits,
+                             "misses": shapes.misses}
     print(json.dumps(out))
     return 0
 

@@ -161,7 +161,7 @@ class MapShapes:
             values = self._run(shape, buf, pos, end, depth)
             if values is not None:
                 self.hits += 1
-                return dict(zip(shape.keys, values))
+                return dict(zip(shape.keys, values, strict=True))
         self.misses += 1
         return None
 

@@ -21,7 +21,6 @@ once per schema (the conversion is the hot path of a large v2 answer).
 
 from __future__ import annotations
 
-import operator
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, Final
@@ -224,8 +223,8 @@ def _compile_section(fields: list[tuple[str, QmfType, bool]], ref_id: RefId,
         # a default is its own conversion (and asks no id); an optional None stays
         lines += [f"    v = out[{i}]", "    if v is not None:", f"        out[{i}] = {expr}"]
     lines.append("    return out")
-    fast: _Section = _compile_source("convert_fast", lines, env2, f"v2 {what}")
-    return fast
+    quick: _Section = _compile_source("convert_fast", lines, env2, f"v2 {what}")
+    return quick
 
 
 class V2RecordConverter:
