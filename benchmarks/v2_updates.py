@@ -4,7 +4,7 @@ each AMQP 1.0 transport, in one run.
 
     python benchmarks/v2_updates.py [--queues 2000] [--seconds 6] [--rounds 2]
         [--transports native,proton] [--paths raw,core,session] [--profile DIR]
-        [--baseline DIR [--baseline-transports native,proton]] [--json FILE]
+        [--baseline DIR [--baseline-transports native,proton]] [--quick] [--json FILE]
 
 Starts a fresh stock qpidd (QMF v1 off, ``--mgmt-pub-interval 1``), creates the queues
 and keeps every one of them changing: ``benchmarks/qpidd/traffic.py`` sends ``--rate``
@@ -93,8 +93,13 @@ def main() -> int:
     p.add_argument("--baseline", type=Path, default=None,
                    help="a checkout of another commit run side by side (its qmf_async)")
     p.add_argument("--baseline-transports", default="native,proton")
+    p.add_argument("--quick", action="store_true",
+                   help="a smoke run: 200 queues, 1.5 s windows, one round, native only")
     p.add_argument("--json", type=Path)
     opts = p.parse_args()
+    if opts.quick:
+        opts.queues, opts.seconds, opts.settle, opts.rounds = 200, 1.5, 2.0, 1
+        opts.transports = "native"
     #: the columns: (label, transport, tree)
     columns = [(t, t, "") for t in opts.transports.split(",")]
     if opts.baseline is not None:
