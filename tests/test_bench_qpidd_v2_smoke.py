@@ -1,8 +1,9 @@
 """Smoke runs of the QMF v2 benchmarks at a tiny size: ``benchmarks/qpidd_v2.py --quick``
 (get_objects over v2: ours, a raw proton query, the classic console and qpid-stat),
 ``benchmarks/v2_filter.py --quick`` (indications with and without server-side
-filtering) and ``benchmarks/default_path.py --quick`` (the default Session's fast
-path against v2, v1 and the classic console).  Needs the shared qpidd build and a
+filtering), ``benchmarks/default_path.py --quick`` (the default Session's fast
+path against v2, v1 and the classic console) and ``benchmarks/v2_updates.py --quick``
+(CPU per v2 object update: the transport, the core, the Session).  Needs the shared qpidd build and a
 Python 2.7 (the classic tools)."""
 
 from __future__ import annotations
@@ -85,3 +86,12 @@ def test_filter_quick_run(needs_qpidd: None, tmp_path: Path) -> None:
     events = r["session: events()"]
     assert events["events"] > 0 and events["objects"] == 0
     assert r["session: object_updates(_class='exchange')"]["bytes"] < r["all"]["bytes"]
+
+
+def test_updates_quick_run(needs_qpidd: None, tmp_path: Path) -> None:
+    s = run("v2_updates.py", tmp_path / "updates.json")
+    paths = {r["path"] for r in s["results"]}
+    assert paths == {"raw", "core", "session"}
+    # every path got qpidd's queue objects, and a figure per object
+    assert all(r["objects"] > 0 and r["cpu"] > 0 for r in s["results"])
+    assert set(s["us_per_object"]) == paths

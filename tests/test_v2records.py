@@ -178,3 +178,32 @@ def test_single_values_follow_the_same_rules() -> None:
     assert v2_value("n", QmfType.REF, ref, (0, 1), ids) is ref and ids.asked == []
     assert v2_default(QmfType.SSTR) == "" and v2_default(QmfType.LIST) == []
     assert v2_default(QmfType.UUID) == uuid.UUID(int=0) and v2_default(QmfType.INT32) == 0
+
+
+@pytest.mark.parametrize("values", [
+    {"name": b"w1", "owner": {"_object_name": b"com.acme:widget:w0"}, "note": b"n",
+     "size": 7, "tags": {"a": 1}, "live": 1, "uid": bytes(range(16)), "count": -3,
+     "hits": 2**40, "ratio": 2, "extra": 9},
+    {"name": "w1", "owner": {"_object_name": "x"}, "note": None, "size": True,
+     "tags": {}, "live": False, "uid": uuid.UUID(int=5), "count": None, "hits": False,
+     "ratio": 0.5},
+    {"name": b"\xff\xfe", "size": 1, "hits": 3},  # absent fields: defaults, named
+    {"hits": 1, "ratio": 1.5},  # statistics alone
+    {"name": b"w", "owner": {"_object_name": b"o"}, "size": 1, "tags": {}, "live": True,
+     "uid": b"0123456789abcdef", "hits": None, "ratio": 1.0},  # a null statistic
+])
+def test_the_fast_conversion_gives_the_slow_ones_values(values: dict[str, Any]) -> None:
+    # a map with every field present takes the fast way; the lists, the names of
+    # the absent fields and the ids asked for are those of the field-by-field way
+    from qmf_async.wire._v2records import _compile_section
+
+    fields = [(p.name, QmfType(p.type), p.optional) for p in SCHEMA.properties]
+    stats = [(st.name, QmfType(st.type), False) for st in SCHEMA.statistics]
+    for spec in (fields, stats):
+        got: list[Any] = []
+        for fast in (True, False):
+            ids = _Ids()
+            absent: list[str] = []
+            out = _compile_section(spec, ids, "test", fast=fast)(values, (1, 2), absent)
+            got.append((out, absent, ids.asked))
+        assert got[0] == got[1]

@@ -1,5 +1,9 @@
 """One QMF v2 indication subscription on qpidd's ``qmf.default.topic`` over AMQP 1.0,
 held for ``--seconds``: what a console following some agents or classes receives.
+``QMF_BENCH_TREE`` names another checkout whose ``qmf_async`` runs instead of this
+one's (a baseline, side by side in one run).  ``--via raw`` counts what the transport
+hands up and does nothing more (its own AMQP 1.0 decode: the floor under every QMF
+path); ``--profile FILE`` runs cProfile over the window.
 
 The AMQP 1.0 transport (``QMF_AMQP10=native`` or ``proton``, the default) binds one
 link with the topic binding ``--key`` and, when given, the
@@ -20,16 +24,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import contextlib
 import json
+import os
 import resource
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+#: the tree whose qmf_async runs (QMF_BENCH_TREE: another checkout, e.g. a baseline)
+TREE = os.environ.get("QMF_BENCH_TREE") or str(ROOT)
+if TREE not in sys.path:
+    sys.path.insert(0, TREE)
 
 from benchmarks.qpidd.broker import proc_cpu  # noqa: E402
 from qmf_async.protocol import ConsoleProtocolV2, V2DataIndicated, V2EventIndicated  # noqa: E402
@@ -51,6 +60,23 @@ def count_socket_bytes() -> None:
     asyncio.StreamReader.read = read  # type: ignore[method-assign]
 
 
+@contextlib.contextmanager
+def profiled(path: str) -> Iterator[None]:
+    """cProfile over the window when ``path`` is given (stats dumped there)."""
+    if not path:
+        yield
+        return
+    import cProfile
+
+    prof = cProfile.Profile()
+    prof.enable()
+    try:
+        yield
+    finally:
+        prof.disable()
+        prof.dump_stats(path)
+
+
 def self_cpu() -> float:
     ru = resource.getrusage(resource.RUSAGE_SELF)
     return ru.ru_utime + ru.ru_stime
@@ -62,6 +88,7 @@ async def run(opts: argparse.Namespace) -> dict[str, Any]:
     await t.connect()
     core = ConsoleProtocolV2()
     counting = False
+    raw = opts.via == "raw"
     contents: collections.Counter[str] = collections.Counter()
     agents: collections.Counter[str] = collections.Counter()
     subjects: collections.Counter[str] = collections.Counter()
@@ -71,6 +98,10 @@ async def run(opts: argparse.Namespace) -> dict[str, Any]:
         if not counting:
             return
         figures["messages"] += 1
+        if raw:  # the transport alone: its AMQP 1.0 decode, no QMF
+            if isinstance(d.value, list):
+                figures["objects"] += len(d.value)
+            return
         headers = d.headers or {}
         contents[str(headers.get("qmf.content", headers.get("qmf.opcode", "?")))] += 1
         agents[str(headers.get("qmf.agent", "?"))] += 1
@@ -88,7 +119,8 @@ async def run(opts: argparse.Namespace) -> dict[str, Any]:
         await t.bind(endpoint, TOPIC, opts.key, selector=opts.selector or None)
         b0, c0, q0, t0 = SOCKET_BYTES[0], self_cpu(), proc_cpu(opts.qpidd_pid), time.monotonic()
         counting = True
-        await asyncio.sleep(opts.seconds)
+        with profiled(opts.profile):
+            await asyncio.sleep(opts.seconds)
         counting = False
         out: dict[str, Any] = {
             "key": opts.key, "selector": opts.selector, "seconds": time.monotonic() - t0,
@@ -107,6 +139,7 @@ async def run(opts: argparse.Namespace) -> dict[str, Any]:
 FOLLOW: dict[str, tuple[dict[str, str] | None, dict[str, str] | None]] = {
     "all": ({}, {}),
     "objects": ({}, None),
+    "queue": ({"_class": "queue", "_package": "org.apache.qpid.broker"}, None),
     "class": ({"_class": "exchange", "_package": "org.apache.qpid.broker"}, None),
     "events": (None, {}),
     "event_class": (None, {"_class": "queueDeclare", "_package": "org.apache.qpid.broker"}),
@@ -137,7 +170,8 @@ async def run_session(opts: argparse.Namespace) -> dict[str, Any]:
         await asyncio.sleep(opts.settle)  # the bindings are made in the background
         b0, c0, q0, t0 = SOCKET_BYTES[0], self_cpu(), proc_cpu(opts.qpidd_pid), time.monotonic()
         counting = True
-        await asyncio.sleep(opts.seconds)
+        with profiled(opts.profile):
+            await asyncio.sleep(opts.seconds)
         counting = False
         out: dict[str, Any] = {
             "follow": opts.follow, "objects_filter": objects_filter,
@@ -162,15 +196,22 @@ def main() -> int:
     p.add_argument("--selector", default="")
     p.add_argument("--seconds", type=float, default=10.0)
     p.add_argument("--prefetch", type=int, default=1000)
-    p.add_argument("--via", choices=["transport", "session"], default="transport")
+    p.add_argument("--via", choices=["raw", "transport", "session"], default="transport",
+                   help="raw: the transport alone (its AMQP 1.0 decode); transport: and "
+                        "ConsoleProtocolV2; session: Session subscriptions")
+    p.add_argument("--profile", default="", help="cProfile the window into this file")
     p.add_argument("--follow", choices=sorted(FOLLOW), default="all",
                    help="with --via session: what the subscriptions follow")
     p.add_argument("--settle", type=float, default=2.0,
                    help="with --via session: seconds for the bindings before the window")
     opts = p.parse_args()
     count_socket_bytes()
-    out = asyncio.run(run(opts) if opts.via == "transport" else run_session(opts))
+    out = asyncio.run(run(opts) if opts.via != "session" else run_session(opts))
     out["max_rss_kb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    shapes = getattr(sys.modules.get("qmf_async.wire._amqp10"), "_SHAPES", None)
+    if shapes is not None:  # the decoder's learned map shapes (where the tree has them)
+        out["map_shapes"] = {"shapes": shapes.shapes, "hits": shapes.hits,
+                             "misses": shapes.misses}
     print(json.dumps(out))
     return 0
 

@@ -719,8 +719,10 @@ class V2Link:
         """Classes of ``items`` whose schema is neither known nor lately failed."""
         now = time.monotonic()
         out: set[ClassKey] = set()
-        for item in items:
-            key = self.class_key(getattr(item, "schema_id", None))
+        # the objects of a message share their class's schema id (one object): each
+        # distinct one looked up once
+        for sid in {getattr(item, "schema_id", None) for item in items}:
+            key = self.class_key(sid)
             if key is not None and key not in out and self._schema(key) is None \
                     and now >= self._retry_at(key):
                 out.add(key)

@@ -27,6 +27,7 @@ from typing import Any, Final
 import attrs
 
 from ..errors import DecodeError, EncodeError
+from ._amqp10shapes import MIN_ITEMS, MapShapes
 
 __all__ = [
     "Amqp10Message",
@@ -222,10 +223,17 @@ def _value(buf: bytes | memoryview, pos: int, depth: int) -> tuple[Any, int]:
             raise DecodeError(f"AMQP 1.0 compound claims {count} items in {end - pos} bytes")
         if count % 2:
             raise DecodeError("AMQP 1.0 map with an odd number of items")
-        result: dict[Any, Any] = {}
         depth += 1
+        first = pos
+        if count >= MIN_ITEMS and pos < end:
+            # a map of a key sequence seen before: one regex match (_amqp10shapes)
+            shaped = _SHAPES.decode(buf, pos, end, count, depth)
+            if shaped is not None:
+                return shaped, end
+        result: dict[Any, Any] = {}
         key: Any
         item: Any
+        plain = True  # every key a str8 (the map may become a shape)
         for _ in range(count >> 1):
             # the common shapes inline (a str8 key; a short text, binary, zero,
             # boolean or small integer value), the rest through _value
@@ -237,6 +245,7 @@ def _value(buf: bytes | memoryview, pos: int, depth: int) -> tuple[Any, int]:
                 key = bytes(buf[start:pos]).decode("utf-8")
             else:
                 key, pos = _value(buf, pos, depth)
+                plain = False
             c = buf[pos] if pos < end else -1
             if c == 0xA1 or c == 0xA0:
                 start = pos + 2
@@ -263,6 +272,8 @@ def _value(buf: bytes | memoryview, pos: int, depth: int) -> tuple[Any, int]:
                 raise DecodeError(f"AMQP 1.0 map key is not hashable: {exc}") from exc
         if pos > end:
             raise DecodeError("AMQP 1.0 compound items overrun its size")
+        if plain and count >= MIN_ITEMS and pos == end and 2 * len(result) == count:
+            _SHAPES.seen(buf, first, end, count, tuple(result), depth)
         return result, end
     if code == 0x52 or code == 0x53:  # smalluint, smallulong
         _need(buf, pos, 1)
@@ -280,6 +291,10 @@ def _value(buf: bytes | memoryview, pos: int, depth: int) -> tuple[Any, int]:
         value, pos = _value(buf, pos, depth + 1)
         return Described(descriptor, value), pos
     return _body(buf, pos, code, depth)
+
+
+#: the map shapes learned by this process's decoder (bounded; see _amqp10shapes)
+_SHAPES: Final = MapShapes(_value)
 
 
 def _size_count(buf: bytes | memoryview, pos: int, wide: int,

@@ -118,6 +118,23 @@ def _required(body: Mapping[str, Any], key: str, where: str) -> Any:
     return body[key]
 
 
+#: the wire types of a protocol text
+_TEXTS: Final = frozenset((bytes, str))
+#: the wire types of a schema hash (or none)
+_HASHES: Final = frozenset((uuid.UUID, bytes, type(None)))
+#: most ids remembered (each kind); then they are built again
+_MAX_IDS: Final = 16384
+#: object ids and schema ids already built, by their wire parts (immutable, shared)
+_OIDS: dict[tuple[Any, ...], V2ObjectId] = {}
+_SIDS: dict[tuple[Any, ...], V2SchemaId] = {}
+
+
+def _remember(memo: dict[tuple[Any, ...], Any], key: tuple[Any, ...], made: Any) -> None:
+    if len(memo) >= _MAX_IDS:
+        memo.clear()
+    memo[key] = made
+
+
 def _put(out: dict[str, Any], key: str, value: Any) -> None:
     if value is not None:
         out[key] = value
@@ -168,6 +185,23 @@ class V2ObjectId:
         Raises:
             DecodeError: not a map, no ``_object_name``, or a part of the wrong type.
         """
+        if type(value) is dict and len(value) <= 3:
+            # the same id comes with every update of its object: built once
+            epoch = value.get("_agent_epoch")
+            name = value.get("_object_name")
+            if (epoch is None or type(epoch) is int) and type(name) in _TEXTS:
+                key = (name, value.get("_agent_name"), epoch)
+                known = _OIDS.get(key)
+                if known is not None and len(value) == 1 + (key[1] is not None) \
+                        + (epoch is not None):
+                    return known
+                made = cls._read(value, where)
+                _remember(_OIDS, key, made)
+                return made
+        return cls._read(value, where)
+
+    @classmethod
+    def _read(cls, value: Any, where: str) -> V2ObjectId:
         m = _map(value, where)
         return cls(
             _text(_required(m, "_object_name", where), f"{where}._object_name"),
@@ -175,7 +209,7 @@ class V2ObjectId:
             _opt_int(m.get("_agent_epoch"), f"{where}._agent_epoch"))
 
 
-@attrs.frozen(slots=True)
+@attrs.frozen(slots=True, cache_hash=True)
 class V2SchemaId:
     """A v2 schema id: package (``""`` when absent: any package in a query), class,
     ``type`` (``_data`` or ``_event``; None when absent, as in qpidd's own queries) and
@@ -202,6 +236,21 @@ class V2SchemaId:
         Raises:
             DecodeError: not a map, no ``_class_name``, or a part of the wrong type.
         """
+        if type(value) is dict and len(value) <= 4:
+            # every object of a class comes with the same schema id: built once
+            key = (value.get("_package_name"), value.get("_class_name"), value.get("_type"),
+                   value.get("_hash"))
+            if type(key[1]) in _TEXTS and type(key[3]) in _HASHES:
+                known = _SIDS.get(key)
+                if known is not None and len(value) == 4 - key.count(None):
+                    return known
+                made = cls._read(value, where)
+                _remember(_SIDS, key, made)
+                return made
+        return cls._read(value, where)
+
+    @classmethod
+    def _read(cls, value: Any, where: str) -> V2SchemaId:
         m = _map(value, where)
         digest = m.get("_hash")
         if digest is not None and not isinstance(digest, (bytes, uuid.UUID)):
@@ -246,6 +295,19 @@ class V2Data:
         Raises:
             DecodeError: not a map, no ``_values`` map, or a part of the wrong type.
         """
+        if type(value) is dict and len(value) == 6:
+            # qpidd's objects: every key, timestamps as integers
+            values = value.get("_values")
+            oid = value.get("_object_id")
+            sid = value.get("_schema_id")
+            uts = value.get("_update_ts")
+            cts = value.get("_create_ts")
+            dts = value.get("_delete_ts")
+            if type(values) is dict and type(uts) is int and type(cts) is int \
+                    and type(dts) is int and oid is not None and sid is not None:
+                return cls(_map(values, f"{where}._values"),
+                           V2ObjectId.from_map(oid, f"{where}._object_id"),
+                           V2SchemaId.from_map(sid, f"{where}._schema_id"), uts, cts, dts)
         m = _map(value, where)
         oid = m.get("_object_id")
         sid = m.get("_schema_id")

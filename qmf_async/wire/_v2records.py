@@ -54,9 +54,28 @@ _MISFITS: Final = (EncodeError, TypeError, ValueError, OverflowError, AttributeE
                    UnicodeError)
 
 
+#: class keys of the schema ids seen (a class's objects share one V2SchemaId)
+_KEYS: dict[V2SchemaId, ClassKey | None] = {}
+_MAX_KEYS: Final = 4096
+
+
 def v2_class_key(sid: V2SchemaId | None) -> ClassKey | None:
     """The v1 class key of a v2 schema id (None without a 16-byte hash)."""
-    if sid is None or sid.hash is None:
+    if sid is None:
+        return None
+    try:
+        return _KEYS[sid]
+    except KeyError:
+        pass
+    key = _class_key(sid)
+    if len(_KEYS) >= _MAX_KEYS:
+        _KEYS.clear()
+    _KEYS[sid] = key
+    return key
+
+
+def _class_key(sid: V2SchemaId) -> ClassKey | None:
+    if sid.hash is None:
         return None
     digest = sid.hash.bytes if isinstance(sid.hash, uuid.UUID) else bytes(sid.hash)
     if len(digest) != 16:
@@ -128,11 +147,13 @@ def v2_value(name: str, t: QmfType, value: Any, banks: tuple[int, int],
 
 
 def _compile_section(fields: list[tuple[str, QmfType, bool]], ref_id: RefId,
-                     what: str) -> _Section:
+                     what: str, *, fast: bool = True) -> _Section:
     """``convert(values, banks, absent) -> list`` for one section's ``fields`` (name,
     type, optional): a few lines per field, the value rules of :func:`v2_value`
     inlined; a non-optional field the map lacks gets its type's zero and its name
-    appended to ``absent`` (the present ones cost nothing more)."""
+    appended to ``absent`` (the present ones cost nothing more).  With ``fast`` (and
+    two fields or more), a map holding every field with a value takes a shorter way
+    to the same list."""
 
     def ref(name: str, value: Any, banks: tuple[int, int]) -> ObjectId:
         return _ref(name, value, banks, ref_id)
@@ -162,16 +183,56 @@ def _compile_section(fields: list[tuple[str, QmfType, bool]], ref_id: RefId,
                       f"        absent.append({name!r})", "    else:",
                       f"        add({expr})"]
     lines.append("    return out")
-    fn: _Section = _compile_source("convert", lines, env, f"v2 {what}")
-    return fn
+    slow: _Section = _compile_source("convert", lines, env, f"v2 {what}")
+    if len(fields) < 2 or not fast:
+        return slow
+    # the values in schema order in one C call; only the absent or null ones (few) and
+    # the types that need it converted then, as in ``slow`` (whose output the encoders
+    # get the same bytes from: an integer as it came, a bool sent for an integer
+    # encodes as 0 or 1 either way)
+    names = tuple(f[0] for f in fields)
+    env2: dict[str, Any] = {
+        "_names": names, "_list": list, "_map": map,
+        "_mandatory": tuple(not f[2] for f in fields),
+        "_defaults": tuple(env[f"d{i}"] for i in range(len(fields))), **env}
+    lines = ["def convert_fast(values, banks, absent):",
+             "    out = _list(_map(values.get, _names))",
+             "    if None in out:",
+             "        i = out.index(None)",
+             "        while True:",
+             "            if _mandatory[i]:",
+             "                out[i] = _defaults[i]",
+             "                absent.append(_names[i])",
+             "            try:",
+             "                i = out.index(None, i + 1)",
+             "            except ValueError:",
+             "                break"]
+    for i, (name, t, _) in enumerate(fields):
+        if t in _TEXTS:
+            expr = "v.decode('utf-8', 'replace') if type(v) is _bytes else _text(v)"
+        elif t == QmfType.REF:
+            expr = f"_ref({name!r}, v, banks)"
+        elif t == QmfType.UUID:
+            expr = "_uuid16(v)"
+        elif t == QmfType.BOOL:
+            expr = "_bool(v)"
+        elif t in _FLOATS:
+            expr = "_float(v)"
+        else:
+            continue
+        # a default is its own conversion (and asks no id); an optional None stays
+        lines += [f"    v = out[{i}]", "    if v is not None:", f"        out[{i}] = {expr}"]
+    lines.append("    return out")
+    quick: _Section = _compile_source("convert_fast", lines, env2, f"v2 {what}")
+    return quick
 
 
 class V2RecordConverter:
     """Turns v2 objects of one class into v1 records of ``schema`` (encoded by
     ``codec``, the registry's codec of that schema); ``ref_id`` makes the v1 ids."""
 
-    __slots__ = ("codec", "has_stats", "key", "pnames", "props", "ref_id", "snames",
-                 "stats")
+    __slots__ = ("_absent", "codec", "has_stats", "key", "pnames", "props", "ref_id",
+                 "snames", "stats")
 
     def __init__(self, schema: SchemaClass, codec: ClassCodec, ref_id: RefId) -> None:
         self.key = schema.class_key
@@ -186,6 +247,8 @@ class V2RecordConverter:
         self.pnames = frozenset(p.name for p in schema.properties)
         self.snames = frozenset(st.name for st in schema.statistics)
         self.has_stats = bool(schema.statistics)
+        #: the sets of absent field names made so far (shared by the records)
+        self._absent: dict[tuple[str, ...], frozenset[str]] = {}
 
     def opcode(self, values: Mapping[str, Any]) -> str:
         """``g`` (properties and statistics), ``i`` (statistics only) or ``c``."""
@@ -227,8 +290,15 @@ class V2RecordConverter:
                 codec.statistics[1](out, stats)
         except _MISFITS as exc:
             raise self._misfit(v2_oid, exc) from exc
-        return RawObjectRecord(opcode, 0, codec, bytes(out), sofs,
-                               frozenset(absent) if absent else _NO_NAMES)
+        if absent:  # an agent leaves out the same fields every time: one set each
+            names = self._absent.get(tuple(absent))
+            if names is None:
+                if len(self._absent) >= 64:
+                    self._absent.clear()
+                names = self._absent[tuple(absent)] = frozenset(absent)
+        else:
+            names = _NO_NAMES
+        return RawObjectRecord(opcode, 0, codec, bytes(out), sofs, names)
 
     def _misfit(self, oid: V2ObjectId, exc: BaseException) -> DecodeError:
         return DecodeError(f"QMF v2 object {oid.object_name!r} does not fit its schema "

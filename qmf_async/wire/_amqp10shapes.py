@@ -1,0 +1,326 @@
+"""Learned map shapes: AMQP 1.0 maps of a known key sequence decoded in one regex match.
+
+QMF v2 sends the same maps over and over: every object of a class has the same keys in
+the same order (qpidd sorts them), and most of its values are zeros, small counters,
+booleans and the same few names.  Decoding such a map item by item costs a few hundred
+nanoseconds of Python per key and value.  :class:`MapShapes` learns the key sequences
+of the maps it sees decoded (a sequence seen :data:`LEARN_AFTER` times becomes a
+*shape*) and, for a later map of that shape:
+
+- matches each run of its pairs whose values are fixed-width scalars (or the same
+  short text in the maps it was learned from) with one compiled regex (the keys as
+  literals);
+- maps each value's bytes to its value through a table (every one- and two-byte scalar
+  encoding, the zeros of the wider integers, uuids and those short texts); only the
+  others are decoded one by one;
+- decodes each other value item by item (texts and binaries inline; a small map of
+  immutable values, such as qpidd's object ids and schema ids, from a table of those
+  seen, copied out);
+- builds the dict from the shape's keys (shared ``str`` objects) and the values.
+
+The result is exactly what the item-by-item decoder gives (same keys, values, types and
+order); anything unexpected (no match, a group whose size field disagrees, a value that
+does not decode) gives None and the caller decodes the map item by item, raising its
+usual errors.  Mutable values (lists, maps, arrays) are never shared through the table.
+
+Bounded: at most :data:`MAX_SHAPES` shapes (then no more are learned) and
+:data:`MAX_MEMO` remembered values (then the table starts again from its fixed part).
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import struct
+import uuid
+from collections.abc import Callable
+from typing import Any, Final
+
+__all__ = ["LEARN_AFTER", "MAX_MEMO", "MAX_SHAPES", "MIN_ITEMS", "MapShapes"]
+
+#: a key sequence becomes a shape when this many maps had it (a short answer does
+#: not pay for compiling a regex)
+LEARN_AFTER: Final = 8
+#: maps with fewer items (keys + values) are decoded item by item
+MIN_ITEMS: Final = 6
+#: most shapes learned (per MapShapes)
+MAX_SHAPES: Final = 512
+#: most shapes per (item count, first key)
+_PER_SLOT: Final = 8
+#: most values remembered besides the fixed one- and two-byte encodings
+MAX_MEMO: Final = 8192
+#: most candidate key sequences counted before they become shapes
+_MAX_CANDIDATES: Final = 4096
+#: most pairs in a shape (the regex grows with it)
+_MAX_PAIRS: Final = 1024
+
+#: a value encoded in a fixed width (null, booleans, zeros, numbers, timestamps,
+#: chars, decimals, uuids; not the empty list 0x45: mutable)
+_SCALAR: Final = (rb"[\x40-\x44]|[\x50-\x56][\x00-\xff]|[\x60\x61][\x00-\xff]{2}"
+                  rb"|[\x70-\x74][\x00-\xff]{4}|[\x80-\x84][\x00-\xff]{8}"
+                  rb"|[\x94\x98][\x00-\xff]{16}")
+#: the format codes _SCALAR matches
+_SCALAR_CODES: Final = frozenset((*range(0x40, 0x45), *range(0x50, 0x57), 0x60, 0x61,
+                                  *range(0x70, 0x75), *range(0x80, 0x85), 0x94, 0x98))
+_MISS: Final = object()
+#: texts, binaries, symbols (one-byte size): matched as literals when they repeat
+_TEXT_CODES: Final = frozenset((0xA0, 0xA1, 0xA3))
+#: the longest such value (bytes, all told) matched as a literal
+_LITERAL: Final = 64
+_u64 = struct.Struct(">Q").unpack_from
+_u32 = struct.Struct(">I").unpack_from
+_i64 = struct.Struct(">q").unpack_from
+_i32 = struct.Struct(">i").unpack_from
+#: the largest map (bytes, all told) remembered whole
+_MEMO_MAP: Final = 160
+#: the value types a remembered map may hold (shared between its copies)
+_IMMUTABLE: Final = frozenset((str, bytes, int, bool, float, type(None), uuid.UUID))
+
+#: ``value(buf, pos, depth) -> (value, pos after it)``: the item-by-item decoder
+ValueDecoder = Callable[[Any, int, int], tuple[Any, int]]
+
+
+def _fixed_table() -> dict[bytes, Any]:
+    """Every one- and two-byte scalar encoding and its value (part 1, 1.6): null,
+    true, false, uint0, ulong0; ubyte, smalluint, smallulong; byte, smallint,
+    smalllong; boolean; and the zero of each wider integer."""
+    table: dict[bytes, Any] = {b"\x40": None, b"\x41": True, b"\x42": False,
+                               b"\x43": 0, b"\x44": 0}
+    for b in range(256):
+        signed = b - 256 if b > 127 else b
+        table[bytes((0x50, b))] = b
+        table[bytes((0x52, b))] = b
+        table[bytes((0x53, b))] = b
+        table[bytes((0x51, b))] = signed
+        table[bytes((0x54, b))] = signed
+        table[bytes((0x55, b))] = signed
+        table[bytes((0x56, b))] = b != 0
+    # the zeros of the wider integers (qpidd sends some statistics as int, uint)
+    for code, width in ((0x60, 2), (0x61, 2), (0x70, 4), (0x71, 4), (0x80, 8), (0x81, 8)):
+        table[bytes((code,)) + bytes(width)] = 0
+    return table
+
+
+class _Shape:
+    """One learned key sequence: its keys (``str``, shared by every map decoded
+    through it) and its segments: a regex for each run of pairs whose values were
+    fixed-width scalars, or the same short text in both maps it was learned from
+    (``(regex, None)``), the key of each other pair (``(None, key bytes)``, its value
+    decoded item by item)."""
+
+    __slots__ = ("keys", "segments")
+
+    def __init__(self, raw_keys: list[bytes], keys: tuple[str, ...],
+                 kinds: list[bytes | None]) -> None:
+        self.keys = keys
+        self.segments: list[tuple[re.Pattern[bytes] | None, bytes | None]] = []
+        run: list[bytes] = []
+        for raw, kind in zip(raw_keys, kinds, strict=True):
+            if kind is not None:
+                alternatives = _SCALAR if not kind else re.escape(kind) + b"|" + _SCALAR
+                run.append(re.escape(raw) + rb"(" + alternatives + rb")")
+                continue
+            if run:
+                self.segments.append((re.compile(b"".join(run)), None))
+                run = []
+            self.segments.append((None, raw))
+        if run:
+            self.segments.append((re.compile(b"".join(run)), None))
+
+
+class MapShapes:
+    """The shapes and the value table of one decoder (see the module's docstring).
+    ``value`` is the item-by-item decoder, used for the values the table lacks."""
+
+    def __init__(self, value: ValueDecoder) -> None:
+        self._value = value
+        self._fixed = _fixed_table()
+        self._memo = dict(self._fixed)
+        #: small maps of immutable values (ids, schema ids), by their bytes
+        self._maps: dict[bytes, dict[Any, Any]] = {}
+        self._slots: dict[tuple[int, bytes], list[_Shape]] = {}
+        #: key sequences seen, not learned yet: [the kinds of the values of the first
+        #: map, how many maps]
+        self._candidates: dict[tuple[int, tuple[str, ...]], list[Any]] = {}
+        self.shapes = 0
+        #: maps decoded through a shape, and those no shape fitted
+        self.hits = 0
+        self.misses = 0
+
+    def decode(self, buf: Any, pos: int, end: int, count: int,
+               depth: int) -> dict[str, Any] | None:
+        """The map of ``count`` items in ``buf[pos:end]`` (after its size and count),
+        or None when no shape fits it; ``depth``: that of the map's items."""
+        if buf[pos] != 0xA1 or pos + 1 >= end:
+            return None
+        shapes = self._slots.get((count, bytes(buf[pos:pos + 2 + buf[pos + 1]])))
+        if shapes is None:
+            return None
+        for shape in shapes:
+            values = self._run(shape, buf, pos, end, depth)
+            if values is not None:
+                self.hits += 1
+                return dict(zip(shape.keys, values, strict=True))
+        self.misses += 1
+        return None
+
+    def _run(self, shape: _Shape, buf: Any, pos: int, end: int,
+             depth: int) -> list[Any] | None:
+        values: list[Any] = []
+        memo_get = self._memo.get
+        decode = self._value
+        for regex, key in shape.segments:
+            if regex is not None:
+                m = regex.match(buf, pos, end)
+                if m is None:
+                    return None
+                groups = m.groups()
+                got = list(map(memo_get, groups, itertools.repeat(_MISS)))
+                if _MISS in got and not self._fill(groups, got, depth):
+                    return None
+                values += got
+                pos = m.end()
+                continue
+            assert key is not None
+            after = pos + len(key)
+            if buf[pos:after] != key:
+                return None
+            code = buf[after] if after < end else -1
+            if code == 0xA0 or code == 0xA1:  # binary, text: inline
+                pos = after + 2 + buf[after + 1]
+                if pos > end:
+                    return None
+                raw = bytes(buf[after + 2:pos])
+                if code == 0xA1:
+                    try:
+                        values.append(raw.decode("utf-8"))
+                    except UnicodeDecodeError:
+                        return None
+                else:
+                    values.append(raw)
+                continue
+            size = -1
+            if code == 0xD1 and after + 5 <= end:  # map32 (qpidd's ids and schema ids)
+                size = 5 + int.from_bytes(buf[after + 1:after + 5], "big")
+            elif code == 0xC1 and after + 1 < end:
+                size = 2 + buf[after + 1]
+            small = 0 < size <= _MEMO_MAP and after + size <= end
+            if small:  # a small map (an id, a schema id): kept whole, copied out
+                raw = bytes(buf[after:after + size])
+                known = self._maps.get(raw)
+                if known is not None:
+                    values.append(known.copy())
+                    pos = after + len(raw)
+                    continue
+            try:
+                value, pos = decode(buf, after, depth)
+            except Exception:  # malformed: the item-by-item decoder says how
+                return None
+            if small and pos == after + len(raw) and type(value) is dict \
+                    and all(type(v) in _IMMUTABLE for v in value.values()):
+                if len(self._maps) >= MAX_MEMO:
+                    self._maps.clear()
+                self._maps[raw] = value.copy()
+            values.append(value)
+        return values if pos == end else None
+
+    def _fill(self, groups: tuple[bytes, ...], values: list[Any], depth: int) -> bool:
+        """Decode the scalars the table lacks (remembering uuids); False when one does
+        not decode."""
+        decode = self._value
+        i = values.index(_MISS)
+        n = len(values)
+        while True:
+            raw = groups[i]
+            code = raw[0]
+            if code == 0x80:  # ulong, uint, long, int: the common ones inline
+                value = _u64(raw, 1)[0]
+            elif code == 0x70:
+                value = _u32(raw, 1)[0]
+            elif code == 0x81:
+                value = _i64(raw, 1)[0]
+            elif code == 0x71:
+                value = _i32(raw, 1)[0]
+            else:
+                try:
+                    value = decode(raw, 0, depth)[0]
+                except Exception:  # malformed: the item-by-item decoder says how
+                    return False
+            values[i] = value
+            if code == 0x98 or code in _TEXT_CODES:  # a uuid, a literal text
+                memo = self._memo
+                if len(memo) >= MAX_MEMO + len(self._fixed):
+                    memo.clear()
+                    memo.update(self._fixed)
+                memo[raw] = value
+            i += 1
+            if i >= n:
+                return True
+            try:
+                i = values.index(_MISS, i)
+            except ValueError:
+                return True
+
+    def seen(self, buf: Any, pos: int, end: int, count: int, keys: tuple[str, ...],
+             depth: int) -> None:
+        """The map of ``count`` items in ``buf[pos:end]`` whose keys (all str8, no
+        duplicate) are ``keys`` was decoded item by item: the LEARN_AFTER-th time a key
+        sequence is seen it becomes a shape, with the kinds of this map's values (a
+        short text the same as in the first map becomes a literal)."""
+        if self.shapes >= MAX_SHAPES or len(keys) > _MAX_PAIRS:
+            return
+        first = keys[0].encode("utf-8")
+        if len(self._slots.get((count, b"\xa1" + bytes((len(first) & 0xFF,)) + first),
+                               ())) >= _PER_SLOT:
+            return
+        sig = (count, keys)
+        candidates = self._candidates
+        entry = candidates.get(sig)
+        if entry is not None and entry[1] + 1 < LEARN_AFTER:
+            entry[1] += 1
+            return
+        walked = self._walk(buf, pos, end, depth, len(keys))
+        if walked is None:
+            return
+        raw_keys, kinds = walked
+        if entry is None:  # seen once: its kinds kept, to compare with a later one
+            if len(candidates) >= _MAX_CANDIDATES:
+                candidates.clear()
+            candidates[sig] = [kinds, 1]
+            return
+        del candidates[sig]
+        before = entry[0]
+        # a text the same in both maps is matched as a literal; one that changed, or
+        # anything else, is decoded item by item
+        kinds = [k if k == b or not k else None for k, b in zip(kinds, before, strict=True)]
+        slot = self._slots.setdefault((count, raw_keys[0]), [])
+        if len(slot) >= _PER_SLOT:
+            return
+        slot.append(_Shape(raw_keys, keys, kinds))
+        self.shapes += 1
+
+    def _walk(self, buf: Any, pos: int, end: int, depth: int,
+              pairs: int) -> tuple[list[bytes], list[bytes | None]] | None:
+        """The keys' bytes and the values' kinds of a map that just decoded: b"" for
+        a fixed-width scalar, the bytes of a short text, binary or symbol, None for
+        the others."""
+        raw_keys: list[bytes] = []
+        kinds: list[bytes | None] = []
+        try:
+            for _ in range(pairs):
+                klen = buf[pos + 1]
+                raw_keys.append(bytes(buf[pos:pos + 2 + klen]))
+                pos += 2 + klen
+                code = buf[pos]
+                after = self._value(buf, pos, depth)[1]
+                if code in _SCALAR_CODES:
+                    kinds.append(b"")
+                elif code in _TEXT_CODES and after - pos <= _LITERAL:
+                    kinds.append(bytes(buf[pos:after]))
+                else:
+                    kinds.append(None)
+                pos = after
+        except Exception:  # it decoded a moment ago; nothing to learn otherwise
+            return None
+        return (raw_keys, kinds) if pos == end else None

@@ -1,0 +1,172 @@
+"""Learned map shapes in the AMQP 1.0 decoder (qmf_async/wire/_amqp10shapes.py): a map
+whose key sequence was seen before decodes through one regex match, to exactly what
+the item-by-item decoder gives; anything unexpected falls back to it."""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from qmf_async.errors import DecodeError
+from qmf_async.wire import V2ObjectId, V2SchemaId, _amqp10, decode_amqp10_message
+from qmf_async.wire._amqp10 import Described, Symbol, Timestamp, decode_value, encode_value
+from qmf_async.wire._amqp10shapes import LEARN_AFTER, MAX_SHAPES, MapShapes
+
+CAPTURE = Path(__file__).parent / "data" / "qmf2" / "qpidd-1.40-v2.jsonl"
+
+
+@pytest.fixture
+def shapes(monkeypatch: pytest.MonkeyPatch) -> Iterator[MapShapes]:
+    """A fresh shape table for the decoder (the process's one is left alone)."""
+    fresh = MapShapes(_amqp10._value)
+    monkeypatch.setattr(_amqp10, "_SHAPES", fresh)
+    yield fresh
+
+
+def _plain(data: bytes) -> Any:
+    """The item-by-item decode (a table that never learns)."""
+    table = MapShapes(_amqp10._value)
+    table.seen = lambda *args: None  # type: ignore[method-assign]
+    saved = _amqp10._SHAPES
+    _amqp10._SHAPES = table  # type: ignore[misc]
+    try:
+        return decode_value(data)[0]
+    finally:
+        _amqp10._SHAPES = saved  # type: ignore[misc]
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal with the same types all the way down (True is not 1, b"x" not "x")."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
+def _obj(name: str, count: int, creator: bytes = b"anonymous") -> dict[str, Any]:
+    # a qpidd-like object map: timestamps, an id map, values of every common kind
+    return {
+        "_create_ts": Timestamp(17), "_delete_ts": 0,
+        "_object_id": {"_agent_epoch": 1, "_object_name": name.encode()},
+        "_schema_id": {"_class_name": b"queue", "_hash": uuid.UUID(int=7),
+                       "_package_name": b"org.apache.qpid.broker", "_type": b"_data"},
+        "_update_ts": 10**18 + count,
+        "_values": {"acquires": count, "big": 2**40 + count, "creator": creator,
+                    "durable": True, "flow": False, "neg": -5, "none": None,
+                    "ratio": 0.5, "sym": Symbol("s"), "text": "t\u00e9", "zero": 0},
+    }
+
+
+def test_repeated_maps_decode_through_a_shape_to_the_same_values(shapes: MapShapes) -> None:
+    # the first LEARN_AFTER sightings teach the key sequences; the others take the shapes
+    for i in range(LEARN_AFTER + 6):
+        data = encode_value(_obj(f"q{i % 3}", i * 1000))
+        got = decode_value(data)[0]
+        assert _same(got, _plain(data)), i
+    assert shapes.shapes >= 2 and shapes.hits >= 6
+
+
+def test_qpidd_messages_decode_as_item_by_item(shapes: MapShapes) -> None:
+    messages = [base64.b64decode(json.loads(line)["message_b64"])
+                for line in CAPTURE.read_text().splitlines()]
+    for _ in range(LEARN_AFTER + 1):
+        for raw in messages:
+            got = decode_amqp10_message(raw)
+            saved = _amqp10._SHAPES
+            _amqp10._SHAPES = MapShapes(_amqp10._value)  # type: ignore[misc]
+            try:
+                want = decode_amqp10_message(raw)
+            finally:
+                _amqp10._SHAPES = saved  # type: ignore[misc]
+            assert _same(got.body, want.body)
+            assert _same(got.application_properties, want.application_properties)
+    assert shapes.hits > 100
+
+
+@pytest.mark.parametrize("change", [
+    {"creator": b"someone-else"},  # a literal text changed
+    {"acquires": b"text now"},  # a scalar became a text
+    {"creator": None},  # a text became null
+    {"zero": [1, 2]},  # a scalar became a list
+    {"creator": b"\xa1\x03big"},  # a text holding the next key's bytes
+    {"neg": Described(Symbol("d"), 1)},  # a described value
+    {"big": Timestamp(5)},
+])
+def test_a_map_that_departs_from_its_shape_decodes_as_it_is(
+        shapes: MapShapes, change: dict[str, Any]) -> None:
+    for i in range(LEARN_AFTER + 1):
+        decode_value(encode_value(_obj("q", i)))
+    obj = _obj("q", 9)
+    obj["_values"].update(change)
+    data = encode_value(obj)
+    assert _same(decode_value(data)[0], _plain(data))
+
+
+def test_maps_handed_out_are_never_shared(shapes: MapShapes) -> None:
+    data = encode_value(_obj("q", 1))
+    for _ in range(LEARN_AFTER + 1):
+        decode_value(data)
+    first = decode_value(data)[0]
+    first["_object_id"]["_agent_epoch"] = 99
+    first["_values"]["acquires"] = 99
+    again = decode_value(data)[0]
+    assert again["_object_id"]["_agent_epoch"] == 1
+    assert again["_values"]["acquires"] == 1
+    assert again["_object_id"] is not first["_object_id"]
+
+
+def test_malformed_bytes_raise_as_without_shapes(shapes: MapShapes) -> None:
+    data = encode_value(_obj("q", 1))
+    for _ in range(LEARN_AFTER + 1):
+        decode_value(data)
+    # a size field that lies, and a truncated map: the item-by-item decoder's errors
+    at = data.index(b"\xa1\x07creator") + 9
+    bad = data[:at + 1] + bytes([200]) + data[at + 2:]
+    for broken in (bad, data[:-3]):
+        with pytest.raises(DecodeError) as ours:
+            decode_value(broken)
+        with pytest.raises(DecodeError) as plain:
+            _plain(broken)
+        assert str(ours.value) == str(plain.value)
+
+
+def test_shapes_are_bounded(shapes: MapShapes) -> None:
+    for i in range(MAX_SHAPES + 40):
+        data = encode_value({f"k{i}-{j}": j for j in range(4)})
+        for _ in range(LEARN_AFTER):
+            decode_value(data)
+    assert shapes.shapes == MAX_SHAPES
+
+
+def test_duplicate_keys_are_not_learned(shapes: MapShapes) -> None:
+    # map8 a: 1, a: 2, b: 3 (the last a wins, as item by item)
+    body = b"".join(encode_value(x) for x in ("a", 1, "a", 2, "b", 3))
+    data = bytes((0xC1, len(body) + 1, 6)) + body
+    for _ in range(LEARN_AFTER + 1):
+        assert decode_value(data)[0] == {"a": 2, "b": 3}
+    assert shapes.shapes == 0
+
+
+def test_v2_ids_are_built_once_and_still_checked() -> None:
+    wire = {"_object_name": b"org.apache.qpid.broker:queue:q", "_agent_epoch": 1}
+    one = V2ObjectId.from_map(dict(wire))
+    assert V2ObjectId.from_map(dict(wire)) is one
+    assert one == V2ObjectId("org.apache.qpid.broker:queue:q", None, 1)
+    with pytest.raises(DecodeError):  # a bool is no epoch, remembered or not
+        V2ObjectId.from_map({**wire, "_agent_epoch": True})
+    sid = {"_class_name": b"queue", "_package_name": b"p", "_hash": uuid.UUID(int=3),
+           "_type": b"_data"}
+    first = V2SchemaId.from_map(dict(sid))
+    assert V2SchemaId.from_map(dict(sid)) is first
+    assert first == V2SchemaId("p", "queue", "_data", uuid.UUID(int=3))
+    with pytest.raises(DecodeError):
+        V2SchemaId.from_map({**sid, "_package_name": 5})
