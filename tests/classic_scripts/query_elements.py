@@ -24,7 +24,7 @@ def main():
     print("query properties: " + names(found.getProperties()))
     print("query statistics: " + names(found.getStatistics()))
     print("query unlisted: " + " ".join(n + "=" + repr(getattr(found, n)) for n in missing))
-    print("msgDepth: %d" % found.msgDepth)
+    print("msgDepth: " + str(found.msgDepth))
     sess.delBroker(broker)
 
 
