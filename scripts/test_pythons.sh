@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The broker-free tiers of the suite (codec, protocol cores, session and view units,
-# selector) on every other Python the package supports: 3.12 and 3.13 (the default
+# selector), and the upstream qmfv2 conformance suite against the classic layer, on
+# every other Python the package supports: 3.12 and 3.13 (the default
 # interpreter runs the whole suite in scripts/test.sh).  Each gets a venv of its own,
 # .venv-3.12 and .venv-3.13 in the repository root (made by scripts/setup.sh).
 #
@@ -62,6 +63,14 @@ for ver in "$@"; do
     # shellcheck disable=SC2086
     if ! "$ROOT/.venv-$ver/bin/python" -m pytest -q -p no:cacheprovider -n 2 \
             -m "not integration and not qpidd" "${TIERS[@]}" ${QMF_PYTEST_ARGS:-}; then
+        status=1
+    fi
+    # the upstream Console-callback suite (qmfv2) against the classic layer on this
+    # Python, about 15 s (tests/test_peer_suite.py; its harness runs on .venv's Python;
+    # skipped when ../shared/peer-suite is absent)
+    if [ -x "$ROOT/.venv/bin/python" ] && ! QMF_PEER_PYTHON="$ROOT/.venv-$ver/bin/python" \
+            "$ROOT/.venv/bin/python" -m pytest -q -p no:cacheprovider \
+            tests/test_peer_suite.py -k another_python; then
         status=1
     fi
 done

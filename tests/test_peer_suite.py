@@ -8,6 +8,12 @@ v2-only qpidd), ``management`` and ``msg_groups`` with QMF v1 on and on a stock 
 and ``qmf_client`` (AMQP 1.0 ``BrokerAgent``, with its fake-server reconnect tests).
 Every test passes but the ones Python 3 itself blocks (the 0-10 client, see
 docs/classic.md).  About 60 s here; skipped when ``../shared`` is absent.
+
+``QMF_PEER_PYTHON=/path/to/python3.12`` (scripts/test_pythons.sh sets it for the
+3.12 and 3.13 venvs) runs the ``qmfv2`` suite with that interpreter too: the harness
+stays on this one, the tests and the classic layer run on that one, with
+``tests/peer_compat`` on their path (Python 3.12 removed what the tests' own 0-10 client
+and base classes import: ``ssl.wrap_socket``, ``imp``, the ``unittest`` aliases).
 """
 
 from __future__ import annotations
@@ -27,6 +33,10 @@ pytestmark = pytest.mark.qpidd
 
 ROOT = Path(__file__).resolve().parent.parent
 PEER = ROOT.parent / "shared" / "peer-suite"
+#: Python 3.12+ shims for the tests' own code, never for the layer under test
+COMPAT = ROOT / "tests" / "peer_compat"
+#: another interpreter to run the qmfv2 suite on (scripts/test_pythons.sh)
+OTHER_PYTHON = os.environ.get("QMF_PEER_PYTHON", "")
 QPIDD = ROOT.parent / "shared" / "qpidd" / "bin" / "qpidd"
 
 #: fail under Python 3 in the 0-10 client or the test itself, whatever the console does
@@ -75,11 +85,15 @@ def _free_base() -> int:
     pytest.skip("every peer-suite port base (5690-5696) is in use")
 
 
-def _run(mode: str, out: Path, suites: list[str], tests: tuple[str, ...] = ()
-         ) -> dict[str, object]:
-    """One harness run of ``suites`` (only ``tests`` when given); its results.json."""
-    env = {**os.environ, "PEER_PROJECT_ROOT": str(ROOT), "PYTHONPATH": str(ROOT)}
-    argv = [sys.executable, str(PEER / "run"), "--python", sys.executable,
+def _run(mode: str, out: Path, suites: list[str], tests: tuple[str, ...] = (),
+         python: str = sys.executable) -> dict[str, object]:
+    """One harness run of ``suites`` (only ``tests`` when given) with the tests on
+    ``python``; its results.json."""
+    path = [str(ROOT)]
+    if python != sys.executable:  # the shims load only on 3.12+ (sitecustomize checks)
+        path.append(str(COMPAT))
+    env = {**os.environ, "PEER_PROJECT_ROOT": str(ROOT), "PYTHONPATH": os.pathsep.join(path)}
+    argv = [sys.executable, str(PEER / "run"), "--python", python,
             "--impl", "peer_project_console", "--toollibs-impl", "peer_project_toollibs",
             "--client-impl", "peer_project_client", "--path", str(PEER / "impls_project"),
             "--suite", ",".join(suites), "--qmf1", mode, "--port", str(_free_base()),
@@ -136,3 +150,19 @@ def test_the_upstream_suite_passes(peer_results: Callable[[str], dict[str, objec
     assert not unexpected, f"{suite} (--mgmt-qmf1 {mode}): {unexpected}"
     passed = sum(1 for t in tests.values() if t["status"] == "pass")
     assert passed == EXPECTED[suite, mode], f"{suite}: {passed} passed, {failed}"
+
+
+@pytest.mark.skipif(not OTHER_PYTHON, reason="QMF_PEER_PYTHON names no other interpreter")
+def test_the_callback_suite_passes_on_another_python(
+        tmp_path: Path) -> None:
+    if not (PEER / "run").exists() or not QPIDD.exists():
+        pytest.skip(f"the conformance suite or qpidd is absent ({PEER}, {QPIDD})")
+    done = subprocess.run([OTHER_PYTHON, "-c", "import sys; print(sys.version.split()[0])"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, f"QMF_PEER_PYTHON={OTHER_PYTHON} does not run: {done.stderr}"
+    out = _run("yes", tmp_path / "results.json", ["qmfv2"], python=OTHER_PYTHON)
+    suites: Any = out["suites"]
+    tests = suites["qmfv2"]["tests"]
+    failed = {name: f"{t['status']}: {t['reason']}" for name, t in tests.items()
+              if t["status"] != "pass"}
+    assert len(tests) == EXPECTED["qmfv2", "yes"] and not failed, (done.stdout, failed)

@@ -61,6 +61,35 @@ def _lookup(schema: SchemaClass) -> dict[str, tuple[str, Any]]:
     return table
 
 
+#: qpidd's broker agent over QMF v2 (``vendor:product:instance``)
+_QPIDD_AGENT = "apache.org:qpidd:"
+
+
+def _v2_unsent(schema: SchemaClass) -> frozenset[str]:
+    """The statistics of ``schema`` that qpidd never puts in a QMF v2 object map,
+    cached on the classic schema.
+
+    qpidd's management code generator (qpid-cpp ``managementgen``, the ``mma`` style
+    of ``mmaTime`` statistics such as the queue's ``messageLatency``) declares
+    ``<base>Samples``, ``<base>Min``, ``<base>Max`` and ``<base>Average`` in the
+    schema and writes all four, in that order, in a QMF v1 record, but names the map
+    keys of a v2 object ``<base>Count``, ``<base>Min``, ``<base>Max`` and
+    ``<base>Avg``: over v2 the ``Samples`` and ``Average`` of the schema never
+    arrive."""
+    unsent: frozenset[str] | None = getattr(schema, "_v2_unsent", None)
+    if unsent is None:
+        names = {s.name for s in schema.statistics}
+        found: set[str] = set()
+        for name in names:
+            base = name[:-len("Samples")]
+            if name.endswith("Samples") and {f"{base}Min", f"{base}Max",
+                                              f"{base}Average"} <= names:
+                found |= {name, f"{base}Average"}
+        unsent = frozenset(found)
+        schema._v2_unsent = unsent  # type: ignore[attr-defined]
+    return unsent
+
+
 #: sstr and lstr: the schema types of text
 _TEXT_TYPES = frozenset((6, 7))
 
@@ -130,7 +159,8 @@ class Object:
         if name in self._set:
             return self._set[name]
         obj = self._obj
-        if obj is None or name in obj.get_absent():
+        if obj is None or name in obj.get_absent() \
+                or (kind == "s" and name in _v2_unsent(self._schema) and self._unsent()):
             # not sent (QMF v2): None, as the classic console reads a missing element
             return None
         value = obj.get(name)
@@ -193,11 +223,22 @@ class Object:
         if not self._parts & Change.STATISTICS:
             return []
         obj = self._obj
-        absent = obj.get_absent() if obj is not None else None
+        absent = obj.get_absent() | self._unsent() if obj is not None else None
         if absent:
             return [(s, self._value("s", s)) for s in self._schema.statistics
                     if s.name not in absent or s.name in self._set]
         return [(s, self._value("s", s)) for s in self._schema.statistics]
+
+    def _unsent(self) -> frozenset[str]:
+        """The statistics a record of qpidd's v2 agent never carries over QMF v2 (see
+        :func:`_v2_unsent`).  The session reads qpidd's agent over v1 (its fast path),
+        whose records carry them; the classic console, reading over v2 there, never
+        lists them nor reads them (None): neither does this record."""
+        obj = self._obj
+        agent = obj.get_agent() if obj is not None else None
+        if agent is None or not agent.name.startswith(_QPIDD_AGENT):
+            return frozenset()
+        return _v2_unsent(self._schema)
 
     # ---- the classic console's attributes (scripts read them off records)
 

@@ -37,9 +37,36 @@ from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
 from .. import names
-from ..errors import MethodError, QmfError, QmfTimeout, TransportError, UsageError
+from ..errors import (
+    MethodError,
+    ObjectGoneError,
+    QmfError,
+    QmfTimeout,
+    TransportError,
+    UsageError,
+)
 from ..transport import Delivery, TlsOptions, amqp10_class
 from ._values import BrokerURL, classic_text
+from ._wrappers import (
+    ACL_ADDR,
+    BROKER_ADDR,
+    Acl,
+    Binding,
+    Bridge,
+    Broker,
+    BrokerCalls,
+    BrokerObject,
+    Cluster,
+    Connection,
+    Exchange,
+    HaBroker,
+    Link,
+    Memory,
+    Queue,
+    Subscription,
+    W,
+)
+from ._wrappers import Session_ as Session
 
 try:  # QMF_AMQP10 picks it: the pure-Python one (the default) or python-qpid-proton's
     _TRANSPORT: Any = amqp10_class()
@@ -50,8 +77,6 @@ T = TypeVar("T")
 
 #: the broker's management node (the upstream default when the URL has no path)
 MANAGEMENT_NODE = names.V2_DIRECT_EXCHANGE
-BROKER_ADDR = "org.apache.qpid.broker:broker:amqp-broker"
-ACL_ADDR = "org.apache.qpid.acl:acl:org.apache.qpid.broker:broker:amqp-broker"
 
 #: what a connection failure raises: a :class:`~qmf_async.TransportError`; on the proton
 #: transport (``QMF_AMQP10=proton``) also proton's ``ConnectionException``
@@ -84,6 +109,7 @@ __all__ = [
     "Acl",
     "AgentConnection",
     "Binding",
+    "Bridge",
     "Broker",
     "BrokerAgent",
     "BrokerObject",
@@ -389,12 +415,15 @@ class _Request:
                            "x-amqp-0-10.app-id": "qmf2"}
 
 
-class BrokerAgent:
+class BrokerAgent(BrokerCalls):
     """Proxy of a manageable Qpid broker over AMQP 1.0 (QMF v2 requests).
 
     ``BrokerAgent.connect("host:5672")`` (or an ``amqp://`` URL, or an object with
     ``host`` and ``port`` such as ``qpid.util.URL``); ``reconnect_delays`` (an
     iterable, e.g. :class:`ReconnectDelays`) makes calls survive a lost connection.
+    Its calls and object wrappers are ``qpidtoollibs``' (``_wrappers``); objects are
+    their QMF v2 maps as the broker sent them (a reference reads as its
+    ``{'_object_name': ...}`` map).
 
     Raises (methods): see the module docstring.
     """
@@ -537,249 +566,19 @@ class BrokerAgent:
         items = self._retry(lambda: self._items("_query_request", query))
         return items[0] if len(items) == 1 else None
 
-    def _getAll(self, cls: type[BrokerObject]) -> list[BrokerObject]:
-        return [cls(self, x) for x in self._classQuery(cls.__name__.lower())]
+    def _getAll(self, cls: type[W]) -> list[W]:
+        return [cls(self, x) for x in self._classQuery(cls.__name__.lower().rstrip("_"))]
 
-    def _getSingle(self, cls: type[BrokerObject]) -> Any:
-        objects = self._getAll(cls)
-        return objects and objects[0]
-
-    def _get(self, cls: type[BrokerObject], oid: str) -> BrokerObject | None:
-        x = self._nameQuery(oid)
+    def _get(self, cls: type[W], addr: str) -> W | None:
+        x = self._nameQuery(addr)
         return cls(self, x) if x else None
 
-    # ---------------------------------------------------------------- objects
-
-    def getBroker(self) -> Any: return self._getSingle(Broker)
-    def getCluster(self) -> Any: return self._getSingle(Cluster)
-    def getHaBroker(self) -> Any: return self._getSingle(HaBroker)
-    def getAcl(self) -> Any: return self._getSingle(Acl)
-    def getMemory(self) -> Any: return self._getSingle(Memory)
-    def getAllConnections(self) -> list[BrokerObject]: return self._getAll(Connection)
-    def getAllSessions(self) -> list[BrokerObject]: return self._getAll(Session)
-    def getAllSubscriptions(self) -> list[BrokerObject]: return self._getAll(Subscription)
-    def getAllExchanges(self) -> list[BrokerObject]: return self._getAll(Exchange)
-    def getAllQueues(self) -> list[BrokerObject]: return self._getAll(Queue)
-    def getAllBindings(self) -> list[BrokerObject]: return self._getAll(Binding)
-    def getAllLinks(self) -> list[BrokerObject]: return self._getAll(Link)
-
-    def getConnection(self, oid: str) -> BrokerObject | None:
-        return self._get(Connection, f"org.apache.qpid.broker:connection:{oid}")
-
-    def getSession(self, oid: str) -> BrokerObject | None:
-        return self._get(Session, f"org.apache.qpid.broker:session:{oid}")
-
-    def getSubscription(self, oid: str) -> BrokerObject | None:
-        return self._get(Subscription, f"org.apache.qpid.broker:subscription:{oid}")
-
-    def getExchange(self, name: str) -> BrokerObject | None:
-        return self._get(Exchange, f"org.apache.qpid.broker:exchange:{name}")
-
-    def getQueue(self, name: str) -> BrokerObject | None:
-        return self._get(Queue, f"org.apache.qpid.broker:queue:{name}")
-
-    # ---------------------------------------------------------------- methods
-
-    def echo(self, sequence: int = 1, body: str = "Body") -> Any:
-        """Ask the broker to answer (tests the path to the management agent)."""
-        return self._method("echo", {"sequence": sequence, "body": body})
-
-    def queueMoveMessages(self, srcQueue: str, destQueue: str, qty: int) -> None:
-        self._method("queueMoveMessages", {"srcQueue": srcQueue, "destQueue": destQueue,
-                                           "qty": qty})
-
-    def queueRedirect(self, sourceQueue: str, targetQueue: str) -> None:
-        self._method("queueRedirect", {"sourceQueue": sourceQueue, "targetQueue": targetQueue})
-
-    def setLogLevel(self, level: str) -> None:
-        self._method("setLogLevel", {"level": level})
-
-    def getLogLevel(self) -> Any:
-        return self._method("getLogLevel")
-
-    def setTimestampConfig(self, receive: bool) -> None:
-        self._method("setTimestampConfig", {"receive": receive})
-
-    def getTimestampConfig(self) -> Any:
-        return self._method("getTimestampConfig")
-
-    def setLogHiresTimestamp(self, logHires: bool) -> None:
-        self._method("setLogHiresTimestamp", {"logHires": logHires})
-
-    def getLogHiresTimestamp(self) -> Any:
-        return self._method("getLogHiresTimestamp")
-
-    def addExchange(self, exchange_type: str, name: str,
-                    options: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
-        props = {"exchange-type": exchange_type, **(options or {}), **kwargs}
-        self._method("create", {"type": "exchange", "name": name, "properties": props,
-                                "strict": True})
-
-    def delExchange(self, name: str) -> None:
-        self._method("delete", {"type": "exchange", "name": name})
-
-    def addQueue(self, name: str, options: Mapping[str, Any] | None = None,
-                 **kwargs: Any) -> None:
-        self._method("create", {"type": "queue", "name": name,
-                                "properties": {**(options or {}), **kwargs}, "strict": True})
-
-    def delQueue(self, name: str, if_empty: bool = True, if_unused: bool = True) -> None:
-        self._method("delete", {"type": "queue", "name": name,
-                                "options": {"if_empty": if_empty, "if_unused": if_unused}})
-
-    def bind(self, exchange: str, queue: str, key: str = "",
-             options: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
-        self._method("create", {"type": "binding", "name": f"{exchange}/{queue}/{key}",
-                                "properties": {**(options or {}), **kwargs}, "strict": True})
-
-    def unbind(self, exchange: str, queue: str, key: str, **kwargs: Any) -> None:
-        self._method("delete", {"type": "binding", "name": f"{exchange}/{queue}/{key}",
-                                "strict": True})
-
-    def reloadAclFile(self) -> None:
-        self._method("reloadACLFile", {}, ACL_ADDR)
-
-    def acl_lookup(self, userName: str, action: str, aclObj: str, aclObjName: str,
-                   propMap: Mapping[str, Any]) -> Any:
-        return self._method("Lookup", {"userId": userName, "action": action, "object": aclObj,
-                                       "objectName": aclObjName, "propertyMap": dict(propMap)},
-                            ACL_ADDR)
-
-    def acl_lookupPublish(self, userName: str, exchange: str, key: str) -> Any:
-        return self._method("LookupPublish", {"userId": userName, "exchangeName": exchange,
-                                              "routingKey": key}, ACL_ADDR)
-
-    def Redirect(self, sourceQueue: str, targetQueue: str) -> Any:
-        return self._method("queueRedirect", {"sourceQueue": sourceQueue,
-                                              "targetQueue": targetQueue})
-
-    def create(self, _type: str, name: str, properties: Mapping[str, Any] | None = None,
-               strict: bool = False) -> Any:
-        return self._method("create", {"type": _type, "name": name,
-                                       "properties": dict(properties or {}), "strict": strict})
-
-    def delete(self, _type: str, name: str, options: Mapping[str, Any]) -> Any:
-        return self._method("delete", {"type": _type, "name": name, "options": dict(options)})
+    def _reload(self, obj: BrokerObject) -> dict[str, Any]:
+        refreshed = self._nameQuery(obj.getObjectId())
+        if not refreshed:
+            raise ObjectGoneError(1, f"{obj.getObjectId()} no longer exists on the broker")
+        return dict(refreshed)
 
     def list(self, _type: str) -> list[Any]:
         """The values of every object of a class."""
         return [i.get("_values", {}) for i in self._classQuery(_type.lower())]
-
-    def query(self, _type: str, oid: str) -> BrokerObject | None:
-        """An object of a class by its name (``package:class:name`` or the bare name)."""
-        addr = oid if oid.count(":") >= 2 else f"org.apache.qpid.broker:{_type.lower()}:{oid}"
-        return self._get(BrokerObject, addr)
-
-
-class BrokerObject:
-    """An object of the broker as its QMF v2 map: ``values``, ``content``, attributes
-    (None when absent), ``update()``."""
-
-    def __init__(self, broker: BrokerAgent, content: Mapping[str, Any]) -> None:
-        self.broker = broker
-        self.content: dict[str, Any] = dict(content)
-
-    @property
-    def values(self) -> dict[str, Any]:
-        values: dict[str, Any] = self.content.get("_values", {})
-        return values
-
-    def __getattr__(self, key: str) -> Any:
-        if key.startswith("__") or key in ("content", "broker"):
-            raise AttributeError(key)
-        return self.values.get(key)
-
-    def getObjectId(self) -> str:
-        return str(self.content["_object_id"]["_object_name"])
-
-    def getAttributes(self) -> dict[str, Any]:
-        return self.values
-
-    def getCreateTime(self) -> Any:
-        return self.content.get("_create_ts")
-
-    def getDeleteTime(self) -> Any:
-        return self.content.get("_delete_ts")
-
-    def getUpdateTime(self) -> Any:
-        return self.content.get("_update_ts")
-
-    def update(self) -> None:
-        """Reload the values from the broker.
-
-        Raises: ObjectGoneError when the object no longer exists."""
-        from ..errors import ObjectGoneError
-        refreshed = self.broker._nameQuery(self.getObjectId())
-        if not refreshed:
-            raise ObjectGoneError(1, f"{self.getObjectId()} no longer exists on the broker")
-        self.content = dict(refreshed)
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.content!r})"
-
-    def __str__(self) -> str:
-        return self.getObjectId()
-
-
-class Broker(BrokerObject):
-    """The broker object."""
-
-
-class Cluster(BrokerObject):
-    """A cluster object."""
-
-
-class HaBroker(BrokerObject):
-    """A habroker object."""
-
-
-class Memory(BrokerObject):
-    """A memory object."""
-
-
-class Session(BrokerObject):
-    """A broker session."""
-
-
-class Subscription(BrokerObject):
-    """A subscription."""
-
-
-class Exchange(BrokerObject):
-    """An exchange."""
-
-
-class Binding(BrokerObject):
-    """A binding."""
-
-
-class Link(BrokerObject):
-    """A federation link."""
-
-
-class Acl(BrokerObject):
-    """The ACL module's object."""
-
-
-class Connection(BrokerObject):
-    """A client connection."""
-
-    def close(self) -> None:
-        """Close this connection at the broker."""
-        self.broker._method("close", {}, f"org.apache.qpid.broker:connection:{self.address}")
-
-
-class Queue(BrokerObject):
-    """A queue."""
-
-    def purge(self, request: int) -> None:
-        """Discard all (0) or ``request`` messages."""
-        self.broker._method("purge", {"request": request},
-                            f"org.apache.qpid.broker:queue:{self.name}")
-
-    def reroute(self, request: int, useAltExchange: bool, exchange: str,
-                filter: Mapping[str, Any] | None = None) -> None:
-        """Route all (0) or ``request`` messages to an exchange."""
-        self.broker._method("reroute", {"request": request, "useAltExchange": useAltExchange,
-                                        "exchange": exchange, "filter": dict(filter or {})},
-                            f"org.apache.qpid.broker:queue:{self.name}")
