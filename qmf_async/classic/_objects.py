@@ -11,6 +11,7 @@ from ..console import Change, QmfObject, RemoteAgent
 from ..console import Event as AsyncEvent
 from ..console import MethodResult as AsyncResult
 from ..errors import AgentError, MethodError, UsageError
+from ..names import is_qpidd_agent
 from ..wire import ObjectId as WireObjectId
 from ..wire import SchemaClass as WireClass
 from ._loop import MARGIN, Dispatcher, LoopThread
@@ -59,10 +60,6 @@ def _lookup(schema: SchemaClass) -> dict[str, tuple[str, Any]]:
             table[m.name] = ("m", m)
         schema._lookup = table  # type: ignore[attr-defined]
     return table
-
-
-#: qpidd's broker agent over QMF v2 (``vendor:product:instance``)
-_QPIDD_AGENT = "apache.org:qpidd:"
 
 
 def _v2_unsent(schema: SchemaClass) -> frozenset[str]:
@@ -236,7 +233,7 @@ class Object:
         lists them nor reads them (None): neither does this record."""
         obj = self._obj
         agent = obj.get_agent() if obj is not None else None
-        if agent is None or not agent.name.startswith(_QPIDD_AGENT):
+        if agent is None or not is_qpidd_agent(agent.name):
             return frozenset()
         return _v2_unsent(self._schema)
 
