@@ -670,8 +670,13 @@ def _data_indication(props: Mapping[str, Any], body: Any, agent: str | None, cid
     content = _opt_text(props.get("qmf.content"), "qmf.content")
     if content is None or content == "_data":
         raw = _list(body, "_data_indication body")
-        return V2DataIndication([V2Data.from_map(item, f"_data_indication item {i}")
-                                 for i, item in enumerate(raw)], agent, cid)
+        from_map = V2Data.from_map
+        try:  # no text per item; a failure is read again to say which item
+            items = [from_map(item) for item in raw]
+        except DecodeError:
+            items = [from_map(item, f"_data_indication item {i}")
+                     for i, item in enumerate(raw)]
+        return V2DataIndication(items, agent, cid)
     if content == "_event":
         raw = _list(body, "_data_indication body")
         return V2EventIndication([V2Event.from_map(item, f"_data_indication event {i}")
