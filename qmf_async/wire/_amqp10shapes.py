@@ -215,9 +215,9 @@ class MapShapes:
                 continue
             assert key is not None
             after = pos + len(key)
-            if buf[pos:after] != key:
+            if after >= end or buf[pos:after] != key:
                 return None
-            code = buf[after] if after < end else -1
+            code = buf[after]
             if code == 0xA0 or code == 0xA1:  # binary, text: inline
                 pos = after + 2 + buf[after + 1]
                 if pos > end:
@@ -242,7 +242,7 @@ class MapShapes:
                 known = self._maps.get(raw)
                 if known is not None:
                     values.append(known.copy())
-                    pos = after + len(raw)
+                    pos = after + size
                     continue
             try:
                 value, pos = decode(buf, after, depth)
