@@ -3,8 +3,8 @@
 ``benchmarks/v2_filter.py --quick`` (indications with and without server-side
 filtering), ``benchmarks/default_path.py --quick`` (the default Session's fast
 path against v2, v1 and the classic console) and ``benchmarks/v2_updates.py --quick``
-(CPU per v2 object update: the transport, the core, the Session).  Needs the shared qpidd build and a
-Python 2.7 (the classic tools)."""
+(CPU per v2 object update: the transport, the core, the Session).  Needs the shared
+qpidd build and a Python 2.7 (the classic tools)."""
 
 from __future__ import annotations
 

@@ -29,8 +29,8 @@ __all__ = ["ObjectUpdates"]
 
 log = logging.getLogger("qmf_async.session")
 #: the bits of Change.PROPERTIES and Change.STATISTICS
-_PROPERTIES: int = Change.PROPERTIES._value_
-_STATISTICS: int = Change.STATISTICS._value_
+_PROPERTIES: int = Change.PROPERTIES.value
+_STATISTICS: int = Change.STATISTICS.value
 
 
 class ObjectUpdates:
@@ -95,8 +95,8 @@ class ObjectUpdates:
         # as the classic console: properties first, then statistics, for every update
         # that carries them (a v2 object with both parts, or an object first seen
         # through statistics whose properties a completion query brought, gets both)
-        # (the flags' bits tested directly: ``Change.X in changed`` is Python code)
-        bits = changed._value_
+        # (the flags' bits tested directly: ``Change.X in changed`` is two Python calls)
+        bits = changed.value
         if bits & _PROPERTIES:
             self._notify("object_props", broker, obj)
         if bits & _STATISTICS:
