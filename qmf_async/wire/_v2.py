@@ -238,11 +238,17 @@ class V2SchemaId:
         """
         if type(value) is dict and len(value) <= 4:
             # every object of a class comes with the same schema id: built once
-            key = (value.get("_package_name"), value.get("_class_name"), value.get("_type"),
-                   value.get("_hash"))
-            if type(key[1]) in _TEXTS and type(key[3]) in _HASHES:
+            package = value.get("_package_name")
+            kind = value.get("_type")
+            digest: Any = value.get("_hash")
+            digest_type = type(digest)
+            if type(value.get("_class_name")) in _TEXTS and digest_type in _HASHES:
+                # a uuid by its int (uuid.UUID's hash and == are Python code)
+                key = (package, value.get("_class_name"), kind,
+                       digest.int if digest_type is uuid.UUID else digest)
                 known = _SIDS.get(key)
-                if known is not None and len(value) == 4 - key.count(None):
+                if known is not None and len(value) == 2 + (package is not None) \
+                        + (kind is not None) - (digest is None):
                     return known
                 made = cls._read(value, where)
                 _remember(_SIDS, key, made)
