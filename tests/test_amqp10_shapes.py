@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import struct
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,14 +25,14 @@ CAPTURE = Path(__file__).parent / "data" / "qmf2" / "qpidd-1.40-v2.jsonl"
 @pytest.fixture
 def shapes(monkeypatch: pytest.MonkeyPatch) -> Iterator[MapShapes]:
     """A fresh shape table for the decoder (the process's one is left alone)."""
-    fresh = MapShapes(_amqp10._value)
+    fresh = MapShapes(_amqp10._value, _amqp10.MAX_DEPTH)
     monkeypatch.setattr(_amqp10, "_SHAPES", fresh)
     yield fresh
 
 
 def _plain(data: bytes) -> Any:
     """The item-by-item decode (a table that never learns)."""
-    table = MapShapes(_amqp10._value)
+    table = MapShapes(_amqp10._value, _amqp10.MAX_DEPTH)
     table.seen = lambda *args: None  # type: ignore[method-assign]
     saved = _amqp10._SHAPES
     _amqp10._SHAPES = table  # type: ignore[misc]
@@ -90,6 +91,32 @@ def test_qpidd_messages_decode_as_item_by_item(shapes: MapShapes) -> None:
             assert _same(got.body, want.body)
             assert _same(got.application_properties, want.application_properties)
     assert shapes.hits > 100
+
+
+def test_a_shaped_map_nested_too_deep_raises_as_item_by_item(shapes: MapShapes) -> None:
+    # a map of scalars the value table knows, nested around the depth limit: through
+    # its shape it must raise where the item-by-item decoder does (values past
+    # MAX_DEPTH), not come back whole
+    flat = {"a": 1, "b": 2, "c": True}
+    for _ in range(LEARN_AFTER + 1):
+        decode_value(encode_value(flat))
+    assert shapes.shapes == 1
+    outcomes = set()
+    for levels in range(_amqp10.MAX_DEPTH - 3, _amqp10.MAX_DEPTH + 3):
+        data = encode_value(flat)
+        for _ in range(levels):  # list32 of one item (the encoder refuses this depth)
+            data = b"\xd0" + struct.pack(">II", 4 + len(data), 1) + data
+        try:
+            want: Any = _plain(data)
+        except DecodeError:
+            want = DecodeError
+        try:
+            got: Any = decode_value(data)[0]
+        except DecodeError:
+            got = DecodeError
+        assert got is want if want is DecodeError else _same(got, want), levels
+        outcomes.add(want is DecodeError)
+    assert outcomes == {True, False}
 
 
 @pytest.mark.parametrize("change", [

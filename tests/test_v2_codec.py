@@ -384,6 +384,10 @@ def test_ids_to_and_from_map() -> None:
     ({"qmf.opcode": "_data_indication", "qmf.content": "_data"},
      [{"_values": {}, "_schema_id": {"_class_name": "q", "_hash": 5}}],
      "_hash must be a uuid or binary"),
+    # the item's place in the body is named (read again after the failure)
+    ({"qmf.opcode": "_data_indication", "qmf.content": "_data"},
+     [{"_values": {}}, {"_values": {}}, {"_values": 3}],
+     "_data_indication item 2._values must be a map"),
 ])
 def test_malformed_names_the_key(props: dict[str, Any], body: Any, message: str) -> None:
     with pytest.raises(DecodeError, match=message.replace("(", r"\(")):

@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 __all__ = ["ObjectUpdates"]
 
 log = logging.getLogger("qmf_async.session")
+#: the bits of Change.PROPERTIES and Change.STATISTICS
+_PROPERTIES: int = Change.PROPERTIES.value
+_STATISTICS: int = Change.STATISTICS.value
 
 
 class ObjectUpdates:
@@ -92,9 +95,11 @@ class ObjectUpdates:
         # as the classic console: properties first, then statistics, for every update
         # that carries them (a v2 object with both parts, or an object first seen
         # through statistics whose properties a completion query brought, gets both)
-        if Change.PROPERTIES in changed:
+        # (the flags' bits tested directly: ``Change.X in changed`` is two Python calls)
+        bits = changed.value
+        if bits & _PROPERTIES:
             self._notify("object_props", broker, obj)
-        if Change.STATISTICS in changed:
+        if bits & _STATISTICS:
             self._notify("object_stats", broker, obj)
         for sub in self._update_subs:
             sub.deliver(obj)

@@ -294,7 +294,7 @@ def _value(buf: bytes | memoryview, pos: int, depth: int) -> tuple[Any, int]:
 
 
 #: the map shapes learned by this process's decoder (bounded; see _amqp10shapes)
-_SHAPES: Final = MapShapes(_value)
+_SHAPES: Final = MapShapes(_value, MAX_DEPTH)
 
 
 def _size_count(buf: bytes | memoryview, pos: int, wide: int,

@@ -30,7 +30,6 @@ Pure: no I/O.
 
 from __future__ import annotations
 
-import itertools
 import re
 import struct
 import uuid
@@ -63,7 +62,6 @@ _SCALAR: Final = (rb"[\x40-\x44]|[\x50-\x56][\x00-\xff]|[\x60\x61][\x00-\xff]{2}
 #: the format codes _SCALAR matches
 _SCALAR_CODES: Final = frozenset((*range(0x40, 0x45), *range(0x50, 0x57), 0x60, 0x61,
                                   *range(0x70, 0x75), *range(0x80, 0x85), 0x94, 0x98))
-_MISS: Final = object()
 #: texts, binaries, symbols (one-byte size): matched as literals when they repeat
 _TEXT_CODES: Final = frozenset((0xA0, 0xA1, 0xA3))
 #: the longest such value (bytes, all told) matched as a literal
@@ -102,6 +100,40 @@ def _fixed_table() -> dict[bytes, Any]:
     return table
 
 
+class _Memo(dict[bytes, Any]):
+    """The value table: a scalar's bytes -> its value.  A scalar it lacks is decoded
+    by ``__missing__`` (called by ``dict.__getitem__``, so a run of groups maps to
+    values in one C-level ``map``): the common wide integers inline, the others by
+    the item-by-item decoder; uuids and literal texts are remembered (bounded: past
+    :data:`MAX_MEMO` the table starts again from its fixed part), other wide
+    numbers not (they are counters: rarely the same twice)."""
+
+    __slots__ = ("_decode", "_fixed")
+
+    def __init__(self, fixed: dict[bytes, Any], decode: ValueDecoder) -> None:
+        super().__init__(fixed)
+        self._fixed = fixed
+        self._decode = decode
+
+    def __missing__(self, raw: bytes) -> Any:
+        code = raw[0]
+        if code == 0x80:  # ulong, uint, long, int: the common ones inline
+            return _u64(raw, 1)[0]
+        if code == 0x70:
+            return _u32(raw, 1)[0]
+        if code == 0x81:
+            return _i64(raw, 1)[0]
+        if code == 0x71:
+            return _i32(raw, 1)[0]
+        value = self._decode(raw, 0, 0)[0]  # raises when malformed
+        if code == 0x98 or code in _TEXT_CODES:  # a uuid, a literal text
+            if len(self) >= MAX_MEMO + len(self._fixed):
+                self.clear()
+                self.update(self._fixed)
+            self[raw] = value
+        return value
+
+
 class _Shape:
     """One learned key sequence: its keys (``str``, shared by every map decoded
     through it) and its segments: a regex for each run of pairs whose values were
@@ -133,10 +165,10 @@ class MapShapes:
     """The shapes and the value table of one decoder (see the module's docstring).
     ``value`` is the item-by-item decoder, used for the values the table lacks."""
 
-    def __init__(self, value: ValueDecoder) -> None:
+    def __init__(self, value: ValueDecoder, max_depth: int = 1 << 30) -> None:
         self._value = value
-        self._fixed = _fixed_table()
-        self._memo = dict(self._fixed)
+        self._max_depth = max_depth
+        self._memo = _Memo(_fixed_table(), value)
         #: small maps of immutable values (ids, schema ids), by their bytes
         self._maps: dict[bytes, dict[Any, Any]] = {}
         self._slots: dict[tuple[int, bytes], list[_Shape]] = {}
@@ -152,7 +184,7 @@ class MapShapes:
                depth: int) -> dict[str, Any] | None:
         """The map of ``count`` items in ``buf[pos:end]`` (after its size and count),
         or None when no shape fits it; ``depth``: that of the map's items."""
-        if buf[pos] != 0xA1 or pos + 1 >= end:
+        if buf[pos] != 0xA1 or pos + 1 >= end or depth > self._max_depth:
             return None
         shapes = self._slots.get((count, bytes(buf[pos:pos + 2 + buf[pos + 1]])))
         if shapes is None:
@@ -168,25 +200,24 @@ class MapShapes:
     def _run(self, shape: _Shape, buf: Any, pos: int, end: int,
              depth: int) -> list[Any] | None:
         values: list[Any] = []
-        memo_get = self._memo.get
+        lookup = self._memo.__getitem__
         decode = self._value
         for regex, key in shape.segments:
             if regex is not None:
                 m = regex.match(buf, pos, end)
                 if m is None:
                     return None
-                groups = m.groups()
-                got = list(map(memo_get, groups, itertools.repeat(_MISS)))
-                if _MISS in got and not self._fill(groups, got, depth):
+                try:
+                    values += map(lookup, m.groups())
+                except Exception:  # malformed: the item-by-item decoder says how
                     return None
-                values += got
                 pos = m.end()
                 continue
             assert key is not None
             after = pos + len(key)
-            if buf[pos:after] != key:
+            if after >= end or buf[pos:after] != key:
                 return None
-            code = buf[after] if after < end else -1
+            code = buf[after]
             if code == 0xA0 or code == 0xA1:  # binary, text: inline
                 pos = after + 2 + buf[after + 1]
                 if pos > end:
@@ -211,7 +242,7 @@ class MapShapes:
                 known = self._maps.get(raw)
                 if known is not None:
                     values.append(known.copy())
-                    pos = after + len(raw)
+                    pos = after + size
                     continue
             try:
                 value, pos = decode(buf, after, depth)
@@ -224,43 +255,6 @@ class MapShapes:
                 self._maps[raw] = value.copy()
             values.append(value)
         return values if pos == end else None
-
-    def _fill(self, groups: tuple[bytes, ...], values: list[Any], depth: int) -> bool:
-        """Decode the scalars the table lacks (remembering uuids); False when one does
-        not decode."""
-        decode = self._value
-        i = values.index(_MISS)
-        n = len(values)
-        while True:
-            raw = groups[i]
-            code = raw[0]
-            if code == 0x80:  # ulong, uint, long, int: the common ones inline
-                value = _u64(raw, 1)[0]
-            elif code == 0x70:
-                value = _u32(raw, 1)[0]
-            elif code == 0x81:
-                value = _i64(raw, 1)[0]
-            elif code == 0x71:
-                value = _i32(raw, 1)[0]
-            else:
-                try:
-                    value = decode(raw, 0, depth)[0]
-                except Exception:  # malformed: the item-by-item decoder says how
-                    return False
-            values[i] = value
-            if code == 0x98 or code in _TEXT_CODES:  # a uuid, a literal text
-                memo = self._memo
-                if len(memo) >= MAX_MEMO + len(self._fixed):
-                    memo.clear()
-                    memo.update(self._fixed)
-                memo[raw] = value
-            i += 1
-            if i >= n:
-                return True
-            try:
-                i = values.index(_MISS, i)
-            except ValueError:
-                return True
 
     def seen(self, buf: Any, pos: int, end: int, count: int, keys: tuple[str, ...],
              depth: int) -> None:

@@ -238,11 +238,17 @@ class V2SchemaId:
         """
         if type(value) is dict and len(value) <= 4:
             # every object of a class comes with the same schema id: built once
-            key = (value.get("_package_name"), value.get("_class_name"), value.get("_type"),
-                   value.get("_hash"))
-            if type(key[1]) in _TEXTS and type(key[3]) in _HASHES:
+            package = value.get("_package_name")
+            kind = value.get("_type")
+            digest: Any = value.get("_hash")
+            digest_type = type(digest)
+            if type(value.get("_class_name")) in _TEXTS and digest_type in _HASHES:
+                # a uuid by its int (uuid.UUID's hash and == are Python code)
+                key = (package, value.get("_class_name"), kind,
+                       digest.int if digest_type is uuid.UUID else digest)
                 known = _SIDS.get(key)
-                if known is not None and len(value) == 4 - key.count(None):
+                if known is not None and len(value) == 2 + (package is not None) \
+                        + (kind is not None) - (digest is None):
                     return known
                 made = cls._read(value, where)
                 _remember(_SIDS, key, made)
@@ -670,8 +676,13 @@ def _data_indication(props: Mapping[str, Any], body: Any, agent: str | None, cid
     content = _opt_text(props.get("qmf.content"), "qmf.content")
     if content is None or content == "_data":
         raw = _list(body, "_data_indication body")
-        return V2DataIndication([V2Data.from_map(item, f"_data_indication item {i}")
-                                 for i, item in enumerate(raw)], agent, cid)
+        from_map = V2Data.from_map
+        try:  # no text per item; a failure is read again to say which item
+            items = [from_map(item) for item in raw]
+        except DecodeError:
+            items = [from_map(item, f"_data_indication item {i}")
+                     for i, item in enumerate(raw)]
+        return V2DataIndication(items, agent, cid)
     if content == "_event":
         raw = _list(body, "_data_indication body")
         return V2EventIndication([V2Event.from_map(item, f"_data_indication event {i}")

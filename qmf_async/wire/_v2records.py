@@ -21,13 +21,14 @@ once per schema (the conversion is the hot path of a large v2 answer).
 
 from __future__ import annotations
 
+import struct
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from ..errors import DecodeError, EncodeError
 from ._classcodec import ClassCodec, RawObjectRecord
-from ._compile import _compile_source
+from ._compile import _FIXED_FMT, _compile_source
 from ._record import RecordLayout
 from ._schema import SchemaClass
 from ._v2 import V2Data, V2ObjectId, V2SchemaId
@@ -227,23 +228,137 @@ def _compile_section(fields: list[tuple[str, QmfType, bool]], ref_id: RefId,
     return quick
 
 
+#: statistics types packed straight from the map (an exact ``int``, ``bool`` or
+#: ``float`` is its own conversion and takes the encoder's fast path)
+_PACKED: Final = {**{t: "_int" for t in _INTS}, QmfType.BOOL: "_bool",
+                  QmfType.FLOAT: "_float", QmfType.DOUBLE: "_float"}
+#: ``pack(values, absent) -> the statistics section's bytes``, or None (a value
+#: needs the field-by-field way: another type, out of range, not UTF-8); the names
+#: of the absent or null fields are appended to ``absent`` either way
+_Packer = Callable[[Mapping[str, Any], list[str]], "bytes | None"]
+#: what a value the packer cannot take raises inside it
+_NOT_PACKED: Final = (struct.error, OverflowError, TypeError, ValueError)
+
+
+def _text8(v: Any) -> bytes:
+    """An sstr as the class codec's encoder writes it, from a ``str``, or ``bytes``
+    that are UTF-8 (the conversion's text is then those bytes again).
+
+    Raises:
+        TypeError, ValueError: anything else (the field-by-field way then).
+    """
+    if type(v) is bytes:
+        v.decode("utf-8")  # strict: the conversion would replace what is not UTF-8
+        raw = v
+    elif type(v) is str:
+        raw = v.encode()
+    else:
+        raise TypeError("not a text")
+    if len(raw) > 255:
+        raise ValueError("too long")
+    return bytes((len(raw),)) + raw
+
+
+def _text16(v: Any) -> bytes:
+    """An lstr as :func:`_text8` (a two-byte size)."""
+    if type(v) is bytes:
+        v.decode("utf-8")
+        raw = v
+    elif type(v) is str:
+        raw = v.encode()
+    else:
+        raise TypeError("not a text")
+    if len(raw) > 65535:
+        raise ValueError("too long")
+    return len(raw).to_bytes(2, "big") + raw
+
+
+def _compile_stats_packer(fields: list[tuple[str, QmfType]], what: str) -> _Packer | None:
+    """The statistics of a map straight to the bytes of their section: the values in
+    schema order in one C call, the absent or null ones given their type's zero (and
+    named in ``absent``), then, when every value has exactly its fast-path type
+    (``int`` for the integers, ``bool``, ``float``, UTF-8 text), one ``struct`` call
+    per run of fixed-size fields: the bytes the field-by-field conversion and the
+    class codec's encoder give.  None for anything else (the caller goes the
+    field-by-field way), and no packer for a class with other types among its
+    statistics."""
+    if not fields or any(t not in _PACKED and t not in _TEXTS for _, t in fields):
+        return None
+    names = tuple(f[0] for f in fields)
+    env: dict[str, Any] = {
+        "_names": names, "_map": map, "_list": list, "_int": int, "_bool": bool,
+        "_float": float, "_errors": _NOT_PACKED, "_text8": _text8, "_text16": _text16,
+        "_defaults": tuple(v2_default(t) for _, t in fields)}
+    variables = [f"v{i}" for i in range(len(fields))]
+    checks = []
+    for kind in ("_int", "_bool", "_float"):
+        of_kind = [v for v, (_, t) in zip(variables, fields, strict=True)
+                   if _PACKED.get(t) == kind]
+        if of_kind:
+            checks.append(f"{kind} is " + " is ".join(f"type({v})" for v in of_kind))
+    parts: list[str] = []
+    run: list[tuple[str, QmfType]] = []
+
+    def flush() -> None:
+        if run:
+            sname = f"_p{len(parts)}"
+            env[sname] = struct.Struct(">" + "".join(_FIXED_FMT[t] for _, t in run)).pack
+            parts.append(f"{sname}({', '.join(v for v, _ in run)})")
+            run.clear()
+
+    for v, (_, t) in zip(variables, fields, strict=True):
+        if t in _TEXTS:
+            flush()
+            parts.append(f"_text8({v})" if t == QmfType.SSTR else f"_text16({v})")
+        else:
+            run.append((v, t))
+    flush()
+    lines = ["def pack_stats(values, absent):",
+             "    out = _list(_map(values.get, _names))",
+             "    if None in out:",
+             "        i = out.index(None)",
+             "        while True:",
+             "            out[i] = _defaults[i]",
+             "            absent.append(_names[i])",
+             "            try:",
+             "                i = out.index(None, i + 1)",
+             "            except ValueError:",
+             "                break",
+             f"    {', '.join(variables)}, = out"]
+    body = ["try:", f"    return {' + '.join(parts)}", "except _errors:", "    return None"]
+    if checks:
+        lines.append(f"    if {' and '.join(checks)}:")
+        lines += ["        " + b for b in body]
+        lines.append("    return None")
+    else:
+        lines += ["    " + b for b in body]
+    packer: _Packer = _compile_source("pack_stats", lines, env, f"v2 {what}")
+    return packer
+
+
 class V2RecordConverter:
     """Turns v2 objects of one class into v1 records of ``schema`` (encoded by
     ``codec``, the registry's codec of that schema); ``ref_id`` makes the v1 ids."""
 
-    __slots__ = ("_absent", "codec", "has_stats", "key", "pnames", "props", "ref_id",
-                 "snames", "stats")
+    __slots__ = ("_absent", "_pack_stats", "codec", "has_stats", "key", "pnames", "props",
+                 "ref_id", "snames", "stats")
 
-    def __init__(self, schema: SchemaClass, codec: ClassCodec, ref_id: RefId) -> None:
+    def __init__(self, schema: SchemaClass, codec: ClassCodec, ref_id: RefId, *,
+                 fast: bool = True) -> None:
+        """``fast=False``: every map the field-by-field way (the same records; for
+        tests and comparisons)."""
         self.key = schema.class_key
         self.codec = codec
         self.ref_id = ref_id
         self.props = _compile_section(
             [(p.name, QmfType(p.type), p.optional) for p in schema.properties], ref_id,
-            f"{schema.class_key} properties")
-        self.stats = _compile_section(
-            [(st.name, QmfType(st.type), False) for st in schema.statistics], ref_id,
-            f"{schema.class_key} statistics")
+            f"{schema.class_key} properties", fast=fast)
+        sfields = [(st.name, QmfType(st.type)) for st in schema.statistics]
+        self.stats = _compile_section([(n, t, False) for n, t in sfields], ref_id,
+                                      f"{schema.class_key} statistics", fast=fast)
+        #: the statistics packed straight from a map that has them all, exactly typed
+        self._pack_stats = _compile_stats_packer(
+            sfields, f"{schema.class_key} statistics") if fast else None
         self.pnames = frozenset(p.name for p in schema.properties)
         self.snames = frozenset(st.name for st in schema.statistics)
         self.has_stats = bool(schema.statistics)
@@ -270,10 +385,18 @@ class V2RecordConverter:
         values = data.values
         opcode = self.opcode(values)
         absent: list[str] = []
+        stats: list[Any] | None = None
+        packed: bytes | None = None
         try:
             props = self.props(values, banks, absent) if opcode != "i" else None
-            stats = self.stats(values, banks, absent) if opcode == "g" or opcode == "i" \
-                else None
+            if opcode != "c":
+                if self._pack_stats is not None:
+                    n = len(absent)
+                    packed = self._pack_stats(values, absent)
+                    if packed is None:  # the field-by-field way names them again
+                        del absent[n:]
+                if packed is None:
+                    stats = self.stats(values, banks, absent)
         except DecodeError:
             raise
         except _MISFITS as exc:
@@ -286,7 +409,9 @@ class V2RecordConverter:
             if props is not None:
                 codec.properties[1](out, props)
             sofs = len(out)
-            if stats is not None:
+            if packed is not None:
+                out += packed
+            elif stats is not None:
                 codec.statistics[1](out, stats)
         except _MISFITS as exc:
             raise self._misfit(v2_oid, exc) from exc
