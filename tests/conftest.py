@@ -27,27 +27,6 @@ from .qpidd import ROOT, Qpidd, QpiddError, qpidd_home
 DEFAULT_URL = "amqp://guest:guest@localhost:5672/"
 
 
-def _pick_amqp10_impl() -> None:
-    """The AMQP 1.0 transport of the run: the tests that name ProtonTransport run on the
-    pure-Python transport (the default, as for users) unless ``QMF_AMQP10=proton`` keeps
-    python-qpid-proton's (the whole qpidd set, unchanged, on either).  Without proton
-    installed the name still leads to the pure-Python transport."""
-    if os.environ.get("QMF_AMQP10", "").strip().lower() == "proton":
-        return
-    from qmf_async import transport
-    from qmf_async.transport._native import NativeAmqp10Transport
-
-    try:
-        from qmf_async.transport import _proton
-    except ImportError:  # no proton here: only the package's name can be swapped
-        pass
-    else:
-        _proton.ProtonTransport = NativeAmqp10Transport  # type: ignore[misc,assignment]
-    transport.__dict__["ProtonTransport"] = NativeAmqp10Transport
-
-
-_pick_amqp10_impl()
-
 # the automatic transport's file of AMQP 1.0 places is off in the tests (brokers come
 # and go on random ports); tests/test_startup_imports.py turns it on where it checks it
 os.environ.setdefault("QMF_PROTOCOL_CACHE", "")

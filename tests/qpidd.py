@@ -234,14 +234,11 @@ class Qpidd:
 
 
 def send_messages(address: str, queue: str, count: int) -> None:
-    """Put ``count`` messages on ``queue`` with a plain AMQP 1.0 client (not ours)."""
-    from proton import Message
-    from proton.utils import BlockingConnection
+    """Put ``count`` messages on ``queue`` with a plain blocking AMQP 1.0 client (on the
+    sans-I/O engine, not a transport: ``tests/amqp10_client.py``)."""
+    from .amqp10_client import BlockingClient
 
-    conn = BlockingConnection(address, timeout=10)
-    try:
+    with BlockingClient(address, timeout=10) as conn:
         sender = conn.create_sender(queue)
         for i in range(count):
-            sender.send(Message(body=f"m{i}"))
-    finally:
-        conn.close()
+            sender.send(f"m{i}")

@@ -20,6 +20,7 @@ import pytest
 
 from qmf_async.errors import UsageError
 from qmf_async.transport import (
+    NativeAmqp10Transport,
     TlsOptions,
     add_connection_arguments,
     connection_arguments,
@@ -28,7 +29,6 @@ from qmf_async.transport import (
     with_heartbeat,
 )
 from qmf_async.transport._aiormq import AiormqTransport
-from qmf_async.transport._proton import ProtonTransport
 
 from .amqp10_peer import Amqp10Peer, Pki
 
@@ -126,8 +126,8 @@ def test_heartbeat_in_the_url() -> None:
     with pytest.raises(UsageError, match="heartbeat"):
         url_heartbeat("amqp://localhost/?heartbeat=soon")
     # AMQP 1.0: an idle timeout of twice the heartbeat (proton announces half of it)
-    assert ProtonTransport(url)._idle == 10.0
-    assert ProtonTransport("amqp://localhost/")._idle == 30.0
+    assert NativeAmqp10Transport(url)._idle == 10.0
+    assert NativeAmqp10Transport("amqp://localhost/")._idle == 30.0
 
 
 # --------------------------------------------------------------------------- TLS, AMQP 1.0
