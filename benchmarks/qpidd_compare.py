@@ -158,7 +158,7 @@ def report(summary: dict[str, Any]) -> str:
     lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
              for r in [header, *rows]]
     if ours is None:
-        lines.append("ours: unavailable (qmf_async.transport._proton is not there yet)")
+        lines.append("ours: unavailable (qmf_async.transport._native is not there)")
     return "\n".join(lines)
 
 

@@ -83,9 +83,9 @@ async def qpidd_agent_name(port: int) -> str:
         RuntimeError: no answer within 10 s.
     """
     from qmf_async.protocol import ConsoleProtocolV2, V2AgentArrived
-    from qmf_async.transport import Delivery, ProtonTransport, open_reply_endpoint
+    from qmf_async.transport import Delivery, NativeAmqp10Transport, open_reply_endpoint
 
-    t = ProtonTransport(f"amqp://127.0.0.1:{port}/")
+    t = NativeAmqp10Transport(f"amqp://127.0.0.1:{port}/")
     await t.connect()
     core = ConsoleProtocolV2()
     names: list[str] = []
@@ -112,7 +112,7 @@ async def qpidd_agent_name(port: int) -> str:
 
 
 def subscribe(port: int, pid: int, key: str, selector: str, seconds: float,
-              follow: str | None = None, transport: str = "proton") -> dict[str, Any]:
+              follow: str | None = None, transport: str = "native") -> dict[str, Any]:
     """One subscription in its own process (through the Session when ``follow``).
 
     Raises:
@@ -159,8 +159,8 @@ def main() -> int:
     p.add_argument("--no-session", dest="session", action="store_false",
                    help="skip the runs through the Session")
     p.add_argument("--quick", action="store_true", help="a smoke run: 200 queues, 2 s each")
-    p.add_argument("--transports", default="proton",
-                   help="comma-separated AMQP 1.0 transports (QMF_AMQP10): proton, native")
+    p.add_argument("--transports", default="native",
+                   help="AMQP 1.0 transports (only the built-in one now: native)")
     p.add_argument("--json", type=Path)
     opts = p.parse_args()
     transports = opts.transports.split(",")

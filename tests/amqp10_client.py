@@ -96,6 +96,8 @@ class _Link:
 class Sender(_Link):
     """A sending link (made by :meth:`BlockingClient.create_sender`)."""
 
+    anonymous = False
+
     def send(self, body: Any = None, *, subject: str | None = None,
              properties: Mapping[str, Any] | None = None, reply_to: str | None = None,
              correlation_id: Any = None, encoded: bytes | None = None,
@@ -310,20 +312,23 @@ class BlockingClient:
     def _attached(self, link: _Link) -> None:
         self.links[link.handle] = link
         self.pump(0)
-        self.wait_for(lambda: (link.attached and link.address is not None)
+        anonymous = isinstance(link, Sender) and link.anonymous
+        self.wait_for(lambda: (link.attached and (link.address is not None or anonymous))
                       or link.detached is not None, f"the attach of {link.name!r}")
         link._check()
 
-    def create_sender(self, address: str, *, create: bool = False) -> Sender:
-        """A sender to ``address`` (``create``: qpidd creates the queue on demand).
+    def create_sender(self, address: str | None, *, create: bool = False) -> Sender:
+        """A sender to ``address`` (None: the anonymous relay, messages name their
+        ``to``; ``create``: qpidd creates the queue on demand).
 
         Raises:
             LinkDetached: the broker refused it; Timeout: no attach in time.
         """
-        target: Any = _CreateOnDemand(address) if create else Target(address=address)
+        target: Any = _CreateOnDemand(address or "") if create else Target(address=address)
         name = self._name("sender")
         handle = self.engine.attach_sender(name, target, settled=False)
         sender = Sender(self, handle, name)
+        sender.anonymous = address is None
         self._attached(sender)
         return sender
 

@@ -27,6 +27,18 @@ from .qpidd import ROOT, Qpidd, QpiddError, qpidd_home
 DEFAULT_URL = "amqp://guest:guest@localhost:5672/"
 
 
+#: why a ``proton_peer`` test skips: python-qpid-proton is no dependency of the suite, only
+#: of its proton tier (scripts/test.sh installs it with ``pip install --target`` and runs
+#: ``PYTHONPATH=<that dir> pytest -m proton_peer``)
+PROTON_PEER_REASON = ("python-qpid-proton (an independent AMQP 1.0 peer) is installed for "
+                      "the proton_peer tier only: scripts/test.sh runs it")
+
+
+def need_proton() -> Any:
+    """The ``proton`` module for a ``proton_peer`` test (a skip naming the tier without)."""
+    return pytest.importorskip("proton", reason=PROTON_PEER_REASON)
+
+
 # the automatic transport's file of AMQP 1.0 places is off in the tests (brokers come
 # and go on random ports); tests/test_startup_imports.py turns it on where it checks it
 os.environ.setdefault("QMF_PROTOCOL_CACHE", "")

@@ -12,6 +12,10 @@ from typing import Any
 
 import pytest
 
+from .conftest import PROTON_PEER_REASON
+
+pytest.importorskip("proton", reason=PROTON_PEER_REASON)
+
 from qmf_async.errors import (
     AuthenticationError,
     ConnectionLostError,
@@ -23,6 +27,8 @@ from qmf_async.transport import ConnectionState, Delivery, NativeAmqp10Transport
 from qmf_async.wire import Symbol, encode_amqp10_message, encode_amqp10_value
 
 from .amqp10_peer import Amqp10Peer, Pki, wait_for
+
+pytestmark = pytest.mark.proton_peer
 
 DIRECT = "apache.org:legacy-amqp-direct-binding:string"
 TOPIC = "apache.org:legacy-amqp-topic-binding:string"

@@ -1,7 +1,7 @@
 """One QMF v2 indication subscription on qpidd's ``qmf.default.topic`` over AMQP 1.0,
 held for ``--seconds``: what a console following some agents or classes receives.
 
-The AMQP 1.0 transport (``QMF_AMQP10=native`` or ``proton``, the default) binds one
+The AMQP 1.0 transport (the built-in one) binds one
 link with the topic binding ``--key`` and, when given, the
 selector ``--selector`` (``apache.org:selector-filter:string``, applied by qpidd).  Every
 delivery goes through ``ConsoleProtocolV2.receive`` as in a console.  Counted over the
@@ -33,7 +33,7 @@ if str(ROOT) not in sys.path:
 
 from benchmarks.qpidd.broker import proc_cpu  # noqa: E402
 from qmf_async.protocol import ConsoleProtocolV2, V2DataIndicated, V2EventIndicated  # noqa: E402
-from qmf_async.transport import Delivery, amqp10_class  # noqa: E402
+from qmf_async.transport import Delivery, NativeAmqp10Transport  # noqa: E402
 
 TOPIC = "qmf.default.topic"
 SOCKET_BYTES = [0]
@@ -57,8 +57,7 @@ def self_cpu() -> float:
 
 
 async def run(opts: argparse.Namespace) -> dict[str, Any]:
-    # QMF_AMQP10=native|proton picks the AMQP 1.0 transport (the Session's too)
-    t = amqp10_class()(f"amqp://127.0.0.1:{opts.port}/", prefetch=opts.prefetch)
+    t = NativeAmqp10Transport(f"amqp://127.0.0.1:{opts.port}/", prefetch=opts.prefetch)
     await t.connect()
     core = ConsoleProtocolV2()
     counting = False
