@@ -75,7 +75,7 @@ async def test_a_stale_amqp10_place_falls_back_to_0_9_1_and_is_dropped(
     cache = tmp_path / "places.json"
     cache.write_text(json.dumps({"1.0": [place, "elsewhere:5672"]}))
     monkeypatch.setenv("QMF_PROTOCOL_CACHE", str(cache))
-    monkeypatch.delitem(_auto._DETECTED, (target.host, target.port), raising=False)
+    # (a new session finds the version for itself: nothing process-wide to forget)
     async with Session.connect(amqp_url, timeout=10.0) as session:
         (broker,) = session.brokers
         assert broker.transport is not None
