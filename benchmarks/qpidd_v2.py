@@ -12,7 +12,7 @@ round, the clients interleaved:
   ``_query_request`` for class ``queue`` to ``qmf.default.direct`` subject ``broker``,
   every partial answer decoded by proton), best of ``--repeat`` in the process;
 - ``ours``: ``benchmarks/qpidd/ours_v2.py`` (``Session(qmf_version=2).get_objects``
-  when the Session has it, else ``ConsoleProtocolV2`` + ``ProtonTransport``);
+  when the Session has it, else ``ConsoleProtocolV2`` + ``NativeAmqp10Transport``);
 - ``ours_core`` (only when named in ``--clients``): the same script with ``--path
   core``, the v2 console core without the Session;
 - ``ours_native``, ``ours_v1_native`` (only when named): ``ours`` and ``ours_v1`` on the

@@ -12,7 +12,7 @@ traffic on it (``benchmarks/qpidd/traffic.py``: messages to the queues, dynamic
 receivers attached and detached for events, and a second v2 agent ``bench.org:fake:1``
 publishing a heartbeat and 20 objects a second).  Then, one after the other, each
 subscription of ``VARIANTS`` runs for ``--seconds`` in its own process
-(``benchmarks/qpidd/v2_subscriber.py``: ``ProtonTransport`` + ``ConsoleProtocolV2``):
+(``benchmarks/qpidd/v2_subscriber.py``: ``NativeAmqp10Transport`` + ``ConsoleProtocolV2``):
 messages, objects, events and socket bytes received, its CPU and qpidd's.
 
 A binding key filters on the subject (qpidd's topic exchange); a selector
