@@ -5,8 +5,9 @@ Through ``Session.connect(url, protocol="1.0", qmf_version=2).get_objects(_class
 available); with ``--path core``, or when the Session has no v2, the v2 console core
 driven directly: ``NativeAmqp10Transport`` + ``ConsoleProtocolV2.send_query``, the
 answer's parts gathered into one ``V2QueryAnswered`` (objects decoded into
-``V2Data``).  ``--path v1``: the Session's QMF v1 query over AMQP 1.0 (``qmf_version=1`` when the Session has it), which
-qpidd answers even with ``--mgmt-qmf1 no`` (that option stops only v1 publications).
+``V2Data``).  ``--path v1``: the Session's QMF v1 query over AMQP 1.0 (``qmf_version=1``
+when the Session has it), which qpidd answers even with ``--mgmt-qmf1 no`` (that option
+stops only v1 publications).
 Prints one JSON line.
 
     python benchmarks/qpidd/ours_v2.py --port 5673 --qpidd-pid PID [--repeat 3]
