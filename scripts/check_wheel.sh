@@ -44,10 +44,14 @@ mkdir -p "$WORK"
 LOG="$WORK/check.log"
 QPIDD_DIR=""
 PIDS=()
+SOCAT_PID=""  # the TLS terminator: kept for every qpidd check, stopped at the end
 
 cleanup() {
     local pid
-    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; done
+    for pid in "${PIDS[@]}" $SOCAT_PID; do
+        kill "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true  # (errexit: a killed process's status ends the trap)
+    done
     [ -n "$QPIDD_DIR" ] && bash "$ROOT/scripts/qpidd.sh" stop "$QPIDD_DIR" >/dev/null 2>&1
     return 0
 }
@@ -188,7 +192,7 @@ from pki import Pki; Pki(Path(sys.argv[2]))" "$ROOT/tests" "$PKI"
     TLS_PORT="$("$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
     socat "OPENSSL-LISTEN:$TLS_PORT,bind=127.0.0.1,reuseaddr,fork,cert=$PKI/server.pem,key=$PKI/server.key,cafile=$PKI/ca.pem,verify=1" \
         "TCP:127.0.0.1:$QPIDD_PORT" >/dev/null 2>&1 &
-    PIDS+=($!)
+    SOCAT_PID=$!
     for _ in $(seq 100); do
         "$PYTHON" -c "import socket, sys; socket.create_connection(('127.0.0.1', int(sys.argv[1])), 0.2)" \
             "$TLS_PORT" 2>/dev/null && break
