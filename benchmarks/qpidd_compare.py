@@ -1,6 +1,6 @@
 """qpidd baselines for the AMQP 1.0 console: the classic ``qmf.console`` over AMQP
 0-10 (Python 2.7), a raw proton request/reply client and -- once
-``qmf_async.transport._proton`` exists -- ours over AMQP 1.0, all against one fresh
+``qmf_async.transport._native`` exists -- ours over AMQP 1.0, all against one fresh
 qpidd (QMF v1 on, publication every 10 s) in the same run.
 
     python benchmarks/qpidd_compare.py [--queues 10000] [--seconds 5] [--rounds 3]
@@ -158,7 +158,7 @@ def report(summary: dict[str, Any]) -> str:
     lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
              for r in [header, *rows]]
     if ours is None:
-        lines.append("ours: unavailable (qmf_async.transport._proton is not there yet)")
+        lines.append("ours: unavailable (qmf_async.transport._native is not there)")
     return "\n".join(lines)
 
 

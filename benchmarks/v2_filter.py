@@ -12,7 +12,7 @@ traffic on it (``benchmarks/qpidd/traffic.py``: messages to the queues, dynamic
 receivers attached and detached for events, and a second v2 agent ``bench.org:fake:1``
 publishing a heartbeat and 20 objects a second).  Then, one after the other, each
 subscription of ``VARIANTS`` runs for ``--seconds`` in its own process
-(``benchmarks/qpidd/v2_subscriber.py``: ``ProtonTransport`` + ``ConsoleProtocolV2``):
+(``benchmarks/qpidd/v2_subscriber.py``: ``NativeAmqp10Transport`` + ``ConsoleProtocolV2``):
 messages, objects, events and socket bytes received, its CPU and qpidd's.
 
 A binding key filters on the subject (qpidd's topic exchange); a selector
@@ -83,9 +83,9 @@ async def qpidd_agent_name(port: int) -> str:
         RuntimeError: no answer within 10 s.
     """
     from qmf_async.protocol import ConsoleProtocolV2, V2AgentArrived
-    from qmf_async.transport import Delivery, ProtonTransport, open_reply_endpoint
+    from qmf_async.transport import Delivery, NativeAmqp10Transport, open_reply_endpoint
 
-    t = ProtonTransport(f"amqp://127.0.0.1:{port}/")
+    t = NativeAmqp10Transport(f"amqp://127.0.0.1:{port}/")
     await t.connect()
     core = ConsoleProtocolV2()
     names: list[str] = []
@@ -112,7 +112,7 @@ async def qpidd_agent_name(port: int) -> str:
 
 
 def subscribe(port: int, pid: int, key: str, selector: str, seconds: float,
-              follow: str | None = None, transport: str = "proton") -> dict[str, Any]:
+              follow: str | None = None, transport: str = "native") -> dict[str, Any]:
     """One subscription in its own process (through the Session when ``follow``).
 
     Raises:
@@ -159,8 +159,8 @@ def main() -> int:
     p.add_argument("--no-session", dest="session", action="store_false",
                    help="skip the runs through the Session")
     p.add_argument("--quick", action="store_true", help="a smoke run: 200 queues, 2 s each")
-    p.add_argument("--transports", default="proton",
-                   help="comma-separated AMQP 1.0 transports (QMF_AMQP10): proton, native")
+    p.add_argument("--transports", default="native",
+                   help="AMQP 1.0 transports (only the built-in one now: native)")
     p.add_argument("--json", type=Path)
     opts = p.parse_args()
     transports = opts.transports.split(",")

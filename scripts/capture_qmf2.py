@@ -1,7 +1,7 @@
 """Capture a genuine qpidd's QMF v2 traffic as golden data for the v2 codec tests.
 
 Starts a stock qpidd (``--mgmt-qmf1 no``, publish interval 1 s) with scripts/qpidd.sh,
-talks QMF v2 to it over AMQP 1.0 with a raw proton client (tests/qmf2_raw.py) and writes
+talks QMF v2 to it over AMQP 1.0 with a raw client (tests/qmf2_raw.py) and writes
 one JSON line per message received (and per request sent) to
 tests/data/qmf2/qpidd-1.40-v2.jsonl:
 

@@ -5,8 +5,10 @@
 #
 #   core          import qmf_async; qmf --version; a tool says which extra it needs
 #   cli,amqp10    (a qpidd operator, the old install line: amqp10 is an empty alias)
-#                 qmf stat -b HOST:PORT -q --json against a stock qpidd, on Python 3.11;
-#   cli           the same on 3.13 with the cli extra alone
+#                 qmf stat -b HOST:PORT -q --json against a stock qpidd, in clear and over
+#                 TLS with a client certificate (socat as the TLS terminator, the one the
+#                 suite uses), on Python 3.11;
+#   cli           the same on 3.12 and 3.13 with the cli extra alone
 #   cli           (RabbitMQ) qmf stat -b against RabbitMQ with the management-broker
 #                 role and an agent (examples/demo_agent.py) started from the same venv;
 #                 and against the stock qpidd (AMQP 1.0 is built in)
@@ -28,8 +30,9 @@
 # skipped with a note, except when $CI is set, where that is a failure.
 # Prints one line per check; exits non-zero on the first failure, with its output.
 # Environment: WHEEL_CHECK_AMQP_URL (default amqp://guest:guest@localhost:5672/) is the
-# RabbitMQ the cli check uses; PYTHON (default python3) and PYTHON313 (default: pyenv's 3.13, else
-# python3.13) are the interpreters; WHEEL_CHECK_DIR (default a new temporary folder).
+# RabbitMQ the cli check uses; PYTHON (default python3), PYTHON312 and PYTHON313 (default:
+# pyenv's 3.12/3.13, else python3.12/python3.13) are the interpreters; WHEEL_CHECK_DIR
+# (default a new temporary folder).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -41,10 +44,14 @@ mkdir -p "$WORK"
 LOG="$WORK/check.log"
 QPIDD_DIR=""
 PIDS=()
+SOCAT_PID=""  # the TLS terminator: kept for every qpidd check, stopped at the end
 
 cleanup() {
     local pid
-    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; done
+    for pid in "${PIDS[@]}" $SOCAT_PID; do
+        kill "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true  # (errexit: a killed process's status ends the trap)
+    done
     [ -n "$QPIDD_DIR" ] && bash "$ROOT/scripts/qpidd.sh" stop "$QPIDD_DIR" >/dev/null 2>&1
     return 0
 }
@@ -81,16 +88,18 @@ expect_missing_extra() {
     fi
 }
 
-python313() {
-    if [ -n "${PYTHON313:-}" ]; then
-        echo "$PYTHON313"
+# python_version X.Y: $PYTHONXY, else pyenv's X.Y, else pythonX.Y on PATH (empty: none)
+python_version() {
+    local ver="$1" named="PYTHON${1/./}"
+    if [ -n "${!named:-}" ]; then
+        echo "${!named}"
         return
     fi
     local candidate
-    for candidate in "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.13*/bin/python3.13; do
+    for candidate in "${PYENV_ROOT:-$HOME/.pyenv}"/versions/"$ver"*/bin/python"$ver"; do
         [ -x "$candidate" ] && { echo "$candidate"; return; }
     done
-    command -v python3.13 || true
+    command -v "python$ver" || true
 }
 
 # --- build and check the distributions ------------------------------------------------
@@ -136,13 +145,24 @@ venv() {
         --only-binary=:all: "$spec"
 }
 
-# stat_qpidd NAME: qmf stat -q --json against the stock qpidd lists its queues
+# stat_qpidd NAME: qmf stat -q --json against the stock qpidd lists its queues, in clear
+# and (when the TLS terminator runs) over TLS with a client certificate
 stat_qpidd() {
     local bin="$WORK/venv-$1/bin"
     [ -n "$QPIDD_PORT" ] || return 0
     run "qmf stat -q --json against qpidd ($1)" \
         "$bin/qmf" stat -b "127.0.0.1:$QPIDD_PORT" -q --json --timeout 20
     "$bin/python" - "$LOG" <<'PY' || die "qmf stat -q --json ($1) printed no queue list"
+import json, sys
+rows = json.load(open(sys.argv[1]))
+assert isinstance(rows, list), rows
+PY
+    [ -n "$TLS_PORT" ] || return 0
+    run "qmf stat -q --json against qpidd over TLS ($1)" \
+        "$bin/qmf" stat -b "amqps://localhost:$TLS_PORT" -q --json --timeout 20 \
+        --ssl-trustfile "$PKI/ca.pem" --ssl-certificate "$PKI/client.pem" \
+        --ssl-key "$PKI/client.key"
+    "$bin/python" - "$LOG" <<'PY' || die "qmf stat -q --json over TLS ($1) printed no queue list"
 import json, sys
 rows = json.load(open(sys.argv[1]))
 assert isinstance(rows, list), rows
@@ -160,15 +180,39 @@ expect_missing_extra "qmf stat without the cli extra" "pip install 'qmf-async\[c
     "$bin/qmf" stat -b 127.0.0.1:5672
 echo "check_wheel: core: import, qmf --version, qmf stat names the cli extra"
 
-# a qpidd operator, on 3.11 and 3.13
-for py in "$PYTHON" "$(python313)"; do
+# a TLS terminator in front of the stock qpidd (this qpidd build has no TLS module):
+# socat with certificates made by tests/pki.py (a CA, a server and a client certificate)
+TLS_PORT=""
+PKI="$WORK/pki"
+if [ -n "$QPIDD_PORT" ] && command -v socat >/dev/null && command -v openssl >/dev/null; then
+    mkdir -p "$PKI"
+    run "certificates for the TLS terminator" "$PYTHON" -c \
+        "import sys; sys.path.insert(0, sys.argv[1]); from pathlib import Path; \
+from pki import Pki; Pki(Path(sys.argv[2]))" "$ROOT/tests" "$PKI"
+    TLS_PORT="$("$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+    socat "OPENSSL-LISTEN:$TLS_PORT,bind=127.0.0.1,reuseaddr,fork,cert=$PKI/server.pem,key=$PKI/server.key,cafile=$PKI/ca.pem,verify=1" \
+        "TCP:127.0.0.1:$QPIDD_PORT" >/dev/null 2>&1 &
+    SOCAT_PID=$!
+    for _ in $(seq 100); do
+        "$PYTHON" -c "import socket, sys; socket.create_connection(('127.0.0.1', int(sys.argv[1])), 0.2)" \
+            "$TLS_PORT" 2>/dev/null && break
+        sleep 0.05
+    done
+elif [ -n "$QPIDD_PORT" ]; then
+    [ -n "${CI:-}" ] && die "no socat or openssl for the TLS check (apt-get install socat openssl)"
+    echo "check_wheel: no socat or openssl: the TLS checks are skipped"
+fi
+
+# a qpidd operator, on 3.11, 3.12 and 3.13
+for py in "$PYTHON" "$(python_version 3.12)" "$(python_version 3.13)"; do
     if [ -z "$py" ]; then
-        [ -n "${CI:-}" ] && die "no Python 3.13 (pyenv's 3.13 or python3.13; set PYTHON313)"
-        echo "check_wheel: no Python 3.13: the 3.13 check is skipped"
+        [ -n "${CI:-}" ] && die "no Python 3.12 or 3.13 (pyenv's, or python3.1X; set PYTHON312/PYTHON313)"
+        echo "check_wheel: no Python 3.12 or 3.13: that check is skipped"
         continue
     fi
     ver="$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
-    # the old install line on the first Python (amqp10: an empty alias), cli alone on 3.13
+    # the old install line on the first Python (amqp10: an empty alias), cli alone on
+    # 3.12 and 3.13
     extras="cli"
     [ "$py" = "$PYTHON" ] && extras="cli,amqp10"
     venv "${extras/,/-}-$ver" "$py" "$extras"
@@ -177,7 +221,7 @@ for py in "$PYTHON" "$(python313)"; do
     expect_missing_extra "qmf bridge without the bridge extra ($ver)" \
         "pip install 'qmf-async\[cli,bridge\]'" "$bin/qmf" bridge rabbitmq
     stat_qpidd "${extras/,/-}-$ver"
-    echo "check_wheel: $extras on Python $ver (wheels only): qmf --version, qmf stat -q --json on a stock qpidd"
+    echo "check_wheel: $extras on Python $ver (wheels only): qmf --version, qmf stat -q --json on a stock qpidd${TLS_PORT:+, in clear and over TLS}"
 done
 
 # a RabbitMQ user: the cli extra alone

@@ -2,8 +2,9 @@
 # Run the tests: set up .venv, make sure a local RabbitMQ runs (and qpidd's libraries,
 # Chromium and Prometheus are there), then pytest, in parallel.
 #
-#   scripts/test.sh                         -> everything CI checks: the whole suite,
-#                                              then the broker-free tiers on Python 3.12
+#   scripts/test.sh                         -> everything CI checks: the whole suite
+#                                              (no proton in its venv), the proton_peer
+#                                              tier, then the broker-free tiers on Python 3.12
 #                                              and 3.13 (scripts/test_pythons.sh), then
 #                                              the wheel and sdist as users install them
 #                                              (scripts/check_wheel.sh)
@@ -46,6 +47,9 @@ fi
 
 full=no
 [ "$#" -eq 0 ] && full=yes
+# the proton_peer tier's python-qpid-proton, outside .venv (see below)
+PROTON_DIR="${QMF_PROTON_DIR:-$ROOT/.proton-peer}"
+PROTON_REQ="python-qpid-proton>=0.39"
 workers="${QMF_TEST_WORKERS:-0}"
 xdist=()
 if [ "$workers" != 0 ]; then
@@ -55,12 +59,29 @@ fi
 
 set +e
 status=0
-.venv/bin/python -m pytest "${xdist[@]}" "$@" || status=$?
 if [ "$full" = yes ]; then
+    .venv/bin/python -m pytest "${xdist[@]}" -m "not proton_peer" || status=$?
+    echo
+    # The proton_peer tier: python-qpid-proton as an independent AMQP 1.0 peer (a test
+    # server, cross-checks of our frame encodings), never a dependency.  It is installed
+    # aside (pip --target, not into .venv: the suite above runs with no proton) and put on
+    # PYTHONPATH for this tier only.  The build (22 s, it compiles) is cached in the dir.
+    echo "== the proton_peer tier (python-qpid-proton as a test peer, $PROTON_DIR)"
+    if [ ! -f "$PROTON_DIR/.installed" ]; then
+        rm -rf "$PROTON_DIR"
+        .venv/bin/pip install -q --target "$PROTON_DIR" "$PROTON_REQ" \
+            && touch "$PROTON_DIR/.installed" || status=1
+    fi
+    # only the modules that hold proton_peer tests (collecting the whole suite costs a minute)
+    mapfile -t peer_files < <(grep -l "proton_peer" tests/test_*.py)
+    PYTHONPATH="$PROTON_DIR" .venv/bin/python -m pytest -m proton_peer -p no:cacheprovider \
+        "${peer_files[@]}" || status=1
     echo
     bash scripts/test_pythons.sh || status=1
     echo
     echo "== the package as users install it (scripts/check_wheel.sh)"
     bash scripts/check_wheel.sh || status=1
+else
+    .venv/bin/python -m pytest "${xdist[@]}" "$@" || status=$?
 fi
 exit "$status"

@@ -27,26 +27,17 @@ from .qpidd import ROOT, Qpidd, QpiddError, qpidd_home
 DEFAULT_URL = "amqp://guest:guest@localhost:5672/"
 
 
-def _pick_amqp10_impl() -> None:
-    """The AMQP 1.0 transport of the run: the tests that name ProtonTransport run on the
-    pure-Python transport (the default, as for users) unless ``QMF_AMQP10=proton`` keeps
-    python-qpid-proton's (the whole qpidd set, unchanged, on either).  Without proton
-    installed the name still leads to the pure-Python transport."""
-    if os.environ.get("QMF_AMQP10", "").strip().lower() == "proton":
-        return
-    from qmf_async import transport
-    from qmf_async.transport._native import NativeAmqp10Transport
-
-    try:
-        from qmf_async.transport import _proton
-    except ImportError:  # no proton here: only the package's name can be swapped
-        pass
-    else:
-        _proton.ProtonTransport = NativeAmqp10Transport  # type: ignore[misc,assignment]
-    transport.__dict__["ProtonTransport"] = NativeAmqp10Transport
+#: why a ``proton_peer`` test skips: python-qpid-proton is no dependency of the suite, only
+#: of its proton tier (scripts/test.sh installs it with ``pip install --target`` and runs
+#: ``PYTHONPATH=<that dir> pytest -m proton_peer``)
+PROTON_PEER_REASON = ("python-qpid-proton (an independent AMQP 1.0 peer) is installed for "
+                      "the proton_peer tier only: scripts/test.sh runs it")
 
 
-_pick_amqp10_impl()
+def need_proton() -> Any:
+    """The ``proton`` module for a ``proton_peer`` test (a skip naming the tier without)."""
+    return pytest.importorskip("proton", reason=PROTON_PEER_REASON)
+
 
 # the automatic transport's file of AMQP 1.0 places is off in the tests (brokers come
 # and go on random ports); tests/test_startup_imports.py turns it on where it checks it

@@ -191,6 +191,16 @@ class Qpidd:
             QpiddError: stopping or starting failed.
         """
         self.stop()
+        self.start_again()
+
+    def start_again(self) -> None:
+        """Start this (stopped) qpidd again on its port and data directory, with the
+        same options (the second half of :meth:`restart`, for a test that acts while it
+        is down); waits until ready.
+
+        Raises:
+            QpiddError: starting failed.
+        """
         again = Qpidd.start(
             qmf1=self.qmf1,
             port=self.port,
@@ -200,6 +210,21 @@ class Qpidd:
             qmf2=self.qmf2,
         )
         self.pid = again.pid
+
+    def is_stopped(self) -> bool:
+        """True when every thread of the process is stopped (state T in /proc: after
+        ``SIGSTOP``).
+
+        Raises:
+            Nothing.
+        """
+        states = []
+        for stat in Path(f"/proc/{self.pid}/task").glob("*/stat"):
+            try:
+                states.append(stat.read_text().rsplit(")", 1)[1].split()[0])
+            except (OSError, IndexError):
+                continue
+        return bool(states) and all(state in ("T", "t") for state in states)
 
     def cpu_seconds(self) -> float:
         """User plus system CPU seconds the qpidd process has used so far.
@@ -234,14 +259,11 @@ class Qpidd:
 
 
 def send_messages(address: str, queue: str, count: int) -> None:
-    """Put ``count`` messages on ``queue`` with a plain AMQP 1.0 client (not ours)."""
-    from proton import Message
-    from proton.utils import BlockingConnection
+    """Put ``count`` messages on ``queue`` with a plain blocking AMQP 1.0 client (on the
+    sans-I/O engine, not a transport: ``tests/amqp10_client.py``)."""
+    from .amqp10_client import BlockingClient
 
-    conn = BlockingConnection(address, timeout=10)
-    try:
+    with BlockingClient(address, timeout=10) as conn:
         sender = conn.create_sender(queue)
         for i in range(count):
-            sender.send(Message(body=f"m{i}"))
-    finally:
-        conn.close()
+            sender.send(f"m{i}")

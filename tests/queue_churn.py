@@ -1,5 +1,6 @@
 """Queue churn on a genuine qpidd, as RPC clients make it: temporary reply queues
-declared and deleted, with a plain AMQP 1.0 client (proton, not ours).
+declared and deleted, with a plain blocking AMQP 1.0 client (``tests/amqp10_client.py``,
+on the sans-I/O engine; not a transport).
 
 Each queue is a dynamic receiver's node (qpidd declares an auto-delete queue for it
 and deletes it when the receiver closes).  Receivers are opened ``batch`` at a time
@@ -8,25 +9,42 @@ and closed once all of them are attached, so a thousand queues take a few second
 
 from __future__ import annotations
 
-from typing import Any
+import time
+
+from .amqp10_client import BlockingClient, Receiver
 
 __all__ = ["churn_queues", "hold_queues"]
 
 
-def hold_queues(address: str, count: int) -> Any:
+def hold_queues(address: str, count: int) -> BlockingClient:
     """Declare ``count`` temporary queues on the qpidd at ``address`` and keep them:
-    they are deleted when the returned connection (proton's ``BlockingConnection``) is
-    closed."""
-    from proton.utils import BlockingConnection
-
-    conn = BlockingConnection(address, timeout=10)
+    they are deleted when the returned connection is closed."""
+    conn = BlockingClient(address, timeout=10)
     try:
-        for _ in range(count):
-            conn.create_receiver(None, dynamic=True)
+        _open_batch(conn, count)
     except BaseException:
         conn.close()
         raise
     return conn
+
+
+def _open_batch(conn: BlockingClient, count: int) -> list[Receiver]:
+    """Attach ``count`` dynamic receivers at once and wait for all of them."""
+    from qmf_async.transport._amqp10_engine import Source, Target
+
+    made = []
+    for _ in range(count):
+        name = conn._name("churn")
+        handle = conn.engine.attach_receiver(name, Source(dynamic=True), Target(address=name),
+                                             settled=True)
+        receiver = Receiver(conn, handle, name, 0)
+        conn.links[handle] = receiver
+        made.append(receiver)
+    conn.wait_for(lambda: all(r.attached or r.detached is not None for r in made),
+                  f"the attach of {count} dynamic receivers")
+    for receiver in made:
+        receiver._check()
+    return made
 
 
 def churn_queues(address: str, count: int, *, batch: int = 100, timeout: float = 60.0) -> int:
@@ -36,62 +54,22 @@ def churn_queues(address: str, count: int, *, batch: int = 100, timeout: float =
     Raises:
         RuntimeError: the connection failed or the churn did not end within ``timeout``.
     """
-    from proton.handlers import MessagingHandler
-    from proton.reactor import Container, DynamicNodeProperties
-
-    class _Churn(MessagingHandler):  # type: ignore[misc]
-        def __init__(self) -> None:
-            super().__init__(prefetch=0)
-            self.made = 0
-            self.open: list[Any] = []
-            self.attached = 0
-            self.error: str | None = None
-
-        def on_start(self, event: Any) -> None:
-            self.conn = event.container.connect(address, reconnect=False)
-            self._next_batch(event.container)
-
-        def _next_batch(self, container: Any) -> None:
-            n = min(batch, count - self.made)
-            if n <= 0:
-                self.conn.close()
-                return
-            self.attached = 0
-            self.open = [container.create_receiver(
-                self.conn, None, dynamic=True,
-                options=DynamicNodeProperties({"lifetime-policy": "delete-on-close"}))
-                for _ in range(n)]
-            self.made += n
-
-        def on_link_opened(self, event: Any) -> None:
-            if event.receiver is None or event.receiver not in self.open:
-                return
-            self.attached += 1
-            if self.attached == len(self.open):
-                for r in self.open:
-                    r.close()
-                self._closed = 0
-
-        def on_link_closed(self, event: Any) -> None:
-            if event.receiver is None or event.receiver not in self.open:
-                return
-            self._closed += 1
-            if self._closed == len(self.open):
-                self._next_batch(event.container)
-
-        def on_transport_error(self, event: Any) -> None:
-            cond = event.transport.condition
-            self.error = f"{cond.name}: {cond.description}" if cond else "transport error"
-            event.connection.close()
-
-    handler = _Churn()
-    container = Container(handler)
-    container.container_id = "queue-churn"
-    container.timeout = timeout
-    container.run()
-    if handler.error is not None:
-        raise RuntimeError(f"queue churn on {address}: {handler.error}")
-    return handler.made
+    deadline = time.monotonic() + timeout
+    made = 0
+    try:
+        with BlockingClient(address, timeout=timeout, container_id="queue-churn") as conn:
+            while made < count:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"the churn did not end within {timeout} s")
+                receivers = _open_batch(conn, min(batch, count - made))
+                made += len(receivers)
+                for receiver in receivers:
+                    conn.engine.detach(receiver.handle)
+                conn.wait_for(lambda rs=receivers: all(r.detached is not None for r in rs),
+                              "the detach of a batch")
+    except (OSError, TimeoutError) as exc:
+        raise RuntimeError(f"queue churn on {address}: {exc}") from exc
+    return made
 
 
 if __name__ == "__main__":  # python -m tests.queue_churn HOST:PORT COUNT

@@ -61,9 +61,8 @@ async def main(url: str, maxsize: int, topic_max: int) -> None:
                 # qpidd names ``<container id>_<link name>``
                 broker = session.brokers[0]
                 inner = getattr(broker.transport, "_inner", broker.transport)
-                # (proton's transport keys its receivers by link name, ours by handle)
-                links = {r.key: getattr(r, "name", n)
-                         for n, r in getattr(inner, "_receivers", {}).items()}
+                # (the AMQP 1.0 transport keys its receivers by handle; each has its name)
+                links = {r.key: r.name for r in getattr(inner, "_receivers", {}).values()}
                 print(json.dumps({"topic_queue": broker._topic_queue, "links": links}),
                       flush=True)
             elif line == "query":

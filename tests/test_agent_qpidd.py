@@ -30,12 +30,10 @@ from qmf_async.agent import (
     object_class,
 )
 from qmf_async.console import QmfObject, Session
+from qmf_async.transport import NativeAmqp10Transport
 
 from ._util import wait_until
 from .qpidd import ROOT, Qpidd
-
-proton = pytest.importorskip("proton")
-from qmf_async.transport._proton import ProtonTransport  # noqa: E402
 
 PKG = "org.qmfasync.qpiddtest"
 COUNTER = object_class(
@@ -67,7 +65,7 @@ async def counter_agent(url: str, interval: float = 0.5,
     """An agent serving two counters over AMQP 1.0, attached to qpidd."""
     label = f"qpiddtest-{uuid.uuid4().hex[:8]}"
     agent = Agent(url, label=label, schemas=[COUNTER, RESET], interval=interval,
-                  transport_factory=ProtonTransport, qmf_versions=qmf_versions)
+                  transport_factory=NativeAmqp10Transport, qmf_versions=qmf_versions)
     agent.create_object("counter", name="ticks", count=0)
     agent.create_object("counter", name="tocks", count=100)
 
@@ -200,7 +198,7 @@ async def qpid_tool(url: str) -> AsyncIterator[QpidTool]:
 
 async def test_qpidd_attaches_the_agent_and_serves_its_classes(qpidd_url: str) -> None:
     async with counter_agent(qpidd_url) as agent, qpid_tool(qpidd_url) as tool, \
-            Session.connect(qpidd_url, _transport_factory=ProtonTransport) as session:
+            Session.connect(qpidd_url, _transport_factory=NativeAmqp10Transport) as session:
         assert agent.attached and agent.broker_bank == 1 and agent.agent_bank >= 1
         # qpidd lists the agent as one of its objects, under the banks it assigned
         (record,) = [a for a in await session.get_objects(_class="agent", _timeout=5.0)
@@ -245,7 +243,7 @@ async def test_qpid_tool_lists_the_agents_objects_and_calls_a_method(qpidd_url: 
 async def test_console_over_amqp10_gets_objects_calls_and_receives_events(
         qpidd_url: str, version: int | None, agent_versions: tuple[int, ...]) -> None:
     async with counter_agent(qpidd_url, qmf_versions=agent_versions) as agent, \
-            Session.connect(qpidd_url, _transport_factory=ProtonTransport,
+            Session.connect(qpidd_url, _transport_factory=NativeAmqp10Transport,
                             qmf_version=version) as session:
         events = session.events(_class="counterReset")
         await events.ready()

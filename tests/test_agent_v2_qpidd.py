@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from qmf_async.protocol import V2QueryAnswered, texts_from_schema
+from qmf_async.transport import NativeAmqp10Transport
 from qmf_async.wire import V2SchemaId
 
 from ._util import wait_until
@@ -35,9 +36,6 @@ from .agent_v2_helpers import (
 from .conftest import _python27
 from .qpidd import ROOT, Qpidd
 
-proton = pytest.importorskip("proton")
-from qmf_async.transport._proton import ProtonTransport  # noqa: E402
-
 pytestmark = pytest.mark.qpidd
 
 TOOLS = ROOT.parent / "shared" / "classic-tools"
@@ -48,9 +46,10 @@ async def test_the_v2_console_core_finds_queries_and_calls_the_agent(
         v1: bool, request: pytest.FixtureRequest) -> None:
     broker: Qpidd = request.getfixturevalue("qpidd_v1" if v1 else "qpidd_stock")
     versions = (1, 2) if v1 else (2,)
-    async with counter_agent(broker.url, versions=versions, transport=ProtonTransport) as agent:
+    async with counter_agent(broker.url, versions=versions,
+                             transport=NativeAmqp10Transport) as agent:
         assert agent.v2_live
-        t = ProtonTransport(broker.url)
+        t = NativeAmqp10Transport(broker.url)
         await t.connect()
         try:
             driver = Driver(t)
@@ -111,7 +110,7 @@ async def test_the_classic_qmf_console_lists_the_agents_objects_and_calls_a_meth
     script = tmp_path / "classic_console.py"
     script.write_text(CLASSIC_CONSOLE)
     async with counter_agent(broker.url, versions=(1, 2) if v1 else (2,),
-                             transport=ProtonTransport) as agent:
+                             transport=NativeAmqp10Transport) as agent:
         assert agent.v2_name is not None
         proc = await asyncio.create_subprocess_exec(
             _python2(), str(script), f"127.0.0.1:{broker.port}", agent.v2_name, PKG,
@@ -136,7 +135,7 @@ async def test_the_classic_qmf_console_lists_the_agents_objects_and_calls_a_meth
 
 async def test_qpid_printevents_prints_an_event_the_agent_raises(
         qpidd_stock: Qpidd, classic_tools: Any) -> None:
-    async with counter_agent(qpidd_stock.url, transport=ProtonTransport) as agent:
+    async with counter_agent(qpidd_stock.url, transport=NativeAmqp10Transport) as agent:
         proc = await asyncio.create_subprocess_exec(
             "bash", str(TOOLS / "run"), "qpid-printevents", f"127.0.0.1:{qpidd_stock.port}",
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
@@ -179,12 +178,12 @@ async def test_qpid_printevents_prints_an_event_the_agent_raises(
 async def test_a_large_answer_comes_in_parts_through_qpidd(qpidd_stock: Qpidd) -> None:
     """250 objects: three ``_query_response`` parts (100, 100, 50), the first two
     ``partial``; the v2 console core puts them together."""
-    async with counter_agent(qpidd_stock.url, transport=ProtonTransport) as agent:
+    async with counter_agent(qpidd_stock.url, transport=NativeAmqp10Transport) as agent:
         for i in range(248):
             agent.create_object("counter", name=f"extra{i:03d}", count=i)
         name = agent.v2_name
         assert name is not None
-        t = ProtonTransport(qpidd_stock.url)
+        t = NativeAmqp10Transport(qpidd_stock.url)
         await t.connect()
         parts: list[bool] = []
         try:
@@ -213,12 +212,12 @@ async def test_a_large_answer_comes_in_parts_through_qpidd(qpidd_stock: Qpidd) -
 async def test_the_agent_speaks_v2_again_after_qpidd_restarts(
         qpidd_fresh: Callable[[bool], Qpidd]) -> None:
     broker = qpidd_fresh(False)
-    async with counter_agent(broker.url, transport=ProtonTransport) as agent:
+    async with counter_agent(broker.url, transport=NativeAmqp10Transport) as agent:
         name = agent.v2_name
         assert name is not None
         await asyncio.to_thread(broker.restart)
         # the agent reconnects and binds its v2 addresses again
-        t = ProtonTransport(broker.url)
+        t = NativeAmqp10Transport(broker.url)
         await t.connect()  # restart() returns once qpidd listens again
         try:
             driver = Driver(t)

@@ -16,6 +16,10 @@ import tracemalloc
 from typing import Any
 
 import pytest
+
+from .conftest import PROTON_PEER_REASON
+
+pytest.importorskip("proton", reason=PROTON_PEER_REASON)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from proton import (
@@ -51,7 +55,8 @@ from qmf_async.wire import (
 )
 
 # the recursive strategies have long reprs; hypothesis warns when it builds one
-pytestmark = pytest.mark.filterwarnings("ignore:Generating overly large repr")
+pytestmark = [pytest.mark.proton_peer,
+              pytest.mark.filterwarnings("ignore:Generating overly large repr")]
 
 FAST = settings(max_examples=100, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -44,6 +44,8 @@ from qmf_async.transport._amqp10_frames import (
 )
 from qmf_async.wire import Described, decode_amqp10_message, encode_amqp10_message
 
+from .conftest import need_proton
+
 
 def frame(performative: str, /, sasl: bool = False, payload: bytes = b"", **fields: Any) -> bytes:
     return encode_frame(Frame(1 if sasl else 0, 0, Performative.make(performative, **fields),
@@ -97,8 +99,9 @@ def with_links(conn: Amqp10Connection) -> tuple[int, int]:
 # ------------------------------------------------------------------ frames
 
 
+@pytest.mark.proton_peer
 def test_performatives_encode_as_proton_reads_them() -> None:
-    from proton import Data
+    Data = need_proton().Data
 
     perf = Performative.make("attach", name="l", handle=3, role=True, snd_settle_mode=1,
                              source=Source("amq.topic", filter={"f": Described(

@@ -25,7 +25,7 @@ import pytest
 
 from qmf_async import Session
 from qmf_async.console import Console
-from tests.amqp10_peer import wait_for
+from tests._util import wait_until
 from tests.conftest import _python27
 from tests.qpidd import Qpidd, QpiddError
 
@@ -125,12 +125,13 @@ async def test_console_callbacks_as_the_classic_console(
         # an event raised at once (before a v1-only qpidd is known to be one) arrives
         await _create_queues(qpidd.url, [f"{prefix}early"])
         # the objects that existed before: within a publication interval or two
-        await wait_for(lambda: rec.complete() >= set(before), 10.0,
-                       f"callbacks for {before}: {rec.calls}")
+        await wait_until(lambda: rec.complete() >= set(before), 10.0,
+                         message=f"callbacks for {before}: {rec.calls}")
         # object_props came first for each: the classic console's order
         assert all(rec.calls[oid][0] == "p" for oid in rec.names), rec.calls
         # events (a declared queue raises queueDeclare) and heartbeats
-        await wait_for(lambda: rec.events and rec.heartbeats, 10.0, "event and heartbeat")
+        await wait_until(lambda: rec.events and rec.heartbeats, 10.0,
+                         message="event and heartbeat")
         assert rec.events == [f"{prefix}early"]
         assert rec.infos == [broker] and rec.agents
         # a qpidd publishing v1 only is followed over v1
@@ -143,7 +144,8 @@ async def test_qmf_version_1_on_a_stock_qpidd_says_why_nothing_arrives(
     async with Session(Console(), qmf_version=1, agent_interval=0.5,
                        missed_heartbeats=2) as session:
         await session.add_broker(qpidd_stock.url)
-        await wait_for(lambda: "no QMF v1 heartbeat" in caplog.text, 10.0, "the warning")
+        await wait_until(lambda: "no QMF v1 heartbeat" in caplog.text, 10.0,
+                         message="the warning")
     assert "publishes QMF v2 only (--mgmt-qmf1 no)" in caplog.text
 
 

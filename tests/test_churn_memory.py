@@ -30,7 +30,6 @@ from ._util import wait_until
 from .qpidd import ROOT, Qpidd
 from .queue_churn import hold_queues
 
-pytest.importorskip("proton")
 pytest.importorskip("prometheus_client")
 
 pytestmark = pytest.mark.qpidd
@@ -170,7 +169,7 @@ async def test_a_poller_keeps_nothing_of_queues_gone_between_polls(qpidd_stock: 
 async def test_the_ids_of_a_v2_agent_that_left_are_released(qpidd_stock: Qpidd) -> None:
     """Agents come and go too: the v2 ids of the objects of one that stopped beating
     are released (at 1e2a8ad they were kept for good)."""
-    from qmf_async.transport import ProtonTransport
+    from qmf_async.transport import NativeAmqp10Transport
 
     from .agent_v2_helpers import PKG, counter_agent
 
@@ -179,7 +178,7 @@ async def test_the_ids_of_a_v2_agent_that_left_are_released(qpidd_stock: Qpidd) 
         link = broker._v2
         assert link is not None
         async with counter_agent(qpidd_stock.url, versions=(2,), interval=0.5,
-                                 transport=ProtonTransport) as agent:
+                                 transport=NativeAmqp10Transport) as agent:
             name = agent.v2_name
             await wait_until(lambda: name in [a.name for a in session.get_agents()], 15, 0.1,
                              message="the agent's heartbeat")

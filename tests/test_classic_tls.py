@@ -10,10 +10,15 @@ from pathlib import Path
 
 import pytest
 
+from .conftest import PROTON_PEER_REASON
+
+pytest.importorskip("proton", reason=PROTON_PEER_REASON)
+
 from qmf_async import TransportError
 
 from .amqp10_peer import Amqp10Peer, Pki
 
+pytestmark = pytest.mark.proton_peer
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:

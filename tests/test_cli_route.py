@@ -1,6 +1,7 @@
 """``qmf route`` against two genuine qpidd brokers federating exchanges and a queue,
-checked by moving messages (python-qpid-proton) and against the classic qpid-route on
-the same brokers.  Each test starts its own pair (``qpidd_fresh``).
+checked by moving messages (a plain AMQP 1.0 client, ``tests/amqp10_client.py``) and
+against the classic qpid-route on the same brokers.  Each test starts its own pair
+(``qpidd_fresh``).
 """
 
 from __future__ import annotations
@@ -19,14 +20,11 @@ from typing import Any
 import pytest
 
 pytest.importorskip("rich")  # a guard only: the cli extra brings it
-proton = pytest.importorskip("proton")
-from proton import Message  # noqa: E402
-from proton.utils import BlockingConnection  # noqa: E402
+from qmf_async.tools.cli import route
 
-from qmf_async.tools.cli import route  # noqa: E402
-
-from ._util import qmf_in_process  # noqa: E402
-from .qpidd import Qpidd  # noqa: E402
+from ._util import qmf_in_process
+from .amqp10_client import BlockingClient, Timeout
+from .qpidd import Qpidd
 
 pytestmark = pytest.mark.qpidd
 
@@ -82,14 +80,18 @@ def deliver(src: Qpidd, address: str, dest: Qpidd, queue: str, *, subject: str =
         AssertionError: nothing arrived within the deadline.
     """
     body = unique("body")
-    sender_conn = BlockingConnection(src.url.rstrip("/"), timeout=10)
-    receiver_conn = BlockingConnection(dest.url.rstrip("/"), timeout=10)
+    sender_conn = BlockingClient(src.url, timeout=10)
+    try:
+        receiver_conn = BlockingClient(dest.url, timeout=10)
+    except BaseException:
+        sender_conn.close()
+        raise
     try:
         sender = sender_conn.create_sender(address)
         receiver = receiver_conn.create_receiver(queue, credit=10)
         deadline = time.monotonic() + DEADLINE_S
         while time.monotonic() < deadline:
-            sender.send(Message(body=body, subject=subject or None))
+            sender.send(body, subject=subject or None)
             try:
                 while True:
                     got = receiver.receive(timeout=0.5)
@@ -100,7 +102,7 @@ def deliver(src: Qpidd, address: str, dest: Qpidd, queue: str, *, subject: str =
                         text = bytes(text).decode()
                     if text == body:
                         return str(text)
-            except proton.Timeout:
+            except Timeout:
                 continue
         raise AssertionError(f"no message reached {queue} on {dest.address} from "
                              f"{address} on {src.address} within {DEADLINE_S}s")

@@ -605,14 +605,6 @@ class Piped:
             reader.cancel()
 
 
-def start_again(broker: Qpidd) -> None:
-    """Start a stopped qpidd again on its port and data directory (the second half of
-    ``Qpidd.restart``, to act while it is down)."""
-    again = Qpidd.start(qmf1=broker.qmf1, port=broker.port, directory=broker.directory,
-                        pub_interval=broker.pub_interval, extra=broker.extra)
-    broker.pid = again.pid
-
-
 def _queue_ids(shell: Shell) -> dict[str, int]:
     return {str(shell.values(sid).get("name")): sid for sid in shell.cached("queue")}
 
@@ -689,7 +681,7 @@ async def test_shell_on_qpidd_survives_a_restart(
             # the cache still answers
             assert f"Object of type {PACKAGE}:broker" in await shell.execute(f"show {bid}")
 
-            await asyncio.to_thread(start_again, qpidd)
+            await asyncio.to_thread(qpidd.start_again)
             await wait_until(lambda: f"reconnected to {broker.where}" in notes, 30,
                              message="the reconnection noted")
             listing = await shell.execute("list broker")
@@ -711,17 +703,6 @@ async def test_shell_on_qpidd_survives_a_restart(
             await shell.close()
     finally:
         await session.close()
-
-
-def _stopped(pid: int) -> bool:
-    """Every thread of process ``pid`` is stopped (state T in /proc)."""
-    states = []
-    for stat in Path(f"/proc/{pid}/task").glob("*/stat"):
-        try:
-            states.append(stat.read_text().rsplit(")", 1)[1].split()[0])
-        except (OSError, IndexError):
-            continue
-    return bool(states) and all(state in ("T", "t") for state in states)
 
 
 def _listed_queues(shell: Shell, rows: list[list[str]]) -> list[str]:
@@ -755,7 +736,7 @@ async def test_a_stalled_qpidd_never_fills_the_destroyed_column(
             qid = _queue_ids(shell)["stall-q"]
             os.kill(qpidd.pid, signal.SIGSTOP)
             try:
-                await wait_until(lambda: _stopped(qpidd.pid), 5, message="qpidd stopped")
+                await wait_until(lambda: qpidd.is_stopped(), 5, message="qpidd stopped")
                 timed_out = await shell.execute("list queue")  # a timed-out answer
                 assert "did not finish within" in timed_out
                 while (await changes.get(timeout=30))[0] != "removed":
@@ -797,7 +778,7 @@ async def test_piped_shell_on_qpidd_notes_the_restart_and_goes_on(
         await shell.send("list queue")
         await shell.wait_for(r"^error: not connected to \S+; reconnecting in the background",
                              "stderr")
-        await asyncio.to_thread(start_again, qpidd)
+        await asyncio.to_thread(qpidd.start_again)
         await shell.wait_for(r"^reconnected to \S+$", "stderr", 30)
         mark = len(shell.stdout)
         await shell.send("list broker")
@@ -888,7 +869,7 @@ async def test_repl_on_qpidd_survives_a_restart(
         await repl.wait_for(r"^after the error$")
         assert "Traceback" not in repl.stderr[mark:], repl.stderr
         assert repl.stderr[mark:].strip() == error[0], repl.stderr  # that one line only
-        await asyncio.to_thread(start_again, qpidd)
+        await asyncio.to_thread(qpidd.start_again)
         await repl.wait_for(r"^reconnected to \S+$", "stderr", 30)
         mark = len(repl.stdout)
         await repl.send(count)

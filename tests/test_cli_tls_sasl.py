@@ -15,11 +15,13 @@ import asyncio
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from qmf_async.errors import UsageError
 from qmf_async.transport import (
+    NativeAmqp10Transport,
     TlsOptions,
     add_connection_arguments,
     connection_arguments,
@@ -28,11 +30,19 @@ from qmf_async.transport import (
     with_heartbeat,
 )
 from qmf_async.transport._aiormq import AiormqTransport
-from qmf_async.transport._proton import ProtonTransport
 
-from .amqp10_peer import Amqp10Peer, Pki
+from .conftest import need_proton
+from .pki import Pki
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def _peer() -> Any:
+    """``Amqp10Peer`` (tests/amqp10_peer.py, on proton: the proton_peer tier only)."""
+    need_proton()
+    from .amqp10_peer import Amqp10Peer
+
+    return Amqp10Peer
 
 #: a command line of each tool that connects, with what makes it stop quickly
 TOOLS = {
@@ -126,18 +136,19 @@ def test_heartbeat_in_the_url() -> None:
     with pytest.raises(UsageError, match="heartbeat"):
         url_heartbeat("amqp://localhost/?heartbeat=soon")
     # AMQP 1.0: an idle timeout of twice the heartbeat (proton announces half of it)
-    assert ProtonTransport(url)._idle == 10.0
-    assert ProtonTransport("amqp://localhost/")._idle == 30.0
+    assert NativeAmqp10Transport(url)._idle == 10.0
+    assert NativeAmqp10Transport("amqp://localhost/")._idle == 30.0
 
 
 # --------------------------------------------------------------------------- TLS, AMQP 1.0
 
 
+@pytest.mark.proton_peer
 @pytest.mark.parametrize("tool", sorted(TOOLS))
 async def test_external_login_with_a_client_certificate(pki: Pki, tool: str,
                                                         tmp_path: Path) -> None:
     ctx = pki.server_context(client_certs=True)
-    async with Amqp10Peer(mechanisms=["EXTERNAL"], ssl_context=ctx) as peer:
+    async with _peer()(mechanisms=["EXTERNAL"], ssl_context=ctx) as peer:
         argv = [word.replace("{tmp}", str(tmp_path / "ds")) for word in TOOLS[tool]]
         argv += ["-b", peer.url(scheme="amqps", host="localhost"),
                  "--ssl-certificate", pki.client[0], "--ssl-key", pki.client[1],
@@ -148,8 +159,9 @@ async def test_external_login_with_a_client_certificate(pki: Pki, tool: str,
         assert ("EXTERNAL", "qmf-client", True) in peer.sasl_log, (rc, err)
 
 
+@pytest.mark.proton_peer
 async def test_unknown_ca_is_one_line_and_exit_3(pki: Pki) -> None:
-    async with Amqp10Peer(ssl_context=pki.server_context()) as peer:
+    async with _peer()(ssl_context=pki.server_context()) as peer:
         rc, out, err = await run_tool([
             "stat", "-b", peer.url(scheme="amqps", host="localhost"), "--timeout", "3"])
     assert rc == 3, err
@@ -158,8 +170,9 @@ async def test_unknown_ca_is_one_line_and_exit_3(pki: Pki) -> None:
     assert peer.sasl_log == []
 
 
+@pytest.mark.proton_peer
 async def test_hostname_check_can_be_skipped(pki: Pki) -> None:
-    async with Amqp10Peer(ssl_context=pki.server_context("other")) as peer:
+    async with _peer()(ssl_context=pki.server_context("other")) as peer:
         url = peer.url(scheme="amqps", host="localhost")
         strict = await run_tool([
             "events", "-b", url, "--ssl-trustfile", pki.ca[0], "--duration", "0.2"])

@@ -23,7 +23,6 @@ from .conftest import _unavailable
 from .prometheus_server import ExporterProcess, Prometheus, prometheus_binaries
 from .qpidd import Qpidd, send_messages
 
-pytest.importorskip("proton")
 pytest.importorskip("prometheus_client")
 
 from benchmarks.qpidd.known_traffic import Traffic

@@ -24,9 +24,8 @@ from ._util import wait_until
 from .agent_v2_helpers import PKG, counter_agent
 from .qpidd import Qpidd, send_messages
 
-pytest.importorskip("proton")
 pytest.importorskip("prometheus_client")
-from qmf_async.transport import ProtonTransport
+from qmf_async.transport import NativeAmqp10Transport
 
 pytestmark = pytest.mark.qpidd
 
@@ -90,7 +89,7 @@ async def test_queues_come_update_and_go(v1: bool, request: pytest.FixtureReques
 async def test_the_project_agent_is_exported_generically(qpidd_stock: Qpidd) -> None:
     store = LiveStore(generic=True, packages=[PKG])
     async with _exporter(qpidd_stock.url, store) as (_, exporter):
-        async with counter_agent(qpidd_stock.url, transport=ProtonTransport,
+        async with counter_agent(qpidd_stock.url, transport=NativeAmqp10Transport,
                                  interval=0.5) as agent:
             base = "qmf_org_qmfasync_v2test_counter"
 

@@ -302,7 +302,6 @@ def _job(name: str, target: str, pki: Pki, *, cert: bool, password: str) -> str:
 @pytest.fixture(scope="module")
 def scraped(pki: Pki, hashed: str, binaries: tuple[str, str], qpidd_stock: Qpidd,
             tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    pytest.importorskip("proton")
     root = tmp_path_factory.mktemp("web")
     config = root / "web.yml"
     config.write_text(_config(pki, hashed))

@@ -520,7 +520,7 @@ async def _qpidd_round(env: QpiddEnv, fault: str) -> dict[str, float]:
         # frozen first, so that a query and more calls are pending at qpidd when it dies
         os.kill(env.qpidd.pid, signal.SIGSTOP)
         try:
-            await wait_until(lambda: _stopped(env.qpidd.pid), 5.0, message="qpidd frozen")
+            await wait_until(lambda: env.qpidd.is_stopped(), 5.0, message="qpidd frozen")
             calls += [asyncio.ensure_future(h.echo(100 + i, f"late-{i}", _timeout=30.0))
                       for i in range(20)]
             calls.append(asyncio.ensure_future(env.session.get_objects(
@@ -633,17 +633,6 @@ async def test_qpidd_killed_mid_query_and_mid_call(qpidd_fresh: Any) -> None:
         figures = await _qpidd_round(env, "kill")
     _report(f"qpidd frozen, then killed, started again: {figures}")
     assert figures["noticed_after"] < 1.0
-
-
-def _stopped(pid: int) -> bool:
-    """Every thread of process ``pid`` is stopped (state T in /proc)."""
-    states = []
-    for stat in Path(f"/proc/{pid}/task").glob("*/stat"):
-        try:
-            states.append(stat.read_text().rsplit(")", 1)[1].split()[0])
-        except (OSError, IndexError):
-            continue
-    return bool(states) and all(state in ("T", "t") for state in states)
 
 
 @pytest.mark.qpidd

@@ -6,7 +6,7 @@ RabbitMQ (AMQP 0-9-1): the management-broker role and the demo agent
 a raw aiormq publisher that writes whatever bytes it likes to the console's reply
 queue, to the topic bindings and to the agents' request keys.  The lying agents are
 fakes of the tests on the project's own transport, speaking raw v1 bodies.
-qpidd (AMQP 1.0): a raw proton client (``tests/qmf2_raw.py``) sends the same kinds of
+qpidd (AMQP 1.0): a raw client (``tests/qmf2_raw.py``) sends the same kinds of
 garbage to a session's reply address and topic bindings and to the agents (qpidd's own
 and the project's), as QMF v2 values and as QMF v1 bodies in data sections.
 
@@ -1315,11 +1315,12 @@ def v2_values(agent: str) -> list[tuple[str, Any, dict[str, Any]]]:
 
 
 class RawQpidd:
-    """A raw AMQP 1.0 client of qpidd (``tests/qmf2_raw.py``, proton's engine on a
-    blocking socket, driven from a thread): sends any encoded message to any address."""
+    """A raw AMQP 1.0 client of qpidd (``tests/qmf2_raw.py``: the sans-I/O engine on a
+    blocking socket, no transport, driven from a thread): sends any encoded message to
+    any address."""
 
     def __init__(self, host: str, port: int) -> None:
-        from proton import Described, symbol
+        from qmf_async.wire import Described, Symbol
 
         from .qmf2_raw import RawV2Client
         self.client = RawV2Client(host, port, timeout=10.0)
@@ -1329,35 +1330,20 @@ class RawQpidd:
         self.key = f"hostile-{uuid.uuid4().hex[:8]}"
         self.reply_to = f"amq.direct/{self.key}"
         self.answers: list[bytes] = []
-        rcv = self.client.session.receiver("direct")
-        rcv.source.address = "amq.direct"
-        rcv.source.filter.put_dict({symbol("qmf-binding"): Described(
-            symbol("apache.org:legacy-amqp-direct-binding:string"), self.key)})
-        rcv.target.address = "direct"
-        self.client._sinks["direct"] = self.answers
-        rcv.open()
-        rcv.flow(1000)
-        self.client.wait_for(lambda: rcv.remote_source.address is not None, "amq.direct link")
+        self.client.conn.create_receiver(
+            "amq.direct", credit=1000, name="direct", sink=self.answers,
+            filter={"qmf-binding": Described(
+                Symbol("apache.org:legacy-amqp-direct-binding:string"), self.key)})
 
     def send(self, address: str, encoded: bytes) -> None:
-        client = self.client
         link = self._links.get(address)
         if link is None:
-            link = client.session.sender(f"to-{address}-{len(self._links)}")
-            link.target.address = address
-            link.open()
-            self._links[address] = link
-        client.wait_for(lambda: link.credit > 0, f"credit to send to {address}")
-        client._tag += 1
-        dlv = link.delivery(str(client._tag).encode())
-        link.send(encoded)
-        link.advance()
-        dlv.settle()
-        client._pump(0)
+            link = self._links[address] = self.client.conn.create_sender(address)
+        link.send(encoded=encoded, settled=True)
 
     def settle(self) -> None:
-        """Pump until everything sent is written."""
-        self.client.wait_for(lambda: self.client.transport.pending() <= 0, "sent")
+        """Pump once more (everything sent is written by then)."""
+        self.client.conn.pump(0)
 
     def close(self) -> None:
         self.client.close()

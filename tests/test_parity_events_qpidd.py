@@ -5,7 +5,7 @@ v1 off) and on one with v1 on.
 
 The activity is made by plain AMQP 1.0 clients, neither of the two tools: a raw QMF v2
 client (``tests/qmf2_raw.py``) creates a queue and a binding and deletes them by the
-broker's ``create``/``delete`` methods, and python-qpid-proton's ``BlockingConnection``
+broker's ``create``/``delete`` methods, and a plain one (``tests/amqp10_client.py``)
 subscribes to the queue in between (``subscribe``/``unsubscribe``).  Every event of it,
 from the raw client's ``clientConnect`` to its ``clientDisconnect``, is compared in
 order: classes and every argument (qpid-printevents' ``name=value`` line parsed, its
@@ -29,14 +29,12 @@ from typing import Any
 
 import pytest
 
+from qmf_async.wire import decode_amqp10_message
+
+from .amqp10_client import BlockingClient
 from .conftest import CLASSIC_TOOLS_RUN, ClassicTools
-from .qpidd import ROOT, Qpidd
-
-pytest.importorskip("proton")
-from proton import Message
-from proton.utils import BlockingConnection
-
 from .qmf2_raw import RawV2Client
+from .qpidd import ROOT, Qpidd
 from .test_parity_qpidd import BROKERS, Tool, declare, poll, running
 
 pytestmark = pytest.mark.qpidd
@@ -94,21 +92,18 @@ def activity(broker: Qpidd, prefix: str) -> str:
             client.send("_method_request", {"_object_id": BROKER_OID, "_method_name": method,
                                             "_arguments": arguments})
             client.wait_for(lambda: len(client.replies) > before, f"the answer to {method}")
-            answer = Message()
-            answer.decode(client.replies[-1])
-            assert answer.properties["qmf.opcode"] == "_method_response", answer.body
+            answer = decode_amqp10_message(client.replies[-1])
+            assert answer.application_properties["qmf.opcode"] == "_method_response", \
+                answer.body
 
         call("create", {"type": "queue", "name": queue, "properties": {}, "strict": True})
         call("create", {"type": "binding", "name": f"amq.direct/{queue}/{key}",
                         "properties": {}, "strict": True})
-        conn = BlockingConnection(broker.url, timeout=15, allowed_mechs="ANONYMOUS")
-        try:
+        with BlockingClient(broker.url, timeout=15) as conn:
             conn.create_receiver(queue).close()
-        finally:
-            conn.close()
         call("delete", {"type": "binding", "name": f"amq.direct/{queue}/{key}", "options": {}})
         call("delete", {"type": "queue", "name": queue, "options": {}})
-        return str(client.conn.container)
+        return client.container_id
     finally:
         client.close()
 

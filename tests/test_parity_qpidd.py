@@ -5,8 +5,8 @@ same depths and counters, and an event (a queue declared) is printed by both
 off: events only in v2) and one with v1 on; ``qmf stat`` with its default QMF version
 and with v1 and v2 forced (qpidd answers v1 requests even with v1 off).
 
-The queues are made and filled by a plain AMQP 1.0 client (python-qpid-proton's
-``BlockingConnection``, a sender with the ``create-on-demand`` capability), so neither
+The queues are made and filled by a plain blocking AMQP 1.0 client
+(``tests/amqp10_client.py``, a sender with the ``create-on-demand`` capability), so neither
 tool takes part in making the state it reports.  The classic table is parsed by the
 positions of its header row and compared by value, not by layout.
 """
@@ -27,13 +27,9 @@ from typing import Any
 import pytest
 
 from ._util import qmf_in_process
+from .amqp10_client import BlockingClient
 from .conftest import CLASSIC_TOOLS_RUN, ClassicTools
 from .qpidd import ROOT, Qpidd
-
-proton = pytest.importorskip("proton")
-from proton import Data, Message, symbol  # noqa: E402
-from proton.reactor import LinkOption  # noqa: E402
-from proton.utils import BlockingConnection  # noqa: E402
 
 pytestmark = pytest.mark.qpidd
 
@@ -45,28 +41,15 @@ FLAGS = ("dur", "autoDel", "excl")
 BROKERS = ["qpidd_stock", "qpidd_v1"]
 
 
-class CreateOnDemand(LinkOption):
-    """Ask qpidd to create the target queue when the sender attaches."""
-
-    def apply(self, link: Any) -> None:
-        caps = link.target.capabilities
-        caps.put_array(False, Data.SYMBOL)
-        caps.enter()
-        caps.put_symbol(symbol("queue"))
-        caps.put_symbol(symbol("create-on-demand"))
-        caps.exit()
-
-
 def make_state(broker: Qpidd, prefix: str) -> dict[str, tuple[int, int, int]]:
     """Create the queues of ``TRAFFIC`` under ``prefix``, send and consume their
-    messages with proton; returns the traffic by full queue name."""
+    messages with a plain AMQP 1.0 client; returns the traffic by full queue name."""
     state = {f"{prefix}-{k}": v for k, v in TRAFFIC.items()}
-    conn = BlockingConnection(broker.url, timeout=15, allowed_mechs="ANONYMOUS")
-    try:
+    with BlockingClient(broker.url, timeout=15) as conn:
         for name, (sent, taken, size) in state.items():
-            sender = conn.create_sender(name, options=CreateOnDemand())
+            sender = conn.create_sender(name, create=True)
             for i in range(sent):
-                sender.send(Message(body=f"{i % 10}" * size if size else None, durable=False))
+                sender.send(f"{i % 10}" * size if size else None)
             sender.close()
             if taken:
                 receiver = conn.create_receiver(name, credit=taken)
@@ -74,8 +57,6 @@ def make_state(broker: Qpidd, prefix: str) -> dict[str, tuple[int, int, int]]:
                     receiver.receive(timeout=10)
                     receiver.accept()
                 receiver.close()
-    finally:
-        conn.close()
     return state
 
 
@@ -145,7 +126,7 @@ def test_queue_stats_match_qpid_stat(which: str, version: str, request: pytest.F
     assert sorted(ours) == sorted(classic) == sorted(state)
     for name, (sent, taken, _size) in state.items():
         mine, theirs = ours[name], classic[name]
-        # the depths and counters the proton traffic made, in both
+        # the depths and counters the plain client's traffic made, in both
         assert (mine["msg"], mine["msgIn"], mine["msgOut"]) == (sent - taken, sent, taken)
         for col in COUNTERS:
             assert same(mine[col], classic_number(theirs[col])), (name, col, mine, theirs)
@@ -210,11 +191,8 @@ def running(argv: list[str], env: dict[str, str] | None = None) -> Iterator[Tool
 
 
 def declare(broker: Qpidd, name: str) -> None:
-    conn = BlockingConnection(broker.url, timeout=15, allowed_mechs="ANONYMOUS")
-    try:
-        conn.create_sender(name, options=CreateOnDemand()).close()
-    finally:
-        conn.close()
+    with BlockingClient(broker.url, timeout=15) as conn:
+        conn.create_sender(name, create=True).close()
 
 
 @pytest.mark.parametrize("which", BROKERS)

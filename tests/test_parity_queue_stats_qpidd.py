@@ -1,5 +1,5 @@
 """``qmf queue-stats`` beside the classic ``qpid-queue-stats`` on a genuine qpidd, with
-steady traffic driven by a plain AMQP 1.0 client (python-qpid-proton), on a stock qpidd
+steady traffic driven by a plain AMQP 1.0 client (``tests/amqp10_client.py``), on a stock qpidd
 (QMF v1 off) and on one with v1 on.
 
 Both run with the same ``-a ADDRESS -f LIST`` (``qmf queue-stats -i 1 --count K
@@ -33,14 +33,10 @@ from typing import Any
 
 import pytest
 
+from .amqp10_client import BlockingClient
 from .conftest import CLASSIC_TOOLS_RUN, ClassicTools
 from .qpidd import ROOT, Qpidd
-
-pytest.importorskip("proton")
-from proton import Message
-from proton.utils import BlockingConnection
-
-from .test_parity_qpidd import BROKERS, CreateOnDemand, poll, running
+from .test_parity_qpidd import BROKERS, poll, running
 
 pytestmark = pytest.mark.qpidd
 
@@ -65,19 +61,19 @@ class Traffic:
 
     def _run(self) -> None:
         try:
-            conn = BlockingConnection(self.broker.url, timeout=15, allowed_mechs="ANONYMOUS")
+            conn = BlockingClient(self.broker.url, timeout=15)
             try:
                 if self.take:
                     link: Any = conn.create_receiver(self.queue, credit=1)
                 else:
-                    link = conn.create_sender(self.queue, options=CreateOnDemand())
+                    link = conn.create_sender(self.queue, create=True)
                 self.started = time.monotonic()
                 while not self._stop.is_set():
                     if self.take:
                         link.receive(timeout=10)
                         link.accept()
                     else:
-                        link.send(Message(body="x"))
+                        link.send("x")
                     self.done += 1
                     self.last = time.monotonic()
                     self._stop.wait(1.0 / self.rate)
@@ -98,13 +94,10 @@ class Traffic:
 
 
 def fill(broker: Qpidd, queue: str, count: int) -> None:
-    conn = BlockingConnection(broker.url, timeout=15, allowed_mechs="ANONYMOUS")
-    try:
-        sender = conn.create_sender(queue, options=CreateOnDemand())
+    with BlockingClient(broker.url, timeout=15) as conn:
+        sender = conn.create_sender(queue, create=True)
         for _ in range(count):
-            sender.send(Message(body="y"))
-    finally:
-        conn.close()
+            sender.send("y")
 
 
 def classic_rows(lines: list[str]) -> list[tuple[str, float, int, float, float]]:

@@ -11,7 +11,7 @@ code ``qmf shell`` runs.  Compared, by parsed values:
 - ``list``: the same ``package:class`` names with live objects and the same counts.
   qpid-tool knows the objects qpidd publishes on its own, so the comparison is polled
   until both agree (each publication comes within the broker's interval);
-- ``show`` of a queue made by a plain proton client: qpid-tool's attribute names are
+- ``show`` of a queue made by a plain AMQP 1.0 client: qpid-tool's attribute names are
   among ours (ours adds the schema's elements qpidd leaves out: empty, or the two
   latency statistics qpidd's v2 maps name otherwise, see ``V2_RENAMED``), and every
   value but the references (short ids of each tool) is the same; delta times, which
@@ -42,8 +42,6 @@ from qmf_async.tools.cli.shell import Shell, managed_session
 from .conftest import CLASSIC_TOOLS_RUN, ClassicTools
 from .qpidd import ROOT, Qpidd
 from .test_parity_qpidd import BROKERS, make_state
-
-pytest.importorskip("proton")
 
 pytestmark = pytest.mark.qpidd
 

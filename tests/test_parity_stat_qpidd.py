@@ -5,7 +5,7 @@ forced); the classic tables are parsed by the positions of their headers.
 
 Each broker (stock: QMF v1 off; and v1 on) is private to this module and runs with an
 ACL file, so that its whole state is known: queues filled by a plain AMQP 1.0 client
-(python-qpid-proton), one create denied by the ACL, and a plain AMQP 0-10 client
+(``tests/amqp10_client.py``), one create denied by the ACL, and a plain AMQP 0-10 client
 (the qpid.messaging library run by Python 2.7; AMQP 1.0 links are no subscriptions in
 qpidd) holding two subscriptions and a ring queue.  Values that move with the tools'
 own traffic (their own connection, session and reply queue, the QMF exchanges, memory
@@ -28,6 +28,7 @@ from typing import Any
 
 import pytest
 
+from .amqp10_client import BlockingClient, LinkDetached
 from .conftest import CLASSIC_TOOLS_RUN, ClassicTools, _python27
 from .qpidd import Qpidd, QpiddError
 from .test_parity_qpidd import (
@@ -39,11 +40,6 @@ from .test_parity_qpidd import (
     qmf_cli,
     same,
 )
-
-proton = pytest.importorskip("proton")
-from proton.utils import BlockingConnection, LinkDetached  # noqa: E402
-
-from .test_parity_qpidd import CreateOnDemand  # noqa: E402
 
 pytestmark = pytest.mark.qpidd
 
@@ -131,7 +127,7 @@ class World:
     prefix: str
     started: float
     traffic: dict[str, tuple[int, int, int]]
-    #: the connections the state holds open: 2 proton, 1 AMQP 0-10
+    #: the connections the state holds open: 2 plain AMQP 1.0, 1 AMQP 0-10
     known_connections: int = 3
     classic_runs: dict[tuple[str, ...], str] = field(default_factory=dict)
 
@@ -170,15 +166,15 @@ def world(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
         pytest.skip(f"qpidd failed to start: {exc}")
     prefix = f"stat-{uuid.uuid4().hex[:6]}"
     holder: subprocess.Popen[str] | None = None
-    idle: list[BlockingConnection] = []
+    idle: list[BlockingClient] = []
     try:
         started = time.time()
         traffic = make_state(broker, prefix)
-        # two proton connections stay open: one idle, one whose create was denied
+        # two plain AMQP 1.0 connections stay open: one idle, one whose create was denied
         for _ in range(2):
-            idle.append(BlockingConnection(broker.url, timeout=15, allowed_mechs="ANONYMOUS"))
+            idle.append(BlockingClient(broker.url, timeout=15))
         with pytest.raises(LinkDetached):
-            idle[1].create_sender("forbidden-queue", options=CreateOnDemand())
+            idle[1].create_sender("forbidden-queue", create=True)
         holder = hold_010(broker.address, prefix)
         yield World(broker, prefix, started, traffic)
     finally:
@@ -285,7 +281,7 @@ def test_general(world: World, version: str, classic_tools: ClassicTools) -> Non
     assert int(summary["queues"]) == known + 1
     assert mine["queues"] == known + len(own_queues(ours(world, version, "-q",
                                                           "--console-queues")))
-    assert int(summary["sessions"]) == mine["sessions"] >= 3  # 0-10, proton, the tool's
+    assert int(summary["sessions"]) == mine["sessions"] >= 3  # 0-10, plain 1.0, the tool's
     assert int(summary["exchanges"]) == mine["exchanges"] == 8
     age = time.time() - world.started + 5
     assert 0 <= duration_seconds(summary["uptime"]) <= age
@@ -326,7 +322,8 @@ def test_connections(world: World, version: str, classic_tools: ClassicTools) ->
         assert 0 <= duration_seconds(t["connected"]) <= age
         assert 0 <= m["connected"] / 1e9 <= age and 0 <= m["idle"] <= m["connected"]
     procs = sorted(str(mine[a]["cproc"]) for a in common)
-    assert procs.count("None") == 2  # proton sends no process name; the 0-10 client does
+    # the plain 1.0 client sends no process name; the 0-10 client does
+    assert procs.count("None") == 2
 
 
 # --------------------------------------------------------------------------- -e

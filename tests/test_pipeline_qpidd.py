@@ -1,7 +1,7 @@
 """Ground truth on a genuine qpidd: known traffic in, ``qmf collect`` + ``qmf pipeline``
 out, rates compared with the truth.
 
-A plain AMQP 1.0 client (python-qpid-proton, ``benchmarks/qpidd/known_traffic.py``) sends 300
+A plain AMQP 1.0 client (``benchmarks/qpidd/known_traffic.py``) sends 300
 messages a second to one queue and receives 100 a second from it, paced by the clock,
 noting the time of every message.  ``qmf collect`` (QMF v2, the stock qpidd default,
 statistics published every second) records the broker for ~40 s; qpidd is restarted
@@ -29,7 +29,6 @@ import pytest
 
 from .qpidd import ROOT, Qpidd, QpiddError, qpidd_home
 
-pytest.importorskip("proton")
 pq = pytest.importorskip("pyarrow.parquet")
 pytest.importorskip("pyspark")
 if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):

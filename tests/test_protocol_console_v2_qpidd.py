@@ -21,7 +21,7 @@ from qmf_async.protocol import (
     V2RequestExpired,
     texts_from_schema,
 )
-from qmf_async.transport import Delivery, ProtonTransport, Transport, open_reply_endpoint
+from qmf_async.transport import Delivery, NativeAmqp10Transport, Transport, open_reply_endpoint
 from qmf_async.wire import QmfType, SchemaArgument, SchemaMethod, V2ObjectId, V2SchemaId
 
 from ._util import wait_until
@@ -61,7 +61,7 @@ class Driver:
 
 @pytest.mark.qpidd
 async def test_the_core_against_a_stock_qpidd(qpidd_stock: Any) -> None:
-    t: Transport = ProtonTransport(qpidd_stock.url)
+    t: Transport = NativeAmqp10Transport(qpidd_stock.url)
     await t.connect()
     core = ConsoleProtocolV2()
     drv = Driver(t, core)

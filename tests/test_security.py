@@ -26,7 +26,7 @@ from qmf_async.agent.broker import ManagementBroker
 from qmf_async.errors import AuthenticationError, MethodError, QmfError, TransportError
 from qmf_async.protocol import V2MethodAnswered, V2MethodFailed
 from qmf_async.tools.cli import main as qmf_main
-from qmf_async.transport import AiormqTransport, Delivery, ProtonTransport, TlsOptions
+from qmf_async.transport import AiormqTransport, Delivery, NativeAmqp10Transport, TlsOptions
 
 from ._util import private_vhost, wait_until
 from .agent_v2_helpers import COUNTER, PKG, Driver
@@ -490,7 +490,7 @@ def qpidd_ssl(qpidd_pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Itera
 
 async def qpidd_connected(url: str, **kw: Any) -> Session:
     """A QMF session over AMQP 1.0 that finds qpidd's broker object (then closes)."""
-    async with Session.connect(url, timeout=10.0, _transport_factory=ProtonTransport,
+    async with Session.connect(url, timeout=10.0, _transport_factory=NativeAmqp10Transport,
                                **kw) as session:
         (broker,) = await session.get_objects(_class="broker", _timeout=10.0)
         assert broker.name
@@ -577,7 +577,7 @@ async def test_qpidd_without_authentication_passes_any_user_id(qpidd_ssl: QpiddS
         return user == "alice"
 
     agent = Agent(qpidd_ssl.url(), tls=tls, label=f"authz-{uuid.uuid4().hex[:8]}",
-                  schemas=[COUNTER], interval=0.5, transport_factory=ProtonTransport,
+                  schemas=[COUNTER], interval=0.5, transport_factory=NativeAmqp10Transport,
                   qmf_versions=(2,), authorize=authorize)
     agent.create_object("counter", name="guarded", count=0)
 
@@ -589,7 +589,7 @@ async def test_qpidd_without_authentication_passes_any_user_id(qpidd_ssl: QpiddS
     async with agent:
         core = agent.protocol_v2
         assert core is not None and agent.v2_name is not None
-        link = ProtonTransport(qpidd_ssl.url(), tls=tls)
+        link = NativeAmqp10Transport(qpidd_ssl.url(), tls=tls)
         await link.connect(10.0)
         try:
             driver = Driver(link)

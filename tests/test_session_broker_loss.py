@@ -50,19 +50,6 @@ async def _drain(it: AsyncIterator[Any], seen: list[Any]) -> None:
         seen.append(item)
 
 
-def _stopped(pid: int) -> bool:
-    """Every thread of process ``pid`` is stopped (state T in /proc)."""
-    from pathlib import Path
-
-    states = []
-    for stat in Path(f"/proc/{pid}/task").glob("*/stat"):
-        try:
-            states.append(stat.read_text().rsplit(")", 1)[1].split()[0])
-        except (OSError, IndexError):
-            continue
-    return bool(states) and all(state in ("T", "t") for state in states)
-
-
 def _pending(broker: Any) -> int:
     """Requests outstanding on a broker connection, whichever QMF version it speaks."""
     return len(broker._core) + (len(broker._v2.core) if broker._v2 is not None else 0)
@@ -99,7 +86,7 @@ async def test_subscriptions_and_a_query_end_when_qpidd_is_killed(
         await wait_until(lambda: updates, timeout=15.0, message="a queue update")
         os.kill(broker.pid, signal.SIGSTOP)  # the query below stays unanswered
         try:
-            await wait_until(lambda: _stopped(broker.pid), timeout=5.0,
+            await wait_until(lambda: broker.is_stopped(), timeout=5.0,
                              message="qpidd stopped")
 
             async def query() -> None:

@@ -221,7 +221,7 @@ async def test_a_qpidd_restart_mid_call_fails_the_call_at_once_and_the_session_r
         os.kill(qpidd.pid, signal.SIGSTOP)  # the call below stays pending
         # SIGSTOP takes effect asynchronously: a qpidd thread still running could
         # answer the call sent right after it
-        await wait_until(lambda: _stopped(qpidd.pid), timeout=5.0, message="qpidd stopped")
+        await wait_until(lambda: qpidd.is_stopped(), timeout=5.0, message="qpidd stopped")
         try:
             call = asyncio.create_task(broker.echo(2, "pending", _timeout=30.0))
             await asyncio.sleep(0)  # let it be sent
@@ -241,19 +241,6 @@ async def test_a_qpidd_restart_mid_call_fails_the_call_at_once_and_the_session_r
         # get_objects right away: it waits for the reconnection's handshake (B, agents)
         broker = await _broker_object(session)
         assert (await broker.echo(3, "after")).out_args["body"] == "after"
-
-
-def _stopped(pid: int) -> bool:
-    """Every thread of process ``pid`` is stopped (state T in /proc)."""
-    from pathlib import Path
-
-    states = []
-    for stat in Path(f"/proc/{pid}/task").glob("*/stat"):
-        try:
-            states.append(stat.read_text().rsplit(")", 1)[1].split()[0])
-        except (OSError, IndexError):
-            continue
-    return bool(states) and all(state in ("T", "t") for state in states)
 
 
 def _pending(broker: Any) -> int:

@@ -475,14 +475,14 @@ async def _send_v2(rogue: Any, msg: Any, subject: str) -> None:
 
 @pytest.mark.qpidd
 async def test_malformed_v2_messages_are_counted_and_dropped(qpidd_stock: Any) -> None:
-    from qmf_async.transport import ProtonTransport
+    from qmf_async.transport import NativeAmqp10Transport
 
     async with Session.connect(qpidd_stock.url) as session:
         updates = session.object_updates()
         b = session.brokers[0]
         await wait_until(lambda: ("agent.ind.data.#", None) in b._v2.bindings, timeout=5.0,
                          message="the data binding")
-        rogue = ProtonTransport(qpidd_stock.url)
+        rogue = NativeAmqp10Transport(qpidd_stock.url)
         await rogue.connect()
         try:
             headers = {"qmf.opcode": "_data_indication", "qmf.content": "_data",
@@ -509,7 +509,7 @@ async def test_an_agent_whose_schemas_cannot_be_fetched_delays_only_itself(
     holds back its own objects, not qpidd's events."""
     import time as _time
 
-    from qmf_async.transport import ProtonTransport
+    from qmf_async.transport import NativeAmqp10Transport
     from qmf_async.wire import V2AgentHeartbeat, V2DataIndication
 
     rogue_name = "rogue.org:silent:1"
@@ -518,7 +518,7 @@ async def test_an_agent_whose_schemas_cannot_be_fetched_delays_only_itself(
         updates = session.object_updates()
         await events.ready()
         await updates.ready()
-        rogue = ProtonTransport(qpidd_stock.url)
+        rogue = NativeAmqp10Transport(qpidd_stock.url)
         await rogue.connect()
         try:
             await _send_v2(rogue, V2AgentHeartbeat(rogue_name, {
@@ -562,13 +562,13 @@ async def _queue_data_from_a_rogue(session: Session, rogue_name: str, queue: str
     """A raw QMF v2 peer on the session's qpidd and a data indication of ``queue`` (of
     qpidd's own queue class) from ``rogue_name``, for the tests of agents not (yet)
     in the directory."""
-    from qmf_async.transport import ProtonTransport
+    from qmf_async.transport import NativeAmqp10Transport
     from qmf_async.wire import V2DataIndication
 
     key = next(k for k in await session.get_classes("org.apache.qpid.broker")
                if k.name == "queue")
     await session.get_schema(key)  # the objects need no fetch: only their agent is late
-    rogue = ProtonTransport(session.brokers[0].url)
+    rogue = NativeAmqp10Transport(session.brokers[0].url)
     await rogue.connect()
     data = V2Data({"name": queue, "msgDepth": 3}, V2ObjectId(f"rogue:{queue}"),
                   V2SchemaId(key.package, key.name, "_data", uuid.UUID(bytes=key.hash)))

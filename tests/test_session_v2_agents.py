@@ -13,7 +13,7 @@ import pytest
 
 from qmf_async import QmfObject, Session
 from qmf_async.agent.broker import ManagementBroker
-from qmf_async.transport import AiormqTransport, ProtonTransport
+from qmf_async.transport import AiormqTransport, NativeAmqp10Transport
 
 from ._util import private_vhost, wait_until
 from .agent_v2_helpers import PKG, count_of, counter_agent
@@ -90,7 +90,7 @@ async def test_an_agent_behind_the_role_on_rabbitmq_over_v2(amqp_url: str) -> No
 @pytest.mark.qpidd
 async def test_a_v2_only_agent_on_a_stock_qpidd(qpidd_stock: Any) -> None:
     async with counter_agent(qpidd_stock.url, versions=(2,), interval=0.5,
-                             transport=ProtonTransport) as agent, \
+                             transport=NativeAmqp10Transport) as agent, \
             Session.connect(qpidd_stock.url) as session:
         assert session.brokers[0].qmf_version == 2
         await _exercise(session, agent)

@@ -1,4 +1,4 @@
-"""ProtonTransport (AMQP 1.0) against the test broker of ``tests/amqp10_peer.py``:
+"""NativeAmqp10Transport (AMQP 1.0) against the test broker of ``tests/amqp10_peer.py``:
 publish and bindings, SASL, TLS, idle timeout, loss, credit and refusals."""
 
 from __future__ import annotations
@@ -12,6 +12,10 @@ from typing import Any
 
 import pytest
 
+from .conftest import PROTON_PEER_REASON
+
+pytest.importorskip("proton", reason=PROTON_PEER_REASON)
+
 from qmf_async.errors import (
     AuthenticationError,
     ConnectionLostError,
@@ -19,11 +23,12 @@ from qmf_async.errors import (
     QmfTimeout,
     TransportError,
 )
-from qmf_async.transport import ConnectionState, Delivery, TlsOptions
-from qmf_async.transport._proton import ProtonTransport
+from qmf_async.transport import ConnectionState, Delivery, NativeAmqp10Transport, TlsOptions
 from qmf_async.wire import Symbol, encode_amqp10_message, encode_amqp10_value
 
 from .amqp10_peer import Amqp10Peer, Pki, wait_for
+
+pytestmark = pytest.mark.proton_peer
 
 DIRECT = "apache.org:legacy-amqp-direct-binding:string"
 TOPIC = "apache.org:legacy-amqp-topic-binding:string"
@@ -46,10 +51,10 @@ class Opened:
     """Transports opened by a test, closed at its end."""
 
     def __init__(self) -> None:
-        self.transports: list[ProtonTransport] = []
+        self.transports: list[NativeAmqp10Transport] = []
 
-    async def connect(self, url: str, **options: Any) -> ProtonTransport:
-        transport = ProtonTransport(url, **options)
+    async def connect(self, url: str, **options: Any) -> NativeAmqp10Transport:
+        transport = NativeAmqp10Transport(url, **options)
         self.transports.append(transport)
         await transport.connect(timeout=5.0)
         return transport
@@ -131,7 +136,7 @@ async def test_unbind_detaches_and_rebinding_works(peer: Amqp10Peer, opened: Ope
 
 async def test_anonymous_without_credentials() -> None:
     async with Amqp10Peer(mechanisms=["PLAIN", "ANONYMOUS"], users={"u": "p"}) as peer:
-        t = ProtonTransport(peer.url())
+        t = NativeAmqp10Transport(peer.url())
         await t.connect(timeout=5.0)
         await t.close()
     assert peer.sasl_log == [("ANONYMOUS", None, True)]
@@ -139,7 +144,7 @@ async def test_anonymous_without_credentials() -> None:
 
 async def test_plain_with_url_credentials() -> None:
     async with Amqp10Peer(mechanisms=["PLAIN"], users={"alice": "s3:cr@t"}) as peer:
-        t = ProtonTransport(peer.url(userinfo="alice:s3%3Acr%40t@"))
+        t = NativeAmqp10Transport(peer.url(userinfo="alice:s3%3Acr%40t@"))
         await t.connect(timeout=5.0)
         assert t.is_open
         await t.close()
@@ -148,7 +153,7 @@ async def test_plain_with_url_credentials() -> None:
 
 async def test_plain_with_wrong_password_is_an_authentication_error() -> None:
     async with Amqp10Peer(mechanisms=["PLAIN"], users={"alice": "right"}) as peer:
-        t = ProtonTransport(peer.url(userinfo="alice:wrong@"))
+        t = NativeAmqp10Transport(peer.url(userinfo="alice:wrong@"))
         started = time.monotonic()
         with pytest.raises(AuthenticationError) as info:
             await t.connect(timeout=5.0)
@@ -162,7 +167,7 @@ async def test_plain_with_wrong_password_is_an_authentication_error() -> None:
 
 async def test_no_common_mechanism_is_an_authentication_error() -> None:
     async with Amqp10Peer(mechanisms=["PLAIN"], users={"alice": "right"}) as peer:
-        t = ProtonTransport(peer.url())  # no password: ANONYMOUS only
+        t = NativeAmqp10Transport(peer.url())  # no password: ANONYMOUS only
         started = time.monotonic()
         with pytest.raises(AuthenticationError, match="unauthorized-access"):
             await t.connect(timeout=5.0)
@@ -175,7 +180,7 @@ async def test_external_with_a_client_certificate_over_tls(pki: Pki) -> None:
     ctx = pki.server_context(client_certs=True)
     async with Amqp10Peer(mechanisms=["EXTERNAL"], ssl_context=ctx) as peer:
         tls = TlsOptions(cafile=pki.ca[0], certfile=pki.client[0], keyfile=pki.client[1])
-        t = ProtonTransport(peer.url(scheme="amqps", host="localhost"), tls=tls)
+        t = NativeAmqp10Transport(peer.url(scheme="amqps", host="localhost"), tls=tls)
         await t.connect(timeout=5.0)
         assert t.is_open
         await t.close()
@@ -185,7 +190,7 @@ async def test_external_with_a_client_certificate_over_tls(pki: Pki) -> None:
 async def test_external_required_without_a_client_certificate_fails(pki: Pki) -> None:
     ctx = pki.server_context(client_certs=True)
     async with Amqp10Peer(mechanisms=["EXTERNAL"], ssl_context=ctx) as peer:
-        t = ProtonTransport(peer.url(scheme="amqps", host="localhost"),
+        t = NativeAmqp10Transport(peer.url(scheme="amqps", host="localhost"),
                             tls=TlsOptions(cafile=pki.ca[0]))
         with pytest.raises(AuthenticationError):
             await t.connect(timeout=5.0)
@@ -212,7 +217,7 @@ async def test_tls_with_the_right_ca(pki: Pki, opened: Opened) -> None:
 async def test_tls_unknown_ca_fails_verification(pki: Pki, which: str) -> None:
     # "server" is issued by the test CA, which the system trust store does not know
     async with Amqp10Peer(ssl_context=pki.server_context(which)) as peer:
-        t = ProtonTransport(peer.url(scheme="amqps", host="localhost"), tls=TlsOptions())
+        t = NativeAmqp10Transport(peer.url(scheme="amqps", host="localhost"), tls=TlsOptions())
         with pytest.raises(TransportError, match="certificate verify failed") as info:
             await t.connect(timeout=5.0)
         assert not isinstance(info.value, QmfTimeout)
@@ -222,7 +227,7 @@ async def test_tls_unknown_ca_fails_verification(pki: Pki, which: str) -> None:
 async def test_tls_hostname_mismatch(pki: Pki, opened: Opened) -> None:
     async with Amqp10Peer(ssl_context=pki.server_context("other")) as peer:
         url = peer.url(scheme="amqps", host="localhost")
-        t = ProtonTransport(url, tls=TlsOptions(cafile=pki.ca[0]))
+        t = NativeAmqp10Transport(url, tls=TlsOptions(cafile=pki.ca[0]))
         with pytest.raises(TransportError, match=r"certificate verify failed.*[Hh]ostname"):
             await t.connect(timeout=5.0)
         await t.close()
@@ -230,7 +235,7 @@ async def test_tls_hostname_mismatch(pki: Pki, opened: Opened) -> None:
         assert t.is_open
         # verify_hostname=False still verifies the chain
         async with Amqp10Peer(ssl_context=pki.server_context("selfsigned")) as other:
-            t2 = ProtonTransport(other.url(scheme="amqps", host="localhost"),
+            t2 = NativeAmqp10Transport(other.url(scheme="amqps", host="localhost"),
                                  tls=TlsOptions(cafile=pki.ca[0], verify_hostname=False))
             with pytest.raises(TransportError, match="certificate verify failed"):
                 await t2.connect(timeout=5.0)
@@ -319,7 +324,7 @@ async def test_peer_closing_the_connection_fails_everything_at_once(
 
 async def test_close_is_idempotent_and_bounded_when_the_peer_does_not_answer() -> None:
     async with Amqp10Peer(answer_close=False) as peer:
-        t = ProtonTransport(peer.url())
+        t = NativeAmqp10Transport(peer.url())
         await t.connect(timeout=5.0)
         lost: list[BaseException] = []
         t.on_lost(lost.append)
@@ -337,7 +342,7 @@ async def test_close_is_idempotent_and_bounded_when_the_peer_does_not_answer() -
 
 
 async def test_close_with_an_answering_peer_is_quick(peer: Amqp10Peer) -> None:
-    t = ProtonTransport(peer.url())
+    t = NativeAmqp10Transport(peer.url())
     assert t.state is ConnectionState.NEW
     await t.connect(timeout=5.0)
     assert t.state is ConnectionState.OPEN
@@ -433,7 +438,7 @@ async def test_attach_without_answer_times_out(opened: Opened) -> None:
 async def test_connect_to_nothing_is_a_transport_error() -> None:
     async with Amqp10Peer() as peer:
         url = peer.url()
-    t = ProtonTransport(url)
+    t = NativeAmqp10Transport(url)
     with pytest.raises(TransportError) as info:
         await t.connect(timeout=5.0)
     assert not isinstance(info.value, QmfTimeout)

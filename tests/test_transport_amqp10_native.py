@@ -3,8 +3,7 @@
 certificate), and RabbitMQ 3.10's ``rabbitmq_amqp1_0`` plugin (enabled on this run's
 private node only) for connect, attach, transfer and settlement.
 
-The whole qpidd set runs on this transport with ``QMF_AMQP10=native`` (tests/conftest.py
-then gives the ProtonTransport tests the native class)."""
+It is the only AMQP 1.0 transport: the whole qpidd set runs on it."""
 
 from __future__ import annotations
 
@@ -126,7 +125,7 @@ async def test_qpidd_through_a_tls_terminator_with_a_client_certificate(
 async def test_tools_over_tls_terminator(terminator: tuple[str, Pki]) -> None:
     url, pki = terminator
     cert, key = pki.client
-    env = dict(os.environ, QMF_AMQP10="native")
+    env = dict(os.environ)
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "qmf_async.tools.cli", "stat", "-q",
         "-b", url, "--ssl-trustfile", pki.ca[0], "--ssl-certificate", cert,
@@ -271,25 +270,26 @@ async def test_a_0_9_1_broker_is_a_protocol_mismatch() -> None:
         server.close()
 
 
-def test_qmf_amqp10_picks_the_implementation(monkeypatch: pytest.MonkeyPatch) -> None:
-    from qmf_async.transport import AutoTransport, _proton, amqp10_class
+def test_the_built_in_transport_is_the_only_amqp10_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No proton transport and no switch to one: ``QMF_AMQP10`` (which used to pick
+    python-qpid-proton's) is not read, and the package names no ``ProtonTransport``."""
+    from qmf_async import transport
+    from qmf_async.transport import AutoTransport
 
-    monkeypatch.setenv("QMF_AMQP10", "native")
-    assert amqp10_class() is NativeAmqp10Transport
-    made = AutoTransport("amqp://localhost/", protocol="1.0")._make("1.0")
-    assert isinstance(made, NativeAmqp10Transport)
-    monkeypatch.setenv("QMF_AMQP10", "proton")
-    assert amqp10_class() is _proton.ProtonTransport
-    monkeypatch.delenv("QMF_AMQP10")
-    assert amqp10_class() is NativeAmqp10Transport  # the default
-    monkeypatch.setenv("QMF_AMQP10", "uamqp")
-    with pytest.raises(UsageError, match="'native' or 'proton'"):
-        amqp10_class()
+    for value in ("proton", "native", "uamqp"):
+        monkeypatch.setenv("QMF_AMQP10", value)
+        made = AutoTransport("amqp://localhost/", protocol="1.0")._make("1.0")
+        assert type(made) is NativeAmqp10Transport
+    for gone in ("ProtonTransport", "ProtonConnectionError", "amqp10_class",
+                 "AMQP10_IMPL_ENV"):
+        assert not hasattr(transport, gone), gone
+    with pytest.raises(ImportError):
+        import qmf_async.transport._proton  # noqa: F401
 
 
 async def test_qpidd_sees_a_one_word_container_our_process_and_a_dynamic_reply_node(
         qpidd_stock: Qpidd) -> None:
-    """What ProtonTransport gained, on this transport: a container id with no blank
+    """What the former proton transport had, on this transport: a container id with no blank
     (qpidd names link queues after it), the ``qpid.client_process``/``pid`` open
     properties (qmf stat -c's cproc, cpid), ``local_address`` (the end of qpidd's
     connection address), and a dynamic node whose address goes out as the reply_to
@@ -360,7 +360,7 @@ def test_qmf_client_on_the_native_transport_loads_no_proton(qpidd_stock: Qpidd) 
     out = subprocess.run(
         [sys.executable, "-c", _QMF_CLIENT_ON_NATIVE, f"{address.host}:{address.port}"],
         capture_output=True, text=True, timeout=60,
-        env={**os.environ, "QMF_AMQP10": "native"})
+        env=dict(os.environ))
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == [
         "refused: Amqp10ConnectionError", "queue: native-client-q", "broker: True",

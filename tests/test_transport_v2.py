@@ -11,7 +11,12 @@ from typing import Any
 
 import pytest
 
-from qmf_async.transport import AiormqTransport, Delivery, ProtonTransport, open_reply_endpoint
+from qmf_async.transport import (
+    AiormqTransport,
+    Delivery,
+    NativeAmqp10Transport,
+    open_reply_endpoint,
+)
 from qmf_async.wire import decode_v2_body
 
 from ._util import wait_until
@@ -26,7 +31,7 @@ async def _first(deliveries: list[Delivery], timeout: float = 10.0) -> Delivery:
 
 @pytest.mark.qpidd
 async def test_a_v2_query_to_qpidd_over_amqp_1_0(qpidd_stock: Any) -> None:
-    t = ProtonTransport(qpidd_stock.url)
+    t = NativeAmqp10Transport(qpidd_stock.url)
     await t.connect()
     try:
         got: list[Delivery] = []
@@ -86,7 +91,7 @@ async def _wait_len(items: list[Any], n: int) -> None:
 async def test_qpidd_filters_with_a_selector(qpidd_stock: Any) -> None:
     """The broker passes only the heartbeats: data indications (several a second on a
     qpidd publishing every second) never arrive on the filtered binding."""
-    t = ProtonTransport(qpidd_stock.url)
+    t = NativeAmqp10Transport(qpidd_stock.url)
     await t.connect()
     try:
         assert t.server_selectors

@@ -1,7 +1,7 @@
 """The QMF v2 codec (qmf_async/wire/_v2.py) on a real qpidd's v2 traffic.
 
 Golden data: tests/data/qmf2/qpidd-1.40-v2.jsonl, captured from a stock qpidd 1.40
-(``--mgmt-qmf1 no``) by scripts/capture_qmf2.py with a raw proton client: the requests
+(``--mgmt-qmf1 no``) by scripts/capture_qmf2.py with a raw client (then proton's): the requests
 sent and every message received, as AMQP 1.0 bytes.  Here: each decodes to what the
 capture's requests imply; encode/decode round trips for every message type, over the
 AMQP 1.0 envelope and over the 0-9-1 carrier (``amqp/map``/``amqp/list``); random input

@@ -1,6 +1,7 @@
 """Known traffic on a qpidd queue, for the ground-truth test of the pipeline
 (tests/test_pipeline_qpidd.py) and the docs' pictures (scripts/telemetry_images.py): a plain
-AMQP 1.0 client (python-qpid-proton's ``BlockingConnection``, not ours) that sends
+AMQP 1.0 client (``tests/amqp10_client.py``: the sans-I/O engine on a blocking socket,
+no transport or session of ours) that sends
 ``rate_in`` and receives (accepts) ``rate_out`` messages a second, paced by the clock:
 at every moment it has sent ``rate_in * elapsed`` messages (and received ``rate_out *
 elapsed``), however long each call took.  It notes the wall-clock time of every message
@@ -15,24 +16,10 @@ import threading
 import time
 from typing import Any
 
-from proton import Data, Message, Timeout, symbol
-from proton.reactor import LinkOption
-from proton.utils import BlockingConnection
+from tests.amqp10_client import BlockingClient, Timeout
 
 #: seconds between the pacing loop's turns at most (it sleeps until the next message)
 _TICK = 0.02
-
-
-class CreateOnDemand(LinkOption):
-    """Ask qpidd to create the target queue when the sender attaches."""
-
-    def apply(self, link: Any) -> None:
-        caps = link.target.capabilities
-        caps.put_array(False, Data.SYMBOL)
-        caps.enter()
-        caps.put_symbol(symbol("queue"))
-        caps.put_symbol(symbol("create-on-demand"))
-        caps.exit()
 
 
 class Traffic:
@@ -79,9 +66,13 @@ class Traffic:
         deadline = time.monotonic() + self.reconnect_s
         while True:
             try:
-                conn = BlockingConnection(self.address, timeout=5)
-                sender = conn.create_sender(self.queue, options=CreateOnDemand())
-                receiver = conn.create_receiver(self.queue, credit=10)
+                conn = BlockingClient(self.address, timeout=5)
+                try:
+                    sender = conn.create_sender(self.queue, create=True)
+                    receiver = conn.create_receiver(self.queue, credit=10)
+                except BaseException:
+                    conn.close()
+                    raise
                 return conn, sender, receiver
             except Exception:
                 if time.monotonic() > deadline or self._stop.is_set():
@@ -99,7 +90,7 @@ class Traffic:
                 elapsed = time.monotonic() - t0
                 try:
                     while len(self.sent) + skipped_in < int(self.rate_in * elapsed):
-                        sender.send(Message(body=b"x" * 32))
+                        sender.send(b"x" * 32)
                         self.sent.append(time.time())
                     while len(self.received) + skipped_out < int(self.rate_out * elapsed):
                         try:

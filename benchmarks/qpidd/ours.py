@@ -27,7 +27,7 @@ from benchmarks.qpidd.broker import proc_cpu, session_takes  # noqa: E402
 
 PACKAGE = "org.apache.qpid.broker"
 BODY = "qmf-bench-echo"
-TRANSPORT = "qmf_async.transport._proton"
+TRANSPORT = "qmf_async.transport._native"
 
 
 def available() -> bool:

@@ -3,10 +3,11 @@
 Through ``Session.connect(url, protocol="1.0", qmf_version=2).get_objects(_class=
 "queue")`` when the Session has ``qmf_version`` (``--path session``, the default when
 available); with ``--path core``, or when the Session has no v2, the v2 console core
-driven directly: ``ProtonTransport`` + ``ConsoleProtocolV2.send_query``, the answer's parts gathered
-into one ``V2QueryAnswered`` (objects decoded into ``V2Data``).  ``--path v1``: the
-Session's QMF v1 query over AMQP 1.0 (``qmf_version=1`` when the Session has it), which
-qpidd answers even with ``--mgmt-qmf1 no`` (that option stops only v1 publications).
+driven directly: ``NativeAmqp10Transport`` + ``ConsoleProtocolV2.send_query``, the
+answer's parts gathered into one ``V2QueryAnswered`` (objects decoded into
+``V2Data``).  ``--path v1``: the Session's QMF v1 query over AMQP 1.0 (``qmf_version=1``
+when the Session has it), which qpidd answers even with ``--mgmt-qmf1 no`` (that option
+stops only v1 publications).
 Prints one JSON line.
 
     python benchmarks/qpidd/ours_v2.py --port 5673 --qpidd-pid PID [--repeat 3]
@@ -30,7 +31,7 @@ if str(ROOT) not in sys.path:
 from benchmarks.qpidd.broker import proc_cpu, session_takes  # noqa: E402
 from qmf_async.console import Session  # noqa: E402
 from qmf_async.protocol import ConsoleProtocolV2, V2QueryAnswered  # noqa: E402
-from qmf_async.transport import Delivery, ProtonTransport, open_reply_endpoint  # noqa: E402
+from qmf_async.transport import Delivery, NativeAmqp10Transport, open_reply_endpoint  # noqa: E402
 from qmf_async.wire import V2SchemaId  # noqa: E402
 
 
@@ -68,7 +69,7 @@ async def by_session(opts: argparse.Namespace, version: int) -> list[dict[str, A
 
 
 async def by_core(opts: argparse.Namespace) -> list[dict[str, Any]]:
-    t = ProtonTransport(f"amqp://127.0.0.1:{opts.port}/")
+    t = NativeAmqp10Transport(f"amqp://127.0.0.1:{opts.port}/")
     await t.connect()
     core = ConsoleProtocolV2()
     answers: dict[str, asyncio.Future[Any]] = {}

@@ -1,5 +1,6 @@
-"""Background traffic on a qpidd for the v2 benchmarks, written as a python-qpid-proton
-user would (``Container`` + ``MessagingHandler``), until SIGTERM or ``--seconds``:
+"""Background traffic on a qpidd for the v2 benchmarks, by a plain blocking AMQP 1.0
+client (``tests/amqp10_client.py``: the sans-I/O engine on a socket, no transport or
+session of ours), until SIGTERM or ``--seconds``:
 
 - messages to the benchmark queues through the anonymous relay (``to`` = the queue),
   ``--rate`` per second, round robin over ``--queues`` of them, so their statistics
@@ -21,19 +22,23 @@ import signal
 import sys
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
-from proton import Message
-from proton.handlers import MessagingHandler
-from proton.reactor import Container
+ROOT = Path(__file__).resolve().parent.parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from qmf_async.transport._amqp10_engine import Source, Target  # noqa: E402
+from qmf_async.wire import encode_amqp10_message  # noqa: E402
+from tests.amqp10_client import BlockingClient, Receiver  # noqa: E402
 
 TOPIC = "qmf.default.topic"
 WIDGET_HASH = uuid.UUID(int=0x5EED)
 
 
-class Traffic(MessagingHandler):
+class Traffic:
     def __init__(self, opts: argparse.Namespace) -> None:
-        super().__init__()
         self.opts = opts
         self.sent = 0
         self.churned = 0
@@ -41,73 +46,70 @@ class Traffic(MessagingHandler):
         self.next_queue = 0
         self.stopping = False
         self.tick = 0.05
-        self.dynamic: set[Any] = set()
+        self.dynamic: list[Receiver] = []
 
-    def on_start(self, event: Any) -> None:
+    def run(self) -> None:
         o = self.opts
-        self.container = event.container
-        self.conn = event.container.connect(f"amqp://127.0.0.1:{o.port}",
-                                            allowed_mechs="ANONYMOUS")
-        self.relay = event.container.create_sender(self.conn, None)
-        self.topic = event.container.create_sender(self.conn, TOPIC) if o.fake_agent else None
-        self.t0 = time.monotonic()
-        self.due_msgs = 0.0
-        self.due_churn = 0.0
-        self.next_fake = self.t0
-        event.container.schedule(self.tick, self)
+        conn = BlockingClient(f"127.0.0.1:{o.port}", timeout=10, container_id="bench-traffic")
+        try:
+            relay = conn.create_sender(None)  # the anonymous relay
+            topic = conn.create_sender(TOPIC) if o.fake_agent else None
+            t0 = time.monotonic()
+            due_msgs = due_churn = 0.0
+            next_fake = t0
+            while not self.stopping and not (o.seconds and time.monotonic() - t0 >= o.seconds):
+                now = time.monotonic()
+                due_msgs += o.rate * self.tick
+                while due_msgs >= 1 and conn.engine.can_send(relay.handle):
+                    name = f"{o.prefix}{self.next_queue:05d}"
+                    self.next_queue = (self.next_queue + 1) % o.queues
+                    relay.send(encoded=encode_amqp10_message(
+                        "x" * o.size, to=name, body_kind="value"), settled=True)
+                    self.sent += 1
+                    due_msgs -= 1
+                due_msgs = min(due_msgs, o.rate)  # do not build up a backlog
+                due_churn += o.churn * self.tick
+                while due_churn >= 1:
+                    name = conn._name("churn")
+                    handle = conn.engine.attach_receiver(
+                        name, Source(dynamic=True), Target(address=name), settled=True)
+                    receiver = Receiver(conn, handle, name, 0)
+                    conn.links[handle] = receiver
+                    self.dynamic.append(receiver)
+                    due_churn -= 1
+                for receiver in [r for r in self.dynamic if r.attached]:
+                    self.dynamic.remove(receiver)
+                    conn.engine.detach(receiver.handle)
+                    self.churned += 1
+                if topic is not None and now >= next_fake \
+                        and conn.engine.link_credit(topic.handle) > 1:
+                    next_fake = now + 1.0
+                    self.send_fake(topic)
+                end = now + self.tick
+                while not self.stopping and (left := end - time.monotonic()) > 0:
+                    conn.pump(left)
+        finally:
+            conn.close()
 
-    def on_timer_task(self, event: Any) -> None:
+    def send_fake(self, topic: Any) -> None:
         o = self.opts
-        now = time.monotonic()
-        if self.stopping or (o.seconds and now - self.t0 >= o.seconds):
-            self.conn.close()
-            return
-        self.due_msgs += o.rate * self.tick
-        while self.due_msgs >= 1 and self.relay.credit > 0:
-            name = f"{o.prefix}{self.next_queue:05d}"
-            self.next_queue = (self.next_queue + 1) % o.queues
-            self.relay.send(Message(address=name, body="x" * o.size, durable=False))
-            self.sent += 1
-            self.due_msgs -= 1
-        self.due_msgs = min(self.due_msgs, o.rate)  # do not build up a backlog
-        self.due_churn += o.churn * self.tick
-        while self.due_churn >= 1:
-            self.dynamic.add(self.container.create_receiver(self.conn, None, dynamic=True))
-            self.due_churn -= 1
-        if self.topic is not None and now >= self.next_fake and self.topic.credit > 1:
-            self.next_fake = now + 1.0
-            self.send_fake()
-        self.container.schedule(self.tick, self)
-
-    def on_link_opened(self, event: Any) -> None:
-        link = event.link
-        if link in self.dynamic:
-            self.dynamic.discard(link)
-            link.close()
-            self.churned += 1
-
-    def send_fake(self) -> None:
-        o = self.opts
-        topic = self.topic
-        assert topic is not None
         key = o.fake_agent.replace(".", "_").replace(":", ".")
         props = {"x-amqp-0-10.app-id": "qmf2", "method": "indication",
                  "qmf.agent": o.fake_agent}
         now_ns = int(time.time() * 1e9)
         beat = {"_values": {"_vendor": "bench.org", "_product": "fake", "heartbeat_interval": 1,
                             "timestamp": now_ns}}
-        topic.send(Message(body=beat, subject=f"agent.ind.heartbeat.{key}",
-                                properties=dict(props, **{
-                                    "qmf.opcode": "_agent_heartbeat_indication"})))
+        topic.send(beat, subject=f"agent.ind.heartbeat.{key}", settled=True,
+                   properties=dict(props, **{"qmf.opcode": "_agent_heartbeat_indication"}))
         objs = [{"_object_id": {"_object_name": f"widget-{i}", "_agent_name": o.fake_agent},
                  "_schema_id": {"_package_name": "org.bench", "_class_name": "widget",
                                 "_type": "_data", "_hash": WIDGET_HASH},
                  "_values": {"name": f"widget-{i}", "count": self.fake_sent * o.fake_objects + i},
                  "_update_ts": now_ns, "_create_ts": now_ns, "_delete_ts": 0}
                 for i in range(o.fake_objects)]
-        topic.send(Message(body=objs, subject=f"agent.ind.data.org_bench.widget.{key}",
-                                properties=dict(props, **{"qmf.opcode": "_data_indication",
-                                                          "qmf.content": "_data"})))
+        topic.send(objs, subject=f"agent.ind.data.org_bench.widget.{key}", settled=True,
+                   properties=dict(props, **{"qmf.opcode": "_data_indication",
+                                             "qmf.content": "_data"}))
         self.fake_sent += 1
 
     def stop(self) -> None:
@@ -128,7 +130,7 @@ def main() -> int:
     opts = p.parse_args()
     handler = Traffic(opts)
     signal.signal(signal.SIGTERM, lambda *_: handler.stop())
-    Container(handler).run()
+    handler.run()
     print(json.dumps({"sent": handler.sent, "churned": handler.churned,
                       "fake_indications": handler.fake_sent}))
     return 0

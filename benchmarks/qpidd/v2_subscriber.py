@@ -5,7 +5,7 @@ one's (a baseline, side by side in one run).  ``--via raw`` counts what the tran
 hands up and does nothing more (its own AMQP 1.0 decode: the floor under every QMF
 path); ``--profile FILE`` runs cProfile over the window.
 
-The AMQP 1.0 transport (``QMF_AMQP10=native`` or ``proton``, the default) binds one
+The AMQP 1.0 transport (the built-in one) binds one
 link with the topic binding ``--key`` and, when given, the
 selector ``--selector`` (``apache.org:selector-filter:string``, applied by qpidd).  Every
 delivery goes through ``ConsoleProtocolV2.receive`` as in a console.  Counted over the
@@ -42,7 +42,7 @@ if TREE not in sys.path:
 
 from benchmarks.qpidd.broker import proc_cpu  # noqa: E402
 from qmf_async.protocol import ConsoleProtocolV2, V2DataIndicated, V2EventIndicated  # noqa: E402
-from qmf_async.transport import Delivery, amqp10_class  # noqa: E402
+from qmf_async.transport import Delivery, NativeAmqp10Transport  # noqa: E402
 
 TOPIC = "qmf.default.topic"
 SOCKET_BYTES = [0]
@@ -83,8 +83,7 @@ def self_cpu() -> float:
 
 
 async def run(opts: argparse.Namespace) -> dict[str, Any]:
-    # QMF_AMQP10=native|proton picks the AMQP 1.0 transport (the Session's too)
-    t = amqp10_class()(f"amqp://127.0.0.1:{opts.port}/", prefetch=opts.prefetch)
+    t = NativeAmqp10Transport(f"amqp://127.0.0.1:{opts.port}/", prefetch=opts.prefetch)
     await t.connect()
     core = ConsoleProtocolV2()
     counting = False

@@ -12,12 +12,12 @@ connection reconnects after each delay in turn and is sent again.
 Values follow the classic layer's text rule (docs/classic.md): every string is ``str``
 when it is valid UTF-8, at any depth; other bytes stay ``bytes``.
 
-The AMQP 1.0 transport is the one ``QMF_AMQP10`` picks (the pure-Python one by
-default, ``proton`` python-qpid-proton's where it is installed).
+The AMQP 1.0 transport is the built-in, pure-Python one (``NativeAmqp10Transport``).
 
-Raises (every call): :class:`ConnectionException` (a ``TransportError``; on proton's
-transport also proton's ``ConnectionException``) when the broker cannot be reached or the connection
-is lost for good; ``QmfTimeout`` when no answer comes within the agent's ``timeout``;
+Raises (every call): :class:`ConnectionException` (a ``TransportError``; once the
+program has imported proton itself, also proton's ``ConnectionException``) when the
+broker cannot be reached or the connection is lost for good; ``QmfTimeout`` when no
+answer comes within the agent's ``timeout``;
 ``MethodError`` when the broker refuses a method; ``UsageError`` for bad arguments or a
 call made from a running asyncio event loop or from a process the connection was not
 opened in (after ``os.fork()``: connect anew in the child).
@@ -45,7 +45,7 @@ from ..errors import (
     TransportError,
     UsageError,
 )
-from ..transport import Delivery, TlsOptions, amqp10_class
+from ..transport import Delivery, NativeAmqp10Transport, TlsOptions
 from ._values import BrokerURL, classic_text
 from ._wrappers import (
     ACL_ADDR,
@@ -68,20 +68,15 @@ from ._wrappers import (
 )
 from ._wrappers import Session_ as Session
 
-try:  # QMF_AMQP10 picks it: the pure-Python one (the default) or python-qpid-proton's
-    _TRANSPORT: Any = amqp10_class()
-except UsageError as exc:  # pragma: no cover - depends on the installed extras
-    raise ImportError(f"qmf.client speaks AMQP 1.0: {exc}") from exc
+_TRANSPORT: Any = NativeAmqp10Transport
 
 T = TypeVar("T")
 
 #: the broker's management node (the upstream default when the URL has no path)
 MANAGEMENT_NODE = names.V2_DIRECT_EXCHANGE
 
-#: what a connection failure raises: a :class:`~qmf_async.TransportError`; on the proton
-#: transport (``QMF_AMQP10=proton``) also proton's ``ConnectionException``
-#: (``ProtonConnectionError``), on the pure-Python one (the default)
-#: ``Amqp10ConnectionError``, with no proton
+#: what a connection failure raises: a :class:`~qmf_async.TransportError`
+#: (``Amqp10ConnectionError``)
 ConnectionException: type[TransportError] = _TRANSPORT.connection_error
 
 _ALSO_PROTON: dict[tuple[type, type], type[TransportError]] = {}

@@ -3,9 +3,8 @@
 :class:`TransportProtocol` (``_base.Transport``) is the typed surface the console, the
 agent and the role use; :class:`AiormqTransport` is the AMQP 0-9-1 implementation,
 :class:`NativeAmqp10Transport` the AMQP 1.0 one, in pure Python (on the sans-I/O
-:class:`Amqp10Connection`; the default), :class:`ProtonTransport` python-qpid-proton's
-(``QMF_AMQP10=proton``; installed by no extra, imported on first use), and
-:class:`AutoTransport` picks between them from the broker's answer (``protocol=``).
+:class:`Amqp10Connection`), and :class:`AutoTransport` picks between them from the
+broker's answer (``protocol=``).
 ``Transport`` is kept as the name of the AMQP 0-9-1 class (the console's default).
 Each transport's module (and its client library) is imported on first use only.
 """
@@ -15,10 +14,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._auto import (
-    AMQP10_IMPL_ENV,
     PROTOCOLS,
     AutoTransport,
-    amqp10_class,
     check_protocol,
     transport_factory,
 )
@@ -54,19 +51,16 @@ if TYPE_CHECKING:  # for type checkers; at run time imported on first use (__get
     from ._amqp10_engine import Amqp10Connection
     from ._amqp10_frames import FrameSizeError
     from ._native import Amqp10ConnectionError, NativeAmqp10Transport
-    from ._proton import ProtonConnectionError, ProtonTransport
 
     #: The AMQP 0-9-1 transport under its former name (the console's default factory).
     Transport = AiormqTransport
 
 __all__ = [
     "AMQP10_CAPABILITIES",
-    "AMQP10_IMPL_ENV",
     "Amqp10ConnectionError",
     "Amqp10Connection",
     "FrameSizeError",
     "NativeAmqp10Transport",
-    "amqp10_class",
     "AMQP091_CAPABILITIES",
     "REPLY_EXCHANGE",
     "MANAGEMENT_EXCHANGE",
@@ -76,8 +70,6 @@ __all__ = [
     "AiormqTransport",
     "AutoTransport",
     "Body",
-    "ProtonConnectionError",
-    "ProtonTransport",
     "BrokerAddress",
     "Capabilities",
     "ConnectionState",
@@ -105,7 +97,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     # every transport is imported on first use only: a program that speaks AMQP 1.0
-    # never loads aiormq, one on the native AMQP 1.0 transport never loads proton
+    # never loads aiormq, one that speaks AMQP 0-9-1 never loads the AMQP 1.0 engine
     if name in ("AiormqTransport", "Transport"):
         from ._aiormq import AiormqTransport
 
@@ -114,14 +106,6 @@ def __getattr__(name: str) -> Any:
         from ._aiormq import quiet_aiormq_loggers
 
         return quiet_aiormq_loggers
-    if name == "ProtonTransport":
-        from ._proton import ProtonTransport
-
-        return ProtonTransport
-    if name == "ProtonConnectionError":
-        from ._proton import ProtonConnectionError
-
-        return ProtonConnectionError
     if name == "NativeAmqp10Transport":
         from ._native import NativeAmqp10Transport
 

@@ -63,6 +63,7 @@ from ._base import (
     TlsOptions,
     TransportFactory,
     censor_url,
+    check_prefetch,
     client_process_properties,
     parse_url,
     sasl_mechanism_list,
@@ -222,8 +223,7 @@ class AiormqTransport:
             UsageError: ``prefetch`` is negative or not an int, or a malformed
                 mechanism name.
         """
-        if not isinstance(prefetch, int) or isinstance(prefetch, bool) or prefetch < 0:
-            raise UsageError(f"prefetch must be an int >= 0, not {prefetch!r}")
+        check_prefetch(prefetch)
         quiet_aiormq_loggers()
         wanted = sasl_mechanism_list(sasl_mechanisms)
         self._mechanism: str | None = None

@@ -37,6 +37,7 @@ from ..errors import (
 )
 from ..wire import Described, Symbol
 from ._amqp10_events import (
+    DELIVERY_STATES,
     Attached,
     Closed,
     CreditGranted,
@@ -86,10 +87,9 @@ __all__ = [
 
 #: the SASL mechanisms this client speaks
 SUPPORTED_MECHANISMS: Final = ("EXTERNAL", "PLAIN", "ANONYMOUS")
-_OUTCOMES: Final[dict[str, tuple[int, list[Any]]]] = {
-    "accepted": (0x24, []), "released": (0x26, []), "rejected": (0x25, [])}
-_OUTCOME_NAMES: Final = {0x24: "accepted", 0x25: "rejected", 0x26: "released",
-                         0x27: "modified", 0x23: "received"}
+#: the outcomes :meth:`Amqp10Connection.settle` sends, by name: their descriptor codes
+_OUTCOMES: Final = {name: code for code, name in DELIVERY_STATES.items()
+                    if name in ("accepted", "rejected", "released")}
 _UINT: Final = 1 << 32
 SND_UNSETTLED, SND_SETTLED, SND_MIXED = 0, 1, 2
 
@@ -514,7 +514,7 @@ class Amqp10Connection:
         last = perf.get("last")
         last = first if not isinstance(last, int) else last
         state = perf.get("state")
-        outcome = _OUTCOME_NAMES.get(state.descriptor) if isinstance(state, Described) \
+        outcome = DELIVERY_STATES.get(state.descriptor) if isinstance(state, Described) \
             else None
         if last - first > 1 << 20:
             raise ProtocolError(f"a disposition of {last - first + 1} deliveries")
@@ -645,8 +645,8 @@ class Amqp10Connection:
             UsageError: the connection is closed or an unknown outcome.
         """
         self._usable()
-        state = _OUTCOMES.get(outcome)
-        if state is None:
+        code = _OUTCOMES.get(outcome)
+        if code is None:
             raise UsageError(f"unknown outcome {outcome!r}")
         ids = sorted(delivery_ids)
         i = 0
@@ -656,7 +656,7 @@ class Amqp10Connection:
                 j += 1
             self._frame(Performative.make(
                 "disposition", role=True, first=ids[i], last=ids[j] if j > i else None,
-                settled=True, state=Described(*state)))
+                settled=True, state=Described(code, [])))
             i = j + 1
 
     def detach(self, handle: int, error: ErrorCondition | None = None) -> None:

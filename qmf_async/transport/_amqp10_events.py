@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 import attrs
 
@@ -14,6 +14,7 @@ from ..wire import Described, Symbol
 from ._amqp10_frames import ErrorCondition
 
 __all__ = [
+    "DELIVERY_STATES",
     "Attached",
     "Closed",
     "CreditGranted",
@@ -31,6 +32,11 @@ __all__ = [
 ]
 
 _SOURCE, _TARGET = 0x28, 0x29
+
+#: the delivery states (part 3, 3.4) by descriptor code: the names :class:`Settled`
+#: gives, and the outcomes ``Amqp10Connection.settle`` sends (the one table of them)
+DELIVERY_STATES: Final = {0x23: "received", 0x24: "accepted", 0x25: "rejected",
+                          0x26: "released", 0x27: "modified"}
 
 
 @attrs.frozen

@@ -4,8 +4,10 @@
 With ``protocol="auto"`` it first speaks AMQP 0-9-1 (RabbitMQ); a broker that answers the
 0-9-1 protocol header with another version's header (qpidd answers with 0-10 and speaks
 1.0 on the same port) is tried again over AMQP 1.0, and the answer is remembered per
-host and port for the next connections of the process.  ``protocol="0-9-1"`` or
-``"1.0"`` forces one.
+host and port by the factory that made the transport (one per session, agent or role:
+their reconnections go straight to the version found), not process-wide.
+``protocol="0-9-1"`` or ``"1.0"`` forces one.  AMQP 1.0 is the built-in, pure-Python
+:class:`~qmf_async.transport.NativeAmqp10Transport`.
 
 The places found to speak AMQP 1.0 are also remembered across processes, in a small
 file (``$QMF_PROTOCOL_CACHE``, else ``$XDG_CACHE_HOME/qmf-async/amqp10-places.json``,
@@ -44,6 +46,7 @@ from ._base import (
     TlsOptions,
     TransportFactory,
     censor_url,
+    check_prefetch,
     parse_url,
     sasl_mechanism_list,
 )
@@ -57,9 +60,6 @@ PROTOCOLS: Final = ("auto", "0-9-1", "1.0")
 _ALIASES: Final = {"auto": "auto", "0-9-1": "0-9-1", "0.9.1": "0-9-1", "091": "0-9-1",
                    "amqp0-9-1": "0-9-1", "1.0": "1.0", "1": "1.0", "10": "1.0",
                    "amqp1.0": "1.0", "amqp10": "1.0"}
-
-# (host, port) -> the version that answered there (this process only)
-_DETECTED: dict[tuple[str, int], str] = {}
 
 _log: Final = logging.getLogger("qmf_async.transport")
 
@@ -141,35 +141,6 @@ def check_protocol(protocol: str) -> str:
     return name
 
 
-#: the environment variable that picks the AMQP 1.0 implementation
-AMQP10_IMPL_ENV: Final = "QMF_AMQP10"
-
-
-def amqp10_class() -> Any:
-    """The AMQP 1.0 transport class: the pure-Python one (``NativeAmqp10Transport``)
-    unless ``QMF_AMQP10=proton`` picks python-qpid-proton's (``ProtonTransport``),
-    which no extra installs any more (``pip install python-qpid-proton`` for it).
-
-    Raises:
-        UsageError: an unknown ``QMF_AMQP10``, or proton picked and not installed.
-    """
-    impl = os.environ.get(AMQP10_IMPL_ENV, "native").strip().lower() or "native"
-    if impl == "native":
-        from ._native import NativeAmqp10Transport
-
-        return NativeAmqp10Transport
-    if impl != "proton":
-        raise UsageError(f"{AMQP10_IMPL_ENV} must be 'native' or 'proton', not {impl!r}")
-    try:
-        from ._proton import ProtonTransport
-    except ImportError as exc:
-        raise UsageError(
-            f"{AMQP10_IMPL_ENV}=proton needs python-qpid-proton, which is not installed: "
-            f"pip install python-qpid-proton, or unset {AMQP10_IMPL_ENV} for the built-in "
-            "AMQP 1.0 transport") from exc
-    return ProtonTransport
-
-
 class AutoTransport:
     """A transport that speaks AMQP 0-9-1 or 1.0, as ``protocol`` says or as the broker
     answers (conforms to :class:`~qmf_async.transport.TransportProtocol`).
@@ -180,17 +151,20 @@ class AutoTransport:
 
     def __init__(self, url: str, *, tls: TlsOptions | None = None, prefetch: int = 1000,
                  name: str = "qmf-async", protocol: str = "auto",
-                 sasl_mechanisms: str | Sequence[str] | None = None) -> None:
+                 sasl_mechanisms: str | Sequence[str] | None = None,
+                 detected: dict[tuple[str, int], str] | None = None) -> None:
         """Prepare; nothing is sent before :meth:`connect`.  ``sasl_mechanisms`` goes to
-        the transport that connects (see each for what it supports).
+        the transport that connects (see each for what it supports).  ``detected``
+        (``(host, port)`` -> ``"0-9-1"`` or ``"1.0"``) is where the auto mode reads and
+        records the version found; the factories of :func:`transport_factory` share
+        one among their transports (None: this transport's own).
 
         Raises:
             UsageError: an unknown ``protocol``, a bad ``prefetch`` or mechanism name.
         """
         self._protocol = check_protocol(protocol)
         self._mechanisms = sasl_mechanism_list(sasl_mechanisms)
-        if not isinstance(prefetch, int) or isinstance(prefetch, bool) or prefetch < 0:
-            raise UsageError(f"prefetch must be an int >= 0, not {prefetch!r}")
+        check_prefetch(prefetch)
         self._url = url
         self._tls = tls
         self._prefetch = prefetch
@@ -200,6 +174,7 @@ class AutoTransport:
         self._own_state = ConnectionState.NEW
         self._lost_callbacks: list[Callable[[BaseException], None]] = []
         self._dispatch: Callable[[Delivery], None] | None = None
+        self._detected: dict[tuple[str, int], str] = {} if detected is None else detected
 
     @property
     def inner(self) -> TransportProtocol | None:
@@ -249,10 +224,10 @@ class AutoTransport:
 
     def _make(self, protocol: str) -> TransportProtocol:
         if protocol == "1.0":
-            cls = amqp10_class()
-            made: TransportProtocol = cls(self._url, tls=self._tls, prefetch=self._prefetch,
-                                          name=self._name, sasl_mechanisms=self._mechanisms)
-            return made
+            from ._native import NativeAmqp10Transport  # loads only for a 1.0 broker
+
+            return NativeAmqp10Transport(self._url, tls=self._tls, prefetch=self._prefetch,
+                                         name=self._name, sasl_mechanisms=self._mechanisms)
         from ._aiormq import AiormqTransport  # aiormq loads only for a 0-9-1 broker
 
         return AiormqTransport(self._url, tls=self._tls, prefetch=self._prefetch,
@@ -262,8 +237,7 @@ class AutoTransport:
         """Connect over the forced version, or detect it (see the module docstring).
 
         Raises:
-            UsageError: malformed URL or options, ``QMF_AMQP10=proton`` with
-                python-qpid-proton missing, or called twice.
+            UsageError: malformed URL or options, or called twice.
             ProtocolMismatchError: the forced version is not what the broker speaks.
             TransportError: the broker refused or cannot be reached (cause chained).
             QmfTimeout: no connection within ``timeout`` seconds.
@@ -282,7 +256,7 @@ class AutoTransport:
         place = (target.host, target.port)
         protocol = self._protocol
         if protocol == "auto":
-            protocol = _DETECTED.get(place) or _remembered(place) or "0-9-1"
+            protocol = self._detected.get(place) or _remembered(place) or "0-9-1"
         loop = asyncio.get_running_loop()
         start = loop.time()
         transport = self._make(protocol)
@@ -302,9 +276,9 @@ class AutoTransport:
                 raise TransportError(f"{target.where} speaks neither AMQP 0-9-1 nor 1.0 "
                                      f"({again})") from again
             protocol = other
-        if self._protocol == "auto" and _DETECTED.get(place) != protocol:
+        if self._protocol == "auto" and self._detected.get(place) != protocol:
             _remember(place, protocol)
-        _DETECTED[place] = protocol
+        self._detected[place] = protocol
         self._inner = transport
         for callback in self._lost_callbacks:
             transport.on_lost(callback)
@@ -439,23 +413,26 @@ class AutoTransport:
 
 
 class _Factory:
-    """A :data:`TransportFactory` of :class:`AutoTransport` with a fixed ``protocol``."""
+    """A :data:`TransportFactory` of :class:`AutoTransport` with a fixed ``protocol``;
+    its transports share what the auto mode found (see :class:`AutoTransport`)."""
 
     def __init__(self, protocol: str) -> None:
         self.protocol = check_protocol(protocol)
+        self.detected: dict[tuple[str, int], str] = {}
 
     def __call__(self, url: str, *, tls: TlsOptions | None = None, prefetch: int = 1000,
                  name: str = "qmf-async",
                  sasl_mechanisms: str | Sequence[str] | None = None) -> AutoTransport:
         return AutoTransport(url, tls=tls, prefetch=prefetch, name=name, protocol=self.protocol,
-                             sasl_mechanisms=sasl_mechanisms)
+                             sasl_mechanisms=sasl_mechanisms, detected=self.detected)
 
     def __repr__(self) -> str:
         return f"transport_factory({self.protocol!r})"
 
 
 def transport_factory(protocol: str = "auto") -> TransportFactory:
-    """The factory the console, the agent and the role use for ``protocol=``.
+    """The factory the console, the agent and the role use for ``protocol=`` (a new
+    one each call: each remembers the versions its own transports found).
 
     Raises:
         UsageError: an unknown protocol name.

@@ -192,6 +192,17 @@ def sasl_mechanism_list(mechanisms: str | Sequence[str] | None) -> tuple[str, ..
     return tuple(names)
 
 
+def check_prefetch(prefetch: object) -> int:
+    """``prefetch`` as the transports take it: an int >= 0 (0: unlimited).
+
+    Raises:
+        UsageError: a negative number, or not an int (a bool is not).
+    """
+    if not isinstance(prefetch, int) or isinstance(prefetch, bool) or prefetch < 0:
+        raise UsageError(f"prefetch must be an int >= 0, not {prefetch!r}")
+    return prefetch
+
+
 def url_heartbeat(url: str) -> float | None:
     """The ``heartbeat`` query parameter of a broker URL, in seconds (None when absent):
     how often each side sends something on an idle connection, so a peer silent for

@@ -1,11 +1,27 @@
 """The AMQP 1.0 transport in pure Python: the sans-I/O client of ``_amqp10_engine.py``
-driven from an asyncio stream, TLS from :mod:`ssl`.
+driven from an asyncio stream, TLS from :mod:`ssl`.  It is the only AMQP 1.0 transport
+(python-qpid-proton is not used at run time).
 
-It behaves as ``_proton.py`` does (its module docstring says how the QMF terms map onto
-AMQP 1.0: endpoints, bindings as links with qpidd's legacy binding filters, publish with
-subjects, reply addresses, credit as backpressure), with no compiled dependency.  It is
-the default AMQP 1.0 transport (``QMF_AMQP10=native``); ``QMF_AMQP10=proton`` picks
-python-qpid-proton's where that is installed.
+How the QMF terms of :class:`~qmf_async.transport.TransportProtocol` map onto AMQP 1.0
+(qpidd's addressing of its exchanges, ``../shared/spec/amqp-1.0-legacy-filters-and-selectors.txt``):
+
+- an *endpoint* is a name chosen here; each of its bindings ``(exchange, key)`` is one
+  receiving link from source ``exchange`` with the filter
+  ``apache.org:legacy-amqp-direct-binding:string`` (direct exchanges) or
+  ``apache.org:legacy-amqp-topic-binding:string`` (the others) set to ``key``.  qpidd
+  gives each such link its own exclusive, auto-deleted subscription queue, so two
+  bindings of one endpoint that both match a message deliver it twice.
+- ``publish(exchange=X, routing_key=K)`` sends on a link to target ``X`` with subject
+  ``K``; a reply key ``R`` becomes ``reply_to = "amq.direct/R"`` (a value with a ``/``
+  is sent as it is).  A received ``reply_to`` with a ``/`` is handed on as it is
+  (``"amq.direct/R"``; the agent side splits it at the first ``/`` into exchange and
+  subject); one without is an AMQP 1.0 node address (a queue, often a client's dynamic
+  reply queue) and is handed on as ``"NODE/"``: answers go to that node itself.
+- backpressure is link credit: each receiving link gets ``prefetch`` credit, topped up
+  as the dispatcher takes deliveries; sends wait for credit.
+- ``max_length`` and dead-lettering of endpoints have no AMQP 1.0 equivalent on qpidd:
+  the subscription queue follows the broker's default queue policy and the link credit
+  bounds what this process holds.
 
 SASL: EXTERNAL (with a client certificate over TLS), PLAIN (with a password in the URL)
 and ANONYMOUS, in that order when not restricted; SCRAM and GSSAPI are not supported
@@ -69,6 +85,7 @@ from ._base import (
     TlsOptions,
     TransportFactory,
     censor_url,
+    check_prefetch,
     client_process_properties,
     parse_url,
     sasl_mechanism_list,
@@ -89,9 +106,8 @@ _UNLIMITED_CREDIT: Final = 10_000
 
 class Amqp10ConnectionError(TransportError):
     """A connection failure as the APIs that mirror proton's blocking client
-    (``qmf.client``) raise it on this transport: a plain
-    :class:`~qmf_async.errors.TransportError`, with no proton behind it
-    (``ProtonConnectionError`` is the one that is also proton's class)."""
+    (``qmf.client``) raise it: a plain :class:`~qmf_async.errors.TransportError`, with
+    no proton behind it."""
 
 
 class _Receiver:
@@ -126,8 +142,7 @@ class _Sender:
 
 class NativeAmqp10Transport:
     """One AMQP 1.0 connection carrying a QMF bus, in pure Python (conforms to
-    :class:`~qmf_async.transport.TransportProtocol`; same options and behaviour as
-    :class:`~qmf_async.transport.ProtonTransport`)."""
+    :class:`~qmf_async.transport.TransportProtocol`)."""
 
     protocol: Final = "1.0"
     server_selectors: Final = True
@@ -146,16 +161,18 @@ class NativeAmqp10Transport:
         sasl_mechanisms: str | Sequence[str] | None = None,
         operation_timeout: float = 10.0,
     ) -> None:
-        """Prepare a transport; nothing is sent before :meth:`connect`.  The options are
-        those of :class:`~qmf_async.transport.ProtonTransport` (``idle_timeout``: a
-        broker silent that long is lost; half of it is announced to the broker).
+        """Prepare a transport; nothing is sent before :meth:`connect`.  ``prefetch`` is
+        each receiving link's credit (0: unlimited, in practice 10,000); ``name`` the
+        connection's name shown by the broker; ``idle_timeout``: a broker silent that
+        long is lost (half of it is announced to the broker; ``heartbeat=N`` in the URL
+        makes it ``2 N``); ``sasl_mechanisms`` restricts the mechanisms tried;
+        ``operation_timeout`` bounds each attach and each wait for credit.
 
         Raises:
             UsageError: a bad ``prefetch``, ``idle_timeout``, ``operation_timeout``, or a
                 SASL mechanism this client does not speak (SCRAM, GSSAPI, ...).
         """
-        if not isinstance(prefetch, int) or isinstance(prefetch, bool) or prefetch < 0:
-            raise UsageError(f"prefetch must be an int >= 0, not {prefetch!r}")
+        check_prefetch(prefetch)
         if idle_timeout < 0 or operation_timeout <= 0:
             raise UsageError("idle_timeout must be >= 0 and operation_timeout positive")
         self._url = url
@@ -541,7 +558,7 @@ class NativeAmqp10Transport:
     ) -> str:
         """Name an endpoint (``qmf-<random>`` when ``name`` is None) and attach one
         receiving link per binding; returns the name.  ``max_length`` and the
-        dead-letter options are accepted and not enforced (as on ProtonTransport).
+        dead-letter options are accepted and not enforced (see the module docstring).
 
         Raises:
             UsageError: the name is in use or ``max_length`` is not positive.
