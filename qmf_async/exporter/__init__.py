@@ -12,7 +12,7 @@ format: TLS, client certificates, basic auth).  ``rules.yml`` (alert rules) and
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # at run time each name is imported on first use (__getattr__)
     from ._exporter import INSTALL_HINT, OWN_METRICS, Exporter
@@ -134,20 +134,7 @@ _LAZY: dict[str, str] = {
 
 
 if not TYPE_CHECKING:  # type checkers read the imports above; this is the run time
+    from ..lazy import lazy_names
 
-    def __getattr__(name: str) -> Any:
-        """Import a public name on first use (PEP 562), then keep it as a plain global."""
-        where = _LAZY.get(name)
-        if where is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        module, _, attribute = where.partition(":")
-        relative = module.lstrip(".")
-        # __import__ (not importlib) so that ``python -X importtime`` shows the module
-        source = __import__(relative, globals(), None, [attribute or name],
-                            len(module) - len(relative))
-        value = getattr(source, attribute or name)
-        globals()[name] = value
-        return value
-
-    def __dir__() -> list[str]:
-        return sorted({*globals(), *_LAZY})
+    __getattr__, __dir__ = lazy_names(globals(), _LAZY)
+    del lazy_names
