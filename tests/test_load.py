@@ -296,13 +296,13 @@ async def test_a_lost_drain_probe_still_ages_a_silent_agent_out(
         bus: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A drain probe that never comes back (here: never sent) while nothing else
     arrives does not keep a dead agent: it is aged out once the probe is given up."""
-    from qmf_async.console import _broker
+    from qmf_async.console import _agentlist, _broker
 
     monkeypatch.setattr(_broker, "_PROBE_RETRY", 1.0)
-    def lost_probe(self: Broker, topic: str, now: float) -> None:
+    def lost_probe(self: _agentlist.AgentList, topic: str, now: float) -> None:
         pass  # noted as sent (by the broker's DrainClock), never published
 
-    monkeypatch.setattr(_broker.Broker, "_send_probe", lost_probe)
+    monkeypatch.setattr(_agentlist.AgentList, "_send_probe", lost_probe)
     interval = 0.5
     slow = SlowConsole(0.0)
     async with Session(console=slow, agent_interval=interval, missed_heartbeats=3,

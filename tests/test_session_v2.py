@@ -596,7 +596,7 @@ async def test_objects_that_come_before_their_agent_wait_for_it(qpidd_stock: Any
             await _send_v2(rogue, indication,
                            "agent.ind.data.org_apache_qpid_broker.queue.rogue_org.late.1")
             # handled and waiting for its agent (not dropped)
-            await wait_until(lambda: (rogue_name, False) in link._agent_waits, timeout=10.0,
+            await wait_until(lambda: (rogue_name, False) in link.held._agent_waits, timeout=10.0,
                              message="the object waits for its agent")
             assert session.held_dropped == 0
             await _send_v2(rogue, V2AgentHeartbeat(rogue_name, {
@@ -608,7 +608,7 @@ async def test_objects_that_come_before_their_agent_wait_for_it(qpidd_stock: Any
                 return obj if obj.name == queue else None
             obj = await wait_until(delivered, timeout=15.0, message="the waiting object")
             assert obj.msgDepth == 3 and obj.get_agent().name == rogue_name
-            assert session.held_dropped == 0 and not link._agent_waits
+            assert session.held_dropped == 0 and not link.held._agent_waits
             # properties and statistics came together: nothing to complete
             assert session.completion_queries == 0
         finally:
@@ -634,12 +634,12 @@ async def test_objects_whose_agent_never_comes_are_dropped_and_counted(
                 dropped = session.held_dropped
                 await _send_v2(rogue, indication,
                                "agent.ind.data.org_apache_qpid_broker.queue.rogue_org.never.1")
-                await wait_until(lambda: (rogue_name, False) in link._agent_waits,
+                await wait_until(lambda: (rogue_name, False) in link.held._agent_waits,
                                  timeout=10.0, message="the object waits for its agent")
                 await wait_until(lambda d=dropped: session.held_dropped == d + 1
-                                 and not link._agent_waits, timeout=10.0,
+                                 and not link.held._agent_waits, timeout=10.0,
                                  message="the object dropped and counted")
-            assert not link._held
+            assert not link.held.queues
         finally:
             await rogue.close()
         updates.close()

@@ -5,7 +5,9 @@ connection, supervision, reconnect), a reply queue (``amq.direct`` under its own
 name) and a length-capped topic queue on ``qpid.management``, and drives one
 sans-I/O protocol core (:class:`~qmf_async.protocol.ConsoleProtocol`): every delivery
 goes through one synchronous dispatcher that hands the body to the core and acts on
-the events it returns.  What it needs of its session is :class:`SessionHost`.
+the events it returns (their handlers: :class:`~qmf_async.console._v1events.V1Events`;
+its agents: :class:`~qmf_async.console._agentlist.AgentList`).  What it needs of its
+session is :class:`SessionHost`.
 """
 
 from __future__ import annotations
@@ -14,41 +16,24 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from .. import names
 from ..errors import (
-    CommandError,
     ConnectionLostError,
     NotConnectedError,
     QmfError,
     QmfTimeout,
 )
-from ..logs import warn_limited
 from ..protocol import (
     BROKER_AGENT_CLASS,
     AgentArrived,
-    AgentLeft,
-    AgentRelabeled,
-    BodyMalformed,
-    ClassSeen,
     ConsoleProtocol,
     DrainClock,
-    EventReceived,
-    HeartbeatReceived,
-    HeldDropped,
-    ObjectUpdate,
     Outgoing,
-    PackageSeen,
-    QueryDone,
-    Reply,
-    RequestFailed,
-    SchemaNeeded,
-    SchemaSeen,
-    Twins,
     VersionChoice,
 )
 from ..runtime import PeerRuntime
@@ -64,16 +49,17 @@ from ..wire import (
     ClassKey,
     GetQuery,
     Message,
-    MethodResponse,
     ObjectId,
     RawObjectRecord,
     SchemaClass,
 )
-from ._calls import MethodCalls, method_result
+from ._agentlist import AgentList
+from ._calls import MethodCalls
 from ._links import SessionSettings
 from ._objects import Event, RemoteAgent
 from ._schemas import SchemaFetches
 from ._state import BrokerState, BrokerStateChange
+from ._v1events import V1Events
 from ._v1route import V1Route
 from ._waits import Wait, Waits
 
@@ -220,8 +206,6 @@ class Broker(SchemaFetches, MethodCalls):
         self._choice = VersionChoice()
         #: the v1 binding keys of the current connection's topic endpoint
         self._v1_keys: list[str] = []
-        #: over v2: the v1 agents that are also known over v2 (hidden)
-        self._twins = Twins()
         self._loss_queue: str | None = None
         #: the content types of v2 maps that arrive as bytes on this connection (none
         #: over AMQP 1.0, where a v2 map is a decoded amqp-value)
@@ -230,27 +214,17 @@ class Broker(SchemaFetches, MethodCalls):
         self._drain = DrainClock(time.monotonic(), _PROBE_RETRY)
         #: the drain probe's routing key (over AMQP 0-9-1, once connected)
         self._probe_key: str | None = None
-        #: the known agents, as the core's directory has them (same order)
-        self._agents: dict[tuple[int, int], RemoteAgent] = {}
+        #: the known agents, as the core's directory has them (same order), and over
+        #: v2 the v1 twins of v2 agents (hidden)
+        self._agent_list = AgentList(self, self._core, self._drain)
+        self._agents = self._agent_list.agents
+        self._twins = self._agent_list.twins
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closing = False
-        self._handlers: dict[type, Callable[[Any], None]] = {
-            Reply: self._on_reply,
-            QueryDone: self._on_query_done,
-            RequestFailed: self._on_request_failed,
-            AgentArrived: self._on_agent_arrived,
-            AgentRelabeled: self._on_agent_relabeled,
-            AgentLeft: self._on_agent_left,
-            HeartbeatReceived: self._on_heartbeat,
-            ObjectUpdate: self._on_object_update,
-            EventReceived: self._on_event,
-            PackageSeen: lambda ev: self.owner.package_seen(ev.package),
-            ClassSeen: lambda ev: self.owner.class_seen(ev.kind, ev.class_key),
-            SchemaSeen: lambda ev: self.owner.schema_seen(ev.schema),
-            SchemaNeeded: self._on_schema_needed,
-            HeldDropped: self._on_held_dropped,
-            BodyMalformed: self._on_malformed,
-        }
+        #: what each event of the core does
+        self._events = V1Events(self, self._waits, self._agent_list, self._choice,
+                                self._on_schema_needed)
+        self._handlers = self._events.handlers
 
     @property
     def has_management(self) -> bool:
@@ -377,7 +351,7 @@ class Broker(SchemaFetches, MethodCalls):
                              else ["console.heartbeat.#", *_V1_AGENT_LIST])
             # over v2 with the version left to choose, qpidd's v1 events are bound
             # until it is known to publish v2 (its first v2 heartbeat): a qpidd that
-            # publishes v1 only (see _v1_beat_of_qpidd) loses none of them
+            # publishes v1 only (see v1_beat_of_qpidd) loses none of them
             self._v1_keys += self._choice.start(
                 version == 2 and session.options.qmf_version is None,
                 self.owner.binding_keys())
@@ -435,9 +409,7 @@ class Broker(SchemaFetches, MethodCalls):
         options = self.session.options
         if self._v2 is None and options.qmf_version == 1 and options.rcv_heartbeats \
                 and transport is not None and transport.capabilities.qmf_v2:
-            task = asyncio.get_running_loop().create_task(self._expect_v1_beats())
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self.spawn(self._expect_v1_beats())
         self.owner.notify("broker_info", self)
         await self._load_broker_agents()
 
@@ -469,7 +441,7 @@ class Broker(SchemaFetches, MethodCalls):
             self._v1_keys.append(key)
             await transport.bind(topic, MANAGEMENT, key)
 
-    def _v1_beat_of_qpidd(self) -> None:
+    def v1_beat_of_qpidd(self) -> None:
         """Over v2, with the QMF version left to choose: a v1 heartbeat of qpidd's
         agent.  Two of them and no v2 heartbeat on this connection: this qpidd
         publishes QMF v1 only (``--mgmt-qmf2 no``, it still answers v2 requests), and
@@ -479,12 +451,10 @@ class Broker(SchemaFetches, MethodCalls):
                 link is not None and self.has_management and bool(link.bindings)
                 and self.session.options.qmf_version is None):
             return
-        task = asyncio.get_running_loop().create_task(self._speak_v1())
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self.spawn(self._speak_v1())
 
     async def _speak_v1(self) -> None:
-        """Turn the connection to QMF v1 (see :meth:`_v1_beat_of_qpidd`): the topic
+        """Turn the connection to QMF v1 (see :meth:`v1_beat_of_qpidd`): the topic
         endpoint takes the v1 bindings (qpidd then publishes every object to it at its
         next interval), qpidd's agent is listed as its v1 agent, and objects read
         before keep working (their methods are called over v1)."""
@@ -508,9 +478,9 @@ class Broker(SchemaFetches, MethodCalls):
         # listed now as any v1 agent
         for banks, info in list(self._core.agents.items()):
             if banks not in self._agents:
-                self._on_agent_arrived(AgentArrived(banks[0], banks[1], info.label))
+                self._agent_list.on_arrived(AgentArrived(banks[0], banks[1], info.label))
         for ev in self._choice.turn():  # the early keys are bound for good now
-            self._on_event(ev)
+            self._events.event(ev)
         for key in new:
             try:
                 await transport.bind(topic, MANAGEMENT, key)
@@ -716,61 +686,19 @@ class Broker(SchemaFetches, MethodCalls):
 
     def age_agents(self, now: float) -> None:
         """Age the agents out whose heartbeats stopped, as of the last moment this
-        console is known to have handled everything it had received.
-
-        A console busy with a large answer may have heartbeats waiting in its own
-        input (the transport's buffer, the socket, the broker's queue): they are not
-        missed.  Over AMQP 0-9-1, when an agent is overdue, a probe is sent through
-        the topic endpoint; when it comes back (read, or dropped from the queue's
-        head: everything queued before it was handled or counted) the agents are
-        aged as of its sending (a probe not back after ``_PROBE_RETRY`` seconds with
-        nothing received meanwhile was lost: the agents are aged at once).  Over
-        AMQP 1.0 (and other transports), as of the last moment the transport had
-        nothing buffered.
-        """
-        core, settings = self._core, self.session.options
-        # the session's limits may have been changed since this broker was added
-        core.agent_interval = settings.agent_interval
-        core.min_agent_interval = settings.min_agent_interval
-        core.missed_heartbeats = settings.missed_heartbeats
-        core.max_held = settings.max_held
-        transport = self._runtime.transport
-        probing = (self._probe_key is not None and self._loss_queue is not None
-                   and transport is not None and transport.capabilities.drain_probe)
-        sent_at = now
-        now, probe = self._drain.as_of(
-            now, probing=probing, overdue=probing and self.connected and core.overdue(now),
-            backlog=transport.backlog if transport is not None else 0)
-        if probe and self._probe_key is not None:
-            self._send_probe(self._probe_key, sent_at)
-        self._handle(core.age(now))
+        console is known to have handled everything it had received (see
+        :meth:`AgentList.age`); over v2, also the v2 agents and deleted object ids."""
+        now, events = self._agent_list.age(now, self._probe_key, self._loss_queue)
+        self._handle(events)
         if self._v2 is not None:
             released = self._v2.age(now)
             if released and self._route is not None:
                 self._route.forget(released)
 
-    def _send_probe(self, key: str, now: float) -> None:
-        """Send a drain probe (its sending time inside) to the topic endpoint, on
-        ``qpid.management`` under its own ``key``."""
-        async def send() -> None:
-            try:
-                await self.publish(Outgoing(MANAGEMENT, key, DrainClock.probe(now)),
-                                   content_type=None)
-            except QmfError as exc:  # the loss, if any, is reported by the runtime
-                # without a probe, age as before: as of now
-                log.debug("drain probe to %s failed: %s", self.where, exc)
-                self._drain.probe_failed(time.monotonic())
-        task = asyncio.get_running_loop().create_task(send())
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
     def forget_agents(self) -> None:
         """The broker is removed: every agent leaves (the session hears of each)."""
         self._handle(self._core.forget_agents("broker removed"))
-        for banks, agent in list(self._agents.items()):
-            if agent.name:  # v2 agents: not in the v1 core's directory
-                del self._agents[banks]
-                self.owner.agent_left(agent)
+        self._agent_list.forget_v2()
 
     def known_agent(self, banks: tuple[int, int]) -> RemoteAgent | None:
         """The known agent of ``banks`` (None when none is)."""
@@ -822,160 +750,16 @@ class Broker(SchemaFetches, MethodCalls):
             except Exception:
                 log.exception("failed to handle %r from %s", ev, self.where)
 
-    def _on_reply(self, ev: Reply) -> None:
-        wait = self._waits.finish(ev.seq)
-        msg = ev.message
-        if wait is not None and not wait.future.done():
-            wait.future.set_result(msg)
-        if type(msg) is MethodResponse and self.session.console is not None:
-            self.owner.notify("method_response", self, msg.seq, method_result(msg))
-
-    def _on_query_done(self, ev: QueryDone) -> None:
-        wait = self._waits.finish(ev.seq)
-        if wait is None or wait.future.done():
-            return
-        if ev.code != 0:
-            exc = CommandError(ev.code, ev.text)
-            exc.partial = list(ev.items)  # type: ignore[attr-defined]
-            wait.future.set_exception(exc)
-        else:
-            wait.future.set_result(ev.items)
-
-    def _on_request_failed(self, ev: RequestFailed) -> None:
-        wait = self._waits.finish(ev.seq)
-        if wait is not None and not wait.future.done():
-            wait.future.set_exception(ev.error)
-
-    def _v2_owns(self, banks: tuple[int, int] | None) -> bool:
-        """Over v2, what v1 says of the broker's own agent (1.0), and of agents also
-        reached over v2 (their v1 twins), is left to v2."""
-        return self._v2 is not None and (banks is None or banks == (1, 0)
-                                         or banks in self._twins)
-
     def v2_agent_arrived(self, agent: RemoteAgent) -> None:
-        """Over v2: ``agent`` arrived (its link says so): it joins the agent list, the
-        session hears of it, and its v1 twins, if known, are hidden."""
-        self._agents[(agent.broker_bank, agent.agent_bank)] = agent
-        self.owner.agent_arrived(agent)
-        v1_labels = {banks: known.label for banks, known in self._agents.items()
-                     if not known.name and banks != (1, 0)}
-        for banks in self._twins.v2_arrived(agent.name, v1_labels):
-            self._unlist_v1(banks)
+        """Over v2: ``agent`` arrived (see :meth:`AgentList.v2_arrived`)."""
+        self._agent_list.v2_arrived(agent)
 
     def v2_agent_left(self, banks: tuple[int, int]) -> None:
-        """Over v2: the agent of ``banks`` left (its link says so): it leaves the agent
-        list, the session hears of it, and its v1 twins, if still alive over v1, are
-        listed again.  Nothing happens for banks of no known agent."""
-        agent = self._agents.pop(banks, None)
-        if agent is None:
-            return
-        self.owner.agent_left(agent)
-        directory = self._core.agents
-        alive = {hidden: info.label for hidden in self._twins.hidden
-                 if (info := directory.get(hidden)) is not None}
-        for back in self._twins.v2_left(agent.name, alive):
-            self._on_agent_arrived(AgentArrived(back[0], back[1], alive[back]))
+        """Over v2: the agent of ``banks`` left (see :meth:`AgentList.v2_left`)."""
+        self._agent_list.v2_left(banks)
 
-    def _v2_names(self) -> list[str]:
-        return [agent.name for agent in self._agents.values() if agent.name]
-
-    def _unlist_v1(self, banks: tuple[int, int]) -> None:
-        """A v1 agent is hidden as a twin: it leaves the agent list (v2 serves it)."""
-        agent = self._agents.pop(banks, None)
-        if agent is not None:
-            self._follow_v1_agent(agent, False)
-            self.owner.agent_left(agent)
-
-    def _on_agent_arrived(self, ev: AgentArrived) -> None:
-        banks = (ev.broker_bank, ev.agent_bank)
-        if self._v2_owns(banks):
-            return
-        if self._v2 is not None and self._twins.v1_arrived(banks, ev.label, self._v2_names()):
-            return
-        agent = RemoteAgent(self, ev.broker_bank, ev.agent_bank, ev.label, self.where)
-        self._agents[banks] = agent
-        if self._v2 is not None:
-            self._follow_v1_agent(agent, True)
-        self.owner.agent_arrived(agent)
-
-    def _follow_v1_agent(self, agent: RemoteAgent, add: bool) -> None:
-        """Over v2: bind (or unbind) the v1 objects and events of a v1-only agent."""
-        transport, topic = self.transport, self._topic_queue
-        if transport is None or topic is None or not self.connected:
-            return
-        keys = [f"console.obj.{agent.broker_bank}.{agent.agent_bank}.#",
-                f"console.event.{agent.broker_bank}.{agent.agent_bank}.#"]
-        call = transport.bind if add else transport.unbind
-
-        async def run() -> None:
-            for key in keys:
-                try:
-                    await call(topic, MANAGEMENT, key)
-                except QmfError as exc:
-                    log.info("v1 binding %s of %s on %s failed: %s", key, agent, self.where,
-                             exc)
-        task = asyncio.get_running_loop().create_task(run())
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Run ``coro`` in a task of this broker (cancelled by :meth:`close`)."""
+        task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-
-    def _on_agent_relabeled(self, ev: AgentRelabeled) -> None:
-        banks = (ev.broker_bank, ev.agent_bank)
-        if self._v2_owns(banks):
-            return
-        if self._v2 is not None and self._twins.v1_arrived(banks, ev.label, self._v2_names()):
-            self._unlist_v1(banks)
-            return
-        self._agents[banks] = RemoteAgent(self, ev.broker_bank, ev.agent_bank, ev.label,
-                                          self.where)
-
-    def _on_agent_left(self, ev: AgentLeft) -> None:
-        banks = (ev.broker_bank, ev.agent_bank)
-        if self._v2_owns(banks):
-            self._twins.forget(banks)
-            return
-        agent = self._agents.pop(banks, None)
-        if agent is not None:
-            if self._v2 is not None:
-                self._follow_v1_agent(agent, False)
-            self.owner.agent_left(agent)
-
-    def _on_heartbeat(self, ev: HeartbeatReceived) -> None:
-        banks = (ev.broker_bank, ev.agent_bank)
-        if banks == (1, 0):
-            if self._v2 is not None:
-                self._v1_beat_of_qpidd()
-            else:
-                self._choice.v1_beats += 1
-        agent = self._agents.get(banks)
-        if agent is not None and not agent.name and self.session.options.rcv_heartbeats:
-            self.owner.notify("heartbeat", agent, ev.timestamp)
-
-    def _on_object_update(self, ev: ObjectUpdate) -> None:
-        banks = ev.agent
-        if self._v2_owns(banks):
-            return
-        agent = self._agents.get(banks) if banks is not None else None
-        self.owner.object_update(self, agent, ev.record)
-
-    def _on_event(self, ev: EventReceived) -> None:
-        banks = ev.agent
-        if self._v2_owns(banks):
-            self._choice.hold(banks, ev)  # qpidd's, while its v2 is not known to publish
-            return
-        agent = self._agents.get(banks) if banks is not None else None
-        msg = ev.message
-        event = Event(msg.schema.class_key, msg.timestamp, msg.severity, dict(msg.arguments),
-                      agent, msg.schema)
-        self.owner.event(self, event)
-
-    def _on_malformed(self, ev: BodyMalformed) -> None:
-        self.session.malformed += 1
-        warn_limited(log, self.session.malformed, "malformed QMF body from %s (%s) "
-                     "dropped: %s", self.where, ev.routing_key, ev.error)
-
-    def _on_held_dropped(self, ev: HeldDropped) -> None:
-        self.session.held_dropped += ev.count
-        # closing with a schema fetch in flight is normal; anything else is worth a warning
-        level = logging.DEBUG if self._closing else logging.WARNING
-        log.log(level, "dropped %d bodies held for unknown schemas on %s: %s", ev.count,
-                self.where, ev.why)

@@ -9,7 +9,8 @@ session's one object view, its proxies and its subscriptions serve both versions
   schema (qpidd has no v2 schema query: the schema comes from the v1 ``S``, as the
   classic console does), with texts decoded (qpidd sends them as binary), by the wire
   layer's :class:`~qmf_async.wire.V2RecordConverter`; this module keeps what is
-  connection state (ids, banks, schemas fetched, indications held, answers streamed);
+  connection state (ids, banks, schemas fetched), ``_v2parts`` what waits in parts
+  (the indications held for schemas or agents, the answers streamed);
 - its object id is a v1 id made from the agent's banks on this connection and a 64-bit
   digest of the v2 object name (stable across agent restarts, as qpidd's names are);
   the v2 id is kept to address methods and ``_objectId`` queries;
@@ -22,13 +23,12 @@ Nothing here does I/O but through the broker's transport.
 from __future__ import annotations
 
 import asyncio
-import collections
 import hashlib
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any, Final, Protocol
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Final
 
 from .. import names
 from ..errors import (
@@ -78,9 +78,10 @@ from ..wire import (
 )
 from ._objects import Event, MethodResult, RemoteAgent
 from ._v2bindings import Interest, keyify, v2_bindings
-from ._waits import Wait, Waits, later, within
+from ._v2parts import HeldIndications, V2Answer, V2Host, V2Owner
+from ._waits import Wait, Waits, within
 
-__all__ = ["Interest", "V2Link", "keyify", "v2_bindings"]
+__all__ = ["Interest", "V2Host", "V2Link", "V2Owner", "keyify", "v2_bindings"]
 
 log = logging.getLogger("qmf_async.console")
 
@@ -99,143 +100,6 @@ def _cid(out: Outgoing) -> str:
     cid = out.correlation
     assert isinstance(cid, str)
     return cid
-
-
-class V2Host(Protocol):
-    """What :class:`V2Link` needs of its broker connection (a Broker is one)."""
-
-    where: str
-
-    @property
-    def session(self) -> Any: ...
-
-    @property
-    def owner(self) -> V2Owner: ...
-
-    @property
-    def reply_queue(self) -> str | None: ...
-
-    @property
-    def closing(self) -> bool: ...
-
-    @property
-    def has_management(self) -> bool: ...
-
-    def check(self) -> TransportProtocol: ...
-
-    def publish(self, out: Outgoing) -> Awaitable[None]: ...
-
-    def known_agent(self, banks: tuple[int, int]) -> RemoteAgent | None: ...
-
-    async def fetch_v1_schema(self, key: ClassKey, timeout: float,
-                              agent: RemoteAgent | None = None) -> SchemaClass | None: ...
-
-    def v2_agent_arrived(self, agent: RemoteAgent) -> None: ...
-
-    def v2_agent_left(self, banks: tuple[int, int]) -> None: ...
-
-    def v2_beat(self, banks: tuple[int, int]) -> None: ...
-
-
-class V2Owner(Protocol):
-    """What :class:`V2Link` hands the session, through its broker (a part of the
-    broker's ``SessionHost``)."""
-
-    def schema_seen(self, schema: SchemaClass) -> None: ...
-
-    def object_update(self, broker: Any, agent: RemoteAgent | None,
-                      rec: RawObjectRecord) -> None: ...
-
-    def event(self, broker: Any, event: Event) -> None: ...
-
-    def notify(self, name: str, *args: Any) -> None: ...
-
-    def follows_objects(self) -> bool: ...
-
-    def follows_events(self) -> bool: ...
-
-
-#: where held indications queue: (agent name, events rather than objects)
-_Lane = tuple[str | None, bool]
-
-
-class _Answer:
-    """The answer to one streamed query: each part is converted as it arrives (in the
-    delivery callback: its decoded maps are dropped at once) unless a schema it
-    needs is being fetched; then the parts wait, in order, for a task that fetches
-    and converts them.  ``done`` (its wait's future) completes after the last part
-    was handed out."""
-
-    __slots__ = ("agent", "backlog", "done", "ended", "link", "sink", "task")
-
-    def __init__(self, link: V2Link, agent: RemoteAgent, sink: Callable[[RawObjectRecord], None],
-                 done: asyncio.Future[Any]) -> None:
-        self.link = link
-        self.agent = agent
-        self.sink = sink
-        self.done = done
-        self.backlog: collections.deque[list[Any]] = collections.deque()
-        self.ended = False
-        self.task: asyncio.Task[None] | None = None
-
-    @property
-    def banks(self) -> tuple[int, int]:
-        return self.agent.broker_bank, self.agent.agent_bank
-
-    def push(self, items: list[Any]) -> None:
-        if self.done.done():
-            return
-        if self.backlog or not self._ready(items):
-            self.backlog.append(items)
-            if self.task is None:
-                self.task = asyncio.get_running_loop().create_task(self._drain())
-            return
-        try:
-            self.link.convert_into(items, self.banks, self.sink)
-        except Exception as exc:  # a sink that raised: the query fails with it
-            self.fail(exc)
-
-    def _ready(self, items: list[Any]) -> bool:
-        return not self.link.missing(items)
-
-    def end(self) -> None:
-        self.ended = True
-        if self.task is None and not self.done.done():
-            self.done.set_result(None)
-
-    def fail(self, error: BaseException) -> None:
-        self.cancel()
-        if not self.done.done():
-            self.done.set_exception(error)
-
-    def cancel(self) -> None:
-        self.backlog.clear()
-        if self.task is not None and not self.task.done() \
-                and self.task is not asyncio.current_task():
-            self.task.cancel()
-
-    async def _drain(self) -> None:
-        try:
-            while self.backlog:
-                items = self.backlog[0]
-                await self.link.fetch_schemas(self.link.missing(items), self.agent)
-                if not self.backlog or self.backlog[0] is not items:
-                    return  # cancelled or failed meanwhile
-                self.backlog.popleft()
-                self.link.convert_into(items, self.banks, self.sink)
-                await asyncio.sleep(0)
-        except asyncio.CancelledError:
-            if not self.done.done():
-                self.done.cancel()
-            raise
-        except Exception as exc:
-            if not self.done.done():
-                self.done.set_exception(exc)
-            return
-        finally:
-            self.task = None
-        if self.ended and not self.done.done():
-            self.done.set_result(None)
 
 
 #: what a link that no longer follows its broker's publications ignores
@@ -279,15 +143,8 @@ class V2Link:
             self.deleted = previous.deleted
             self._left = previous._left
         self._converters: dict[ClassKey, V2RecordConverter] = {}
-        #: per (agent, events or objects): indication messages waiting for schemas
-        self._held: dict[_Lane, collections.deque[list[Any]]] = {}
-        self._held_count = 0
-        #: the schema fetch of each lane whose indications are held
-        self._fetching: dict[_Lane, asyncio.Task[Any]] = {}
-        #: lanes whose objects wait for their agent to be in the directory: the timer
-        #: that ends the wait (None: it is over, what still waits is dropped)
-        self._agent_waits: dict[_Lane, asyncio.TimerHandle | None] = {}
-        self._locating: asyncio.Task[None] | None = None
+        #: indication messages waiting for schemas or their agent
+        self.held = HeldIndications(self)
         #: classes whose schema could not be fetched: (when, seconds before asking again)
         self._failed: dict[ClassKey, tuple[float, float]] = {}
         self.topic_queue: str | None = None
@@ -366,20 +223,13 @@ class V2Link:
         finally:
             self._losing = False
         self._waits.fail_all(error)
-        self._held.clear()
-        self._held_count = 0
-        for lane in list(self._agent_waits):
-            self._end_agent_wait(lane)
+        self.held.clear()
 
     def close(self, error: QmfError) -> None:
         """The broker is removed: as :meth:`connection_lost` (which ends the answers'
         tasks), and the schema fetch of held indications ends."""
         self.connection_lost(error)
-        for task in self._fetching.values():
-            task.cancel()
-        self._fetching.clear()
-        if self._locating is not None:
-            self._locating.cancel()
+        self.held.close()
 
     def age(self, now: float) -> list[bytes]:
         """Age the agent directory (agents that stopped beating leave), and release
@@ -502,7 +352,7 @@ class V2Link:
         wait = self._waits.finish(cid)
         if wait is None:
             return
-        stream: _Answer | None = wait.stream
+        stream: V2Answer | None = wait.stream
         if stream is not None:
             if error is not None:
                 stream.fail(error)
@@ -543,8 +393,8 @@ class V2Link:
             self._located.set()
             self.host.v2_agent_arrived(agent)
             lane = (ev.name, False)
-            if self._end_agent_wait(lane):
-                self._pump(lane)  # its objects waited for it
+            if self.held.end_agent_wait(lane):
+                self.held.pump(lane)  # its objects waited for it
         elif kind is V2AgentBeat:
             beat_banks = self._banks.get(ev.name)
             if beat_banks is not None:
@@ -566,10 +416,10 @@ class V2Link:
                      self.host.where, ev.old_epoch, ev.new_epoch)
         elif kind is V2DataIndicated:
             if self.host.owner.follows_objects():
-                self._hold((ev.agent, False), list(ev.items))
+                self.held.hold((ev.agent, False), list(ev.items))
         elif kind is V2EventIndicated:
             if self.host.owner.follows_events():
-                self._hold((ev.agent, True), [ev.event])
+                self.held.hold((ev.agent, True), [ev.event])
         elif kind is V2MessageMalformed:
             session.malformed += 1
             warn_limited(log, session.malformed, "malformed QMF v2 message from %s (%s) "
@@ -616,6 +466,24 @@ class V2Link:
                 level = logging.DEBUG if self.host.closing else logging.WARNING
                 log.log(level, "schema %s of QMF v2 data from %s could not be fetched: %s",
                         key, self.host.where, schema)
+
+    def missing(self, items: list[Any]) -> set[ClassKey]:
+        """Classes of ``items`` whose schema is neither known nor lately failed."""
+        now = time.monotonic()
+        out: set[ClassKey] = set()
+        # the objects of a message share their class's schema id (one object): each
+        # distinct one looked up once
+        for sid in {getattr(item, "schema_id", None) for item in items}:
+            key = self.class_key(sid)
+            if key is not None and key not in out and self._schema(key) is None \
+                    and now >= self._retry_at(key):
+                out.add(key)
+        return out
+
+    def _retry_at(self, key: ClassKey) -> float:
+        """When the schema of ``key`` may be asked for again (after a failure)."""
+        failed = self._failed.get(key)
+        return -1e18 if failed is None else failed[0] + failed[1]
 
     # ------------------------------------------------------------------ conversion
 
@@ -692,141 +560,6 @@ class V2Link:
         severity = ev.severity if ev.severity is not None else 6
         return Event(key, ts, severity, args, agent, schema)
 
-    # ------------------------------------------------------------------ indications
-
-    def _hold(self, lane: _Lane, items: list[Any]) -> None:
-        """Deliver the objects or events of one indication message, in order, after
-        those of the same ``lane`` (agent name, events or not) held before it; held
-        while a schema they need is fetched.  Each agent's objects and events have
-        their own queue: an agent whose schemas cannot be fetched delays only its
-        own indications, and objects waiting for a schema do not delay events.  At
-        most ``max_held`` messages wait in all: past that, a message is dropped and
-        its items counted in ``held_dropped``."""
-        session = self.host.session
-        if self._held_count >= session.options.max_held:
-            session.held_dropped += len(items)
-            log.warning("dropped a QMF v2 indication of %d item(s) from %s: %d messages "
-                        "wait for schemas", len(items), self.host.where, self._held_count)
-            return
-        queue = self._held.get(lane)
-        if queue is None:
-            queue = self._held[lane] = collections.deque()
-        queue.append(items)
-        self._held_count += 1
-        self._pump(lane)
-
-    def missing(self, items: list[Any]) -> set[ClassKey]:
-        """Classes of ``items`` whose schema is neither known nor lately failed."""
-        now = time.monotonic()
-        out: set[ClassKey] = set()
-        # the objects of a message share their class's schema id (one object): each
-        # distinct one looked up once
-        for sid in {getattr(item, "schema_id", None) for item in items}:
-            key = self.class_key(sid)
-            if key is not None and key not in out and self._schema(key) is None \
-                    and now >= self._retry_at(key):
-                out.add(key)
-        return out
-
-    def _retry_at(self, key: ClassKey) -> float:
-        """When the schema of ``key`` may be asked for again (after a failure)."""
-        failed = self._failed.get(key)
-        return -1e18 if failed is None else failed[0] + failed[1]
-
-    def _pump(self, lane: _Lane) -> None:
-        """Deliver a lane's held messages in order, up to the first that needs a
-        schema being fetched (every schema its held messages lack is fetched at
-        once; the fetch resumes the pump)."""
-        session = self.host.session
-        name = lane[0]
-        held = self._held.get(lane)
-        while held:
-            items = held[0]
-            agent = self.agent(name)
-            if agent is None and not lane[1] and self._wait_for_agent(lane):
-                return
-            if self.missing(items):
-                task = self._fetching.get(lane)
-                if task is None or task.done():
-                    wanted: set[ClassKey] = set()
-                    for more in held:
-                        wanted |= self.missing(more)
-                    self._fetching[lane] = asyncio.get_running_loop().create_task(
-                        self._fetch_then_pump(wanted, lane))
-                return
-            held.popleft()
-            self._held_count -= 1
-            for item in items:
-                if isinstance(item, V2Event):
-                    self.host.owner.event(self.host, self.event(item, agent))
-                    continue
-                if agent is None:  # its agent did not come in time
-                    session.held_dropped += 1
-                    warn_limited(log, session.held_dropped, "QMF v2 object from %s dropped: "
-                                 "its agent %r is not known there", self.host.where, name)
-                    continue
-                try:
-                    rec = self.record(item, (agent.broker_bank, agent.agent_bank))
-                except DecodeError as exc:
-                    session.malformed += 1
-                    log.warning("QMF v2 object from %s dropped: %s", self.host.where, exc)
-                    continue
-                if rec is None:  # its schema could not be fetched
-                    session.held_dropped += 1
-                    continue
-                self.host.owner.object_update(self.host, agent, rec)
-        if held is not None and not held:
-            del self._held[lane]
-            self._end_agent_wait(lane)
-
-    def _wait_for_agent(self, lane: _Lane) -> bool:
-        """Whether the objects at the head of ``lane``, whose agent is not in the
-        directory, wait for it.  An agent's data can come before its first heartbeat
-        or locate answer, or just after it was aged out and before its next
-        heartbeat; dropping them would lose an update that is never sent again (qpidd
-        publishes an unchanged object once).  The first call sends a locate and gives
-        the agent the session's ``timeout``: its arrival resumes the lane, and the end
-        of that time drops what still waits (counted in ``held_dropped``).  False for
-        objects without an agent name, and once the time is out."""
-        if lane[0] is None:
-            return False
-        if lane in self._agent_waits:
-            return self._agent_waits[lane] is not None
-        self._agent_waits[lane] = later(self.host.session.options.timeout,
-                                        self._agent_wait_over, lane)
-        if self._locating is None or self._locating.done():
-            self._locating = asyncio.get_running_loop().create_task(self._locate())
-        return True
-
-    def _agent_wait_over(self, lane: _Lane) -> None:
-        self._agent_waits[lane] = None
-        self._pump(lane)
-
-    def _end_agent_wait(self, lane: _Lane) -> bool:
-        """Forget the lane's wait for its agent (its timer cancelled); whether there
-        was one."""
-        if lane not in self._agent_waits:
-            return False
-        timer = self._agent_waits.pop(lane)
-        if timer is not None:
-            timer.cancel()
-        return True
-
-    async def _locate(self) -> None:
-        """An agent locate, for objects from an agent not in the directory (its
-        answer adds the agent; a failure leaves it to the agent's next heartbeat)."""
-        try:
-            await self.host.publish(self.core.send_locate(time.monotonic()))
-        except QmfError as exc:
-            log.debug("agent locate on %s not sent: %s", self.host.where, exc)
-
-    async def _fetch_then_pump(self, keys: set[ClassKey], lane: _Lane) -> None:
-        try:
-            await self.fetch_schemas(keys, self.agent(lane[0]))
-        finally:
-            self._fetching.pop(lane, None)
-            self._pump(lane)
-
     # ------------------------------------------------------------------ requests
 
     async def send_query(self, agent: RemoteAgent, query: Mapping[str, Any],
@@ -857,7 +590,7 @@ class V2Link:
         out = self.core.send_query(agent.name or None, schema_id=schema_id,
                                    object_id=object_id, where=where, stream=True)
         wait = self._waits.open(_cid(out))
-        wait.stream = answer = _Answer(self, agent, sink, wait.future)
+        wait.stream = answer = V2Answer(self, agent, sink, wait.future)
         wait.on_close = answer.cancel
         return await self._waits.send(wait, out)
 
