@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any, cast
 from ..wire import RawObjectRecord
 from ._broker import Broker
 from ._links import SessionLink
-from ._objects import Change, QmfObject, RemoteAgent
+from ._objects import QmfObject
+from ._values import Change, RemoteAgent
 from ._view import Completion, ObjectView
 
 if TYPE_CHECKING:
