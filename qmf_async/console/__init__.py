@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # at run time each name is imported on first use (__getattr__)
+    from ._console import Console
     from ._objects import QmfObject
     from ._options import SessionOptions
-    from ._session import Broker, Console, Session
+    from ._session import Broker, Session
     from ._state import BrokerState, BrokerStateChange
     from ._subscriptions import Subscription
     from ._values import BrokerObjectId, Change, Event, MethodResult, RemoteAgent
@@ -42,7 +43,7 @@ _LAZY: dict[str, str] = {
     "RemoteAgent": "._values",
     "SessionOptions": "._options",
     "Broker": "._session",
-    "Console": "._session",
+    "Console": "._console",
     "Session": "._session",
     "Subscription": "._subscriptions",
 }
