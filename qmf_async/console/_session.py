@@ -41,7 +41,6 @@ from ..protocol import (
 from ..transport import (
     TlsOptions,
     TransportFactory,
-    TransportProtocol,
     broker_url,
     sasl_mechanism_list,
     transport_factory,
@@ -57,6 +56,7 @@ from ..wire import (
     PackageQuery,
     SchemaClass,
 )
+from ._bindings import Bindings
 from ._broker import MANAGEMENT, Broker, SessionHost
 from ._console import Console as Console  # re-exported (imported from here before)
 from ._objects import ProxyClasses, QmfObject
@@ -67,12 +67,11 @@ from ._state import BrokerStateChange
 from ._streams import Streams
 from ._subscriptions import Subscription
 from ._updates import ObjectUpdates
-from ._v2bindings import Interest, v2_bindings
 from ._values import Event, RemoteAgent
 from ._waits import within
 
 if TYPE_CHECKING:  # console._v2 loads where QMF v2 is spoken only (Broker._setup)
-    from ._v2 import V2Link
+    pass
 
 __all__ = ["Broker", "Session"]
 
@@ -167,12 +166,14 @@ class Session(ObjectQueries, ObjectUpdates):
         self._packages: set[str] = set()
         self._classes: dict[ClassKey, int] = {}
         self._schemas_announced: set[ClassKey] = set()
-        self._user_keys: list[str] = []
-        # the subscriptions and what each follows
-        self._streams = Streams(lambda: self.brokers, lambda: self.options, self._sync_v2,
-                                lambda: self._closed)
-        ObjectUpdates.__init__(self)  # the object view and its updates
         self._tasks: set[asyncio.Task[Any]] = set()
+        # what it binds (v1 keys, v2 bindings), its subscriptions and what each follows
+        self._bindings = Bindings(lambda: self.brokers, lambda: self.options,
+                                  lambda: self.console is not None,
+                                  lambda: self._streams.interests.values(), self._tasks)
+        self._streams = Streams(lambda: self.brokers, lambda: self.options,
+                                self._bindings.sync_v2, lambda: self._closed)
+        ObjectUpdates.__init__(self)  # the object view and its updates
         self._ager: asyncio.Task[None] | None = None
         self._closed = False
         #: bodies that failed to decode, and bodies dropped while waiting for a schema
@@ -189,7 +190,7 @@ class Session(ObjectQueries, ObjectUpdates):
         self._console = value
         # over v2 a console receives every object and event: the bindings follow
         if not self._closed and any(b.v2 is not None for b in self.brokers):
-            self._sync_v2()
+            self._bindings.sync_v2()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -315,8 +316,8 @@ class Session(ObjectQueries, ObjectUpdates):
         """The calls a new broker of this session makes on it."""
         return SessionHost(
             self, self._transport_factory or transport_factory(self.options.protocol),
-            self._notify, self._package_seen,
-            self._class_seen, self._schema_seen, self._binding_keys, self._v2_bindings_for,
+            self._notify, self._package_seen, self._class_seen, self._schema_seen,
+            self._bindings.keys, self._bindings.v2_bindings_for,
             self._agent_arrived, self._agent_left, self._object_update, self._event,
             self._streams.connection_lost,
             lambda: self.console is not None or bool(self._streams.update_subs),
@@ -325,82 +326,13 @@ class Session(ObjectQueries, ObjectUpdates):
 
     # ------------------------------------------------------------------ bindings
 
-    def _binding_keys(self) -> list[str]:
-        keys = ["schema.#"]
-        if self.options.rcv_heartbeats:
-            keys.append("console.heartbeat.#")
-        if self.options.user_bindings:
-            keys.extend(self._user_keys)
-        else:
-            if self.options.rcv_objects:
-                keys.append("console.obj.#")
-            if self.options.rcv_events:
-                keys.append("console.event.#")
-        # the management broker's agent objects keep the agent list current
-        if self.options.user_bindings or not self.options.rcv_objects:
-            keys.append("console.obj.*.*.org.apache.qpid.broker.agent")
-        return list(dict.fromkeys(keys))
-
-    def _v2_bindings_for(self, broker: Broker) -> list[tuple[str, str | None]]:
-        """The v2 indication bindings of ``broker``: what the subscriptions follow,
-        everything for a :class:`Console` (as ``rcv_objects``/``rcv_events`` say),
-        or the user's bindings."""
-        interests = list(self._streams.interests.values())
-        if not self.options.user_bindings and self.console is not None:
-            if self.options.rcv_objects:
-                interests.append(Interest("data"))
-            if self.options.rcv_events:
-                interests.append(Interest("event"))
-        assert broker.v2 is not None
-        return v2_bindings(interests, self._user_keys if self.options.user_bindings else (),
-                           broker.v2.name_of)
-
-    def _sync_v2(self) -> list[asyncio.Task[None]]:
-        """Bring the v2 bindings of every connected broker in line with the
-        subscriptions (in the background; a failure is logged).  Returns the tasks."""
-        tasks = []
-        for broker in self.brokers:
-            v2, transport = broker.v2, broker.transport
-            if v2 is None or transport is None or not broker.connected:
-                continue
-            task = asyncio.get_running_loop().create_task(
-                self._sync_broker(broker, v2, transport))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-            tasks.append(task)
-        return tasks
-
-    async def _sync_broker(self, broker: Broker, v2: V2Link,
-                           transport: TransportProtocol) -> None:
-        try:
-            # the bindings are computed when this change's turn comes: never stale
-            await v2.sync(transport, lambda: self._v2_bindings_for(broker))
-        except QmfError as exc:
-            log.warning("could not update the QMF v2 bindings on %s: %s", broker.where, exc)
-
-    async def _add_binding(self, *keys: str) -> None:
-        if not self.options.user_bindings:
-            raise UsageError("bind_* needs Session(user_bindings=True)")
-        new = [k for k in keys if k not in self._user_keys]
-        self._user_keys.extend(new)
-        for broker in self.brokers:
-            transport = broker.transport
-            if not broker.connected or transport is None:
-                continue
-            if broker.v2 is not None:
-                await broker.v2.sync(transport, self._v2_bindings_for(broker))
-                await broker.bind_early(new)
-            elif broker.topic_queue:
-                for k in new:
-                    await transport.bind(broker.topic_queue, MANAGEMENT, k)
-
     async def bind_package(self, package: str) -> None:
         """Receive objects and events of ``package`` (user_bindings only)."""
-        await self._add_binding(f"console.obj.*.*.{package}.#", f"console.event.*.*.{package}.#")
+        await self._bindings.add(f"console.obj.*.*.{package}.#", f"console.event.*.*.{package}.#")
 
     async def bind_class(self, package: str, class_name: str) -> None:
         """Receive updates of one object class (user_bindings only)."""
-        await self._add_binding(f"console.obj.*.*.{package}.{class_name}")
+        await self._bindings.add(f"console.obj.*.*.{package}.{class_name}")
 
     async def bind_class_key(self, class_key: ClassKey) -> None:
         """Receive updates of the class of ``class_key`` (user_bindings only)."""
@@ -409,11 +341,11 @@ class Session(ObjectQueries, ObjectUpdates):
     async def bind_event(self, package: str, event_name: str = "*") -> None:
         """Receive one event class, or every event of a package (user_bindings only)."""
         key = f"console.event.*.*.{package}.{event_name}"
-        await self._add_binding(key if event_name != "*" else f"console.event.*.*.{package}.#")
+        await self._bindings.add(key if event_name != "*" else f"console.event.*.*.{package}.#")
 
     async def bind_agent(self, agent: RemoteAgent) -> None:
         """Receive everything one agent publishes (user_bindings only)."""
-        await self._add_binding(f"console.obj.{agent.broker_bank}.{agent.agent_bank}.#",
+        await self._bindings.add(f"console.obj.{agent.broker_bank}.{agent.agent_bank}.#",
                                 f"console.event.{agent.broker_bank}.{agent.agent_bank}.#")
 
     # ------------------------------------------------------------------ notifications
