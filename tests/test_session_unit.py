@@ -1060,7 +1060,7 @@ async def test_bounded_subscription_counts_dropped(make_session: Any) -> None:
         await sub.get(0.05)
     async with session.events() as sub2:
         pass
-    assert sub2.closed and sub2 not in session._event_subs
+    assert sub2.closed and sub2 not in session._streams.event_subs
 
 
 async def test_ready_waits_for_the_binding_changes_of_the_subscription() -> None:

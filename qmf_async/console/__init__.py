@@ -5,11 +5,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # at run time each name is imported on first use (__getattr__)
-    from ._objects import BrokerObjectId, Change, Event, MethodResult, QmfObject, RemoteAgent
+    from ._console import Console
+    from ._objects import QmfObject
     from ._options import SessionOptions
-    from ._session import Broker, Console, Session
+    from ._session import Broker, Session
     from ._state import BrokerState, BrokerStateChange
     from ._subscriptions import Subscription
+    from ._values import BrokerObjectId, Change, Event, MethodResult, RemoteAgent
 
 __all__ = [
     "Broker",
@@ -31,17 +33,17 @@ __all__ = [
 #: each public name -> the module it is imported from on first use (``module:name``
 #: when it is renamed here)
 _LAZY: dict[str, str] = {
-    "BrokerObjectId": "._objects",
+    "BrokerObjectId": "._values",
     "BrokerState": "._state",
     "BrokerStateChange": "._state",
-    "Change": "._objects",
-    "Event": "._objects",
-    "MethodResult": "._objects",
+    "Change": "._values",
+    "Event": "._values",
+    "MethodResult": "._values",
     "QmfObject": "._objects",
-    "RemoteAgent": "._objects",
+    "RemoteAgent": "._values",
     "SessionOptions": "._options",
     "Broker": "._session",
-    "Console": "._session",
+    "Console": "._console",
     "Session": "._session",
     "Subscription": "._subscriptions",
 }

@@ -13,8 +13,9 @@ from ..protocol import ConsoleProtocol
 from ..transport import TransportProtocol
 from ..wire import CommandComplete, MethodResponse, SchemaMethod
 from ._links import SessionSettings
-from ._objects import MethodResult, QmfObject
+from ._objects import QmfObject
 from ._v1route import V1Route
+from ._values import MethodResult
 from ._waits import Waits
 
 if TYPE_CHECKING:  # console._v2 loads where QMF v2 is spoken only

@@ -29,7 +29,8 @@ from ..protocol import Selector, compile_selector
 from ..wire import ClassKey, Message, ObjectId, RawObjectRecord
 from ._broker import Broker
 from ._links import SessionLink
-from ._objects import BrokerObjectId, QmfObject, RemoteAgent
+from ._objects import QmfObject
+from ._values import BrokerObjectId, RemoteAgent
 from ._waits import Expired, Wait, within
 
 if TYPE_CHECKING:

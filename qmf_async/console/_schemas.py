@@ -18,9 +18,9 @@ from ..errors import CommandError, ProtocolError, QmfError
 from ..protocol import V2_DIRECT_EXCHANGE as V2_DIRECT
 from ..protocol import ConsoleProtocol, SchemaNeeded
 from ..wire import ClassKey, Message, SchemaClass, SchemaRequest, SchemaResponse
-from ._objects import RemoteAgent
 from ._options import SessionOptions
 from ._v1route import QPIDD_AGENT
+from ._values import RemoteAgent
 
 __all__ = ["SchemaFetches"]
 

@@ -37,12 +37,10 @@ from ..errors import (
 )
 from ..protocol import (
     Selector,
-    compile_selector,
 )
 from ..transport import (
     TlsOptions,
     TransportFactory,
-    TransportProtocol,
     broker_url,
     sasl_mechanism_list,
     transport_factory,
@@ -58,19 +56,22 @@ from ..wire import (
     PackageQuery,
     SchemaClass,
 )
-from ._broker import MANAGEMENT, Broker, SessionHost, lost_error
-from ._objects import Event, MethodResult, ProxyClasses, QmfObject, RemoteAgent
+from ._bindings import Bindings
+from ._broker import MANAGEMENT, Broker, SessionHost
+from ._console import Console as Console  # re-exported (imported from here before)
+from ._objects import ProxyClasses, QmfObject
 from ._options import SessionKeywords, SessionOptions, Setting
 from ._query import ObjectQueries
 from ._query import _where_predicate as _where_predicate  # re-exported (tests use it)
-from ._state import BrokerState, BrokerStateChange
+from ._state import BrokerStateChange
+from ._streams import Streams
 from ._subscriptions import Subscription
 from ._updates import ObjectUpdates
-from ._v2bindings import Interest, v2_bindings
+from ._values import Event, RemoteAgent
 from ._waits import within
 
 if TYPE_CHECKING:  # console._v2 loads where QMF v2 is spoken only (Broker._setup)
-    from ._v2 import V2Link
+    pass
 
 __all__ = ["Broker", "Session"]
 
@@ -78,62 +79,6 @@ log = logging.getLogger("qmf_async.session")
 
 _DEFAULTS = SessionOptions()
 _KEYWORDS = SessionKeywords.__optional_keys__
-
-
-class Console:
-    """Subclass and override what you need; pass an instance as ``Session(console=...)``.
-
-    Every callback may be a plain method or a coroutine function.  Callbacks run
-    in the session's event loop; an exception raised by one is logged and does not
-    disturb the session.
-    """
-
-    def broker_connected(self, broker: Broker) -> Any:
-        """The connection to ``broker`` is up (first time or after a reconnect)."""
-
-    def broker_connection_failed(self, broker: Broker, error: BaseException) -> Any:
-        """A connection attempt failed (``manage_connections`` keeps retrying)."""
-
-    def broker_disconnected(self, broker: Broker) -> Any:
-        """The connection to ``broker`` was lost."""
-
-    def broker_info(self, broker: Broker) -> Any:
-        """The management broker answered ``B`` (``broker.broker_id`` is set)."""
-
-    def new_package(self, name: str) -> Any:
-        """A schema package was seen for the first time."""
-
-    def new_class(self, kind: int, class_key: ClassKey) -> Any:
-        """A class was seen for the first time (kind 1 object, 2 event)."""
-
-    def new_agent(self, agent: RemoteAgent) -> Any:
-        """An agent appeared."""
-
-    def del_agent(self, agent: RemoteAgent) -> Any:
-        """An agent left (missed three heartbeat intervals or was deleted)."""
-
-    def object_props(self, broker: Broker, obj: QmfObject) -> Any:
-        """An update carrying properties arrived (a ``c``, a v2 object with both
-        parts, or the first update of an object whose properties were fetched);
-        called before :meth:`object_stats` of the same update."""
-
-    def object_stats(self, broker: Broker, obj: QmfObject) -> Any:
-        """An update carrying statistics arrived (an ``i``, or a v2 object with both
-        parts, after :meth:`object_props`)."""
-
-    def event(self, broker: Broker, event: Event) -> Any:
-        """An event arrived."""
-
-    def heartbeat(self, agent: RemoteAgent, timestamp: int) -> Any:
-        """An agent's heartbeat, over v1 or v2 (``timestamp``: ns since the epoch;
-        only with ``rcv_heartbeats``)."""
-
-    def method_response(self, broker: Broker, seq: int, response: MethodResult) -> Any:
-        """A method response arrived (also delivered to the awaiting caller)."""
-
-    def schema(self, schema: SchemaClass) -> Any:
-        """A full schema was received (not part of the classic API)."""
-
 
 
 class Session(ObjectQueries, ObjectUpdates):
@@ -221,19 +166,14 @@ class Session(ObjectQueries, ObjectUpdates):
         self._packages: set[str] = set()
         self._classes: dict[ClassKey, int] = {}
         self._schemas_announced: set[ClassKey] = set()
-        self._user_keys: list[str] = []
-        self._event_subs: list[Subscription[Event]] = []
-        self._update_subs: list[Subscription[QmfObject]] = []
-        self._agent_subs: list[Subscription[tuple[str, RemoteAgent]]] = []
-        self._state_subs: list[Subscription[BrokerStateChange]] = []
-        #: the state streams that follow one broker only
-        self._state_of: dict[Subscription[BrokerStateChange], Broker] = {}
-        # what each event or update subscription follows (QMF v2 binds only that)
-        self._interests: dict[Subscription[Any], Interest] = {}
-        # the broker each subscription follows (None: every broker of the session)
-        self._followed: dict[Subscription[Any], Broker | None] = {}
-        ObjectUpdates.__init__(self)  # the object view and its updates
         self._tasks: set[asyncio.Task[Any]] = set()
+        # what it binds (v1 keys, v2 bindings), its subscriptions and what each follows
+        self._bindings = Bindings(lambda: self.brokers, lambda: self.options,
+                                  lambda: self.console is not None,
+                                  lambda: self._streams.interests.values(), self._tasks)
+        self._streams = Streams(lambda: self.brokers, lambda: self.options,
+                                self._bindings.sync_v2, lambda: self._closed)
+        ObjectUpdates.__init__(self)  # the object view and its updates
         self._ager: asyncio.Task[None] | None = None
         self._closed = False
         #: bodies that failed to decode, and bodies dropped while waiting for a schema
@@ -250,7 +190,7 @@ class Session(ObjectQueries, ObjectUpdates):
         self._console = value
         # over v2 a console receives every object and event: the bindings follow
         if not self._closed and any(b.v2 is not None for b in self.brokers):
-            self._sync_v2()
+            self._bindings.sync_v2()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -311,7 +251,7 @@ class Session(ObjectQueries, ObjectUpdates):
         broker = Broker(self._broker_host(), url, tls=tls, timeout=timeout or self.options.timeout,
                         sasl_mechanisms=sasl_mechanism_list(sasl_mechanisms))
         self.brokers.append(broker)
-        self._state_changed(BrokerStateChange(broker, broker.state))
+        self._streams.state_changed(BrokerStateChange(broker, broker.state))
         self._start_ager()
         try:
             await broker.connect()
@@ -336,9 +276,7 @@ class Session(ObjectQueries, ObjectUpdates):
         if broker in self.brokers:
             self.brokers.remove(broker)
         broker.forget_agents()
-        for sub, followed in list(self._followed.items()):
-            if followed is broker:  # it follows nothing any more: it ends
-                sub.close()
+        self._streams.broker_removed(broker)
         await broker.close()  # its CLOSED ends the state streams that follow it alone
 
     async def close(self) -> None:
@@ -361,10 +299,7 @@ class Session(ObjectQueries, ObjectUpdates):
             task.cancel()
         brokers, self.brokers = list(self.brokers), []
         await asyncio.gather(*(b.close() for b in brokers), return_exceptions=True)
-        for sub in self._event_subs + self._update_subs + self._agent_subs:
-            sub.close()
-        for states in list(self._state_subs):
-            states.close()
+        self._streams.close_all()
 
     def _start_ager(self) -> None:
         if self._ager is None or self._ager.done():
@@ -381,131 +316,23 @@ class Session(ObjectQueries, ObjectUpdates):
         """The calls a new broker of this session makes on it."""
         return SessionHost(
             self, self._transport_factory or transport_factory(self.options.protocol),
-            self._notify, self._package_seen,
-            self._class_seen, self._schema_seen, self._binding_keys, self._v2_bindings_for,
+            self._notify, self._package_seen, self._class_seen, self._schema_seen,
+            self._bindings.keys, self._bindings.v2_bindings_for,
             self._agent_arrived, self._agent_left, self._object_update, self._event,
-            self._connection_lost, lambda: self.console is not None or bool(self._update_subs),
-            lambda: self.console is not None or bool(self._event_subs),
-            self._state_changed)
+            self._streams.connection_lost,
+            lambda: self.console is not None or bool(self._streams.update_subs),
+            lambda: self.console is not None or bool(self._streams.event_subs),
+            self._streams.state_changed)
 
     # ------------------------------------------------------------------ bindings
 
-    def _binding_keys(self) -> list[str]:
-        keys = ["schema.#"]
-        if self.options.rcv_heartbeats:
-            keys.append("console.heartbeat.#")
-        if self.options.user_bindings:
-            keys.extend(self._user_keys)
-        else:
-            if self.options.rcv_objects:
-                keys.append("console.obj.#")
-            if self.options.rcv_events:
-                keys.append("console.event.#")
-        # the management broker's agent objects keep the agent list current
-        if self.options.user_bindings or not self.options.rcv_objects:
-            keys.append("console.obj.*.*.org.apache.qpid.broker.agent")
-        return list(dict.fromkeys(keys))
-
-    def _v2_bindings_for(self, broker: Broker) -> list[tuple[str, str | None]]:
-        """The v2 indication bindings of ``broker``: what the subscriptions follow,
-        everything for a :class:`Console` (as ``rcv_objects``/``rcv_events`` say),
-        or the user's bindings."""
-        interests = list(self._interests.values())
-        if not self.options.user_bindings and self.console is not None:
-            if self.options.rcv_objects:
-                interests.append(Interest("data"))
-            if self.options.rcv_events:
-                interests.append(Interest("event"))
-        assert broker.v2 is not None
-        return v2_bindings(interests, self._user_keys if self.options.user_bindings else (),
-                           broker.v2.name_of)
-
-    def _sync_v2(self) -> list[asyncio.Task[None]]:
-        """Bring the v2 bindings of every connected broker in line with the
-        subscriptions (in the background; a failure is logged).  Returns the tasks."""
-        tasks = []
-        for broker in self.brokers:
-            v2, transport = broker.v2, broker.transport
-            if v2 is None or transport is None or not broker.connected:
-                continue
-            task = asyncio.get_running_loop().create_task(
-                self._sync_broker(broker, v2, transport))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-            tasks.append(task)
-        return tasks
-
-    async def _sync_broker(self, broker: Broker, v2: V2Link,
-                           transport: TransportProtocol) -> None:
-        try:
-            # the bindings are computed when this change's turn comes: never stale
-            await v2.sync(transport, lambda: self._v2_bindings_for(broker))
-        except QmfError as exc:
-            log.warning("could not update the QMF v2 bindings on %s: %s", broker.where, exc)
-
-    def _follow(self, sub: Subscription[Any], interest: Interest | None,
-                subs: list[Any], broker: Broker | None) -> None:
-        """Register ``sub`` in ``subs`` with what it follows over v2 (``interest``;
-        None: nothing to bind) and the broker it follows (None: every broker).  On a
-        session that does not manage connections, a subscription whose broker is
-        already lost (or, following every broker, when brokers were added and none is
-        connected any more) ends at once: nothing would ever come."""
-        def closed(s: Subscription[Any]) -> None:
-            subs.remove(s)
-            self._followed.pop(s, None)
-            if self._interests.pop(s, None) is not None and not self._closed:
-                self._sync_v2()
-        sub.on_close(closed)
-        subs.append(sub)
-        self._followed[sub] = broker
-        if interest is not None:
-            self._interests[sub] = interest
-            if any(b.v2 is not None for b in self.brokers):
-                sub.binding(self._sync_v2())
-        if not self.options.manage_connections:
-            followed = [broker] if broker is not None else self.brokers
-            # lost: not connected, with the loss's error (a first connection under
-            # way has none yet)
-            if followed and all(not b.connected and b.error is not None and not b.closing
-                                for b in followed):
-                sub.fail(self._lost_error(followed[0], followed[0].error))
-
-    @staticmethod
-    def _lost_error(broker: Broker, cause: BaseException | None) -> ConnectionLostError:
-        return lost_error(broker.where, cause)
-
-    def _connection_lost(self, broker: Broker, error: ConnectionLostError) -> None:
-        """``broker``'s connection was lost for good (the session does not manage
-        connections): every subscription following it ends with ConnectionLostError
-        (a fresh one each, the transport's error as its cause) once its items are
-        handed out."""
-        for sub, followed in list(self._followed.items()):
-            if followed is None or followed is broker:
-                sub.fail(self._lost_error(broker, error.__cause__))
-
-    async def _add_binding(self, *keys: str) -> None:
-        if not self.options.user_bindings:
-            raise UsageError("bind_* needs Session(user_bindings=True)")
-        new = [k for k in keys if k not in self._user_keys]
-        self._user_keys.extend(new)
-        for broker in self.brokers:
-            transport = broker.transport
-            if not broker.connected or transport is None:
-                continue
-            if broker.v2 is not None:
-                await broker.v2.sync(transport, self._v2_bindings_for(broker))
-                await broker.bind_early(new)
-            elif broker.topic_queue:
-                for k in new:
-                    await transport.bind(broker.topic_queue, MANAGEMENT, k)
-
     async def bind_package(self, package: str) -> None:
         """Receive objects and events of ``package`` (user_bindings only)."""
-        await self._add_binding(f"console.obj.*.*.{package}.#", f"console.event.*.*.{package}.#")
+        await self._bindings.add(f"console.obj.*.*.{package}.#", f"console.event.*.*.{package}.#")
 
     async def bind_class(self, package: str, class_name: str) -> None:
         """Receive updates of one object class (user_bindings only)."""
-        await self._add_binding(f"console.obj.*.*.{package}.{class_name}")
+        await self._bindings.add(f"console.obj.*.*.{package}.{class_name}")
 
     async def bind_class_key(self, class_key: ClassKey) -> None:
         """Receive updates of the class of ``class_key`` (user_bindings only)."""
@@ -514,11 +341,11 @@ class Session(ObjectQueries, ObjectUpdates):
     async def bind_event(self, package: str, event_name: str = "*") -> None:
         """Receive one event class, or every event of a package (user_bindings only)."""
         key = f"console.event.*.*.{package}.{event_name}"
-        await self._add_binding(key if event_name != "*" else f"console.event.*.*.{package}.#")
+        await self._bindings.add(key if event_name != "*" else f"console.event.*.*.{package}.#")
 
     async def bind_agent(self, agent: RemoteAgent) -> None:
         """Receive everything one agent publishes (user_bindings only)."""
-        await self._add_binding(f"console.obj.{agent.broker_bank}.{agent.agent_bank}.#",
+        await self._bindings.add(f"console.obj.{agent.broker_bank}.{agent.agent_bank}.#",
                                 f"console.event.{agent.broker_bank}.{agent.agent_bank}.#")
 
     # ------------------------------------------------------------------ notifications
@@ -567,22 +394,16 @@ class Session(ObjectQueries, ObjectUpdates):
 
     def _agent_arrived(self, agent: RemoteAgent) -> None:
         self._notify("new_agent", agent)
-        for sub in self._agent_subs:
-            sub.deliver(("added", agent))
+        self._streams.agent_change("added", agent)
 
     def _agent_left(self, agent: RemoteAgent) -> None:
         self._forget_objects_of(agent)
         self._notify("del_agent", agent)
-        for sub in self._agent_subs:
-            sub.deliver(("removed", agent))
+        self._streams.agent_change("removed", agent)
 
     def _event(self, broker: Broker, event: Event) -> None:
         self._notify("event", broker, event)
-        followed = self._followed
-        for sub in self._event_subs:
-            only = followed.get(sub)
-            if only is None or only is broker:
-                sub.deliver(event)
+        self._streams.event(broker, event)
 
     # ------------------------------------------------------------------ subscriptions
 
@@ -610,37 +431,8 @@ class Session(ObjectQueries, ObjectUpdates):
             SelectorError (a UsageError): ``where`` does not parse.
             UsageError: ``_agent`` is not of ``_broker``.
         """
-        selector = compile_selector(where)
-
-        def accept(ev: Event) -> bool:
-            k = ev.class_key
-            if _class is not None and k.name != _class:
-                return False
-            if _package is not None and k.package != _package:
-                return False
-            if severity is not None and ev.severity > severity:
-                return False
-            if _agent is not None and ev.agent != _agent:
-                return False
-            return selector is None or selector(ev.arguments)
-
-        sub: Subscription[Event] = Subscription(maxsize, accept)
-        self._follow(sub, Interest("event", _package, _class, _agent), self._event_subs,
-                     self._followed_broker(_agent, _broker))
-        return sub
-
-    @staticmethod
-    def _followed_broker(agent: RemoteAgent | None, broker: Broker | None) -> Broker | None:
-        """The one broker a subscription follows (None: every one).
-
-        Raises:
-            UsageError: ``agent`` is not of ``broker``.
-        """
-        if agent is None:
-            return broker
-        if broker is not None and agent.broker is not broker:
-            raise UsageError(f"{agent} is not an agent of {broker.where}")
-        return agent.broker  # type: ignore[return-value]
+        return self._streams.events(where, _class, _package, severity, _agent, _broker,
+                                    maxsize)
 
     def object_updates(self, *, _class: str | None = None, _package: str | None = None,
                        where: str | Selector | None = None, _agent: RemoteAgent | None = None,
@@ -659,37 +451,15 @@ class Session(ObjectQueries, ObjectUpdates):
             SelectorError (a UsageError): ``where`` does not parse.
             UsageError: ``_agent`` is not of ``_broker``.
         """
-        selector = compile_selector(where)
-        followed = self._followed_broker(_agent, _broker)
-
-        def accept(obj: QmfObject) -> bool:
-            k = obj.get_class_key()
-            if _class is not None and k.name != _class:
-                return False
-            if _package is not None and k.package != _package:
-                return False
-            if _agent is not None and obj.get_agent() != _agent:
-                return False
-            if followed is not None and obj.get_broker() is not followed:
-                return False
-            return selector is None or selector(obj.values())
-
-        sub: Subscription[QmfObject] = Subscription(maxsize, accept)
-        self._follow(sub, Interest("data", _package, _class, _agent), self._update_subs,
-                     followed)
-        return sub
+        return self._streams.object_updates(_class, _package, where, _agent, _broker,
+                                            maxsize)
 
     def agent_changes(self, *, _broker: Broker | None = None,
                       maxsize: int = 1000) -> Subscription[tuple[str, RemoteAgent]]:
         """An async iterator of ``("added" | "removed", agent)`` (of ``_broker``, else
         of every broker).  When the broker(s) it follows are lost, it ends as
         :meth:`events` says (ConnectionLostError without ``manage_connections``)."""
-        def accept(change: tuple[str, RemoteAgent]) -> bool:
-            return _broker is None or change[1].broker is _broker
-
-        sub: Subscription[tuple[str, RemoteAgent]] = Subscription(maxsize, accept)
-        self._follow(sub, None, self._agent_subs, _broker)
-        return sub
+        return self._streams.agent_changes(_broker, maxsize)
 
     def broker_states(self, *, _broker: Broker | None = None,
                       maxsize: int = 1000) -> Subscription[BrokerStateChange]:
@@ -706,29 +476,7 @@ class Session(ObjectQueries, ObjectUpdates):
         Raises:
             UsageError: ``maxsize`` below 1.
         """
-        def accept(change: BrokerStateChange) -> bool:
-            return _broker is None or change.broker is _broker
-
-        def closed(s: Subscription[BrokerStateChange]) -> None:
-            self._state_subs.remove(s)
-            self._state_of.pop(s, None)
-
-        sub: Subscription[BrokerStateChange] = Subscription(maxsize, accept, closed)
-        self._state_subs.append(sub)
-        if _broker is not None:
-            self._state_of[sub] = _broker
-        for broker in [_broker] if _broker is not None else self.brokers:
-            sub.deliver(BrokerStateChange(broker, broker.state,
-                                          None if broker.state.up else broker.error))
-        if _broker is not None and _broker.state is BrokerState.CLOSED:
-            sub.close()
-        return sub
-
-    def _state_changed(self, change: BrokerStateChange) -> None:
-        for sub in list(self._state_subs):
-            sub.deliver(change)
-            if change.state is BrokerState.CLOSED and self._state_of.get(sub) is change.broker:
-                sub.close()  # what it follows is gone: it ends (its items stay)
+        return self._streams.broker_states(_broker, maxsize)
 
     # ------------------------------------------------------------------ agents
 

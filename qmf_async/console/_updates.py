@@ -18,12 +18,13 @@ from typing import TYPE_CHECKING, Any, cast
 from ..wire import RawObjectRecord
 from ._broker import Broker
 from ._links import SessionLink
-from ._objects import Change, QmfObject, RemoteAgent
+from ._objects import QmfObject
+from ._values import Change, RemoteAgent
 from ._view import Completion, ObjectView
 
 if TYPE_CHECKING:
     from ._options import SessionOptions
-    from ._subscriptions import Subscription
+    from ._streams import Streams
 
 __all__ = ["ObjectUpdates"]
 
@@ -40,7 +41,7 @@ class ObjectUpdates:
     if TYPE_CHECKING:  # provided by the Session
         options: SessionOptions
         _tasks: set[asyncio.Task[Any]]
-        _update_subs: list[Subscription[QmfObject]]
+        _streams: Streams
 
         @property
         def console(self) -> Any: ...
@@ -74,7 +75,7 @@ class ObjectUpdates:
     def _object_update(self, broker: Broker, agent: RemoteAgent | None,
                        rec: RawObjectRecord) -> None:
         """A ``c``/``i`` (or a v2 ``g``) a broker connection received."""
-        if not (self.console is not None or self._update_subs):
+        if not (self.console is not None or self._streams.update_subs):
             view = self._view
             if view.latest or view.gone:
                 view.unwatched()
@@ -101,7 +102,7 @@ class ObjectUpdates:
             self._notify("object_props", broker, obj)
         if bits & _STATISTICS:
             self._notify("object_stats", broker, obj)
-        for sub in self._update_subs:
+        for sub in self._streams.update_subs:
             sub.deliver(obj)
 
     async def _complete(self, completion: Completion) -> None:

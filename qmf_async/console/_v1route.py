@@ -36,8 +36,8 @@ from ..wire import (
 )
 
 if TYPE_CHECKING:
-    from ._objects import RemoteAgent
     from ._v2 import V2Link
+    from ._values import RemoteAgent
     from ._waits import Wait, Waits
 
 __all__ = ["RouteHost", "V1Route"]

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 import attrs
 
 from ..names import keyify
-from ._objects import RemoteAgent
+from ._values import RemoteAgent
 
 __all__ = ["Binding", "Interest", "keyify", "v2_bindings"]
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from ..wire import ClassKey, RawObjectRecord, RecordLayout, make_oid
-from ._objects import Change
+from ._values import Change
 
 __all__ = ["Completion", "Deliver", "ObjectView", "ViewLimits", "ViewOwner"]
 
