@@ -53,7 +53,7 @@ from ..errors import (
     UsageError,
 )
 from ..logs import warn_limited
-from ..wire import Typed10, decode_amqp10_message, encode_amqp10_message
+from ..wire import decode_amqp10_message
 from ._amqp10_engine import (
     Amqp10Connection,
     Attached,
@@ -66,11 +66,13 @@ from ._amqp10_engine import (
     SessionBegun,
     SessionEnded,
     Source,
-    Target,
 )
 from ._amqp10_qmf import (
     binding_source,
     connect_error,
+    connection_properties,
+    default_mechanisms,
+    outgoing_message,
     outgoing_reply_to,
     to_delivery,
     url_password,
@@ -86,13 +88,13 @@ from ._base import (
     TransportFactory,
     censor_url,
     check_prefetch,
-    client_process_properties,
     parse_url,
     sasl_mechanism_list,
     url_heartbeat,
 )
 from ._base import ConnectionState as _S
 from ._base import Transport as TransportProtocol
+from ._native_links import Links, Receiver, Sender
 from ._tls import ssl_context as _ssl_context
 
 __all__ = ["Amqp10ConnectionError", "NativeAmqp10Transport"]
@@ -108,36 +110,6 @@ class Amqp10ConnectionError(TransportError):
     """A connection failure as the APIs that mirror proton's blocking client
     (``qmf.client``) raise it: a plain :class:`~qmf_async.errors.TransportError`, with
     no proton behind it."""
-
-
-class _Receiver:
-    __slots__ = ("address", "endpoint", "exchange", "handle", "key", "name", "opened",
-                 "selector", "settled")
-
-    def __init__(self, handle: int, name: str, endpoint: str, exchange: str, key: str,
-                 selector: str | None, settled: bool, opened: asyncio.Future[None]) -> None:
-        self.handle = handle
-        #: the link's name (qpidd names a link's subscription queue
-        #: ``<container id>_<link name>``)
-        self.name = name
-        self.endpoint = endpoint
-        self.exchange = exchange
-        self.key = key
-        self.selector = selector
-        self.settled = settled
-        self.opened = opened
-        self.address: str | None = None  # the source's address in the broker's attach
-
-
-class _Sender:
-    __slots__ = ("address", "credit", "handle", "opened", "tag")
-
-    def __init__(self, handle: int, address: str, opened: asyncio.Future[None]) -> None:
-        self.handle = handle
-        self.address = address
-        self.opened = opened
-        self.credit = asyncio.Event()
-        self.tag = 0
 
 
 class NativeAmqp10Transport:
@@ -196,13 +168,7 @@ class NativeAmqp10Transport:
         self._remote_closed: asyncio.Future[None] | None = None
         self._reader: asyncio.Task[None] | None = None
         self._ticker: asyncio.Task[None] | None = None
-        self._link_seq = 0
-        self._receivers: dict[int, _Receiver] = {}
-        self._senders: dict[str, _Sender] = {}
-        self._sender_handles: dict[int, _Sender] = {}
-        self._bindings: dict[str, dict[tuple[str, str, str | None], int]] = {}
-        self._no_ack: dict[str, bool] = {}
-        self._dynamic: set[str] = set()  # addresses of dynamic nodes (open_dynamic_endpoint)
+        self._links = Links()
         self._dispatch: Callable[[Delivery], None] | None = None
         self._held: collections.deque[Delivery] = collections.deque()
         self._lost_callbacks: list[Callable[[BaseException], None]] = []
@@ -305,15 +271,12 @@ class NativeAmqp10Transport:
         password = url_password(self._url)
         mechanisms = self._mechanisms
         if mechanisms is None:
-            mechanisms = (["EXTERNAL"] if tls.certfile and context is not None else []) \
-                + (["PLAIN"] if password is not None else []) + ["ANONYMOUS"]
-        properties: dict[str, Any] = {"product": "qmf-async", "connection_name": self._name}
-        for key, value in client_process_properties().items():  # qpidd's cproc, cpid
-            properties[key] = Typed10("int", value) if isinstance(value, int) else value
+            mechanisms = default_mechanisms(bool(tls.certfile) and context is not None,
+                                            password is not None)
         engine = Amqp10Connection(
             container_id=names.container_id(self._name),
             hostname=target.host,
-            properties=properties,
+            properties=connection_properties(self._name),
             sasl_mechanisms=mechanisms, user=target.user, password=password,
             idle_timeout=self._idle / 2)
         self._engine = engine
@@ -395,13 +358,13 @@ class NativeAmqp10Transport:
             if isinstance(event, MessageReceived):
                 self._on_message(event, unsettled, rejected)
             elif isinstance(event, CreditGranted):
-                sender = self._sender_handles.get(event.handle)
-                if sender is not None and event.credit > 0:
-                    sender.credit.set()
+                self._links.credit(event)
             elif isinstance(event, Attached):
-                self._on_attached(event)
+                self._links.attached(event)
             elif isinstance(event, Detached):
-                self._on_detached(event)
+                why = self._links.detached(event, self.where)
+                if why is not None and self._state == _S.OPEN:
+                    self._mark_lost(None, why)
             elif isinstance(event, SessionBegun):
                 if self._opened is not None and not self._opened.done():
                     self._opened.set_result(None)
@@ -440,47 +403,11 @@ class NativeAmqp10Transport:
                                        f"{event.error or 'no reason given'}"))
         self._mark_lost(None, self._error)
 
-    def _on_attached(self, event: Attached) -> None:
-        receiver = self._receivers.get(event.handle)
-        if receiver is not None:
-            # qpidd attaches a missing node with a null terminus (or one with no
-            # address), then detaches with the error: wait for that detach
-            if event.address is not None and not receiver.opened.done():
-                receiver.address = event.address
-                receiver.opened.set_result(None)
-            return
-        sender = self._sender_handles.get(event.handle)
-        if sender is not None and event.address is not None and not sender.opened.done():
-            sender.opened.set_result(None)
-
-    def _on_detached(self, event: Detached) -> None:
-        why = str(event.error) if event.error is not None else "no reason given"
-        receiver = self._receivers.pop(event.handle, None)
-        if receiver is not None:
-            self._bindings.get(receiver.endpoint, {}).pop(
-                (receiver.exchange, receiver.key, receiver.selector), None)
-            if not receiver.opened.done():
-                receiver.opened.set_exception(TransportError(
-                    f"{self.where} refused to bind {receiver.exchange!r} key "
-                    f"{receiver.key!r}: {why}"))
-            elif self._state == _S.OPEN:
-                self._mark_lost(None, f"the broker detached the link from "
-                                      f"{receiver.exchange!r} key {receiver.key!r}: {why}")
-            return
-        sender = self._sender_handles.pop(event.handle, None)
-        if sender is not None:
-            if self._senders.get(sender.address) is sender:
-                del self._senders[sender.address]
-            if not sender.opened.done():
-                sender.opened.set_exception(TransportError(
-                    f"{self.where} refused a sender to {sender.address!r}: {why}"))
-            sender.credit.set()
-
     def _on_message(self, event: MessageReceived, unsettled: list[int],
                     rejected: list[int]) -> None:
         engine = self._engine
         assert engine is not None
-        receiver = self._receivers.get(event.handle)
+        receiver = self._links.receivers.get(event.handle)
         if receiver is None:  # unbound meanwhile
             if not event.settled:
                 with contextlib.suppress(UsageError):
@@ -511,7 +438,7 @@ class NativeAmqp10Transport:
         self._deliver(dispatch, delivery)
         self._top_up(receiver)
 
-    def _top_up(self, receiver: _Receiver) -> None:
+    def _top_up(self, receiver: Receiver) -> None:
         engine = self._engine
         if engine is None or self._state not in (_S.OPEN, _S.CONNECTING):
             return
@@ -569,10 +496,7 @@ class NativeAmqp10Transport:
         if max_length is not None and max_length < 1:
             raise UsageError(f"max_length must be positive, not {max_length!r}")
         endpoint = name or f"qmf-{uuid.uuid4().hex}"
-        if endpoint in self._bindings:
-            raise UsageError(f"endpoint {endpoint!r} is already open")
-        self._bindings[endpoint] = {}
-        self._no_ack[endpoint] = no_ack
+        self._links.add_endpoint(endpoint, no_ack)
         await asyncio.gather(*(self.bind(endpoint, ex, key) for ex, key in bindings))
         return endpoint
 
@@ -588,34 +512,27 @@ class NativeAmqp10Transport:
             QmfTimeout: the broker did not answer the attach in time.
         """
         self._check_open()
-        bindings = self._bindings.get(endpoint)
+        links = self._links
+        bindings = links.bindings.get(endpoint)
         if bindings is None:
             raise UsageError(f"no endpoint {endpoint!r} on this transport")
         what = f"binding {exchange!r} {routing_key!r}"
         existing = bindings.get((exchange, routing_key, selector))
         if existing is not None:
-            receiver = self._receivers.get(existing)
+            receiver = links.receivers.get(existing)
             if receiver is not None:
                 await self._wait_attach(receiver.opened, what)
             return
         engine = self._engine
         assert engine is not None
-        self._link_seq += 1
-        settled = self._no_ack.get(endpoint, True)
-        link = f"{endpoint}-{self._link_seq}"
-        handle = engine.attach_receiver(link, binding_source(exchange, routing_key, selector),
-                                        Target(address=endpoint), settled=settled)
-        opened: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        receiver = _Receiver(handle, link, endpoint, exchange, routing_key, selector, settled,
-                             opened)
-        self._receivers[handle] = receiver
-        bindings[(exchange, routing_key, selector)] = handle
-        engine.flow(handle, self._credit)
+        receiver = links.attach_receiver(
+            engine, endpoint, binding_source(exchange, routing_key, selector),
+            (exchange, routing_key, selector), links.no_ack.get(endpoint, True), self._credit)
         self._flush()
         try:
-            await self._wait_attach(opened, what)
+            await self._wait_attach(receiver.opened, what)
         except BaseException:
-            self._drop_receiver(handle)
+            links.drop_receiver(receiver.handle, self._engine)
             raise
 
     async def open_dynamic_endpoint(self, name: str | None = None) -> str:
@@ -632,32 +549,23 @@ class NativeAmqp10Transport:
         """
         self._check_open()
         endpoint = name or f"qmf-{uuid.uuid4().hex}"
-        if endpoint in self._bindings:
-            raise UsageError(f"endpoint {endpoint!r} is already open")
-        bindings = self._bindings[endpoint] = {}
-        self._no_ack[endpoint] = True
+        links = self._links
+        links.add_endpoint(endpoint, True)
         engine = self._engine
         assert engine is not None
-        self._link_seq += 1
-        link = f"{endpoint}-{self._link_seq}"
-        handle = engine.attach_receiver(link, Source(dynamic=True),
-                                        Target(address=endpoint), settled=True)
-        opened: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        receiver = _Receiver(handle, link, endpoint, "", "", None, True, opened)
-        self._receivers[handle] = receiver
-        bindings[("", "", None)] = handle
-        engine.flow(handle, self._credit)
+        receiver = links.attach_receiver(engine, endpoint, Source(dynamic=True), ("", "", None),
+                                         True, self._credit)
         self._flush()
         try:
-            await self._wait_attach(opened, "a dynamic reply node")
+            await self._wait_attach(receiver.opened, "a dynamic reply node")
         except BaseException:
-            self._drop_receiver(handle)
+            links.drop_receiver(receiver.handle, self._engine)
             raise
         address = receiver.address
         if not address:
-            self._drop_receiver(handle)
+            links.drop_receiver(receiver.handle, self._engine)
             raise TransportError(f"{self.where} attached a dynamic node with no address")
-        self._dynamic.add(address)
+        links.dynamic.add(address)
         return address
 
     async def unbind(self, endpoint: str, exchange: str, routing_key: str, *,
@@ -668,20 +576,10 @@ class NativeAmqp10Transport:
             NotConnectedError: not open.
         """
         self._check_open()
-        handle = self._bindings.get(endpoint, {}).get((exchange, routing_key, selector))
+        handle = self._links.bindings.get(endpoint, {}).get((exchange, routing_key, selector))
         if handle is not None:
-            self._drop_receiver(handle)
+            self._links.drop_receiver(handle, self._engine)
             self._flush()
-
-    def _drop_receiver(self, handle: int) -> None:
-        receiver = self._receivers.pop(handle, None)
-        if receiver is None:
-            return
-        self._bindings.get(receiver.endpoint, {}).pop(
-            (receiver.exchange, receiver.key, receiver.selector), None)
-        if self._engine is not None:
-            with contextlib.suppress(UsageError):
-                self._engine.detach(handle)
 
     async def _wait_attach(self, opened: asyncio.Future[None], what: str) -> None:
         try:
@@ -693,17 +591,13 @@ class NativeAmqp10Transport:
 
     # ------------------------------------------------------------------ publish
 
-    async def _sender(self, address: str) -> _Sender:
+    async def _sender(self, address: str) -> Sender:
         self._check_open()
-        sender = self._senders.get(address)
+        sender = self._links.senders.get(address)
         if sender is None:
             engine = self._engine
             assert engine is not None
-            self._link_seq += 1
-            handle = engine.attach_sender(f"qmf-send-{self._link_seq}", Target(address=address))
-            sender = _Sender(handle, address, asyncio.get_running_loop().create_future())
-            self._senders[address] = sender
-            self._sender_handles[handle] = sender
+            sender = self._links.attach_sender(engine, address)
             self._flush()
         if not sender.opened.done() or sender.opened.exception() is not None:
             await self._wait_attach(sender.opened, f"a sender to {address!r}")
@@ -730,7 +624,7 @@ class NativeAmqp10Transport:
             TransportError: the broker refused a sender to ``exchange``.
             QmfTimeout: no credit within the operation timeout.
         """
-        sender = self._senders.get(exchange)
+        sender = self._links.senders.get(exchange)
         if sender is None or not sender.opened.done() or self._state != _S.OPEN:
             sender = await self._sender(exchange)
         engine = self._engine
@@ -744,18 +638,13 @@ class NativeAmqp10Transport:
                 raise QmfTimeout(f"{self.where} gave no credit to send to {exchange!r} "
                                  f"within {self._op_timeout} s") from exc
             self._check_open()
-            if self._sender_handles.get(sender.handle) is not sender:
+            if self._links.sender_handles.get(sender.handle) is not sender:
                 sender = await self._sender(exchange)
-        if reply_to not in self._dynamic:  # a dynamic node's address is sent as it is
+        if reply_to not in self._links.dynamic:  # a dynamic node's address is sent as it is
             reply_to = outgoing_reply_to(reply_to)
         try:
-            is_value = not isinstance(body, (bytes, bytearray, memoryview))
-            data = encode_amqp10_message(
-                body, subject=routing_key, reply_to=reply_to,
-                content_type=None if is_value else content_type,
-                application_properties=headers, correlation_id=correlation_id,
-                user_id=user_id.encode("utf-8") if user_id is not None else None,
-                body_kind="value" if is_value else "data")
+            data = outgoing_message(body, routing_key, reply_to, content_type, headers,
+                                    user_id, correlation_id)
         except EncodeError as exc:
             raise UsageError(f"cannot send this message: {exc}") from exc
         sender.tag += 1
@@ -786,7 +675,7 @@ class NativeAmqp10Transport:
         held = self._held
         while held:
             self._deliver(dispatch, held.popleft())
-        for receiver in list(self._receivers.values()):
+        for receiver in list(self._links.receivers.values()):
             self._top_up(receiver)
         self._flush()
 
@@ -813,7 +702,7 @@ class NativeAmqp10Transport:
         opened = self._opened
         if opened is not None and not opened.done():
             opened.set_exception(TransportError(f"cannot connect to {self.where}: {what}"))
-        self._fail_waiters(exc)
+        self._links.fail_waiters(exc)
         writer = self._writer
         if writer is not None:
             writer.close()
@@ -822,17 +711,6 @@ class NativeAmqp10Transport:
             loop = asyncio.get_running_loop()
             for callback in list(self._lost_callbacks):
                 loop.call_soon(_call_lost, callback, exc)
-
-    def _fail_waiters(self, exc: BaseException) -> None:
-        for receiver in self._receivers.values():
-            if not receiver.opened.done():
-                receiver.opened.set_exception(exc)
-                receiver.opened.exception()
-        for sender in self._sender_handles.values():
-            if not sender.opened.done():
-                sender.opened.set_exception(exc)
-                sender.opened.exception()
-            sender.credit.set()
 
     # ------------------------------------------------------------------ close
 
@@ -853,7 +731,7 @@ class NativeAmqp10Transport:
         if state == _S.CLOSED:
             return
         self._state = _S.CLOSING
-        self._fail_waiters(NotConnectedError(f"transport to {self.where} closed"))
+        self._links.fail_waiters(NotConnectedError(f"transport to {self.where} closed"))
         engine, closed = self._engine, self._remote_closed
         if state == _S.OPEN and engine is not None and closed is not None:
             with contextlib.suppress(Exception):
