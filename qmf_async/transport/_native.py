@@ -31,7 +31,6 @@ and ANONYMOUS, in that order when not restricted; SCRAM and GSSAPI are not suppo
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import logging
 import ssl
@@ -43,7 +42,6 @@ from .. import names
 from ..errors import (
     AuthenticationError,
     ConnectionLostError,
-    DecodeError,
     EncodeError,
     NotConnectedError,
     ProtocolError,
@@ -52,8 +50,6 @@ from ..errors import (
     TransportError,
     UsageError,
 )
-from ..logs import warn_limited
-from ..wire import decode_amqp10_message
 from ._amqp10_engine import (
     Amqp10Connection,
     Attached,
@@ -74,7 +70,6 @@ from ._amqp10_qmf import (
     default_mechanisms,
     outgoing_message,
     outgoing_reply_to,
-    to_delivery,
     url_password,
 )
 from ._base import (
@@ -94,7 +89,8 @@ from ._base import (
 )
 from ._base import ConnectionState as _S
 from ._base import Transport as TransportProtocol
-from ._native_links import Links, Receiver, Sender
+from ._native_inbox import Inbox
+from ._native_links import Links, Sender
 from ._tls import ssl_context as _ssl_context
 
 __all__ = ["Amqp10ConnectionError", "NativeAmqp10Transport"]
@@ -149,8 +145,8 @@ class NativeAmqp10Transport:
             raise UsageError("idle_timeout must be >= 0 and operation_timeout positive")
         self._url = url
         self._tls = tls
-        self._credit = prefetch or _UNLIMITED_CREDIT
-        self._low = max(1, self._credit // 2)
+        self._inbox = Inbox(prefetch or _UNLIMITED_CREDIT,
+                            lambda: self._state in (_S.OPEN, _S.CONNECTING), lambda: self.where)
         self._name = name
         heartbeat = url_heartbeat(url)
         self._idle = float(idle_timeout) if heartbeat is None else 2.0 * heartbeat
@@ -169,15 +165,11 @@ class NativeAmqp10Transport:
         self._reader: asyncio.Task[None] | None = None
         self._ticker: asyncio.Task[None] | None = None
         self._links = Links()
-        self._dispatch: Callable[[Delivery], None] | None = None
-        self._held: collections.deque[Delivery] = collections.deque()
         self._lost_callbacks: list[Callable[[BaseException], None]] = []
         self._lost_exc: ConnectionLostError | None = None
         self._lost_fired = False
         self._close_task: asyncio.Task[None] | None = None
         self._error: str | None = None
-        self.malformed = 0
-        self.unsupported = 0
 
     # ------------------------------------------------------------------ properties
 
@@ -214,7 +206,17 @@ class NativeAmqp10Transport:
     @property
     def backlog(self) -> int:
         """Deliveries received but not yet handed to the dispatcher."""
-        return len(self._held)
+        return len(self._inbox.held)
+
+    @property
+    def malformed(self) -> int:
+        """Messages dropped because they could not be decoded."""
+        return self._inbox.malformed
+
+    @property
+    def unsupported(self) -> int:
+        """Messages dropped because their body is not QMF's."""
+        return self._inbox.unsupported
 
     @property
     def remote_properties(self) -> dict[str, Any]:
@@ -279,7 +281,7 @@ class NativeAmqp10Transport:
             properties=connection_properties(self._name),
             sasl_mechanisms=mechanisms, user=target.user, password=password,
             idle_timeout=self._idle / 2)
-        self._engine = engine
+        self._engine = self._inbox.engine = engine
         loop = asyncio.get_running_loop()
         engine.start(loop.time())
         self._flush()
@@ -356,7 +358,8 @@ class NativeAmqp10Transport:
         rejected: list[int] = []
         for event in events:
             if isinstance(event, MessageReceived):
-                self._on_message(event, unsettled, rejected)
+                self._inbox.receive(event, self._links.receivers.get(event.handle),
+                                    unsettled, rejected)
             elif isinstance(event, CreditGranted):
                 self._links.credit(event)
             elif isinstance(event, Attached):
@@ -402,55 +405,6 @@ class NativeAmqp10Transport:
         self._fail_open(TransportError(f"{self.where} refused the connection: "
                                        f"{event.error or 'no reason given'}"))
         self._mark_lost(None, self._error)
-
-    def _on_message(self, event: MessageReceived, unsettled: list[int],
-                    rejected: list[int]) -> None:
-        engine = self._engine
-        assert engine is not None
-        receiver = self._links.receivers.get(event.handle)
-        if receiver is None:  # unbound meanwhile
-            if not event.settled:
-                with contextlib.suppress(UsageError):
-                    engine.settle([event.delivery_id], "released")
-            return
-        try:
-            msg = decode_amqp10_message(event.payload)
-        except DecodeError as exc:
-            self.malformed += 1
-            warn_limited(_log, self.malformed, "dropped a malformed AMQP 1.0 message from "
-                         "%s: %s", self.where, exc)
-            if not event.settled:
-                rejected.append(event.delivery_id)
-            self._top_up(receiver)
-            return
-        if not event.settled:
-            unsettled.append(event.delivery_id)
-        delivery = to_delivery(msg, receiver.exchange, receiver.endpoint)
-        if delivery is None:
-            self.unsupported += 1
-            _log.debug("dropped a message that is not QMF from %s", self.where)
-            self._top_up(receiver)
-            return
-        dispatch = self._dispatch
-        if dispatch is None or self._held:
-            self._held.append(delivery)
-            return
-        self._deliver(dispatch, delivery)
-        self._top_up(receiver)
-
-    def _top_up(self, receiver: Receiver) -> None:
-        engine = self._engine
-        if engine is None or self._state not in (_S.OPEN, _S.CONNECTING):
-            return
-        with contextlib.suppress(UsageError):
-            if engine.link_credit(receiver.handle) < self._low:
-                engine.flow(receiver.handle, self._credit)
-
-    def _deliver(self, dispatch: Callable[[Delivery], None], delivery: Delivery) -> None:
-        try:
-            dispatch(delivery)
-        except Exception:
-            _log.exception("the dispatcher failed on a delivery from %s", self.where)
 
     # ------------------------------------------------------------------ endpoints
 
@@ -527,7 +481,7 @@ class NativeAmqp10Transport:
         assert engine is not None
         receiver = links.attach_receiver(
             engine, endpoint, binding_source(exchange, routing_key, selector),
-            (exchange, routing_key, selector), links.no_ack.get(endpoint, True), self._credit)
+            (exchange, routing_key, selector), links.no_ack.get(endpoint, True), self._inbox.credit)
         self._flush()
         try:
             await self._wait_attach(receiver.opened, what)
@@ -554,7 +508,7 @@ class NativeAmqp10Transport:
         engine = self._engine
         assert engine is not None
         receiver = links.attach_receiver(engine, endpoint, Source(dynamic=True), ("", "", None),
-                                         True, self._credit)
+                                         True, self._inbox.credit)
         self._flush()
         try:
             await self._wait_attach(receiver.opened, "a dynamic reply node")
@@ -671,12 +625,7 @@ class NativeAmqp10Transport:
         Raises:
             Nothing: it does not raise.
         """
-        self._dispatch = dispatch
-        held = self._held
-        while held:
-            self._deliver(dispatch, held.popleft())
-        for receiver in list(self._links.receivers.values()):
-            self._top_up(receiver)
+        self._inbox.set_dispatcher(dispatch, list(self._links.receivers.values()))
         self._flush()
 
     def on_lost(self, callback: Callable[[BaseException], None]) -> None:
