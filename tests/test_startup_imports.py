@@ -91,7 +91,8 @@ NOT_FOR_STAT = frozenset({
     "qmf_async.protocol._agent_v2", "qmf_async.protocol._role", "qmf_async.console._v2",
     "qmf_async.console._v2parts",
     "qmf_async.agent", "qmf_async.classic", "qmf_async.exporter",
-    "qmf_async.transport._aiormq", "aiormq", "pamqp", "proton",
+    "qmf_async.transport._aiormq", "qmf_async.transport._aiormq_glue", "aiormq", "pamqp",
+    "proton",
     "rich", "difflib", "tempfile", "decimal",
 })
 

@@ -47,7 +47,8 @@ from ._base import Transport as TransportProtocol
 from ._options import add_connection_arguments, connection_arguments
 
 if TYPE_CHECKING:  # for type checkers; at run time imported on first use (__getattr__)
-    from ._aiormq import AiormqTransport, quiet_aiormq_loggers
+    from ._aiormq import AiormqTransport
+    from ._aiormq_glue import quiet_aiormq_loggers
     from ._amqp10_engine import Amqp10Connection
     from ._amqp10_frames import FrameSizeError
     from ._native import Amqp10ConnectionError, NativeAmqp10Transport
@@ -103,7 +104,7 @@ def __getattr__(name: str) -> Any:
 
         return AiormqTransport
     if name == "quiet_aiormq_loggers":
-        from ._aiormq import quiet_aiormq_loggers
+        from ._aiormq_glue import quiet_aiormq_loggers
 
         return quiet_aiormq_loggers
     if name == "NativeAmqp10Transport":

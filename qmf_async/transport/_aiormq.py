@@ -1,4 +1,5 @@
-"""AMQP 0-9-1 transport: the only module of qmf-async that imports aiormq (and pamqp).
+"""AMQP 0-9-1 transport: with its aiormq helpers (``_aiormq_glue.py``), the only module
+of qmf-async that imports aiormq (and pamqp).
 
 It speaks QMF terms (endpoints, bindings, publish a body with a reply key, deliveries)
 and no aiormq type crosses its interface, so a second transport (AMQP 1.0 to qpidd) can
@@ -32,27 +33,34 @@ import collections
 import logging
 import ssl
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from random import getrandbits
-from types import MappingProxyType
 from typing import Any, Final, TypeVar
 
 import aiormq
-import attrs
 import yarl
 from pamqp import commands as spec
 
 from ..errors import (
-    AuthenticationError,
     ConnectionLostError,
     EncodeError,
     NotConnectedError,
-    ProtocolMismatchError,
     QmfError,
     QmfTimeout,
     TransportError,
     UsageError,
 )
 from ..wire import encode_v2_body
+from ._aiormq_glue import (
+    SASL_MECHANISMS,
+    abort,
+    connect_error,
+    message_id,
+    publishes_through,
+    queue_arguments,
+    quiet_aiormq_loggers,
+    retrieve,
+    to_delivery,
+)
+from ._aiormq_glue import HeartbeatConnection as _Connection
 from ._base import (
     AMQP091_CAPABILITIES,
     MANAGEMENT_EXCHANGE,
@@ -72,118 +80,14 @@ from ._base import ConnectionState as _S
 from ._base import Transport as TransportProtocol
 from ._tls import ssl_context as _ssl_context
 
-#: the SASL mechanisms aiormq implements, in its spelling
-_SASL_MECHANISMS: Final = ("PLAIN", "EXTERNAL")
-
 __all__ = ["AiormqTransport", "Delivery", "TlsOptions", "Transport", "parse_url"]
 
 log = logging.getLogger("qmf_async.transport")
 
 _T = TypeVar("_T")
 
-_EMPTY_HEADERS: Final[Mapping[str, Any]] = MappingProxyType({})
 #: most deliveries handed to the dispatcher between two acks / two yields to the loop
 _MAX_BATCH: Final = 256
-# A random UUID4 in hex, the message id aiormq gives a message that has none, built
-# without a uuid.UUID object: clear the version and variant bits, then set them.
-_UUID4_KEEP: Final = ((1 << 128) - 1) & ~((0xF000 << 64) | (0xC000 << 48))
-_UUID4_SET: Final = (4 << 76) | (0x8000 << 48)
-
-
-# The consumer builds a Delivery per message: object.__new__ plus the slot setters skips
-# the frozen class's per-field setattr lookups (same object, same fields).
-_new_object = object.__new__
-_set_body, _set_exchange, _set_routing_key, _set_reply_to = (
-    Delivery.__dict__[name].__set__ for name in ("body", "exchange", "routing_key", "reply_to")
-)
-_set_content_type, _set_headers, _set_user_id, _set_endpoint = (
-    Delivery.__dict__[name].__set__ for name in ("content_type", "headers", "user_id", "endpoint")
-)
-_set_value, _set_correlation_id = (
-    Delivery.__dict__[name].__set__ for name in ("value", "correlation_id")
-)
-assert len(attrs.fields(Delivery)) == 10  # every field is set by the consumer
-
-
-class _Connection(aiormq.Connection):
-    """aiormq's connection, declaring a silent broker lost once nothing arrived for
-    two heartbeat intervals (AMQP 0-9-1, section 4.2.7: a peer silent that long is
-    gone) instead of aiormq's ``3 * (heartbeat + 1)`` seconds.  aiormq checks every
-    ``max(1, heartbeat // 2)`` seconds: the loss is noticed between ``2 * heartbeat``
-    and that much later."""
-
-    HEARTBEAT_GRACE_MULTIPLIER = 2
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        if self.heartbeat_timeout > 0 and hasattr(self, _GRACE):
-            setattr(self, _GRACE, 2 * self.heartbeat_timeout)
-
-    @property
-    def heartbeat_grace(self) -> float | None:
-        """Seconds of silence after which the broker is declared lost (None: aiormq
-        keeps it where this class cannot reach)."""
-        found = getattr(self, _GRACE, None)
-        return float(found) if isinstance(found, (int, float)) else None
-
-
-#: where aiormq keeps the silence it tolerates (a private name of aiormq.Connection)
-_GRACE: Final = "_Connection__heartbeat_grace_timeout"
-
-
-#: aiormq's loggers that report connection setup and loss (records are created on each
-#: of them, so each gets the filter: a logger's filters do not see its children's records)
-_AIORMQ_LOGGERS: Final = ("aiormq", "aiormq.connection", "aiormq.connection.marshall",
-                          "aiormq.channel", "aiormq.base", "aiormq.tools")
-#: where aiormq's own records go instead: DEBUG, under our name
-aiormq_log = logging.getLogger("qmf_async.transport.aiormq")
-
-
-class _AiormqRecords(logging.Filter):
-    """Keeps aiormq's own warnings and tracebacks (e.g. "Unexpected connection close
-    from remote ...", "reader exited abnormally") off the user's handlers.
-
-    The transport reports what they describe once, as a :class:`TransportError` (or a
-    ``ConnectionLostError`` logged at WARNING by ``qmf_async.transport``); aiormq's
-    record is passed on at DEBUG to ``qmf_async.transport.aiormq`` (one line, the
-    traceback only with DEBUG on) and dropped from aiormq's own loggers.  Records below
-    WARNING pass unchanged.
-    """
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno < logging.WARNING:
-            return True
-        if aiormq_log.isEnabledFor(logging.DEBUG):
-            exc = record.exc_info
-            aiormq_log.debug(
-                "aiormq %s (%s): %s%s",
-                record.levelname.lower(),
-                record.name,
-                record.getMessage(),
-                f" ({exc[1]!r})" if exc and exc[1] is not None else "",
-            )
-        return False
-
-
-_AIORMQ_FILTER: Final = _AiormqRecords()
-
-
-def quiet_aiormq_loggers() -> None:
-    """Install the filter of aiormq's records (idempotent; done by every transport).
-
-    Raises:
-        Nothing.
-    """
-    for name in _AIORMQ_LOGGERS:
-        logger = logging.getLogger(name)
-        if _AIORMQ_FILTER not in logger.filters:
-            logger.addFilter(_AIORMQ_FILTER)
-
-
-def _retrieve(task: asyncio.Future[Any]) -> None:
-    """Done-callback: mark a background task's exception as retrieved."""
-    if not task.cancelled():
-        task.exception()
 
 
 class AiormqTransport:
@@ -228,7 +132,7 @@ class AiormqTransport:
         wanted = sasl_mechanism_list(sasl_mechanisms)
         self._mechanism: str | None = None
         if wanted is not None:
-            usable = [m for m in wanted if m in _SASL_MECHANISMS]
+            usable = [m for m in wanted if m in SASL_MECHANISMS]
             # none usable: ask for the first anyway, so the broker's refusal names it
             self._mechanism = usable[0] if usable else wanted[0]
         self._url = url
@@ -335,7 +239,7 @@ class AiormqTransport:
             await asyncio.shield(self._abandon_setup(setup))
             if isinstance(exc, QmfError):
                 raise exc
-            raise self._connect_error(exc) from exc
+            raise connect_error(exc, target, self._mechanism) from exc
         self._state = _S.OPEN
         self._reader = asyncio.get_running_loop().create_task(
             self._read_loop(), name=f"qmf-transport-reader {target.where}"
@@ -373,40 +277,6 @@ class AiormqTransport:
                 await asyncio.wait_for(conn.close(None), timeout=5.0)
             except Exception as exc:  # best effort cleanup
                 log.debug("closing a failed connection attempt: %r", exc)
-
-    def _connect_error(self, exc: BaseException) -> TransportError:
-        where = self.where
-        user = self._target.user if self._target else "?"
-        if isinstance(exc, aiormq.AuthenticationError) and len(exc.args) == 2:
-            offered = exc.args[0] if isinstance(exc.args[0], str) else str(exc.args[0])
-            asked = self._mechanism or "PLAIN"
-            return AuthenticationError(
-                f"SASL mechanism {asked} is not available at {where} over AMQP 0-9-1 "
-                f"(the broker offers {offered or 'none'}; this client speaks "
-                f"{', '.join(_SASL_MECHANISMS)})")
-        if isinstance(exc, (aiormq.ProbableAuthenticationError, aiormq.AuthenticationError)):
-            if self._mechanism == "EXTERNAL":
-                return AuthenticationError(
-                    f"authentication with the client certificate (EXTERNAL) failed at "
-                    f"{where}: {exc}")
-            return AuthenticationError(f"authentication failed for user {user!r} at {where}: {exc}")
-        if isinstance(exc, aiormq.ProtocolSyntaxError) and "protocol header" in str(exc):
-            return ProtocolMismatchError(
-                f"{where} does not speak AMQP 0-9-1 (it answered with another AMQP "
-                "version's protocol header; qpidd speaks 0-10 and 1.0): connect with "
-                "protocol='auto' or protocol='1.0'")
-        if isinstance(exc, aiormq.ConnectionNotAllowed):
-            return AuthenticationError(f"access to {where} not allowed for user {user!r}: {exc}")
-        if isinstance(exc, aiormq.InvalidFrameError) and "Connection.Close" in str(exc):
-            vhost = self._target.vhost if self._target else "?"
-            return TransportError(
-                f"{where} closed the connection while opening vhost {vhost!r} "
-                f"(unknown vhost, or no access for user {user!r}?)"
-            )
-        if isinstance(exc, (aiormq.AMQPConnectionError, OSError)):
-            detail = exc.__cause__ if exc.__cause__ is not None else exc
-            return TransportError(f"cannot connect to {where}: {detail}")
-        return TransportError(f"cannot connect to {where}: {exc!r}")
 
     # ------------------------------------------------------------------ declarations
 
@@ -470,14 +340,7 @@ class AiormqTransport:
         ):
             raise UsageError(f"max_length must be an int >= 0, not {max_length!r}")
         pairs = [(str(ex), str(key)) for ex, key in bindings]
-        arguments: dict[str, Any] = {}
-        if max_length is not None:
-            arguments["x-max-length"] = max_length
-            arguments["x-overflow"] = "drop-head"
-        if dead_letter_exchange is not None:
-            arguments["x-dead-letter-exchange"] = dead_letter_exchange
-            if dead_letter_routing_key is not None:
-                arguments["x-dead-letter-routing-key"] = dead_letter_routing_key
+        arguments = queue_arguments(max_length, dead_letter_exchange, dead_letter_routing_key)
 
         async def run(ch: Any) -> str:
             ok = await ch.queue_declare(
@@ -538,7 +401,7 @@ class AiormqTransport:
             return await asyncio.shield(task)
         except asyncio.CancelledError:
             if not task.done():
-                task.add_done_callback(_retrieve)
+                task.add_done_callback(retrieve)
                 self._background.add(task)
                 task.add_done_callback(self._background.discard)
             raise
@@ -610,7 +473,7 @@ class AiormqTransport:
             reply_to=reply_to,
             user_id=user_id if user_id is not None else self._user_id,
             correlation_id=correlation_id,
-            message_id=f"{getrandbits(128) & _UUID4_KEEP | _UUID4_SET:032x}",
+            message_id=message_id(),
         )
         try:
             await ch.basic_publish(
@@ -684,26 +547,11 @@ class AiormqTransport:
     def _consumer(self, endpoint: str, no_ack: bool) -> Callable[[Any], Coroutine[Any, Any, None]]:
         buffer = self._buffer
         append = buffer.append
-        empty = _EMPTY_HEADERS
-        new = _new_object
 
         async def on_message(message: Any) -> None:
             # aiormq runs this in a task of its own, tasks start in arrival order, and
             # nothing here awaits: deliveries keep their order.
-            props = message.header.properties
-            deliver = message.delivery
-            delivery = new(Delivery)
-            content_type = props.content_type
-            _set_body(delivery, message.body)
-            _set_exchange(delivery, deliver.exchange)
-            _set_routing_key(delivery, deliver.routing_key)
-            _set_reply_to(delivery, props.reply_to)
-            _set_content_type(delivery, content_type)
-            _set_headers(delivery, props.headers or empty)
-            _set_user_id(delivery, props.user_id)
-            _set_endpoint(delivery, endpoint)
-            _set_value(delivery, None)
-            _set_correlation_id(delivery, props.correlation_id)
+            delivery = to_delivery(message, endpoint)
             if no_ack:
                 dispatch = self._dispatch
                 # The reader hands each batch over without awaiting, so an empty buffer
@@ -720,7 +568,7 @@ class AiormqTransport:
                     return
                 append((delivery, 0))
             else:
-                append((delivery, deliver.delivery_tag))
+                append((delivery, message.delivery.delivery_tag))
             wakeup = self._wakeup
             if wakeup is not None and not wakeup.done():
                 wakeup.set_result(None)
@@ -838,7 +686,7 @@ class AiormqTransport:
         task = asyncio.get_running_loop().create_task(coro)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
-        task.add_done_callback(_retrieve)
+        task.add_done_callback(retrieve)
 
     # ------------------------------------------------------------------ close
 
@@ -871,16 +719,14 @@ class AiormqTransport:
             await asyncio.wait({setup}, timeout=max(0.0, deadline - loop.time()))
         conn = self._conn
         if was == _S.OPEN and conn is not None and not conn.is_closed:
-            await self._publishes_through(max(0.01, deadline - loop.time()))
+            await publishes_through(self._publish_ch, max(0.01, deadline - loop.time()),
+                                    self.where)
         if conn is not None and not conn.is_closed:
             try:
                 await asyncio.wait_for(conn.close(None), max(0.01, deadline - loop.time()))
             except TimeoutError:
                 log.warning("closing the connection to %s timed out; aborting it", self.where)
-                for name in ("_reader_task", "_writer_task"):
-                    task = getattr(conn, name, None)
-                    if task is not None and not task.done():
-                        task.cancel()
+                abort(conn)
             except Exception as exc:  # closing must not raise
                 log.debug("closing the connection to %s: %r", self.where, exc)
         pending = [t for t in (self._reader, *self._background) if t is not None and not t.done()]
@@ -892,23 +738,6 @@ class AiormqTransport:
         self._buffer.clear()
         if self._state != _S.LOST:
             self._state = _S.CLOSED
-
-    async def _publishes_through(self, timeout: float) -> None:
-        """Wait (at most ``timeout``) until the broker has read every body published so
-        far: one round trip on the publish channel, answered after the publishes before
-        it.  Without it, bodies still in the socket buffers when the connection is
-        closed can be lost: aiormq closes the socket 2 s after its ``Connection.Close``
-        even when a busy broker (flow control, a memory alarm) has not read that far."""
-        ch = self._publish_ch
-        if ch is None or ch.is_closed:
-            return
-        try:
-            await asyncio.wait_for(ch.basic_qos(prefetch_count=0), timeout)
-        except TimeoutError:
-            log.warning("closing %s: the broker did not read the last publishes within "
-                        "%.1f s; some may be lost", self.where, timeout)
-        except Exception as exc:  # the channel or connection went: nothing more to wait for
-            log.debug("closing %s: publish round trip failed: %r", self.where, exc)
 
     async def __aenter__(self) -> AiormqTransport:
         await self.connect()

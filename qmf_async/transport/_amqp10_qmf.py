@@ -1,21 +1,24 @@
 """QMF terms on AMQP 1.0 for the native transport (no I/O): the source of a binding
 (qpidd's legacy binding filters and the selector filter of
 ``../shared/spec/amqp-1.0-legacy-filters-and-selectors.txt``), reply addresses both
-ways, and a received message as a :class:`~qmf_async.protocol.Delivery`."""
+ways, a received message as a :class:`~qmf_async.protocol.Delivery` and a published
+one as bytes, and what the client announces when it connects."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Final
 from urllib.parse import unquote, urlsplit
 
 from .. import names
 from ..errors import AuthenticationError, ProtocolMismatchError
-from ..wire import Amqp10Message, Described, Symbol
+from ..wire import Amqp10Message, Described, Symbol, Typed10, encode_amqp10_message
 from ._amqp10_events import Source
-from ._base import REPLY_EXCHANGE, Delivery
+from ._base import REPLY_EXCHANGE, Body, Delivery, client_process_properties
 
-__all__ = ["binding_source", "connect_error", "outgoing_reply_to", "reply_address",
-           "to_delivery", "url_password"]
+__all__ = ["binding_source", "connect_error", "connection_properties", "default_mechanisms",
+           "outgoing_message", "outgoing_reply_to", "reply_address", "to_delivery",
+           "url_password"]
 
 DIRECT_FILTER: Final = "apache.org:legacy-amqp-direct-binding:string"
 TOPIC_FILTER: Final = "apache.org:legacy-amqp-topic-binding:string"
@@ -93,3 +96,37 @@ def connect_error(exc: BaseException, where: str, user: str | None,
                 f"{where}: {exc} (does the broker offer EXTERNAL?)")
         return AuthenticationError(f"authentication failed for user {user!r} at {where}: {exc}")
     return exc
+
+
+def outgoing_message(body: Body, subject: str, reply_to: str | None,
+                     content_type: str | None, headers: Mapping[str, Any] | None,
+                     user_id: str | None, correlation_id: str | None) -> bytes:
+    """A message to publish, encoded: bytes in a data section (with ``content_type``),
+    a dict or list (QMF v2) as an amqp-value (no content type).
+
+    Raises:
+        EncodeError: something in it cannot be encoded.
+    """
+    is_value = not isinstance(body, (bytes, bytearray, memoryview))
+    return encode_amqp10_message(
+        body, subject=subject, reply_to=reply_to,
+        content_type=None if is_value else content_type,
+        application_properties=headers, correlation_id=correlation_id,
+        user_id=user_id.encode("utf-8") if user_id is not None else None,
+        body_kind="value" if is_value else "data")
+
+
+def default_mechanisms(client_certificate: bool, password: bool) -> list[str]:
+    """The SASL mechanisms tried when none are asked for, in order: EXTERNAL with a
+    client certificate over TLS, PLAIN with a password, then ANONYMOUS."""
+    return (["EXTERNAL"] if client_certificate else []) + (["PLAIN"] if password else []) \
+        + ["ANONYMOUS"]
+
+
+def connection_properties(name: str) -> dict[str, Any]:
+    """The properties of the client's ``open``: product, the connection's ``name``, and
+    the process's (qpidd's ``cproc``, ``cpid``; integers typed as AMQP ints)."""
+    properties: dict[str, Any] = {"product": "qmf-async", "connection_name": name}
+    for key, value in client_process_properties().items():
+        properties[key] = Typed10("int", value) if isinstance(value, int) else value
+    return properties

@@ -31,7 +31,6 @@ and ANONYMOUS, in that order when not restricted; SCRAM and GSSAPI are not suppo
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import logging
 import ssl
@@ -43,7 +42,6 @@ from .. import names
 from ..errors import (
     AuthenticationError,
     ConnectionLostError,
-    DecodeError,
     EncodeError,
     NotConnectedError,
     ProtocolError,
@@ -52,8 +50,6 @@ from ..errors import (
     TransportError,
     UsageError,
 )
-from ..logs import warn_limited
-from ..wire import Typed10, decode_amqp10_message, encode_amqp10_message
 from ._amqp10_engine import (
     Amqp10Connection,
     Attached,
@@ -66,13 +62,14 @@ from ._amqp10_engine import (
     SessionBegun,
     SessionEnded,
     Source,
-    Target,
 )
 from ._amqp10_qmf import (
     binding_source,
     connect_error,
+    connection_properties,
+    default_mechanisms,
+    outgoing_message,
     outgoing_reply_to,
-    to_delivery,
     url_password,
 )
 from ._base import (
@@ -86,13 +83,14 @@ from ._base import (
     TransportFactory,
     censor_url,
     check_prefetch,
-    client_process_properties,
     parse_url,
     sasl_mechanism_list,
     url_heartbeat,
 )
 from ._base import ConnectionState as _S
 from ._base import Transport as TransportProtocol
+from ._native_inbox import Inbox
+from ._native_links import Links, Sender
 from ._tls import ssl_context as _ssl_context
 
 __all__ = ["Amqp10ConnectionError", "NativeAmqp10Transport"]
@@ -108,36 +106,6 @@ class Amqp10ConnectionError(TransportError):
     """A connection failure as the APIs that mirror proton's blocking client
     (``qmf.client``) raise it: a plain :class:`~qmf_async.errors.TransportError`, with
     no proton behind it."""
-
-
-class _Receiver:
-    __slots__ = ("address", "endpoint", "exchange", "handle", "key", "name", "opened",
-                 "selector", "settled")
-
-    def __init__(self, handle: int, name: str, endpoint: str, exchange: str, key: str,
-                 selector: str | None, settled: bool, opened: asyncio.Future[None]) -> None:
-        self.handle = handle
-        #: the link's name (qpidd names a link's subscription queue
-        #: ``<container id>_<link name>``)
-        self.name = name
-        self.endpoint = endpoint
-        self.exchange = exchange
-        self.key = key
-        self.selector = selector
-        self.settled = settled
-        self.opened = opened
-        self.address: str | None = None  # the source's address in the broker's attach
-
-
-class _Sender:
-    __slots__ = ("address", "credit", "handle", "opened", "tag")
-
-    def __init__(self, handle: int, address: str, opened: asyncio.Future[None]) -> None:
-        self.handle = handle
-        self.address = address
-        self.opened = opened
-        self.credit = asyncio.Event()
-        self.tag = 0
 
 
 class NativeAmqp10Transport:
@@ -177,8 +145,8 @@ class NativeAmqp10Transport:
             raise UsageError("idle_timeout must be >= 0 and operation_timeout positive")
         self._url = url
         self._tls = tls
-        self._credit = prefetch or _UNLIMITED_CREDIT
-        self._low = max(1, self._credit // 2)
+        self._inbox = Inbox(prefetch or _UNLIMITED_CREDIT,
+                            lambda: self._state in (_S.OPEN, _S.CONNECTING), lambda: self.where)
         self._name = name
         heartbeat = url_heartbeat(url)
         self._idle = float(idle_timeout) if heartbeat is None else 2.0 * heartbeat
@@ -196,22 +164,12 @@ class NativeAmqp10Transport:
         self._remote_closed: asyncio.Future[None] | None = None
         self._reader: asyncio.Task[None] | None = None
         self._ticker: asyncio.Task[None] | None = None
-        self._link_seq = 0
-        self._receivers: dict[int, _Receiver] = {}
-        self._senders: dict[str, _Sender] = {}
-        self._sender_handles: dict[int, _Sender] = {}
-        self._bindings: dict[str, dict[tuple[str, str, str | None], int]] = {}
-        self._no_ack: dict[str, bool] = {}
-        self._dynamic: set[str] = set()  # addresses of dynamic nodes (open_dynamic_endpoint)
-        self._dispatch: Callable[[Delivery], None] | None = None
-        self._held: collections.deque[Delivery] = collections.deque()
+        self._links = Links()
         self._lost_callbacks: list[Callable[[BaseException], None]] = []
         self._lost_exc: ConnectionLostError | None = None
         self._lost_fired = False
         self._close_task: asyncio.Task[None] | None = None
         self._error: str | None = None
-        self.malformed = 0
-        self.unsupported = 0
 
     # ------------------------------------------------------------------ properties
 
@@ -248,7 +206,17 @@ class NativeAmqp10Transport:
     @property
     def backlog(self) -> int:
         """Deliveries received but not yet handed to the dispatcher."""
-        return len(self._held)
+        return len(self._inbox.held)
+
+    @property
+    def malformed(self) -> int:
+        """Messages dropped because they could not be decoded."""
+        return self._inbox.malformed
+
+    @property
+    def unsupported(self) -> int:
+        """Messages dropped because their body is not QMF's."""
+        return self._inbox.unsupported
 
     @property
     def remote_properties(self) -> dict[str, Any]:
@@ -305,18 +273,15 @@ class NativeAmqp10Transport:
         password = url_password(self._url)
         mechanisms = self._mechanisms
         if mechanisms is None:
-            mechanisms = (["EXTERNAL"] if tls.certfile and context is not None else []) \
-                + (["PLAIN"] if password is not None else []) + ["ANONYMOUS"]
-        properties: dict[str, Any] = {"product": "qmf-async", "connection_name": self._name}
-        for key, value in client_process_properties().items():  # qpidd's cproc, cpid
-            properties[key] = Typed10("int", value) if isinstance(value, int) else value
+            mechanisms = default_mechanisms(bool(tls.certfile) and context is not None,
+                                            password is not None)
         engine = Amqp10Connection(
             container_id=names.container_id(self._name),
             hostname=target.host,
-            properties=properties,
+            properties=connection_properties(self._name),
             sasl_mechanisms=mechanisms, user=target.user, password=password,
             idle_timeout=self._idle / 2)
-        self._engine = engine
+        self._engine = self._inbox.engine = engine
         loop = asyncio.get_running_loop()
         engine.start(loop.time())
         self._flush()
@@ -393,15 +358,16 @@ class NativeAmqp10Transport:
         rejected: list[int] = []
         for event in events:
             if isinstance(event, MessageReceived):
-                self._on_message(event, unsettled, rejected)
+                self._inbox.receive(event, self._links.receivers.get(event.handle),
+                                    unsettled, rejected)
             elif isinstance(event, CreditGranted):
-                sender = self._sender_handles.get(event.handle)
-                if sender is not None and event.credit > 0:
-                    sender.credit.set()
+                self._links.credit(event)
             elif isinstance(event, Attached):
-                self._on_attached(event)
+                self._links.attached(event)
             elif isinstance(event, Detached):
-                self._on_detached(event)
+                why = self._links.detached(event, self.where)
+                if why is not None and self._state == _S.OPEN:
+                    self._mark_lost(None, why)
             elif isinstance(event, SessionBegun):
                 if self._opened is not None and not self._opened.done():
                     self._opened.set_result(None)
@@ -439,91 +405,6 @@ class NativeAmqp10Transport:
         self._fail_open(TransportError(f"{self.where} refused the connection: "
                                        f"{event.error or 'no reason given'}"))
         self._mark_lost(None, self._error)
-
-    def _on_attached(self, event: Attached) -> None:
-        receiver = self._receivers.get(event.handle)
-        if receiver is not None:
-            # qpidd attaches a missing node with a null terminus (or one with no
-            # address), then detaches with the error: wait for that detach
-            if event.address is not None and not receiver.opened.done():
-                receiver.address = event.address
-                receiver.opened.set_result(None)
-            return
-        sender = self._sender_handles.get(event.handle)
-        if sender is not None and event.address is not None and not sender.opened.done():
-            sender.opened.set_result(None)
-
-    def _on_detached(self, event: Detached) -> None:
-        why = str(event.error) if event.error is not None else "no reason given"
-        receiver = self._receivers.pop(event.handle, None)
-        if receiver is not None:
-            self._bindings.get(receiver.endpoint, {}).pop(
-                (receiver.exchange, receiver.key, receiver.selector), None)
-            if not receiver.opened.done():
-                receiver.opened.set_exception(TransportError(
-                    f"{self.where} refused to bind {receiver.exchange!r} key "
-                    f"{receiver.key!r}: {why}"))
-            elif self._state == _S.OPEN:
-                self._mark_lost(None, f"the broker detached the link from "
-                                      f"{receiver.exchange!r} key {receiver.key!r}: {why}")
-            return
-        sender = self._sender_handles.pop(event.handle, None)
-        if sender is not None:
-            if self._senders.get(sender.address) is sender:
-                del self._senders[sender.address]
-            if not sender.opened.done():
-                sender.opened.set_exception(TransportError(
-                    f"{self.where} refused a sender to {sender.address!r}: {why}"))
-            sender.credit.set()
-
-    def _on_message(self, event: MessageReceived, unsettled: list[int],
-                    rejected: list[int]) -> None:
-        engine = self._engine
-        assert engine is not None
-        receiver = self._receivers.get(event.handle)
-        if receiver is None:  # unbound meanwhile
-            if not event.settled:
-                with contextlib.suppress(UsageError):
-                    engine.settle([event.delivery_id], "released")
-            return
-        try:
-            msg = decode_amqp10_message(event.payload)
-        except DecodeError as exc:
-            self.malformed += 1
-            warn_limited(_log, self.malformed, "dropped a malformed AMQP 1.0 message from "
-                         "%s: %s", self.where, exc)
-            if not event.settled:
-                rejected.append(event.delivery_id)
-            self._top_up(receiver)
-            return
-        if not event.settled:
-            unsettled.append(event.delivery_id)
-        delivery = to_delivery(msg, receiver.exchange, receiver.endpoint)
-        if delivery is None:
-            self.unsupported += 1
-            _log.debug("dropped a message that is not QMF from %s", self.where)
-            self._top_up(receiver)
-            return
-        dispatch = self._dispatch
-        if dispatch is None or self._held:
-            self._held.append(delivery)
-            return
-        self._deliver(dispatch, delivery)
-        self._top_up(receiver)
-
-    def _top_up(self, receiver: _Receiver) -> None:
-        engine = self._engine
-        if engine is None or self._state not in (_S.OPEN, _S.CONNECTING):
-            return
-        with contextlib.suppress(UsageError):
-            if engine.link_credit(receiver.handle) < self._low:
-                engine.flow(receiver.handle, self._credit)
-
-    def _deliver(self, dispatch: Callable[[Delivery], None], delivery: Delivery) -> None:
-        try:
-            dispatch(delivery)
-        except Exception:
-            _log.exception("the dispatcher failed on a delivery from %s", self.where)
 
     # ------------------------------------------------------------------ endpoints
 
@@ -569,10 +450,7 @@ class NativeAmqp10Transport:
         if max_length is not None and max_length < 1:
             raise UsageError(f"max_length must be positive, not {max_length!r}")
         endpoint = name or f"qmf-{uuid.uuid4().hex}"
-        if endpoint in self._bindings:
-            raise UsageError(f"endpoint {endpoint!r} is already open")
-        self._bindings[endpoint] = {}
-        self._no_ack[endpoint] = no_ack
+        self._links.add_endpoint(endpoint, no_ack)
         await asyncio.gather(*(self.bind(endpoint, ex, key) for ex, key in bindings))
         return endpoint
 
@@ -588,34 +466,27 @@ class NativeAmqp10Transport:
             QmfTimeout: the broker did not answer the attach in time.
         """
         self._check_open()
-        bindings = self._bindings.get(endpoint)
+        links = self._links
+        bindings = links.bindings.get(endpoint)
         if bindings is None:
             raise UsageError(f"no endpoint {endpoint!r} on this transport")
         what = f"binding {exchange!r} {routing_key!r}"
         existing = bindings.get((exchange, routing_key, selector))
         if existing is not None:
-            receiver = self._receivers.get(existing)
+            receiver = links.receivers.get(existing)
             if receiver is not None:
                 await self._wait_attach(receiver.opened, what)
             return
         engine = self._engine
         assert engine is not None
-        self._link_seq += 1
-        settled = self._no_ack.get(endpoint, True)
-        link = f"{endpoint}-{self._link_seq}"
-        handle = engine.attach_receiver(link, binding_source(exchange, routing_key, selector),
-                                        Target(address=endpoint), settled=settled)
-        opened: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        receiver = _Receiver(handle, link, endpoint, exchange, routing_key, selector, settled,
-                             opened)
-        self._receivers[handle] = receiver
-        bindings[(exchange, routing_key, selector)] = handle
-        engine.flow(handle, self._credit)
+        receiver = links.attach_receiver(
+            engine, endpoint, binding_source(exchange, routing_key, selector),
+            (exchange, routing_key, selector), links.no_ack.get(endpoint, True), self._inbox.credit)
         self._flush()
         try:
-            await self._wait_attach(opened, what)
+            await self._wait_attach(receiver.opened, what)
         except BaseException:
-            self._drop_receiver(handle)
+            links.drop_receiver(receiver.handle, self._engine)
             raise
 
     async def open_dynamic_endpoint(self, name: str | None = None) -> str:
@@ -632,32 +503,23 @@ class NativeAmqp10Transport:
         """
         self._check_open()
         endpoint = name or f"qmf-{uuid.uuid4().hex}"
-        if endpoint in self._bindings:
-            raise UsageError(f"endpoint {endpoint!r} is already open")
-        bindings = self._bindings[endpoint] = {}
-        self._no_ack[endpoint] = True
+        links = self._links
+        links.add_endpoint(endpoint, True)
         engine = self._engine
         assert engine is not None
-        self._link_seq += 1
-        link = f"{endpoint}-{self._link_seq}"
-        handle = engine.attach_receiver(link, Source(dynamic=True),
-                                        Target(address=endpoint), settled=True)
-        opened: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        receiver = _Receiver(handle, link, endpoint, "", "", None, True, opened)
-        self._receivers[handle] = receiver
-        bindings[("", "", None)] = handle
-        engine.flow(handle, self._credit)
+        receiver = links.attach_receiver(engine, endpoint, Source(dynamic=True), ("", "", None),
+                                         True, self._inbox.credit)
         self._flush()
         try:
-            await self._wait_attach(opened, "a dynamic reply node")
+            await self._wait_attach(receiver.opened, "a dynamic reply node")
         except BaseException:
-            self._drop_receiver(handle)
+            links.drop_receiver(receiver.handle, self._engine)
             raise
         address = receiver.address
         if not address:
-            self._drop_receiver(handle)
+            links.drop_receiver(receiver.handle, self._engine)
             raise TransportError(f"{self.where} attached a dynamic node with no address")
-        self._dynamic.add(address)
+        links.dynamic.add(address)
         return address
 
     async def unbind(self, endpoint: str, exchange: str, routing_key: str, *,
@@ -668,20 +530,10 @@ class NativeAmqp10Transport:
             NotConnectedError: not open.
         """
         self._check_open()
-        handle = self._bindings.get(endpoint, {}).get((exchange, routing_key, selector))
+        handle = self._links.bindings.get(endpoint, {}).get((exchange, routing_key, selector))
         if handle is not None:
-            self._drop_receiver(handle)
+            self._links.drop_receiver(handle, self._engine)
             self._flush()
-
-    def _drop_receiver(self, handle: int) -> None:
-        receiver = self._receivers.pop(handle, None)
-        if receiver is None:
-            return
-        self._bindings.get(receiver.endpoint, {}).pop(
-            (receiver.exchange, receiver.key, receiver.selector), None)
-        if self._engine is not None:
-            with contextlib.suppress(UsageError):
-                self._engine.detach(handle)
 
     async def _wait_attach(self, opened: asyncio.Future[None], what: str) -> None:
         try:
@@ -693,17 +545,13 @@ class NativeAmqp10Transport:
 
     # ------------------------------------------------------------------ publish
 
-    async def _sender(self, address: str) -> _Sender:
+    async def _sender(self, address: str) -> Sender:
         self._check_open()
-        sender = self._senders.get(address)
+        sender = self._links.senders.get(address)
         if sender is None:
             engine = self._engine
             assert engine is not None
-            self._link_seq += 1
-            handle = engine.attach_sender(f"qmf-send-{self._link_seq}", Target(address=address))
-            sender = _Sender(handle, address, asyncio.get_running_loop().create_future())
-            self._senders[address] = sender
-            self._sender_handles[handle] = sender
+            sender = self._links.attach_sender(engine, address)
             self._flush()
         if not sender.opened.done() or sender.opened.exception() is not None:
             await self._wait_attach(sender.opened, f"a sender to {address!r}")
@@ -730,7 +578,7 @@ class NativeAmqp10Transport:
             TransportError: the broker refused a sender to ``exchange``.
             QmfTimeout: no credit within the operation timeout.
         """
-        sender = self._senders.get(exchange)
+        sender = self._links.senders.get(exchange)
         if sender is None or not sender.opened.done() or self._state != _S.OPEN:
             sender = await self._sender(exchange)
         engine = self._engine
@@ -744,18 +592,13 @@ class NativeAmqp10Transport:
                 raise QmfTimeout(f"{self.where} gave no credit to send to {exchange!r} "
                                  f"within {self._op_timeout} s") from exc
             self._check_open()
-            if self._sender_handles.get(sender.handle) is not sender:
+            if self._links.sender_handles.get(sender.handle) is not sender:
                 sender = await self._sender(exchange)
-        if reply_to not in self._dynamic:  # a dynamic node's address is sent as it is
+        if reply_to not in self._links.dynamic:  # a dynamic node's address is sent as it is
             reply_to = outgoing_reply_to(reply_to)
         try:
-            is_value = not isinstance(body, (bytes, bytearray, memoryview))
-            data = encode_amqp10_message(
-                body, subject=routing_key, reply_to=reply_to,
-                content_type=None if is_value else content_type,
-                application_properties=headers, correlation_id=correlation_id,
-                user_id=user_id.encode("utf-8") if user_id is not None else None,
-                body_kind="value" if is_value else "data")
+            data = outgoing_message(body, routing_key, reply_to, content_type, headers,
+                                    user_id, correlation_id)
         except EncodeError as exc:
             raise UsageError(f"cannot send this message: {exc}") from exc
         sender.tag += 1
@@ -782,12 +625,7 @@ class NativeAmqp10Transport:
         Raises:
             Nothing: it does not raise.
         """
-        self._dispatch = dispatch
-        held = self._held
-        while held:
-            self._deliver(dispatch, held.popleft())
-        for receiver in list(self._receivers.values()):
-            self._top_up(receiver)
+        self._inbox.set_dispatcher(dispatch, list(self._links.receivers.values()))
         self._flush()
 
     def on_lost(self, callback: Callable[[BaseException], None]) -> None:
@@ -813,7 +651,7 @@ class NativeAmqp10Transport:
         opened = self._opened
         if opened is not None and not opened.done():
             opened.set_exception(TransportError(f"cannot connect to {self.where}: {what}"))
-        self._fail_waiters(exc)
+        self._links.fail_waiters(exc)
         writer = self._writer
         if writer is not None:
             writer.close()
@@ -822,17 +660,6 @@ class NativeAmqp10Transport:
             loop = asyncio.get_running_loop()
             for callback in list(self._lost_callbacks):
                 loop.call_soon(_call_lost, callback, exc)
-
-    def _fail_waiters(self, exc: BaseException) -> None:
-        for receiver in self._receivers.values():
-            if not receiver.opened.done():
-                receiver.opened.set_exception(exc)
-                receiver.opened.exception()
-        for sender in self._sender_handles.values():
-            if not sender.opened.done():
-                sender.opened.set_exception(exc)
-                sender.opened.exception()
-            sender.credit.set()
 
     # ------------------------------------------------------------------ close
 
@@ -853,7 +680,7 @@ class NativeAmqp10Transport:
         if state == _S.CLOSED:
             return
         self._state = _S.CLOSING
-        self._fail_waiters(NotConnectedError(f"transport to {self.where} closed"))
+        self._links.fail_waiters(NotConnectedError(f"transport to {self.where} closed"))
         engine, closed = self._engine, self._remote_closed
         if state == _S.OPEN and engine is not None and closed is not None:
             with contextlib.suppress(Exception):
