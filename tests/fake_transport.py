@@ -195,6 +195,7 @@ class FakeTransport:
     capabilities = Capabilities("", dead_letters=True)
     #: deliveries are handed over at once
     backlog = 0
+    local_address: str | None = None
 
     async def connect(self, timeout: float = 10.0) -> None:
         bus = self.bus

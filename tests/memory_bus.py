@@ -204,6 +204,7 @@ class MemoryTransport:
     capabilities = Capabilities("", dead_letters=True, v2_map_bytes=True)
     #: deliveries are handed over at once
     backlog = 0
+    local_address: str | None = None
 
     def _check(self) -> None:
         if self.state != "open":

@@ -403,12 +403,7 @@ PROTOCOL_NAMES = frozenset({"0-9-1", "0-10", "1.0"})
 #: has what they look for (the transport developer's: ``local_address`` in
 #: ``TransportProtocol``, delegated by ``AutoTransport``).  Keyed by module, then the
 #: probe as written.  An entry no longer used must leave the list.
-TRANSPORT_PROBES_ALLOWED = {
-    "classic/_session.py": {
-        "getattr(transport, 'inner', transport)",
-        "getattr(transport, 'local_address', None)",
-    },
-}
+TRANSPORT_PROBES_ALLOWED: dict[str, set[str]] = {}
 
 
 def _in_layers(name: str, layers: tuple[str, ...]) -> bool:

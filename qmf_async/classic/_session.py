@@ -109,9 +109,8 @@ class Broker:
         Found once per connection (two queries); when the broker lists no session of
         this connection (RabbitMQ), a name unique to this connection.
         """
-        transport: Any = self.wrapped.transport
-        transport = getattr(transport, "inner", transport)  # the automatic transport's pick
-        local = getattr(transport, "local_address", None)
+        transport = self.wrapped.transport
+        local = None if transport is None else transport.local_address
         if local is None:
             return f"{self.host}.{id(self.wrapped)}"
         cached = self._session_ids.get(local)

@@ -190,6 +190,11 @@ class AiormqTransport:
         """Deliveries received but not yet handed to the dispatcher."""
         return len(self._buffer)
 
+    @property
+    def local_address(self) -> None:
+        """None: RabbitMQ does not name a connection's QMF objects after its address."""
+        return None
+
     # ------------------------------------------------------------------ connect
 
     async def connect(self, timeout: float = 10.0) -> None:

@@ -198,6 +198,11 @@ class AutoTransport:
         return NO_CAPABILITIES if self._inner is None else self._inner.capabilities
 
     @property
+    def local_address(self) -> str | None:
+        """The connected transport's :attr:`local_address` (None before)."""
+        return None if self._inner is None else self._inner.local_address
+
+    @property
     def server_selectors(self) -> bool:
         """True when ``bind(selector=...)`` is applied by the broker."""
         return self.capabilities.server_selectors

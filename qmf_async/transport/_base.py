@@ -456,6 +456,12 @@ class Transport(Protocol):
         """Deliveries received but not yet handed to the dispatcher."""
         ...
 
+    @property
+    def local_address(self) -> str | None:
+        """``host:port`` of this end of the connection when the broker names the
+        connection after it (qpidd), else None (not open, or not known)."""
+        ...
+
     async def connect(self, timeout: float = 10.0) -> None:
         """Open the connection; may be called once.
 
