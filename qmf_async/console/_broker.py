@@ -52,15 +52,17 @@ from ..wire import (
     ObjectId,
     RawObjectRecord,
     SchemaClass,
+    SchemaMethod,
 )
 from ._agentlist import AgentList
 from ._calls import MethodCalls
 from ._links import SessionSettings
-from ._objects import Event, RemoteAgent
+from ._objects import Event, QmfObject, RemoteAgent
 from ._schemas import SchemaFetches
 from ._state import BrokerState, BrokerStateChange
 from ._v1events import V1Events
 from ._v1route import V1Route
+from ._values import MethodResult
 from ._waits import Wait, Waits
 
 if TYPE_CHECKING:  # QMF v2's modules load where v2 is spoken only (:meth:`Broker._setup`)
@@ -130,7 +132,7 @@ def lost_error(where: str, cause: BaseException | None) -> ConnectionLostError:
     return lost
 
 
-class Broker(SchemaFetches, MethodCalls):
+class Broker:
     """One broker connection of a :class:`Session`.
 
     ``broker_id`` is set when a management broker answered ``B``;
@@ -188,8 +190,6 @@ class Broker(SchemaFetches, MethodCalls):
         #: the v1 requests in flight (keyed by sequence number): every request of this
         #: connection goes through it (see _waits)
         self._waits = Waits(self.publish, self._core.cancel)
-        #: the routes of method calls over v1 (see MethodCalls.call_method)
-        self._method_routes: dict[bytes, tuple[tuple[int, int], str]] = {}
         self._reply_queue: str | None = None
         self._topic_queue: str | None = None
         #: the QMF version spoken on the current connection (1 or 2; None before one)
@@ -221,9 +221,16 @@ class Broker(SchemaFetches, MethodCalls):
         self._twins = self._agent_list.twins
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closing = False
+        #: its schema fetches and its method calls (parts with explicit collaborators)
+        self._schemas = SchemaFetches(
+            session=session, core=self._core, agents=self._agents, tasks=self._tasks,
+            request=self.request, management_known=self.management_known,
+            handle=self._handle, schema_seen=host.schema_seen)
+        self._calls = MethodCalls(session=session, core=self._core, waits=self._waits,
+                                  check=self.check, where=lambda: self.where)
         #: what each event of the core does
         self._events = V1Events(self, self._waits, self._agent_list, self._choice,
-                                self._on_schema_needed)
+                                self._schemas.on_schema_needed)
         self._handlers = self._events.handlers
 
     @property
@@ -345,6 +352,7 @@ class Broker(SchemaFetches, MethodCalls):
             # heartbeats and, per agent, their objects and events (_v1_agent_keys)
             self._v2 = V2Link(self, self._v2) if version == 2 else None
             self._route = V1Route(self) if version == 2 else None
+            self._calls.use(self._v2, self._route)
             self._v2_retired = None
             self._twins.clear()
             self._v1_keys = (self.owner.binding_keys() if version == 1
@@ -465,6 +473,7 @@ class Broker(SchemaFetches, MethodCalls):
         log.info("qpidd on %s publishes QMF v1 only (--mgmt-qmf2 no): speaking QMF v1 "
                  "there", self.where)
         self._v2, self._v2_retired = None, link
+        self._calls.use(None, self._route)
         link.indications = False
         self.qmf_version = 1
         self._twins.clear()
@@ -676,6 +685,59 @@ class Broker(SchemaFetches, MethodCalls):
         self.check()
         out = self._core.send_query(banks, query, sink=sink)
         return await self._waits.start(out.seq, out)
+
+    # ------------------------------------------------------------ schemas, methods
+
+    async def fetch_v1_schema(self, key: ClassKey, timeout: float,
+                              agent: RemoteAgent | None = None) -> SchemaClass | None:
+        """The schema of ``key`` with a v1 ``S``: asked of the v2 ``agent`` on its v2
+        address (as the classic console does; v2 agents answer it there) unless it is
+        qpidd's, and of the management broker (qpidd answers it whichever QMF version
+        it publishes), both at once; None when neither can be asked.
+
+        Raises:
+            ProtocolError: answered with the schema of another class.
+            QmfTimeout, CommandError, TransportError: every request failed.
+        """
+        return await self._schemas.fetch_v1_schema(key, timeout, agent)
+
+    async def ask_schema(self, key: ClassKey,
+                         targets: list[tuple[RemoteAgent | None, str, str]],
+                         timeout: float) -> SchemaClass | None:
+        """Send a v1 ``S`` for ``key`` to every target (agent, routing key, exchange) at
+        once and return the first schema of ``key`` answered; the other requests are
+        then withdrawn.  All at once, not one after the other: an agent that does not
+        know the class may stay silent, and a console that waited for it first would
+        wait out ``timeout`` before asking the management broker.  None when there is
+        no target to ask.
+
+        Raises:
+            ProtocolError: a target answered with another class's schema (or another
+                answer) and no other target answered right.
+            QmfTimeout, CommandError, TransportError: every request failed.
+        """
+        return await self._schemas.ask_schema(key, targets, timeout)
+
+    def release_held(self, key: ClassKey) -> None:
+        """The schema of ``key`` arrived: route the bodies held for it."""
+        self._schemas.release_held(key)
+
+    def call_method(self, obj: QmfObject, method: SchemaMethod, in_args: dict[str, Any],
+                    timeout: float | None) -> Coroutine[Any, Any, MethodResult]:
+        """Call ``method`` of ``obj`` (a proxy received on this connection) with bound
+        ``in_args``; ``timeout`` None is the session's ``timeout``.  (A plain function
+        returning the call's coroutine: the hot path awaits one coroutine, not two.)
+
+        Raises:
+            MethodError: the agent returned a non-zero status or an exception.
+            AgentGoneError: the object's agent left, before the call (raised at once,
+                nothing is sent) or while waiting for the response.
+            ObjectGoneError: over v2, the object's v2 id is not known here (or no
+                longer: it was deleted ``forget_deleted_after`` seconds ago).
+            QmfTimeout: no response in time.
+            NotConnectedError, TransportError: not sent, or the connection was lost.
+        """
+        return self._calls.call_method(obj, method, in_args, timeout)
 
     # ------------------------------------------------------------------ agents
 

@@ -1,11 +1,12 @@
-"""Method calls of a broker connection: :class:`MethodCalls`, a mixin of
-:class:`~qmf_async.console._broker.Broker`.  A call on an object received over QMF v2
-goes over v2; one on an object read over qpidd's fast path, or received over v1, is a
-v1 ``M`` to the object's agent.
+"""Method calls of a broker connection: :class:`MethodCalls`, a part that
+:class:`~qmf_async.console._broker.Broker` builds and holds.  A call on an object
+received over QMF v2 goes over v2; one on an object read over qpidd's fast path, or
+received over v1, is a v1 ``M`` to the object's agent.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import AgentGoneError, MethodError, QmfTimeout
@@ -34,21 +35,42 @@ def method_result(msg: MethodResponse) -> MethodResult:
 
 
 class MethodCalls:
-    """Schema method calls of one broker connection; the :class:`Broker` it is mixed
-    into provides the core, the waits and the routes named below."""
+    """Schema method calls of one broker connection, a part the :class:`Broker` builds
+    and holds: a v1 ``M`` is built by the broker's protocol core (``core``) and awaited
+    through its request primitive (``waits``); ``check`` is the broker's (the transport,
+    or NotConnectedError); ``where`` says the broker's address (it changes once
+    connected over AMQP 1.0).  The broker sets the QMF v2 side and qpidd's fast path of
+    its current connection with :meth:`use`."""
 
-    if TYPE_CHECKING:  # provided by the Broker
-        session: SessionSettings
-        where: str
-        _core: ConsoleProtocol
-        _waits: Waits
+    __slots__ = (
+        "_check",
+        "_core",
+        "_method_routes",
+        "_route",
+        "_session",
+        "_v2",
+        "_waits",
+        "_where",
+    )
+
+    def __init__(self, *, session: SessionSettings, core: ConsoleProtocol, waits: Waits,
+                 check: Callable[[], TransportProtocol], where: Callable[[], str]) -> None:
+        self._session = session
+        self._core = core
+        self._waits = waits
+        self._check = check
+        self._where = where
+        self._v2: V2Link | None = None
+        self._route: V1Route | None = None
         #: first half of an object id -> ((broker bank, agent bank), routing key of
         #: its agent): this connection's own
-        _method_routes: dict[bytes, tuple[tuple[int, int], str]]
-        _v2: V2Link | None
-        _route: V1Route | None
+        self._method_routes: dict[bytes, tuple[tuple[int, int], str]] = {}
 
-        def check(self) -> TransportProtocol: ...
+    def use(self, v2: V2Link | None, route: V1Route | None) -> None:
+        """Call over ``v2`` (the v2 side of the connection, None over v1) and through
+        ``route`` (qpidd's fast path over v2, None over v1) from now on."""
+        self._v2 = v2
+        self._route = route
 
     async def call_method(self, obj: QmfObject, method: SchemaMethod,
                           in_args: dict[str, Any], timeout: float | None) -> MethodResult:
@@ -64,8 +86,8 @@ class MethodCalls:
             QmfTimeout: no response in time.
             NotConnectedError, TransportError: not sent, or the connection was lost.
         """
-        self.check()
-        wait = timeout if timeout is not None else self.session.options.timeout
+        self._check()
+        wait = timeout if timeout is not None else self._session.options.timeout
         raw_oid = obj.get_object_id().raw
         v2 = self._v2
         fast = self._route
@@ -87,7 +109,7 @@ class MethodCalls:
         banks, routing_key = route
         core = self._core
         if banks not in core.agents and banks in core.departed:
-            raise AgentGoneError(f"agent {banks[0]}.{banks[1]} of {obj!r} on {self.where} "
+            raise AgentGoneError(f"agent {banks[0]}.{banks[1]} of {obj!r} on {self._where()} "
                                  f"left: {core.departed[banks]}")
         schema = obj.get_schema()
         # the core builds the M (the method's cached writer) and opens its entry

@@ -1,5 +1,5 @@
-"""Schema fetches of a broker connection: :class:`SchemaFetches`, a mixin of
-:class:`~qmf_async.console._broker.Broker`.  A v1 ``S`` is sent to the agent of the
+"""Schema fetches of a broker connection: :class:`SchemaFetches`, a part that
+:class:`~qmf_async.console._broker.Broker` builds and holds.  A v1 ``S`` is sent to the agent of the
 class and to the management broker at once and the first right answer wins; bodies
 the core holds for an unknown schema are released when it arrives, dropped (and
 counted) when it cannot be had.
@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Final, Protocol
 
 from .. import names
 from ..errors import CommandError, ProtocolError, QmfError
@@ -35,35 +35,47 @@ class SchemaSession(Protocol):
     options: SessionOptions
 
 
-class SchemaOwner(Protocol):
-    """What the schema fetches call on the session (a part of ``SessionHost``)."""
+class RequestPrimitive(Protocol):
+    """The request primitive of the broker (``Broker.request``)."""
 
-    def schema_seen(self, schema: SchemaClass) -> None: ...
+    def __call__(self, agent: RemoteAgent | None, msg_factory: Callable[[int], Message],
+                 routing_key: str, *, query: bool, expect: str, timeout: float,
+                 exchange: str = ...) -> Awaitable[Any]: ...
 
 
 class SchemaFetches:
-    """Schema requests of one broker connection; the :class:`Broker` it is mixed into
-    provides the request path, the core and the agents named below."""
+    """Schema requests of one broker connection, a part the :class:`Broker` builds and
+    holds: it asks through the broker's request primitive (``request``), reads and
+    releases the bodies its protocol core (``core``) holds, acts on the core's events
+    through ``handle``, and tells the session of a schema fetched (``schema_seen``).
+    ``agents`` is the broker's live directory (read, never written); ``tasks`` the
+    broker's set of background tasks (a fetch runs as one, closed with the broker)."""
 
-    if TYPE_CHECKING:  # provided by the Broker
-        session: SchemaSession
-        owner: SchemaOwner
-        where: str
-        _core: ConsoleProtocol
-        _agents: dict[tuple[int, int], RemoteAgent]
-        _tasks: set[asyncio.Task[Any]]
+    __slots__ = (
+        "_agents",
+        "_core",
+        "_handle",
+        "_management_known",
+        "_request",
+        "_schema_seen",
+        "_session",
+        "_tasks",
+    )
 
-        @property
-        def has_management(self) -> bool: ...
-
-        async def management_known(self) -> None: ...
-
-        async def request(self, agent: RemoteAgent | None,
-                          msg_factory: Callable[[int], Message], routing_key: str, *,
-                          query: bool, expect: str, timeout: float,
-                          exchange: str = MANAGEMENT) -> Any: ...
-
-        def _handle(self, events: list[Any]) -> None: ...
+    def __init__(self, *, session: SchemaSession, core: ConsoleProtocol,
+                 agents: Mapping[tuple[int, int], RemoteAgent],
+                 tasks: set[asyncio.Task[Any]], request: RequestPrimitive,
+                 management_known: Callable[[], Awaitable[None]],
+                 handle: Callable[[list[Any]], None],
+                 schema_seen: Callable[[SchemaClass], None]) -> None:
+        self._session = session
+        self._core = core
+        self._agents = agents
+        self._tasks = tasks
+        self._request = request
+        self._management_known = management_known
+        self._handle = handle
+        self._schema_seen = schema_seen
 
     async def fetch_v1_schema(self, key: ClassKey, timeout: float,
                               agent: RemoteAgent | None = None) -> SchemaClass | None:
@@ -79,7 +91,7 @@ class SchemaFetches:
         targets: list[tuple[RemoteAgent | None, str, str]] = []
         if agent is not None and agent.name and _answers_own_schema(agent):
             targets.append((agent, agent.name, V2_DIRECT))
-        if self.has_management:
+        if self._core.has_management:
             targets.append((None, "broker", MANAGEMENT))
         return await self.ask_schema(key, targets, timeout)
 
@@ -99,7 +111,7 @@ class SchemaFetches:
             QmfTimeout, CommandError, TransportError: every request failed.
         """
         async def ask(who: RemoteAgent | None, routing: str, exchange: str) -> SchemaClass:
-            reply = await self.request(who, lambda seq: SchemaRequest(seq, key), routing,
+            reply = await self._request(who, lambda seq: SchemaRequest(seq, key), routing,
                                        query=False, expect="s", timeout=timeout,
                                        exchange=exchange)
             if not isinstance(reply, SchemaResponse):
@@ -129,7 +141,9 @@ class SchemaFetches:
         assert error is not None  # every target failed
         raise error
 
-    def _on_schema_needed(self, ev: SchemaNeeded) -> None:
+    def on_schema_needed(self, ev: SchemaNeeded) -> None:
+        """The core holds bodies of a class whose schema it lacks: fetch it (in a task
+        of the broker's)."""
         agent = self._agents.get(ev.agent) if ev.agent is not None else None
         task = asyncio.get_running_loop().create_task(self._fetch_schema(ev.class_key, agent))
         self._tasks.add(task)
@@ -142,19 +156,19 @@ class SchemaFetches:
         try:
             # a body may arrive on the topic before ``b`` does: whether the management
             # broker can be asked is known only then
-            await self.management_known()
+            await self._management_known()
             targets: list[tuple[RemoteAgent | None, str, str]] = []
             if agent is not None and _answers_own_schema(agent):
                 targets.append((agent, agent.key, MANAGEMENT))
-            if self.has_management:
+            if self._core.has_management:
                 targets.append((None, "broker", MANAGEMENT))
             try:
-                schema = await self.ask_schema(key, targets, self.session.options.schema_timeout)
+                schema = await self.ask_schema(key, targets, self._session.options.schema_timeout)
             except (QmfError, CommandError) as exc:
                 why = str(exc)
             else:
                 if schema is not None:
-                    self.owner.schema_seen(schema)
+                    self._schema_seen(schema)
                     return
                 why = "no agent to ask"
             self._handle(self._core.drop_held(f"schema {key} could not be fetched: {why}",
