@@ -330,6 +330,20 @@ def test_console_objects_use_each_others_public_names() -> None:
     assert allowed_used == listed, f"unused exceptions: {sorted(listed - allowed_used)}"
 
 
+def test_session_is_composed_not_mixed() -> None:
+    """``Session`` has no base class: its object queries and updates are components it
+    holds (``ObjectQueries``, ``ObjectUpdates``) with their collaborators given, not
+    mixins sharing its ``self``."""
+    tree = ast.parse((PACKAGE / "console" / "_session.py").read_text())
+    [session] = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Session"]
+    assert [ast.unparse(b) for b in session.bases] == []
+    for name in ("_query.py", "_updates.py"):
+        module = ast.parse((PACKAGE / "console" / name).read_text())
+        # no host state re-declared under ``if TYPE_CHECKING:`` inside a class
+        for cls in (n for n in module.body if isinstance(n, ast.ClassDef)):
+            assert not [n for n in cls.body if isinstance(n, ast.If)], f"{name}: {cls.name}"
+
+
 #: the protocol core's QMF v2 modules: their types are named in one pattern
 V2_PROTOCOL_MODULES = ("qmf_async.protocol._events_v2", "qmf_async.protocol._console_v2",
                        "qmf_async.protocol._agent_v2")

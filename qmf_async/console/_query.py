@@ -1,7 +1,8 @@
-"""The object queries of a console session: :class:`ObjectQueries`, a mixin of
-:class:`~qmf_async.console._session.Session` behind its ``get_objects`` and
-``iter_objects``: one ``G`` to every agent asked, the answers filtered and gathered
-within the timeout, and the errors of the agents that failed.
+"""The object queries of a console session: :class:`ObjectQueries`, a component a
+:class:`~qmf_async.console._session.Session` builds and holds (its collaborators given
+to it, not shared through ``self``), behind its ``get_objects`` and ``iter_objects``:
+one ``G`` to every agent asked, the answers filtered and gathered within the timeout,
+and the errors of the agents that failed.
 """
 
 from __future__ import annotations
@@ -9,8 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from ..errors import (
     AgentGoneError,
@@ -58,23 +59,35 @@ def _where_predicate(selector: Selector | None,
 
 
 class ObjectQueries:
-    """Object queries fanned out to agents; the :class:`Session` it is mixed into
-    provides the brokers, settings and schema lists named below."""
+    """Object queries fanned out to agents.
 
-    if TYPE_CHECKING:  # provided by the Session
-        brokers: list[Broker]
-        options: SessionOptions
-        malformed: int
-        schemas: codec.SchemaRegistry
-        _packages: set[str]
-        _classes: dict[ClassKey, int]
+    Collaborators, given by the session: ``link`` (the proxies' session),
+    ``brokers`` and ``options`` (read at each use: the session replaces them),
+    ``connected`` (the connected brokers, of one broker or all; raises
+    NotConnectedError), the schema cache ``schemas`` and the packages and classes the
+    bus announced (``packages``, ``classes``: the session's own, kept current by it),
+    ``get_packages`` and ``get_classes`` (asking the bus, with a timeout) and
+    ``malformed`` (counts a body that failed to decode).
+    """
 
-        def _connected_brokers(self, broker: Broker | None = None) -> list[Broker]: ...
-
-        async def get_packages(self, *, _timeout: float | None = None) -> list[str]: ...
-
-        async def get_classes(self, package: str, *,
-                              _timeout: float | None = None) -> list[ClassKey]: ...
+    def __init__(self, link: SessionLink, brokers: Callable[[], list[Broker]],
+                 options: Callable[[], SessionOptions],
+                 connected: Callable[[Broker | None], list[Broker]],
+                 schemas: codec.SchemaRegistry, packages: set[str],
+                 classes: Mapping[ClassKey, int],
+                 get_packages: Callable[[float], Awaitable[list[str]]],
+                 get_classes: Callable[[str, float], Awaitable[list[ClassKey]]],
+                 malformed: Callable[[], None]) -> None:
+        self._link = link
+        self._brokers = brokers
+        self._options = options
+        self._connected = connected
+        self._schemas = schemas
+        self._packages = packages
+        self._classes = classes
+        self._get_packages = get_packages
+        self._get_classes = get_classes
+        self._malformed = malformed
 
     @staticmethod
     async def _handshakes_done(brokers: list[Broker], timeout: float) -> None:
@@ -89,7 +102,7 @@ class ObjectQueries:
         if _agent is not None:
             broker = _agent.broker
             if broker not in brokers:
-                if broker in self.brokers and not broker.connected:
+                if broker in self._brokers() and not broker.connected:
                     raise NotConnectedError(f"not connected to {broker.where}")
                 raise UsageError(f"{_agent} does not belong to the selected broker(s)")
             if broker.known_agent((_agent.broker_bank, _agent.agent_bank)) is None:
@@ -125,7 +138,8 @@ class ObjectQueries:
         if not query or ("_package" in query and "_class" not in query):
             raise UsageError("get_objects needs _class, _key or _objectId")
         return query, _key, _objectId
-    async def _collect(self, emit: Callable[[QmfObject], None], _class: str | None,
+
+    async def collect(self, emit: Callable[[QmfObject], None], _class: str | None,
                        _package: str | None, _key: ClassKey | str | None,
                        _objectId: ObjectId | str | None, _agent: RemoteAgent | None,
                        _broker: Broker | None, _timeout: float | None,
@@ -142,10 +156,11 @@ class ObjectQueries:
             if _broker is not None and oid.broker is not _broker:
                 raise UsageError(f"object id {oid} is of {oid.broker.where}, not of "
                                  f"{_broker.where}")
-            if _broker is None and oid.broker in self.brokers:
+            if _broker is None and oid.broker in self._brokers():
                 _broker = oid.broker
-        brokers = self._connected_brokers(_broker)
-        timeout = self.options.timeout if _timeout is None else _timeout
+        brokers = self._connected(_broker)
+        options = self._options()
+        timeout = options.timeout if _timeout is None else _timeout
         if _agent is None:
             # a broker that has just (re)connected learns its agents in its handshake
             await self._handshakes_done(brokers, timeout)
@@ -154,9 +169,8 @@ class ObjectQueries:
         delivered: list[QmfObject] = []
         seen = [False]  # a record of the asked class arrived (before the filters)
         from_raw = QmfObject.from_raw
-        # the Session this is mixed into is the proxies' SessionLink
-        link = cast(SessionLink, self)
-        limit = self.options.max_query_items
+        link = self._link
+        limit = options.max_query_items
         over: list[ProtocolError] = []  # the answer grew past ``limit``
 
         def on_item(broker: Broker, agent: RemoteAgent
@@ -182,7 +196,7 @@ class ObjectQueries:
                         if selector is not None and not selector(obj.values()):
                             return
                     except DecodeError as exc:
-                        self.malformed += 1
+                        self._malformed()
                         log.warning("object with malformed values from %s dropped by the "
                                     "filter: %s", broker.where, exc)
                         return
@@ -250,14 +264,14 @@ class ObjectQueries:
                           list(delivered), errors) from errors[0]
             if not seen[0] and _class is not None and oid is None:
                 await self._check_class_name(_class, _package,
-                                             min(timeout, self.options.broker_timeout))
+                                             min(timeout, self._options().broker_timeout))
         finally:
             for _broker, _agent2, entry in entries:
                 entry.close()
 
     def _class_known(self, name: str, package: str | None) -> bool:
         """A schema in the cache, or a class announced on the bus, has this name."""
-        keys = [s.class_key for s in self.schemas]
+        keys = [s.class_key for s in self._schemas]
         keys.extend(self._classes)
         return any(k.name == name and (package is None or k.package == package) for k in keys)
 
@@ -276,10 +290,10 @@ class ObjectQueries:
         if self._class_known(name, package):
             return
         try:
-            packages = await self.get_packages(_timeout=timeout)
+            packages = await self._get_packages(timeout)
             asked = [package] if package is not None else packages
             if package is None or package in packages:
-                await asyncio.gather(*(self.get_classes(p, _timeout=timeout) for p in asked))
+                await asyncio.gather(*(self._get_classes(p, timeout) for p in asked))
         except QmfError as exc:
             log.debug("cannot tell whether class %r is known: %s", name, exc)
             return
@@ -287,13 +301,13 @@ class ObjectQueries:
             return
         import difflib  # for the hints of an error only (start-up: docs/benchmarks.md)
 
-        known_packages = sorted(self._packages | {s.class_key.package for s in self.schemas})
+        known_packages = sorted(self._packages | {s.class_key.package for s in self._schemas})
         if package is not None and package not in known_packages:
             close = difflib.get_close_matches(package, known_packages, n=3, cutoff=0.6)
             hint = f"; close: {', '.join(close)}" if close else ""
             raise UnknownClassError(f"no known schema has package {package!r}{hint} "
                                     f"(known: {', '.join(known_packages) or 'none'})")
-        keys = {s.class_key for s in self.schemas} | set(self._classes)
+        keys = {s.class_key for s in self._schemas} | set(self._classes)
         names = sorted({k.name for k in keys
                         if self._classes.get(k, 1) == 1
                         and (package is None or k.package == package)})

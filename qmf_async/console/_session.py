@@ -19,7 +19,7 @@ import inspect
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import TYPE_CHECKING, Any, Unpack, cast
 
 import attrs
 
@@ -59,6 +59,7 @@ from ..wire import (
 from ._bindings import Bindings
 from ._broker import MANAGEMENT, Broker, SessionHost
 from ._console import Console as Console  # re-exported (imported from here before)
+from ._links import SessionLink
 from ._objects import ProxyClasses, QmfObject
 from ._options import SessionKeywords, SessionOptions, Setting
 from ._query import ObjectQueries
@@ -81,7 +82,7 @@ _DEFAULTS = SessionOptions()
 _KEYWORDS = SessionKeywords.__optional_keys__
 
 
-class Session(ObjectQueries, ObjectUpdates):
+class Session:
     """An asyncio QMF console session over one or more brokers.
 
     ``async with Session() as session: broker = await session.add_broker(url)``.
@@ -173,12 +174,44 @@ class Session(ObjectQueries, ObjectUpdates):
                                   lambda: self._streams.interests.values(), self._tasks)
         self._streams = Streams(lambda: self.brokers, lambda: self.options,
                                 self._bindings.sync_v2, lambda: self._closed)
-        ObjectUpdates.__init__(self)  # the object view and its updates
+        link = cast(SessionLink, self)  # what the object proxies call back
+        # the object view and its updates
+        self._updates = ObjectUpdates(
+            self, link, lambda: self._console is not None or bool(self._streams.update_subs),
+            self._streams, self._notify, self._tasks)
+        #: the object view (its state: tests and tools read it)
+        self._view = self._updates.view
+        # the object queries behind get_objects and iter_objects
+        self._queries = ObjectQueries(
+            link, lambda: self.brokers, lambda: self.options, self._connected_brokers,
+            self.schemas, self._packages, self._classes,
+            lambda timeout: self.get_packages(_timeout=timeout),
+            lambda package, timeout: self.get_classes(package, _timeout=timeout),
+            self._count_malformed)
         self._ager: asyncio.Task[None] | None = None
         self._closed = False
         #: bodies that failed to decode, and bodies dropped while waiting for a schema
         self.malformed = 0
         self.held_dropped = 0
+
+    def _count_malformed(self) -> None:
+        self.malformed += 1
+
+    @property
+    def completion_queries(self) -> int:
+        """Completion queries sent: a ``G`` per agent and class for objects first seen
+        through one part."""
+        return self._view.completion_queries
+
+    @property
+    def completion_failures(self) -> int:
+        """Objects handed out without the part their completion failed to bring."""
+        return self._view.completion_failures
+
+    @property
+    def objects_evicted(self) -> int:
+        """Objects evicted from the view when it held ``max_objects``."""
+        return self._view.objects_evicted
 
     @property
     def console(self) -> Console | None:
@@ -318,7 +351,7 @@ class Session(ObjectQueries, ObjectUpdates):
             self, self._transport_factory or transport_factory(self.options.protocol),
             self._notify, self._package_seen, self._class_seen, self._schema_seen,
             self._bindings.keys, self._bindings.v2_bindings_for,
-            self._agent_arrived, self._agent_left, self._object_update, self._event,
+            self._agent_arrived, self._agent_left, self._updates.object_update, self._event,
             self._streams.connection_lost,
             lambda: self.console is not None or bool(self._streams.update_subs),
             lambda: self.console is not None or bool(self._streams.event_subs),
@@ -397,7 +430,7 @@ class Session(ObjectQueries, ObjectUpdates):
         self._streams.agent_change("added", agent)
 
     def _agent_left(self, agent: RemoteAgent) -> None:
-        self._forget_objects_of(agent)
+        self._updates.forget_agent(agent)
         self._notify("del_agent", agent)
         self._streams.agent_change("removed", agent)
 
@@ -631,7 +664,7 @@ class Session(ObjectQueries, ObjectUpdates):
                 lists when asked (``P``/``Q``).  The message names close classes.
         """
         out: list[QmfObject] = []
-        await self._collect(out.append, _class, _package, _key, _objectId, _agent, _broker,
+        await self._queries.collect(out.append, _class, _package, _key, _objectId, _agent, _broker,
                             _timeout, where, property_equals)
         return out
 
@@ -656,7 +689,7 @@ class Session(ObjectQueries, ObjectUpdates):
             Else: as :meth:`get_objects`.
         """
         queue: asyncio.Queue[QmfObject | None] = asyncio.Queue()
-        task = asyncio.ensure_future(self._collect(queue.put_nowait, _class, _package, _key,
+        task = asyncio.ensure_future(self._queries.collect(queue.put_nowait, _class, _package, _key,
                                                    _objectId, _agent, _broker, _timeout, where,
                                                    property_equals))
         task.add_done_callback(lambda _t: queue.put_nowait(None))
