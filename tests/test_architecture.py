@@ -349,9 +349,9 @@ V2_PROTOCOL_MODULES = ("qmf_async.protocol._events_v2", "qmf_async.protocol._con
                        "qmf_async.protocol._agent_v2")
 
 
-#: console modules still holding a mixin of Session (host state re-declared under
-#: TYPE_CHECKING in a class body); they leave as Session's parts become components
-MIXIN_MODULES_LEFT = frozenset({"_query.py", "_updates.py"})
+#: console modules still holding a mixin (host state re-declared under TYPE_CHECKING in
+#: a class body): none since Session's and Broker's parts became components
+MIXIN_MODULES_LEFT: frozenset[str] = frozenset()
 #: the base classes a console class may have besides its own package's plain classes
 _COMPOSED_BASES = {"object", "Generic", "Protocol"}
 
@@ -360,7 +360,7 @@ def test_the_broker_is_composed_not_mixed() -> None:
     """``Broker`` inherits nothing but ``object`` (its schema fetches and method calls
     are parts it holds, with explicit collaborators), and no class body in console/
     re-declares its host's state under ``if TYPE_CHECKING:`` (the mark of a mixin that
-    shares ``self``), the modules of Session's mixins not yet converted aside."""
+    shares ``self``)."""
     broker = ast.parse((PACKAGE / "console" / "_broker.py").read_text())
     bases = [ast.unparse(b).partition("[")[0] for n in broker.body
              if isinstance(n, ast.ClassDef) and n.name == "Broker" for b in n.bases]
