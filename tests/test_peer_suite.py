@@ -97,15 +97,18 @@ def _run(mode: str, out: Path, suites: list[str], tests: tuple[str, ...] = (),
     if os.environ.get("PYTHONPATH"):  # the proton_peer tier's proton (qmf_client's tests)
         path.append(os.environ["PYTHONPATH"])
     env = {**os.environ, "PEER_PROJECT_ROOT": str(ROOT), "PYTHONPATH": os.pathsep.join(path)}
-    argv = [sys.executable, str(PEER / "run"), "--python", python,
-            "--impl", "peer_project_console", "--toollibs-impl", "peer_project_toollibs",
-            "--client-impl", "peer_project_client", "--path", str(PEER / "impls_project"),
-            "--suite", ",".join(suites), "--qmf1", mode, "--port", str(_free_base()),
-            "--progress", "no", "--json", str(out)]
-    for name in tests:
-        argv += ["--test", name]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=env,
-                          check=False)
+    for _attempt in range(3):  # another run may take the free ports first: pick again
+        argv = [sys.executable, str(PEER / "run"), "--python", python,
+                "--impl", "peer_project_console", "--toollibs-impl", "peer_project_toollibs",
+                "--client-impl", "peer_project_client", "--path", str(PEER / "impls_project"),
+                "--suite", ",".join(suites), "--qmf1", mode, "--port", str(_free_base()),
+                "--progress", "no", "--json", str(out)]
+        for name in tests:
+            argv += ["--test", name]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=env,
+                              check=False)
+        if out.exists() or "is in use" not in done.stdout + done.stderr:
+            break
     if not out.exists():
         pytest.fail(f"the harness wrote no results (rc {done.returncode}):\n"
                     f"{done.stdout[-3000:]}\n{done.stderr[-2000:]}")
