@@ -61,8 +61,11 @@ async def main(url: str, maxsize: int, topic_max: int) -> None:
                 # qpidd names ``<container id>_<link name>``
                 broker = session.brokers[0]
                 inner = getattr(broker.transport, "_inner", broker.transport)
-                # (the AMQP 1.0 transport keys its receivers by handle; each has its name)
-                links = {r.key: r.name for r in getattr(inner, "_receivers", {}).values()}
+                # (the AMQP 1.0 transport's link table keys its receivers by handle; each
+                # has its name)
+                table = getattr(inner, "_links", None)
+                receivers = table.receivers if table is not None else {}
+                links = {r.key: r.name for r in receivers.values()}
                 print(json.dumps({"topic_queue": broker._topic_queue, "links": links}),
                       flush=True)
             elif line == "query":
