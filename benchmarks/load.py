@@ -850,6 +850,10 @@ async def soak(url: str, seconds: float, *, qpidd: bool = False, every: float = 
             "samples": len(samples),
             "blocks_after_warmup": statistics.median(s[3] for s in after[:3]),
             "blocks_end": statistics.median(s[3] for s in after[-3:]),
+            # the lowest count of each half after warm-up: the heap's floor, whatever
+            # the phase of its swings when a sample is taken
+            "blocks_floor_first": min(s[3] for s in after[:max(1, len(after) // 2)]),
+            "blocks_floor_last": min(s[3] for s in after[max(1, len(after) // 2):] or after),
             "rss_mb": [round(s[1] / MB, 2) for s in samples], "tasks": [s[2] for s in samples],
             "blocks": [s[3] for s in samples],
             "traced_growth": growth}

@@ -199,8 +199,11 @@ def _check_soak(f: dict[str, Any]) -> None:
     # RSS after a gc.collect: growth after warm-up within 4 MB + 1 MB a minute (the
     # allocators settle for a minute or so on qpidd: 0.7 MB in 2 minutes, then flat)
     assert f["rss_growth_mb"] < 4 + f["seconds"] / 60
-    # the Python heap's blocks: no trend (they swing by about 3,000 with what is in flight)
-    assert f["blocks_end"] - f["blocks_after_warmup"] < 10_000
+    # the Python heap's blocks: no trend.  They climb with what is in flight and fall back
+    # every few seconds (about 40,000 from peak to trough on qpidd), so two single
+    # samples differ by the phase they land on: the floor of each half after warm-up is
+    # compared instead, which holds at any phase
+    assert f["blocks_floor_last"] - f["blocks_floor_first"] < 10_000, f["blocks"]
 
 
 @pytest.mark.integration
