@@ -248,9 +248,7 @@ class MapShapes:
                 value, pos = decode(buf, after, depth)
             except Exception:  # malformed: the item-by-item decoder says how
                 return None
-            # (object ids are not kept: a deleted object's id must not outlive it)
             if small and pos == after + len(raw) and type(value) is dict \
-                    and "_object_name" not in value \
                     and all(type(v) in _IMMUTABLE for v in value.values()):
                 if len(self._maps) >= MAX_MEMO:
                     self._maps.clear()

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import struct
 import uuid
-import weakref
 from collections.abc import Mapping
 from typing import Any, ClassVar, Final, TypeAlias
 
@@ -125,15 +124,12 @@ _TEXTS: Final = frozenset((bytes, str))
 _HASHES: Final = frozenset((uuid.UUID, bytes, type(None)))
 #: most ids remembered (each kind); then they are built again
 _MAX_IDS: Final = 16384
-#: object ids and schema ids already built, by their wire parts (immutable, shared);
-#: an id is remembered only while something else holds it, so the ids of objects the
-#: sessions have forgotten (deleted queues) are not kept here
-_OIDS: weakref.WeakValueDictionary[tuple[Any, ...], V2ObjectId] = weakref.WeakValueDictionary()
-_SIDS: weakref.WeakValueDictionary[tuple[Any, ...], V2SchemaId] = weakref.WeakValueDictionary()
+#: object ids and schema ids already built, by their wire parts (immutable, shared)
+_OIDS: dict[tuple[Any, ...], V2ObjectId] = {}
+_SIDS: dict[tuple[Any, ...], V2SchemaId] = {}
 
 
-def _remember(memo: weakref.WeakValueDictionary[tuple[Any, ...], Any], key: tuple[Any, ...],
-              made: Any) -> None:
+def _remember(memo: dict[tuple[Any, ...], Any], key: tuple[Any, ...], made: Any) -> None:
     if len(memo) >= _MAX_IDS:
         memo.clear()
     memo[key] = made
