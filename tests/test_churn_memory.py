@@ -67,6 +67,18 @@ async def test_sessions_and_exporter_keep_nothing_of_deleted_queues(
             tracemalloc.stop()
 
 
+#: the transport's receive buffers (the frame being read, the stream's buffer) hold what
+#: qpidd sent last, up to a frame and the stream's limit: in flight at the snapshot, not
+#: kept (a CI run saw them 427 KiB apart between two snapshots)
+_IN_FLIGHT = (tracemalloc.Filter(False, "*/qmf_async/transport/_amqp10_frames.py"),
+              tracemalloc.Filter(False, "*/asyncio/streams.py"))
+
+
+def _kept(snapshot: tracemalloc.Snapshot) -> int:
+    """Bytes traced in ``snapshot`` but for the receive buffers in flight."""
+    return sum(s.size for s in snapshot.filter_traces(_IN_FLIGHT).statistics("filename"))
+
+
 async def _churn_twice(broker: Qpidd) -> None:
     deleted = {"n": 0}
     async with Session(forget_deleted_after=FORGET_AFTER) as plain, \
@@ -94,12 +106,12 @@ async def _churn_twice(broker: Qpidd) -> None:
             await _round(broker, plain, fed, deleted, exported, base, 1)  # warm-up
             objects = store.objects()
             gc.collect()
-            held = tracemalloc.get_traced_memory()[0]
             before = tracemalloc.take_snapshot()
+            held = _kept(before)
             await _round(broker, plain, fed, deleted, exported, base, 2)
             gc.collect()
-            growth = tracemalloc.get_traced_memory()[0] - held
             after = tracemalloc.take_snapshot()
+            growth = _kept(after) - held
             assert store.objects() <= objects + 5  # the churned queues left the store
             assert growth < BOUND, (
                 f"{CHURN} more queues declared and deleted grew the process by {growth} "
