@@ -147,6 +147,23 @@ def v2_value(name: str, t: QmfType, value: Any, banks: tuple[int, int],
     return value
 
 
+def _conversion(name: str, t: QmfType) -> str | None:
+    """The generated expression that converts ``v``, a v2 value of field ``name`` of
+    type ``t``, to its v1 value; None when it is taken as it came (integers, as over v1,
+    and maps, lists, objects)."""
+    if t in _TEXTS:
+        return "v.decode('utf-8', 'replace') if type(v) is _bytes else _text(v)"
+    if t == QmfType.REF:
+        return f"_ref({name!r}, v, banks)"
+    if t == QmfType.UUID:
+        return "_uuid16(v)"
+    if t == QmfType.BOOL:
+        return "_bool(v)"
+    if t in _FLOATS:
+        return "_float(v)"
+    return None
+
+
 def _compile_section(fields: list[tuple[str, QmfType, bool]], ref_id: RefId,
                      what: str, *, fast: bool = True) -> _Section:
     """``convert(values, banks, absent) -> list`` for one section's ``fields`` (name,
@@ -165,18 +182,7 @@ def _compile_section(fields: list[tuple[str, QmfType, bool]], ref_id: RefId,
     for i, (name, t, optional) in enumerate(fields):
         env[f"d{i}"] = None if optional else v2_default(t)
         lines.append(f"    v = g({name!r})")
-        if t in _TEXTS:
-            expr = "v.decode('utf-8', 'replace') if type(v) is _bytes else _text(v)"
-        elif t == QmfType.REF:
-            expr = f"_ref({name!r}, v, banks)"
-        elif t == QmfType.UUID:
-            expr = "_uuid16(v)"
-        elif t == QmfType.BOOL:
-            expr = "_bool(v)"
-        elif t in _FLOATS:
-            expr = "_float(v)"
-        else:  # integers (as received, as over v1) and maps, lists, objects
-            expr = "v"
+        expr = _conversion(name, t) or "v"
         if optional:
             lines.append(f"    add(d{i} if v is None else {expr})")
         else:
@@ -209,20 +215,11 @@ def _compile_section(fields: list[tuple[str, QmfType, bool]], ref_id: RefId,
              "            except ValueError:",
              "                break"]
     for i, (name, t, _) in enumerate(fields):
-        if t in _TEXTS:
-            expr = "v.decode('utf-8', 'replace') if type(v) is _bytes else _text(v)"
-        elif t == QmfType.REF:
-            expr = f"_ref({name!r}, v, banks)"
-        elif t == QmfType.UUID:
-            expr = "_uuid16(v)"
-        elif t == QmfType.BOOL:
-            expr = "_bool(v)"
-        elif t in _FLOATS:
-            expr = "_float(v)"
-        else:
+        converted = _conversion(name, t)
+        if converted is None:
             continue
         # a default is its own conversion (and asks no id); an optional None stays
-        lines += [f"    v = out[{i}]", "    if v is not None:", f"        out[{i}] = {expr}"]
+        lines += [f"    v = out[{i}]", "    if v is not None:", f"        out[{i}] = {converted}"]
     lines.append("    return out")
     quick: _Section = _compile_source("convert_fast", lines, env2, f"v2 {what}")
     return quick
