@@ -46,6 +46,23 @@ def test_exported_and_every_field_is_a_keyword() -> None:
     assert params[:6] == ["console", *FLAGS]  # still positional, in the same order
 
 
+def test_the_keywords_and_attributes_mirror_the_options() -> None:
+    """The settings are declared in SessionOptions; the keyword TypedDict (PEP 692 needs
+    a literal one) and the session's attributes are static-typing mirrors of it, which
+    Python's type system cannot derive: their names and types must agree with it."""
+    from typing import get_type_hints
+
+    from qmf_async.console._options import Setting
+    declared = get_type_hints(SessionOptions)
+    assert list(declared) == [f.name for f in attrs.fields(SessionOptions)]
+    keywords = get_type_hints(SessionKeywords)
+    assert keywords == {n: t for n, t in declared.items() if n not in FLAGS}
+    attributes = {n: t for n, t in get_type_hints(Session).items()
+                  if getattr(t, "__origin__", None) is Setting}
+    assert attributes == {n: Setting[t] for n, t in declared.items()}
+    assert all(isinstance(vars(Session)[n], Setting) for n in declared)
+
+
 @pytest.mark.parametrize(("name", "value", "message"), [
     ("timeout", 0, "timeout must be positive"),
     ("broker_timeout", -1.0, "broker_timeout must be positive"),
