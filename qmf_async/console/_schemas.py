@@ -151,10 +151,11 @@ class SchemaFetches:
         if package:
             packages = [package]
         else:
-            found = await self.ask_catalog(PackageQuery, "p", timeout)
-            packages = list(dict.fromkeys(m.package for m in found
+            listed = await self.ask_catalog(PackageQuery, "p", timeout)
+            packages = list(dict.fromkeys(m.package for m in listed
                                           if isinstance(m, PackageIndication)))
             self._handle([PackageSeen(p) for p in packages])
+
         def class_query(package: str) -> Callable[[int], Message]:
             return lambda seq: ClassQuery(seq, package)
 
@@ -163,11 +164,11 @@ class SchemaFetches:
         keys: list[ClassKey] = []
         seen: list[Any] = []
         error: BaseException | None = None
-        for found in answers:
-            if isinstance(found, BaseException):
-                error = error or found
+        for answer in answers:
+            if isinstance(answer, BaseException):
+                error = error or answer
                 continue
-            for msg in found:
+            for msg in answer:
                 if isinstance(msg, ClassIndication):
                     seen.append(ClassSeen(int(msg.kind), msg.class_key))
                     if msg.class_key.name == name and msg.class_key not in keys:

@@ -18,7 +18,7 @@ import contextlib
 import inspect
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Unpack, cast
 
 import attrs
