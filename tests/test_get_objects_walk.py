@@ -33,6 +33,8 @@ import pytest
 
 from qmf_async import Session
 
+from .test_session_integration import bus, managed_env  # noqa: F401  (the RabbitMQ bus)
+
 SESSION_LEVEL = frozenset({"_session", "_query", "_updates", "_streams", "_bindings"})
 BROKER_LEVEL = frozenset({"_broker", "_v1events", "_agentlist", "_schemas", "_calls",
                           "_v1route", "_v2", "_v2parts", "_waits"})
@@ -155,8 +157,27 @@ async def test_get_objects_goes_down_and_back_up_once(qpidd_stock: Any,
             queues = await session.get_objects(_class="queue")
     assert queues, "qpidd lists its queues"
     assert list(walk.zigzags()) == []
+    # the class's schema was fetched inside the walk, and arrived through the broker
+    assert walk.reached("_broker.py:Broker._dispatch", "_v1events.py:V1Events._schema_seen")
     # down: the session's query through the broker's one send path to the transport
     for down in _DOWN[version]:
         assert walk.reached(*down), down
     for up in _UP[version]:
+        assert walk.reached(*up), up
+
+
+async def test_get_objects_over_rabbitmq_goes_down_and_back_up_once(bus: Any) -> None:
+    """QMF v1 over AMQP 0-9-1: the demo agent on RabbitMQ, attached to the
+    management-broker role; a session that follows no publications, so that the
+    class's schema is fetched inside the walk."""
+    async with managed_env(bus, rcv_objects=False, rcv_events=False) as env:
+        with Walk() as walk:
+            queues = await env.session.get_objects(_class="queue", _agent=env.remote)
+    assert queues
+    assert list(walk.zigzags()) == []
+    assert walk.reached("_broker.py:Broker._dispatch", "_v1events.py:V1Events._schema_seen")
+    for down in _DOWN[1]:
+        assert walk.reached(*down), down
+    assert walk.reached("_aiormq.py:AiormqTransport.publish")
+    for up in _UP[1]:
         assert walk.reached(*up), up
