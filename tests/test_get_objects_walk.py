@@ -33,7 +33,9 @@ import pytest
 
 from qmf_async import Session
 
-from .test_session_integration import bus, managed_env  # noqa: F401  (the RabbitMQ bus)
+from .test_session_integration import bus, managed_env
+
+__all__ = ["bus"]  # the RabbitMQ tests' private vhost fixture
 
 SESSION_LEVEL = frozenset({"_session", "_query", "_updates", "_streams", "_bindings"})
 BROKER_LEVEL = frozenset({"_broker", "_v1events", "_agentlist", "_schemas", "_calls",
@@ -166,6 +168,7 @@ async def test_get_objects_goes_down_and_back_up_once(qpidd_stock: Any,
         assert walk.reached(*up), up
 
 
+@pytest.mark.integration
 async def test_get_objects_over_rabbitmq_goes_down_and_back_up_once(bus: Any) -> None:
     """QMF v1 over AMQP 0-9-1: the demo agent on RabbitMQ, attached to the
     management-broker role; a session that follows no publications, so that the
