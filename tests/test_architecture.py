@@ -706,3 +706,72 @@ def test_the_console_keeps_no_process_wide_cache() -> None:
                 offenders.append(f"{path.name}:{node.lineno}")
     assert offenders == [], "per-session state, not module-level caches:\n" + \
         "\n".join(offenders)
+
+
+#: the console modules below the session: a Broker (one connection) and the parts it
+#: holds (its v1 events, agent list, schema fetches, method calls, waits, qpidd's fast
+#: path, the v2 link and its parts)
+BROKER_LEVEL_MODULES = ("_broker.py", "_v1events.py", "_agentlist.py", "_schemas.py",
+                        "_calls.py", "_waits.py", "_v1route.py", "_v2.py", "_v2parts.py",
+                        "_v2bindings.py")
+
+
+def _methods(path: Path, *, coroutines: bool | None = None,
+             classes: set[str] | None = None) -> set[str]:
+    """The public method names of the classes of the module at ``path`` (``classes``:
+    of these only; ``coroutines``: only coroutine methods, or only plain ones)."""
+    tree = ast.parse(path.read_text(), str(path))
+    kinds = {None: (ast.AsyncFunctionDef, ast.FunctionDef), True: (ast.AsyncFunctionDef,),
+             False: (ast.FunctionDef,)}[coroutines]
+    return {f.name for c in tree.body if isinstance(c, ast.ClassDef)
+            and (classes is None or c.name in classes)
+            for f in c.body if isinstance(f, kinds) and not f.name.startswith("_")}
+
+
+def _session_requests() -> tuple[set[str], set[str]]:
+    """The requests of the session's public API: the public coroutine methods of
+    ``Session`` (``get_packages``, ``get_objects``, ``add_broker`` ...) less the names
+    a broker-level class defines for itself (``connect``, ``close``); and among them
+    the names of plain methods of the proxies and agents a broker holds (``_objects``,
+    ``_values``: ``QmfObject.get_schema``), a session request only when awaited."""
+    console = PACKAGE / "console"
+    public = _methods(console / "_session.py", coroutines=True, classes={"Session"})
+    for name in BROKER_LEVEL_MODULES:
+        public -= _methods(console / name)
+    plain = set()
+    for name in ("_objects.py", "_values.py"):
+        plain |= _methods(console / name, coroutines=False) & public
+    return public, plain
+
+
+def test_the_broker_level_never_calls_up_into_the_session() -> None:
+    """A get_objects walks down (session, broker, transport) and back up (delivery,
+    broker dispatch, the query's sink) once (issue 37): no broker-level module of
+    console/ (BROKER_LEVEL_MODULES) calls a request of the session's public API
+    (``session.get_packages()``, ``get_classes``, ``get_schema``, ``get_objects`` ...,
+    whatever the receiver is called), and ``SessionSettings``, the session as a broker
+    sees it, declares none of them (a name a proxy also has, ``QmfObject.get_schema``,
+    counts when awaited): a broker fetches what it needs (classes, schemas)
+    through its own connection, and tells its session what arrived through its
+    ``SessionHost`` handlers.  tests/test_get_objects_walk.py traces the walks."""
+    requests, plain = _session_requests()
+    assert {"get_packages", "get_classes", "get_schema", "get_objects"} <= requests
+    found, calls = [], 0
+    for name in BROKER_LEVEL_MODULES:
+        path = PACKAGE / "console" / name
+        tree = ast.parse(path.read_text(), str(path))
+        awaited = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Await)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                calls += 1
+                if node.func.attr in requests and (node.func.attr not in plain
+                                                   or id(node) in awaited):
+                    found.append(f"{name}:{node.lineno} {ast.unparse(node.func)}")
+    assert calls > 500, f"the rule sees too few calls ({calls}): is the tree empty?"
+    links = ast.parse((PACKAGE / "console" / "_links.py").read_text())
+    for cls in (c for c in links.body if isinstance(c, ast.ClassDef)
+                and c.name == "SessionSettings"):
+        found += [f"_links.py:{f.lineno} SessionSettings.{f.name}" for f in cls.body
+                  if isinstance(f, ast.AsyncFunctionDef | ast.FunctionDef)
+                  and f.name in requests]
+    assert found == [], "calls up into the session from below it:\n" + "\n".join(found)

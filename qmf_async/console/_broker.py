@@ -701,6 +701,28 @@ class Broker:
         """
         return await self._schemas.fetch_v1_schema(key, timeout, agent)
 
+    async def ask_catalog(self, make: Callable[[int], Message], expect: str,
+                          timeout: float) -> list[Message]:
+        """A ``P`` or ``Q`` (``expect``: ``p`` or ``q``) to this connection's management
+        broker, or to each of its agents without one; the indications answered.
+
+        Raises:
+            NotConnectedError, TransportError, QmfTimeout, CommandError: every request
+                failed.
+        """
+        return await self._schemas.ask_catalog(make, expect, timeout)
+
+    async def classes_named(self, name: str, package: str | None,
+                            timeout: float) -> list[ClassKey]:
+        """The keys of the classes called ``name`` (in ``package``, else in any) that
+        this connection lists (``P``, then ``Q``); the session hears of what the
+        answers list as of unsolicited indications.
+
+        Raises:
+            As :meth:`ask_catalog`.
+        """
+        return await self._schemas.classes_named(name, package, timeout)
+
     async def ask_schema(self, key: ClassKey,
                          targets: list[tuple[RemoteAgent | None, str, str]],
                          timeout: float) -> SchemaClass | None:

@@ -11,7 +11,6 @@ import uuid
 from typing import Any, Protocol
 
 from .. import wire as codec
-from ..wire import ClassKey
 from ._options import SessionOptions
 
 __all__ = ["BrokerLink", "SessionLink", "SessionSettings"]
@@ -53,7 +52,8 @@ class SessionSettings(Protocol):
     """The session a :class:`Broker` belongs to, as the broker reads it (a
     :class:`~qmf_async.console._session.Session` is one): its settings (``options``,
     read live: they may be replaced after the broker was added), the schema cache and
-    counters."""
+    counters.  Nothing to ask the bus with: a broker fetches what it needs through its
+    own connection, and the session sits at the top of every request's walk."""
 
     options: SessionOptions
     schemas: codec.SchemaRegistry
@@ -62,8 +62,3 @@ class SessionSettings(Protocol):
 
     @property
     def console(self) -> Any: ...
-
-    async def get_packages(self, *, _timeout: float | None = None) -> list[str]: ...
-
-    async def get_classes(self, package: str, *,
-                          _timeout: float | None = None) -> list[ClassKey]: ...

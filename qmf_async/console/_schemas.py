@@ -16,8 +16,18 @@ from typing import Any, Final, Protocol
 from .. import names
 from ..errors import CommandError, ProtocolError, QmfError
 from ..protocol import V2_DIRECT_EXCHANGE as V2_DIRECT
-from ..protocol import ConsoleProtocol, SchemaNeeded
-from ..wire import ClassKey, Message, SchemaClass, SchemaRequest, SchemaResponse
+from ..protocol import ClassSeen, ConsoleProtocol, PackageSeen, SchemaNeeded
+from ..wire import (
+    ClassIndication,
+    ClassKey,
+    ClassQuery,
+    Message,
+    PackageIndication,
+    PackageQuery,
+    SchemaClass,
+    SchemaRequest,
+    SchemaResponse,
+)
 from ._options import SessionOptions
 from ._v1route import QPIDD_AGENT
 from ._values import RemoteAgent
@@ -44,10 +54,13 @@ class RequestPrimitive(Protocol):
 
 
 class SchemaFetches:
-    """Schema requests of one broker connection, a part the :class:`Broker` builds and
-    holds: it asks through the broker's request primitive (``request``), reads and
-    releases the bodies its protocol core (``core``) holds, acts on the core's events
-    through ``handle``, and tells the session of a schema fetched (``schema_seen``).
+    """Schema requests of one broker connection (``S``, and the ``P``/``Q`` that list
+    packages and classes), a part the :class:`Broker` builds and holds: it asks
+    through the broker's request primitive (``request``), reads and releases the
+    bodies its protocol core (``core``) holds, acts on the core's events (and on what
+    its own answers announce) through ``handle``, and tells the session of a schema
+    fetched (``schema_seen``): data goes up as return values and events, it never
+    asks the session for anything.
     ``agents`` is the broker's live directory (read, never written); ``tasks`` the
     broker's set of background tasks (a fetch runs as one, closed with the broker)."""
 
@@ -94,6 +107,76 @@ class SchemaFetches:
         if self._core.has_management:
             targets.append((None, "broker", MANAGEMENT))
         return await self.ask_schema(key, targets, timeout)
+
+    async def ask_catalog(self, make: Callable[[int], Message], expect: str,
+                          timeout: float) -> list[Message]:
+        """A ``P`` or ``Q`` (``make`` builds it; ``expect``: ``p`` or ``q``) to the
+        management broker of this connection, or to each of its agents at once without
+        one; the indications answered.
+
+        Raises:
+            NotConnectedError, TransportError, QmfTimeout, CommandError: every request
+                failed (the first error).
+        """
+        if self._core.has_management:
+            asked = [self._request(None, make, "broker", query=True, expect=expect,
+                                   timeout=timeout)]
+        else:
+            asked = [self._request(a, make, a.key, query=True, expect=expect, timeout=timeout)
+                     for a in list(self._agents.values())]
+        results: list[Message] = []
+        errors: list[BaseException] = []
+        for outcome in await asyncio.gather(*asked, return_exceptions=True):
+            if isinstance(outcome, BaseException):
+                errors.append(outcome)
+            else:
+                results.extend(outcome)
+        if errors and not results:
+            raise errors[0]
+        return results
+
+    async def classes_named(self, name: str, package: str | None,
+                            timeout: float) -> list[ClassKey]:
+        """The keys (every hash) of the classes called ``name`` (in ``package``; None:
+        in any package) that this connection lists: a ``P`` (unless ``package`` is
+        given), then a ``Q`` per package (at once), each within ``timeout``.  What the
+        answers list goes up as the core's ``PackageSeen``/``ClassSeen`` events
+        (through ``handle``: the session learns of them as from ``get_packages`` and
+        ``get_classes``).
+
+        Raises:
+            NotConnectedError, TransportError, QmfTimeout, CommandError: as
+                :meth:`ask_catalog`.
+        """
+        if package:
+            packages = [package]
+        else:
+            listed = await self.ask_catalog(PackageQuery, "p", timeout)
+            packages = list(dict.fromkeys(m.package for m in listed
+                                          if isinstance(m, PackageIndication)))
+            self._handle([PackageSeen(p) for p in packages])
+
+        def class_query(package: str) -> Callable[[int], Message]:
+            return lambda seq: ClassQuery(seq, package)
+
+        answers = await asyncio.gather(*(self.ask_catalog(class_query(p), "q", timeout)
+                                         for p in packages), return_exceptions=True)
+        keys: list[ClassKey] = []
+        seen: list[Any] = []
+        error: BaseException | None = None
+        for answer in answers:
+            if isinstance(answer, BaseException):
+                error = error or answer
+                continue
+            for msg in answer:
+                if isinstance(msg, ClassIndication):
+                    seen.append(ClassSeen(int(msg.kind), msg.class_key))
+                    if msg.class_key.name == name and msg.class_key not in keys:
+                        keys.append(msg.class_key)
+        self._handle(seen)
+        if error is not None:
+            raise error
+        return keys
 
     async def ask_schema(self, key: ClassKey,
                          targets: list[tuple[RemoteAgent | None, str, str]],
@@ -169,6 +252,7 @@ class SchemaFetches:
             else:
                 if schema is not None:
                     self._schema_seen(schema)
+                    self.release_held(key)  # the core routed them already (SchemaSeen)
                     return
                 why = "no agent to ask"
             self._handle(self._core.drop_held(f"schema {key} could not be fetched: {why}",

@@ -18,7 +18,7 @@ import contextlib
 import inspect
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Unpack, cast
 
 import attrs
@@ -422,8 +422,12 @@ class Session:
         if schema.class_key not in self._schemas_announced:
             self._schemas_announced.add(schema.class_key)
             self._notify("schema", schema)
+        # the broker that received it routes its own held bodies; the others (their
+        # cores share the cache) on the next turn of the loop, so that no broker is
+        # entered again from the walk of the one that told the session
+        loop = asyncio.get_running_loop()
         for broker in self.brokers:
-            broker.release_held(schema.class_key)
+            loop.call_soon(broker.release_held, schema.class_key)
 
     def _agent_arrived(self, agent: RemoteAgent) -> None:
         self._notify("new_agent", agent)
@@ -547,19 +551,13 @@ class Session:
 
     async def _schema_query(self, make: Callable[[int], Message], expect: str,
                             timeout: float | None) -> list[Message]:
-        """Send a P or Q to every management broker, or to every agent without one."""
+        """Send a P or Q to every management broker, or to every agent without one
+        (each broker's :meth:`~Broker.ask_catalog`, at once)."""
         results: list[Message] = []
         errors: list[BaseException] = []
-        waits: list[Awaitable[Any]] = []
-        for b in self._connected_brokers():
-            if b.has_management:
-                waits.append(b.request(None, make, "broker", query=True, expect=expect,
-                                       timeout=timeout or self.options.timeout))
-            else:
-                for a in b.agents():
-                    waits.append(b.request(a, make, a.key, query=True, expect=expect,
-                                           timeout=timeout or self.options.timeout))
-        for outcome in await asyncio.gather(*waits, return_exceptions=True):
+        wait = timeout or self.options.timeout
+        asked = [b.ask_catalog(make, expect, wait) for b in self._connected_brokers()]
+        for outcome in await asyncio.gather(*asked, return_exceptions=True):
             if isinstance(outcome, BaseException):
                 errors.append(outcome)
             else:

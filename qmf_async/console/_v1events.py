@@ -80,6 +80,8 @@ class V1EventsHost(Protocol):
 
     def v1_beat_of_qpidd(self) -> None: ...
 
+    def release_held(self, key: ClassKey) -> None: ...
+
 
 class V1Events:
     """The handlers of the v1 core events of the broker ``host`` (``handlers``: one
@@ -105,11 +107,18 @@ class V1Events:
             EventReceived: self.event,
             PackageSeen: lambda ev: owner.package_seen(ev.package),
             ClassSeen: lambda ev: owner.class_seen(ev.kind, ev.class_key),
-            SchemaSeen: lambda ev: owner.schema_seen(ev.schema),
+            SchemaSeen: self._schema_seen,
             SchemaNeeded: schema_needed,
             HeldDropped: self._held_dropped,
             BodyMalformed: self._malformed,
         }
+
+    def _schema_seen(self, ev: SchemaSeen) -> None:
+        """A schema arrived (the core holds it now): the session records and announces
+        it, then this broker routes the bodies its core held for it (the walk of a
+        query goes back up from here, not through the session)."""
+        self.host.owner.schema_seen(ev.schema)
+        self.host.release_held(ev.schema.class_key)
 
     def _reply(self, ev: Reply) -> None:
         wait = self.waits.finish(ev.seq)

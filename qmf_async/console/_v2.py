@@ -596,10 +596,11 @@ class V2Link:
 
     async def _prefetch(self, sid: V2SchemaId, agent: RemoteAgent) -> None:
         """Before the first query of a class, fetch its schemas (the class list of its
-        package, ``Q``, then ``S``): the answer's parts can then be converted as
-        they arrive instead of waiting, decoded, for a schema request that the agent
-        answers only after the whole query (qpidd serves one request at a time).
-        Failing here costs nothing: the parts then wait for their schemas."""
+        package, ``Q``, then ``S``) through this link's broker (never through the
+        session): the answer's parts can then be converted as they arrive instead of
+        waiting, decoded, for a schema request that the agent answers only after the
+        whole query (qpidd serves one request at a time).  Failing here costs nothing:
+        the parts then wait for their schemas."""
         session = self.host.session
         name, package = sid.class_name, sid.package
         if any(s.class_key.name == name and (not package or s.class_key.package == package)
@@ -607,11 +608,7 @@ class V2Link:
             return
         timeout = session.options.schema_timeout
         try:
-            packages = [package] if package else await session.get_packages(_timeout=timeout)
-            keys: list[ClassKey] = []
-            for p in packages:
-                keys.extend(k for k in await session.get_classes(p, _timeout=timeout)
-                            if k.name == name)
+            keys = await self.host.classes_named(name, package or None, timeout)
             await self.fetch_schemas(keys, agent)
         except QmfError as exc:
             log.debug("schemas of %s not fetched ahead of the query: %s", name, exc)
