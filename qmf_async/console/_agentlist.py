@@ -23,6 +23,7 @@ from ..protocol import (
     Twins,
 )
 from ..transport import TransportProtocol
+from ._dispatch import v1_banks
 from ._links import BrokerLink, SessionSettings
 from ._objects import RemoteAgent
 
@@ -109,7 +110,7 @@ class AgentList:
         alive = {hidden: info.label for hidden in self.twins.hidden
                  if (info := directory.get(hidden)) is not None}
         for back in self.twins.v2_left(agent.name, alive):
-            self.on_arrived(AgentArrived(back[0], back[1], alive[back]))
+            self.on_arrived(AgentArrived(back, alive[back]))
 
     def _v2_names(self) -> list[str]:
         return [agent.name for agent in self.agents.values() if agent.name]
@@ -122,13 +123,13 @@ class AgentList:
             self.host.owner.agent_left(agent)
 
     def on_arrived(self, ev: AgentArrived) -> None:
-        banks = (ev.broker_bank, ev.agent_bank)
+        banks = v1_banks(ev.agent)
         if self.v2_owns(banks):
             return
         broker = self.host
         if broker.v2 is not None and self.twins.v1_arrived(banks, ev.label, self._v2_names()):
             return
-        agent = RemoteAgent(broker, ev.broker_bank, ev.agent_bank, ev.label, broker.where)
+        agent = RemoteAgent(broker, banks[0], banks[1], ev.label, broker.where)
         self.agents[banks] = agent
         if broker.v2 is not None:
             self._follow_v1_agent(agent, True)
@@ -154,18 +155,17 @@ class AgentList:
         broker.spawn(run())
 
     def on_relabeled(self, ev: AgentRelabeled) -> None:
-        banks = (ev.broker_bank, ev.agent_bank)
+        banks = v1_banks(ev.agent)
         if self.v2_owns(banks):
             return
         broker = self.host
         if broker.v2 is not None and self.twins.v1_arrived(banks, ev.label, self._v2_names()):
             self._unlist_v1(banks)
             return
-        self.agents[banks] = RemoteAgent(broker, ev.broker_bank, ev.agent_bank, ev.label,
-                                         broker.where)
+        self.agents[banks] = RemoteAgent(broker, banks[0], banks[1], ev.label, broker.where)
 
     def on_left(self, ev: AgentLeft) -> None:
-        banks = (ev.broker_bank, ev.agent_bank)
+        banks = v1_banks(ev.agent)
         if self.v2_owns(banks):
             self.twins.forget(banks)
             return

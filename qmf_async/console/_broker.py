@@ -487,7 +487,7 @@ class Broker:
         # listed now as any v1 agent
         for banks, info in list(self._core.agents.items()):
             if banks not in self._agents:
-                self._agent_list.on_arrived(AgentArrived(banks[0], banks[1], info.label))
+                self._agent_list.on_arrived(AgentArrived(banks, info.label))
         for ev in self._choice.turn():  # the early keys are bound for good now
             self._events.event(ev)
         for key in new:
