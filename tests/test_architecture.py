@@ -620,6 +620,21 @@ def test_the_bus_facts_are_defined_once() -> None:
 
 #: the longest a module of the agent may be (issue 37: readable in one sitting)
 AGENT_MODULE_LINES = 800
+#: the longest a module of the console or the transport may be (issue 37, as the agent's)
+MODULE_LINES = {"console": 800, "transport": 800}
+
+
+@pytest.mark.parametrize("package", sorted(MODULE_LINES))
+def test_console_and_transport_modules_stay_readable(package: str) -> None:
+    """No module of ``qmf_async.console`` or ``qmf_async.transport`` is over 800 lines
+    (issue 37's Done-when): a module that grows past it gives a responsibility away
+    (as the broker gave its QMF version turn to ``_versions.py``)."""
+    limit = MODULE_LINES[package]
+    paths = sorted((PACKAGE / package).glob("*.py"))
+    assert len(paths) >= 5, f"the rule sees too few modules of {package}"
+    long = [f"{path.name}: {lines} lines (at most {limit})" for path in paths
+            if (lines := len(path.read_text().splitlines())) > limit]
+    assert long == [], f"modules of {package} too long:\n" + "\n".join(long)
 #: where an agent module reads another object's private attributes, deliberately: a
 #: module-level function of ``_objects.py`` is ManagedObject's own implementation
 AGENT_PRIVATE_ACCESS_ALLOWED = {"_objects.py": {"rename_references", "snapshots"}}

@@ -1459,7 +1459,7 @@ async def test_early_v1_event_bindings_stay_after_the_first_v2_heartbeat(
     # the connection as over v2 to a qpidd publishing both, before its first v2 heartbeat
     broker._v2 = _BothVersionsV2Link()  # type: ignore[assignment]
     broker._choice.early_keys = ["console.event.#"]
-    broker._v1_keys.append("console.event.#")
+    broker._turn.keys.append("console.event.#")
     await transport.bind(topic, "qpid.management", "console.event.#")
 
     mgmt.event(DELETE, {"qName": "held"})
@@ -1468,7 +1468,7 @@ async def test_early_v1_event_bindings_stay_after_the_first_v2_heartbeat(
     assert not broker._choice.held and not broker._choice.early_keys
     await asyncio.gather(*broker._tasks)  # whatever the heartbeat started has run
     assert unbound == []
-    assert "console.event.#" in broker._v1_keys
+    assert "console.event.#" in broker._turn.keys
 
     fed = bus.delivered
     feeds = 0

@@ -41,7 +41,13 @@ if TREE not in sys.path:
     sys.path.insert(0, TREE)
 
 from benchmarks.qpidd.broker import proc_cpu  # noqa: E402
-from qmf_async.protocol import ConsoleProtocolV2, EventReceived, ObjectUpdate  # noqa: E402
+from qmf_async.protocol import ConsoleProtocolV2  # noqa: E402
+
+try:  # a baseline tree from before the one event vocabulary (--baseline)
+    from qmf_async.protocol import V2DataIndicated as ObjectUpdate  # type: ignore[attr-defined]
+    from qmf_async.protocol import V2EventIndicated as EventReceived  # type: ignore[attr-defined]
+except ImportError:
+    from qmf_async.protocol import EventReceived, ObjectUpdate
 from qmf_async.transport import Delivery, NativeAmqp10Transport  # noqa: E402
 
 TOPIC = "qmf.default.topic"
