@@ -397,6 +397,28 @@ async def test_agent_aging_after_three_missed_intervals(make_session: Any) -> No
     assert changes.closed
 
 
+async def test_agent_aging_hands_the_changes_up_as_its_return_value(make_session: Any) -> None:
+    """Issue 37 (data up): ``Broker.age_agents`` returns the changes of its agent list
+    (an agent that stopped beating left) for the session to act on; the broker does
+    not call up into the session meanwhile (on 0eecff0 it returned None and called the
+    session's ``agent_left`` itself)."""
+    bus = FakeBus()
+    quiet = queue_agent(bus, 5)
+    rec = Recorder()
+    session, broker = await connect(make_session, bus, console=rec, agent_interval=0.1,
+                                    min_agent_interval=0.05)
+    ager = session._ager
+    assert ager is not None
+    ager.cancel()  # this test ages the broker itself
+    await asyncio.gather(ager, return_exceptions=True)
+    quiet.heartbeat()
+    assert [a.agent_bank for a in broker.agents()] == [5]
+    gone = await wait_until(lambda: broker.age_agents(time.monotonic()), timeout=5.0,
+                            message="the silent agent aged out")
+    assert [(c.agent.agent_bank, c.added) for c in gone] == [(5, False)]
+    assert broker.agents() == [] and rec.n("del_agent") == 0  # the caller's to tell
+
+
 # ----------------------------------------------------------------------------- get_objects
 
 

@@ -53,7 +53,7 @@ from ..wire import (
     SchemaClass,
     SchemaMethod,
 )
-from ._agentlist import AgentList
+from ._agentlist import AgentChange, AgentList
 from ._calls import MethodCalls
 from ._links import SessionSettings
 from ._objects import Event, QmfObject, RemoteAgent
@@ -689,16 +689,21 @@ class Broker:
         self._handle(self._core.see_agent(bb, ab, time.monotonic(), label=label))
         return self._agents[(bb, ab)]
 
-    def age_agents(self, now: float) -> None:
+    def age_agents(self, now: float) -> list[AgentChange]:
         """Age the agents out whose heartbeats stopped, as of the last moment this
         console is known to have handled everything it had received (see
-        :meth:`AgentList.age`); over v2, also the v2 agents and deleted object ids."""
-        now, events = self._agent_list.age(now, self._probe_key, self._loss_queue)
-        self._handle(events)
-        if self._v2 is not None:
-            released = self._v2.age(now)
-            if released and self._route is not None:
-                self._route.forget(released)
+        :meth:`AgentList.age`); over v2, also the v2 agents and deleted object ids.
+        Returns the changes of the agent list, in order, for the caller to act on (the
+        session is not called: agents that left, v1 twins listed again).  Raises
+        nothing."""
+        with self._agent_list.collecting() as changes:
+            now, events = self._agent_list.age(now, self._probe_key, self._loss_queue)
+            self._handle(events)
+            if self._v2 is not None:
+                released = self._v2.age(now)
+                if released and self._route is not None:
+                    self._route.forget(released)
+        return changes
 
     def forget_agents(self) -> None:
         """The broker is removed: every agent leaves (the session hears of each)."""

@@ -343,7 +343,11 @@ class Session:
             await asyncio.sleep(max(self.options.min_agent_interval, 0.05))
             now = time.monotonic()
             for broker in list(self.brokers):
-                broker.age_agents(now)
+                for change in broker.age_agents(now):
+                    if change.added:
+                        self._agent_arrived(change.agent)
+                    else:
+                        self._agent_left(change.agent)
 
     def _broker_host(self) -> SessionHost:
         """The calls a new broker of this session makes on it."""
