@@ -55,6 +55,7 @@ from ..wire import (
 )
 from ._agentlist import AgentChange, AgentList
 from ._calls import MethodCalls
+from ._dispatch import handle
 from ._links import SessionSettings
 from ._objects import Event, QmfObject, RemoteAgent
 from ._schemas import SchemaFetches
@@ -753,12 +754,7 @@ class Broker:
 
     def _handle(self, events: list[Any]) -> None:
         """Act on the core's events, in order (one failing handler does not stop the rest)."""
-        handlers = self._handlers
-        for ev in events:
-            try:
-                handlers[type(ev)](ev)
-            except Exception:
-                log.exception("failed to handle %r from %s", ev, self.where)
+        handle(self._handlers, events, self.where, log)
 
     def v2_agent_arrived(self, agent: RemoteAgent) -> None:
         """Over v2: ``agent`` arrived (see :meth:`AgentList.v2_arrived`)."""
