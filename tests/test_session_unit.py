@@ -419,6 +419,21 @@ async def test_agent_aging_hands_the_changes_up_as_its_return_value(make_session
     assert broker.agents() == [] and rec.n("del_agent") == 0  # the caller's to tell
 
 
+async def test_a_removed_broker_hands_its_agents_departures_up(make_session: Any) -> None:
+    """Issue 37 (data up): ``Broker.forget_agents`` returns the departures of every
+    agent (the session, removing the broker, tells them); on 0eecff0 it returned
+    None and called the session's ``agent_left`` itself."""
+    bus = FakeBus()
+    queue_agent(bus, 5)
+    rec = Recorder()
+    session, broker = await with_heartbeats(make_session, bus, console=rec)
+    gone = broker.forget_agents()
+    assert [(c.agent.agent_bank, c.added) for c in gone] == [(5, False)]
+    assert broker.agents() == [] and rec.n("del_agent") == 0
+    session._agents_changed(gone)  # what del_broker does with them
+    await wait_until(lambda: rec.n("del_agent") == 1)
+
+
 # ----------------------------------------------------------------------------- get_objects
 
 

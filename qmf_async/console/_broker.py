@@ -706,10 +706,13 @@ class Broker:
                     self._route.forget(released)
         return changes
 
-    def forget_agents(self) -> None:
-        """The broker is removed: every agent leaves (the session hears of each)."""
-        self._handle(self._core.forget_agents("broker removed"))
-        self._agent_list.forget_v2()
+    def forget_agents(self) -> list[AgentChange]:
+        """The broker is removed: every agent leaves; returns their departures, in
+        order, for the caller to act on (as :meth:`age_agents`).  Raises nothing."""
+        with self._agent_list.collecting() as changes:
+            self._handle(self._core.forget_agents("broker removed"))
+            self._agent_list.forget_v2()
+        return changes
 
     def known_agent(self, banks: tuple[int, int]) -> RemoteAgent | None:
         """The known agent of ``banks`` (None when none is)."""
