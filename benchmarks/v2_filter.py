@@ -82,7 +82,7 @@ async def qpidd_agent_name(port: int) -> str:
     Raises:
         RuntimeError: no answer within 10 s.
     """
-    from qmf_async.protocol import ConsoleProtocolV2, V2AgentArrived
+    from qmf_async.protocol import AgentArrived, ConsoleProtocolV2
     from qmf_async.transport import Delivery, NativeAmqp10Transport, open_reply_endpoint
 
     t = NativeAmqp10Transport(f"amqp://127.0.0.1:{port}/")
@@ -93,8 +93,8 @@ async def qpidd_agent_name(port: int) -> str:
     def on_delivery(d: Delivery) -> None:
         for ev in core.receive(d.headers, d.value, subject=d.routing_key,
                                correlation_id=d.correlation_id, now=time.monotonic()):
-            if isinstance(ev, V2AgentArrived) and ev.product == "qpidd":
-                names.append(ev.name)
+            if isinstance(ev, AgentArrived) and ev.product == "qpidd":
+                names.append(str(ev.agent))
     try:
         t.set_dispatcher(on_delivery)
         reply = await open_reply_endpoint(t)

@@ -20,19 +20,18 @@ from qmf_async.agent import (
     object_class,
 )
 from qmf_async.protocol import (
+    AgentArrived,
     ConsoleProtocolV2,
+    Event,
+    EventReceived,
+    ObjectUpdate,
     Outgoing,
-    V2AgentArrived,
-    V2ConsoleEvent,
-    V2DataIndicated,
-    V2EventIndicated,
-    V2MethodAnswered,
-    V2MethodFailed,
-    V2QueryAnswered,
+    QueryDone,
+    Reply,
     texts_from_schema,
 )
 from qmf_async.transport import Delivery, Transport, open_reply_endpoint
-from qmf_async.wire import V2SchemaId
+from qmf_async.wire import V2Exception, V2MethodResponse, V2SchemaId
 
 from ._util import wait_until
 
@@ -94,7 +93,7 @@ class Driver:
     def __init__(self, transport: Transport) -> None:
         self.t = transport
         self.core = ConsoleProtocolV2()
-        self.events: list[V2ConsoleEvent] = []
+        self.events: list[Event] = []
         self.reply = ""
 
     async def open(self, *bindings: tuple[str, str]) -> None:
@@ -119,7 +118,7 @@ class Driver:
 
     async def answer(self, cid: str, timeout: float = 10.0) -> Any:
         def find() -> Any:
-            return next((e for e in self.events if getattr(e, "cid", None) == cid), None)
+            return next((e for e in self.events if getattr(e, "request", None) == cid), None)
         return await wait_until(find, timeout=timeout, message=f"the answer to {cid}")
 
 
@@ -128,7 +127,7 @@ async def console_sees_the_agent(driver: Driver, agent: Agent) -> None:
     name = agent.v2_name
     assert name is not None
     await driver.send(driver.core.send_locate(time.monotonic()))
-    await wait_until(lambda: any(isinstance(e, V2AgentArrived) and e.name == name
+    await wait_until(lambda: any(isinstance(e, AgentArrived) and e.agent == name
                                  for e in driver.events),
                      timeout=10.0, message="the agent's locate answer or heartbeat")
     info = driver.core.agents[name]
@@ -136,7 +135,7 @@ async def console_sees_the_agent(driver: Driver, agent: Agent) -> None:
     # objects of the class, then one by its object id
     cid = await driver.send(driver.core.send_query(name, schema_id=V2SchemaId(PKG, "counter")))
     ev = await driver.answer(cid)
-    assert isinstance(ev, V2QueryAnswered) and ev.agent == name
+    assert isinstance(ev, QueryDone) and ev.agent == name
     ev_items = ev.items
     values = {texts_from_schema(d.values, COUNTER)["name"]: d.values["count"] for d in ev.items}
     assert values == {"ticks": 0, "tocks": 100}
@@ -145,30 +144,33 @@ async def console_sees_the_agent(driver: Driver, agent: Agent) -> None:
     assert ticks.object_id.object_name == f"{PKG}:counter:ticks"
     cid = await driver.send(driver.core.send_query(name, object_id=ticks.object_id))
     ev = await driver.answer(cid)
-    assert isinstance(ev, V2QueryAnswered) and [d.object_id for d in ev.items] == [
+    assert isinstance(ev, QueryDone) and [d.object_id for d in ev.items] == [
         ticks.object_id]
     # methods: an answer, then an exception for an unknown method
     cid = await driver.send(driver.core.send_method(name, ticks.object_id, "add",
                                                     {"amount": 5}))
     ev = await driver.answer(cid)
-    assert isinstance(ev, V2MethodAnswered) and ev.arguments == {"total": 5}
+    assert isinstance(ev, Reply) and isinstance(ev.message, V2MethodResponse) \
+        and ev.message.arguments == {"total": 5}
     assert count_of(agent, "ticks") == 5
     cid = await driver.send(driver.core.send_method(name, ticks.object_id, "nope", {}))
     ev = await driver.answer(cid)
-    assert isinstance(ev, V2MethodFailed) and ev.code == 2 and "nope" in ev.text
+    assert isinstance(ev, Reply) and isinstance(ev.message, V2Exception)
+    assert ev.message.error_code == 2 and "nope" in ev.message.error_text
     # an event raised by the handler of reset
     cid = await driver.send(driver.core.send_method(name, ticks.object_id, "reset", {}))
     ev = await driver.answer(cid)
-    assert isinstance(ev, V2MethodAnswered) and ev.arguments == {"previous": 5}
+    assert isinstance(ev, Reply) and isinstance(ev.message, V2MethodResponse) \
+        and ev.message.arguments == {"previous": 5}
     event = await wait_until(
         lambda: next((e for e in driver.events
-                      if isinstance(e, V2EventIndicated) and e.agent == name), None),
+                      if isinstance(e, EventReceived) and e.agent == name), None),
         timeout=10.0, message="the counterReset event")
-    assert event.event.schema_id.class_name == "counterReset"
-    assert event.event.schema_id.package == PKG and event.event.severity == 6
-    assert texts_from_schema(event.event.values, RESET) == {"name": "ticks", "previous": 5}
+    assert event.message.schema_id.class_name == "counterReset"
+    assert event.message.schema_id.package == PKG and event.message.severity == 6
+    assert texts_from_schema(event.message.values, RESET) == {"name": "ticks", "previous": 5}
     # the changed counter comes in a data indication
-    await wait_until(lambda: any(isinstance(e, V2DataIndicated) and any(
+    await wait_until(lambda: any(isinstance(e, ObjectUpdate) and any(
         texts_from_schema(d.values, COUNTER).get("name") == "ticks" and d.values["count"] == 0
         for d in e.items) for e in driver.events), timeout=10.0, message="a data indication")
     # a reference argument: the v2 object id of another counter
@@ -177,5 +179,6 @@ async def console_sees_the_agent(driver: Driver, agent: Agent) -> None:
     cid = await driver.send(driver.core.send_method(name, ticks.object_id, "absorb",
                                                     {"other": tocks.object_id.to_map()}))
     ev = await driver.answer(cid)
-    assert isinstance(ev, V2MethodAnswered) and ev.arguments == {"total": 100}
+    assert isinstance(ev, Reply) and isinstance(ev.message, V2MethodResponse) \
+        and ev.message.arguments == {"total": 100}
     assert count_of(agent, "ticks") == 100

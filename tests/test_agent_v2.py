@@ -12,7 +12,7 @@ import time
 import pytest
 
 from qmf_async.agent.broker import AGENT_CLASS, ManagementBroker
-from qmf_async.protocol import V2QueryAnswered, texts_from_schema
+from qmf_async.protocol import QueryDone, texts_from_schema
 from qmf_async.transport import AiormqTransport
 from qmf_async.wire import V2SchemaId
 
@@ -84,7 +84,7 @@ async def test_the_management_broker_role_answers_v2_for_its_agent_objects(
                 async def labels() -> list[str]:
                     cid = await driver.send(driver.core.send_query(None, schema_id=agent_id))
                     ev = await driver.answer(cid)
-                    assert isinstance(ev, V2QueryAnswered) and ev.agent == "broker"
+                    assert isinstance(ev, QueryDone) and ev.agent == "broker"
                     return [texts_from_schema(d.values, AGENT_CLASS)["label"] for d in ev.items]
 
                 async def listed() -> bool:
@@ -96,7 +96,7 @@ async def test_the_management_broker_role_answers_v2_for_its_agent_objects(
                 cid = await driver.send(driver.core.send_query(mb.agent.v2_name,
                                                                schema_id=agent_id))
                 ev = await driver.answer(cid)
-                assert isinstance(ev, V2QueryAnswered) and ev.agent == mb.agent.v2_name
+                assert isinstance(ev, QueryDone) and ev.agent == mb.agent.v2_name
                 assert agent.label in [texts_from_schema(d.values, AGENT_CLASS)["label"]
                                        for d in ev.items]
             finally:

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from qmf_async.protocol import V2QueryAnswered, texts_from_schema
+from qmf_async.protocol import QueryDone, texts_from_schema
 from qmf_async.transport import NativeAmqp10Transport
 from qmf_async.wire import V2SchemaId
 
@@ -200,7 +200,7 @@ async def test_a_large_answer_comes_in_parts_through_qpidd(qpidd_stock: Qpidd) -
             cid = await driver.send(driver.core.send_query(name, schema_id=V2SchemaId(
                 PKG, "counter")))
             ev = await driver.answer(cid)
-            assert isinstance(ev, V2QueryAnswered)
+            assert isinstance(ev, QueryDone)
             names = {texts_from_schema(d.values, COUNTER)["name"] for d in ev.items}
             assert len(ev.items) == 250 and len(names) == 250
             assert {"ticks", "tocks", "extra000", "extra247"} <= names
@@ -228,6 +228,6 @@ async def test_the_agent_speaks_v2_again_after_qpidd_restarts(
             cid = await driver.send(driver.core.send_query(name, schema_id=V2SchemaId(
                 PKG, "counter")))
             ev = await driver.answer(cid)
-            assert isinstance(ev, V2QueryAnswered) and len(ev.items) == 2
+            assert isinstance(ev, QueryDone) and len(ev.items) == 2
         finally:
             await t.close()

@@ -9,6 +9,7 @@ import uuid
 
 from qmf_async import wire
 from qmf_async.protocol import (
+    AgentArrived,
     AgentProtocol,
     AgentProtocolV2,
     ConsoleProtocol,
@@ -17,8 +18,6 @@ from qmf_async.protocol import (
     GetRequested,
     HeartbeatReceived,
     Outgoing,
-    V2AgentArrived,
-    V2AgentBeat,
     V2ObjectQueryRequested,
     V2RequestRejected,
 )
@@ -73,7 +72,7 @@ def test_every_core_feeds_on_the_one_inbound_type() -> None:
     heartbeat = wire.encode(wire.Heartbeat(5))
     (_, beat) = ConsoleProtocol(wire.SchemaRegistry()).feed(
         delivery(heartbeat, "console.heartbeat.1.5"), 0.0)
-    assert beat == HeartbeatReceived(1, 5, 5)
+    assert beat == HeartbeatReceived((1, 5), 5)
     agent = AgentProtocol(wire.SchemaRegistry([THING]), broker_bank=3, agent_bank=44)
     (get,) = agent.feed(delivery(wire.encode(wire.GetQuery(4, {"_class": "thing"})),
                                  "agent.3.44", reply_to="r"))
@@ -96,5 +95,5 @@ def test_every_core_feeds_on_the_one_inbound_type() -> None:
     assert isinstance(beat_v2.body, dict) and beat_v2.headers is not None
     (arrived, beat) = console_v2.feed(delivery(value=beat_v2.body, key=beat_v2.key,
                                                headers=dict(beat_v2.headers)), 0.0)
-    assert isinstance(arrived, V2AgentArrived) and arrived.name == "vendor:product:1"
-    assert isinstance(beat, V2AgentBeat) and beat.name == arrived.name
+    assert isinstance(arrived, AgentArrived) and arrived.agent == "vendor:product:1"
+    assert isinstance(beat, HeartbeatReceived) and beat.agent == arrived.agent

@@ -352,6 +352,6 @@ def test_overdue_agrees_with_age() -> None:
     assert not core.overdue(2.9)
     assert core.age(2.9) == []
     assert core.overdue(3.1)  # a: 3.1 s silent, more than 3 x 1 s
-    assert [ev.agent_bank for ev in core.age(3.1)] == [5]
+    assert [ev.agent[1] for ev in core.age(3.1)] == [5]
     assert not core.overdue(4.9)  # b: seen at 2.0; the broker's own agent never ages
     assert core.overdue(5.1)

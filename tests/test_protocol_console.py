@@ -101,7 +101,7 @@ def core_with_agents(*banks: tuple[int, int], **kwargs: Any) -> ConsoleProtocol:
     core = ConsoleProtocol(full_registry(), where="test", start_seq=100, **kwargs)
     for bb, ab in banks:
         assert core.see_agent(bb, ab, 0.0, label=f"agent-{ab}") == [
-            AgentArrived(bb, ab, f"agent-{ab}")]
+            AgentArrived((bb, ab), f"agent-{ab}")]
     return core
 
 
@@ -145,7 +145,7 @@ def test_query_collects_items_until_z() -> None:
     assert core.receive(body(record(out.seq, 1), record(out.seq, 2)), "r", 1.0) == []
     assert core.receive(body(record(out.seq, 3)), "r", 1.0) == []
     (done,) = core.receive(body(CommandComplete(out.seq)), "r", 1.0)
-    assert type(done) is QueryDone and done.seq == out.seq and done.code == 0
+    assert type(done) is QueryDone and done.request == out.seq and done.code == 0
     assert names(done.items) == ["q1", "q2", "q3"]
     assert len(core) == 0
 
@@ -242,7 +242,7 @@ def test_a_failed_schema_fetch_drops_the_held_bodies_and_fails_their_query() -> 
     core.receive(body(record(out.seq, 2)), "r", 0.0)
     events = core.drop_held("no schema", QUEUE.class_key)
     assert [type(e) for e in events] == [RequestFailed, HeldDropped]
-    assert events[0].seq == out.seq and str(events[0].error) == "no schema"
+    assert events[0].request == out.seq and str(events[0].error) == "no schema"
     assert events[1].count == 2 and core.held_count == 0 and len(core) == 0
 
 
@@ -254,7 +254,7 @@ def test_an_unsolicited_body_held_and_dropped_leaves_the_broker_request_alone() 
     out = core.send_broker_request()
     key = "console.obj.1.0.test.pkg.queue"
     events = core.receive(body(record(0, 1, "c")), key, 0.0)
-    assert events == [AgentArrived(1, 0, ""), SchemaNeeded(QUEUE.class_key, (1, 0))]
+    assert events == [AgentArrived((1, 0), ""), SchemaNeeded(QUEUE.class_key, (1, 0))]
     assert core.drop_held("no agent to ask", QUEUE.class_key) == [
         HeldDropped(QUEUE.class_key, 1, "no agent to ask")]
     assert len(core) == 1  # the B still waits for its b
@@ -276,21 +276,21 @@ def test_heartbeats_keep_an_agent_and_aging_with_now_removes_it() -> None:
                            min_agent_interval=0.1, missed_heartbeats=3)
     key = "console.heartbeat.1.5"
     assert core.receive(body(Heartbeat(111)), key, 100.0) == [
-        AgentArrived(1, 5, ""), HeartbeatReceived(1, 5, 111)]
+        AgentArrived((1, 5), ""), HeartbeatReceived((1, 5), 111)]
     for t in (101.0, 102.0, 103.0, 104.0, 105.0, 106.0, 107.0, 108.0, 109.0, 110.0):
         assert core.receive(body(Heartbeat(int(t))), key, t) == [
-            HeartbeatReceived(1, 5, int(t))]
+            HeartbeatReceived((1, 5), int(t))]
     interval = core.agents[A5].interval
     assert 1.0 <= interval < 4.0  # follows the real 1 s period (smoothed from 10 s)
     out = core.send_query(A5, {"_class": "queue"})
     assert core.age(110.0 + 3 * interval - 0.01) == []  # not yet three intervals missed
     events = core.age(110.0 + 3 * interval + 0.01)
     assert [type(e) for e in events] == [RequestFailed, AgentLeft]
-    assert events[0].seq == out.seq and isinstance(events[0].error, AgentGoneError)
+    assert events[0].request == out.seq and isinstance(events[0].error, AgentGoneError)
     assert "no heartbeat for" in events[1].why and A5 not in core.agents
     assert core.departed_why(A5) == events[1].why
     # heard again: it arrives again and is no longer departed
-    assert core.receive(body(Heartbeat(1)), key, 200.0)[0] == AgentArrived(1, 5, "")
+    assert core.receive(body(Heartbeat(1)), key, 200.0)[0] == AgentArrived((1, 5), "")
     assert core.departed_why(A5) is None
 
 
@@ -313,17 +313,18 @@ def test_agent_objects_of_the_management_broker_add_relabel_and_delete_agents() 
 
     key = "console.obj.1.0.org.apache.qpid.broker.agent"
     events = core.receive(agent_obj(6, "agent-6"), key, 1.0)
-    assert events[0] == AgentArrived(1, 6, "agent-6") and type(events[1]) is ObjectUpdate
+    assert events[0] == AgentArrived((1, 6), "agent-6") and type(events[1]) is ObjectUpdate
     events = core.receive(agent_obj(6, "renamed"), key, 2.0)
-    assert events[0] == AgentRelabeled(1, 6, "renamed")
+    assert events[0] == AgentRelabeled((1, 6), "renamed")
     out = core.send_query(A6, {"_class": "queue"})
     events = core.receive(agent_obj(6, "renamed", deleted=5), key, 3.0)
     assert [type(e) for e in events] == [RequestFailed, AgentLeft, ObjectUpdate]
-    assert events[0].seq == out.seq and "deleted by the management broker" in str(events[0].error)
+    assert events[0].request == out.seq
+    assert "deleted by the management broker" in str(events[0].error)
     assert core.departed_why(A6) == "deleted by the management broker"
     # the answer to the agent list query goes the same way
     records = wire.decode(agent_obj(7, "agent-7", opcode="g"), reg, lazy=True)
-    assert core.agent_objects(records, 4.0) == [AgentArrived(1, 7, "agent-7")]
+    assert core.agent_objects(records, 4.0) == [AgentArrived((1, 7), "agent-7")]
 
 
 def test_departed_agents_are_remembered_up_to_a_bound() -> None:
@@ -347,7 +348,7 @@ def test_a_method_reply_is_decoded_with_its_target_and_the_target_released() -> 
     assert isinstance(request, MethodRequest) and request.seq == out.seq
     reply = MethodResponse(out.seq, 0, "OK", {"seq": 4, "total": 8})
     (event,) = core.receive(body(reply, methods={out.seq: (QUEUE, echo)}), "r", 1.0)
-    assert type(event) is Reply and event.seq == out.seq
+    assert type(event) is Reply and event.request == out.seq
     assert event.message.arguments == {"seq": 4, "total": 8}
     assert core.method_targets == {} and len(core) == 0
 
@@ -365,7 +366,7 @@ def test_method_calls_to_an_agent_that_leaves_fail() -> None:
     to6 = core.send_method(A6, "agent.1.6", QUEUE, QUEUE.methods[0], oid(1).raw, {"seq": 1})
     core.agents[A5].last_seen = -100.0
     events = core.age(0.0)
-    assert [(type(e), getattr(e, "seq", None)) for e in events] == [
+    assert [(type(e), getattr(e, "request", None)) for e in events] == [
         (RequestFailed, to5.seq), (AgentLeft, None)]
     assert to6.seq in core.correlator
 
@@ -376,11 +377,11 @@ def test_method_calls_to_an_agent_that_leaves_fail() -> None:
 def test_unsolicited_content_events_and_indications() -> None:
     core = ConsoleProtocol(full_registry())
     events = core.receive(body(record(0, 1, "i")), "console.obj.1.5.test.pkg.queue", 1.0)
-    assert events[0] == AgentArrived(1, 5, "")
+    assert events[0] == AgentArrived((1, 5), "")
     assert type(events[1]) is ObjectUpdate and events[1].agent == A5
     ev = EventIndication(0, DECLARE, 5, 3, {"qName": "q1"})
     events = core.receive(body(ev), "console.event.1.6.test.pkg.queueDeclare", 1.0)
-    assert events[0] == AgentArrived(1, 6, "")
+    assert events[0] == AgentArrived((1, 6), "")
     assert type(events[1]) is EventReceived and events[1].agent == A6
     assert events[1].message.arguments == {"qName": "q1"}
     events = core.receive(body(ClassIndication(0, ClassKind.OBJECT, QUEUE.class_key)),
@@ -417,11 +418,11 @@ def test_connection_loss_fails_every_request_and_every_agent_leaves() -> None:
     lost = ConnectionLostError("gone")
     events = core.connection_lost(lost)
     failed = only(events, RequestFailed)
-    assert {e.seq for e in failed} == {query.seq, call.seq}
+    assert {e.request for e in failed} == {query.seq, call.seq}
     assert all(e.error is lost for e in failed)
     assert only(events, HeldDropped) == [HeldDropped(None, 1, "connection lost")]
-    assert only(events, AgentLeft) == [AgentLeft(1, 5, "connection lost"),
-                                       AgentLeft(1, 6, "connection lost")]
+    assert only(events, AgentLeft) == [AgentLeft((1, 5), "connection lost"),
+                                       AgentLeft((1, 6), "connection lost")]
     assert len(core) == 0 and core.method_targets == {} and core.agents == {}
     assert core.departed == {}  # a lost connection is not an agent leaving the bus
     # replies that still come are nobody's

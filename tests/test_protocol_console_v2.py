@@ -22,21 +22,19 @@ from qmf_async.protocol import (
     LOCATE_SUBJECT,
     V2_DIRECT_EXCHANGE,
     V2_TOPIC_EXCHANGE,
+    AgentArrived,
+    AgentLeft,
+    AgentRestarted,
+    BodyMalformed,
     ConsoleProtocolV2,
-    V2AgentArrived,
-    V2AgentBeat,
-    V2AgentLeft,
-    V2AgentRestarted,
-    V2DataIndicated,
-    V2EventIndicated,
-    V2MessageMalformed,
-    V2MessageUnhandled,
-    V2MethodAnswered,
-    V2MethodFailed,
-    V2QueryAnswered,
-    V2QueryFailed,
-    V2RequestExpired,
-    V2RequestFailed,
+    EventReceived,
+    HeartbeatReceived,
+    MessageUnhandled,
+    ObjectUpdate,
+    QueryDone,
+    Reply,
+    RequestExpired,
+    RequestFailed,
     texts_from_schema,
 )
 from qmf_async.wire import (
@@ -51,7 +49,9 @@ from qmf_async.wire import (
     V2AgentHeartbeat,
     V2Data,
     V2Event,
+    V2Exception,
     V2MethodRequest,
+    V2MethodResponse,
     V2ObjectId,
     V2QueryRequest,
     V2QueryResponse,
@@ -177,8 +177,8 @@ def test_query_in_two_parts_gives_one_answer_in_order() -> None:
     events = feed(core, last, cid)
     assert len(events) == 1
     answer = events[0]
-    assert isinstance(answer, V2QueryAnswered)
-    assert answer.cid == cid and answer.agent == "broker"
+    assert isinstance(answer, QueryDone)
+    assert answer.request == cid and answer.agent == "broker"
     expected = [decode_v2(m.props, m.body) for m in (first, last)]
     assert isinstance(expected[0], V2QueryResponse) and isinstance(expected[1], V2QueryResponse)
     assert names(answer.items) == names(expected[0].items + expected[1].items)
@@ -196,9 +196,9 @@ def test_two_queries_interleaved_keep_their_parts_apart() -> None:
     q1, q2 = received("query-queue")
     b1, b2 = received("query-binding")
     events = feed(core, q1, q) + feed(core, b1, b) + feed(core, b2, b) + feed(core, q2, q)
-    assert [type(e) for e in events] == [V2QueryAnswered, V2QueryAnswered]
-    assert events[0].cid == b and len(events[0].items) == 109
-    assert events[1].cid == q and len(events[1].items) == 107
+    assert [type(e) for e in events] == [QueryDone, QueryDone]
+    assert events[0].request == b and len(events[0].items) == 109
+    assert events[1].request == q and len(events[1].items) == 107
     assert names(events[0].items)[0].startswith("org.apache.qpid.broker:binding:")
 
 
@@ -207,7 +207,7 @@ def test_an_empty_answer_is_an_answer() -> None:
     cid = core.send_query(None, schema_id=V2SchemaId("", "no-such-class")).correlation_id
     props, body, _ = encode_v2(V2QueryResponse([], agent="broker"))
     assert core.receive(props, body, correlation_id=cid, now=0.0) == [
-        V2QueryAnswered(cid, [], "broker")]
+        QueryDone(cid, [], agent="broker")]
 
 
 def test_query_exception_fails_the_query() -> None:
@@ -215,7 +215,7 @@ def test_query_exception_fails_the_query() -> None:
     cid = core.send_query(None, what="SCHEMA_ID").correlation_id
     (exc,) = received("query-schema")
     assert feed(core, exc, cid) == [
-        V2QueryFailed(cid, 1, "Query for _what => 'SCHEMA_ID' not supported", QPIDD)]
+        QueryDone(cid, [], 1, "Query for _what => 'SCHEMA_ID' not supported", QPIDD)]
     assert len(core) == 0
 
 
@@ -241,8 +241,8 @@ def test_max_items_fails_the_query_and_drains_the_rest() -> None:
     cid = queue_query(core)
     first, last = received("query-queue")
     events = feed(core, first, cid)
-    assert len(events) == 1 and isinstance(events[0], V2RequestFailed)
-    assert events[0].cid == cid and isinstance(events[0].error, ProtocolError)
+    assert len(events) == 1 and isinstance(events[0], RequestFailed)
+    assert events[0].request == cid and isinstance(events[0].error, ProtocolError)
     assert "max_query_items=50" in str(events[0].error)
     assert cid not in core and len(core) == 0
     # the rest of that answer is read and dropped; the next query is answered cleanly
@@ -253,7 +253,7 @@ def test_max_items_fails_the_query_and_drains_the_rest() -> None:
     assert core.pending() == [nxt]
     (broker,) = received("query-by-object-id")
     (answer,) = feed(core, broker, nxt)
-    assert isinstance(answer, V2QueryAnswered) and len(answer.items) == 1
+    assert isinstance(answer, QueryDone) and len(answer.items) == 1
     # once the last part came, the draining entry is gone: a duplicate is just dropped
     assert feed(core, last, cid) == []
     assert (core.drained, core.dropped) == (2, 1)
@@ -265,7 +265,7 @@ def test_max_items_reached_on_the_last_part_keeps_what_was_gathered() -> None:
     first, last = received("query-queue")
     assert feed(core, first, cid) == []
     (failed,) = feed(core, last, cid)
-    assert isinstance(failed, V2RequestFailed) and len(failed.items) == 100
+    assert isinstance(failed, RequestFailed) and len(failed.items) == 100
     assert feed(core, last, cid) == [] and (core.drained, core.dropped) == (0, 1)
 
 
@@ -277,7 +277,7 @@ def test_expiry_reports_the_partial_answer() -> None:
     feed(core, first, cid, now=1.0)
     assert core.expired(4.9) == []
     (exp,) = core.expired(5.0)
-    assert exp == V2RequestExpired(cid, "query", exp.items)
+    assert exp == RequestExpired(cid, "query", exp.items)
     assert names(exp.items) == names(decode_v2(first.props, first.body).items)  # type: ignore[union-attr]
     assert core.pending() == [other]
     assert feed(core, last, cid, now=6.0) == [] and core.dropped == 1
@@ -289,7 +289,7 @@ def test_draining_query_is_released_at_its_deadline() -> None:
     cid = queue_query(core, deadline=5.0)
     first, _ = received("query-queue")
     (failed,) = feed(core, first, cid)
-    assert isinstance(failed, V2RequestFailed)
+    assert isinstance(failed, RequestFailed)
     assert core.expired(10.0) == []  # already failed: nothing more to report
     assert core.cancel(cid) is False
 
@@ -300,14 +300,21 @@ def test_method_answer_and_exceptions() -> None:
     core = ConsoleProtocolV2()
     ok = core.send_method(None, BROKER_OID, "echo", {"sequence": 7, "body": "hello v2"})
     (resp,) = received("method-echo")
-    assert feed(core, resp, ok.correlation_id) == [
-        V2MethodAnswered(ok.correlation_id, {"sequence": 7, "body": b"hello v2"}, "broker")]
+    (answered,) = feed(core, resp, ok.correlation_id)
+    assert isinstance(answered, Reply) and answered.request == ok.correlation_id
+    assert isinstance(answered.message, V2MethodResponse)
+    assert answered.message.arguments == {"sequence": 7, "body": b"hello v2"}
+    assert answered.message.agent == "broker"
     for label, code, text in [
             ("method-create-bad-type", 7, "unknown object type: no-such-type"),
             ("method-no-name", 4, "InvalidParameter")]:
         cid = core.send_method(None, BROKER_OID, "create", {}).correlation_id
         (exc,) = received(label)
-        assert feed(core, exc, cid) == [V2MethodFailed(cid, code, text, "broker")]
+        (failed,) = feed(core, exc, cid)
+        assert isinstance(failed, Reply) and failed.request == cid
+        assert isinstance(failed.message, V2Exception)
+        assert (failed.message.error_code, failed.message.error_text) == (code, text)
+        assert failed.message.agent == "broker"
     (exc,) = received("method-unknown-object")
     assert feed(core, exc, "gone") == [] and core.dropped == 1
     assert len(core) == 0
@@ -320,15 +327,15 @@ def test_method_expiry_and_connection_loss() -> None:
     q = queue_query(core)
     first, _ = received("query-queue")
     feed(core, first, q)
-    assert core.expired(2.0) == [V2RequestExpired(a, "method", [])]
+    assert core.expired(2.0) == [RequestExpired(a, "method", [])]
     feed(core, received("agent-locate")[0], None)
     error = ConnectionLostError("broker went away")
     events = core.connection_lost(error)
-    failed = [e for e in events if isinstance(e, V2RequestFailed)]
-    assert [(e.cid, e.error) for e in failed] == [(b, error), (q, error)]
+    failed = [e for e in events if isinstance(e, RequestFailed)]
+    assert [(e.request, e.error) for e in failed] == [(b, error), (q, error)]
     assert len(failed[1].items) == 100
-    assert [e for e in events if isinstance(e, V2AgentLeft)] == [
-        V2AgentLeft(QPIDD, "connection lost: broker went away")]
+    assert [e for e in events if isinstance(e, AgentLeft)] == [
+        AgentLeft(QPIDD, "connection lost: broker went away")]
     assert len(core) == 0 and core.agents == {}
     assert core.close(error) == []
 
@@ -349,20 +356,20 @@ def test_heartbeats_aging_and_restart() -> None:
     core = ConsoleProtocolV2()
     (hb,) = topic("_agent_heartbeat_indication")
     arrived, beat = core.receive(hb.props, hb.body, subject=hb.subject, now=100.0)
-    assert arrived == V2AgentArrived(QPIDD, "apache.org", "qpidd",
-                                     "5d1d7403-ec4c-4a5c-a9f1-656feb6dfd7a", 1, 1.0)
+    assert arrived == AgentArrived(QPIDD, QPIDD, "apache.org", "qpidd",
+                                   "5d1d7403-ec4c-4a5c-a9f1-656feb6dfd7a", 1, 1.0)
     info = core.agents[QPIDD]
     assert (info.epoch, info.interval, info.last_seen) == (1, 1.0, 100.0)
     assert info.timestamp is not None and info.timestamp > 0
     # every heartbeat is told (a console's heartbeat callback), the first one too
-    assert beat == V2AgentBeat(QPIDD, info.timestamp)
+    assert beat == HeartbeatReceived(QPIDD, info.timestamp)
     # the same heartbeat again: only the beat, last seen moves
     assert core.receive(hb.props, hb.body, subject=hb.subject, now=101.0) == [beat]
     assert core.agents[QPIDD].last_seen == 101.0
     # another epoch: a restart
     props, body = heartbeat(epoch=2, interval=2)
     assert core.receive(props, body, subject=hb.subject, now=102.0) == [
-        V2AgentRestarted(QPIDD, 1, 2), beat]
+        AgentRestarted(QPIDD, 1, 2), beat]
     assert (core.agents[QPIDD].epoch, core.agents[QPIDD].interval) == (2, 2.0)
     # silence: 3 x 2 s allowed
     pending = core.send_query(QPIDD, schema_id=V2SchemaId("", "queue")).correlation_id
@@ -370,15 +377,15 @@ def test_heartbeats_aging_and_restart() -> None:
     assert core.age(108.0) == []
     events = core.age(108.5)
     left = events[0]
-    assert isinstance(left, V2AgentLeft) and left.name == QPIDD
+    assert isinstance(left, AgentLeft) and left.agent == QPIDD
     assert "no heartbeat" in left.why
-    assert len(events) == 2 and isinstance(events[1], V2RequestFailed)
-    assert events[1].cid == pending and isinstance(events[1].error, AgentGoneError)
+    assert len(events) == 2 and isinstance(events[1], RequestFailed)
+    assert events[1].request == pending and isinstance(events[1].error, AgentGoneError)
     assert core.pending() == [to_broker]
     assert QPIDD not in core.agents
     # back again: it arrives anew
     again, _ = core.receive(props, body, subject=hb.subject, now=120.0)
-    assert isinstance(again, V2AgentArrived) and again.epoch == 2
+    assert isinstance(again, AgentArrived) and again.epoch == 2
 
 
 def test_any_message_from_a_known_agent_keeps_it_alive() -> None:
@@ -388,7 +395,7 @@ def test_any_message_from_a_known_agent_keeps_it_alive() -> None:
     ind = topic("_data_indication", "_data")[0]
     core.receive(ind.props, ind.body, subject=ind.subject, now=1.5)
     assert core.age(3.0) == []
-    assert [type(e) for e in core.age(3.6)] == [V2AgentLeft]
+    assert [type(e) for e in core.age(3.6)] == [AgentLeft]
 
 
 def test_locate_answers_fill_the_directory_and_the_locate_entry() -> None:
@@ -396,16 +403,16 @@ def test_locate_answers_fill_the_directory_and_the_locate_entry() -> None:
     out = core.send_locate(0.0, deadline=2.0)
     (resp,) = received("agent-locate")
     (arrived,) = feed(core, resp, out.correlation_id, now=0.5)
-    assert isinstance(arrived, V2AgentArrived) and arrived.name == QPIDD
+    assert isinstance(arrived, AgentArrived) and arrived.agent == QPIDD
     assert arrived.vendor == "apache.org" and arrived.product == "qpidd"
     assert core.expired(1.0) == []
-    assert core.expired(2.0) == [V2RequestExpired(out.correlation_id, "locate", [QPIDD])]
+    assert core.expired(2.0) == [RequestExpired(out.correlation_id, "locate", [QPIDD])]
     # a locate answer nobody tracks still counts as a sighting
     (hb,) = topic("_agent_heartbeat_indication")
     assert feed(core, resp, "untracked", now=3.0) == []
     assert core.agents[QPIDD].last_seen == 3.0
     assert [type(e) for e in core.receive(hb.props, hb.body, subject=hb.subject,
-                                          now=3.0)] == [V2AgentBeat]
+                                          now=3.0)] == [HeartbeatReceived]
 
 
 @pytest.mark.parametrize(("interval", "expected"), [
@@ -416,8 +423,8 @@ def test_odd_heartbeat_intervals(interval: Any, expected: float) -> None:
                                                      "_heartbeat_interval": interval}
     props, body, _ = encode_v2(V2AgentHeartbeat("a:b:c", values))
     ev, beat = core.receive(props, body, now=0.0)
-    assert isinstance(ev, V2AgentArrived) and ev.interval == expected
-    assert beat == V2AgentBeat("a:b:c", None)
+    assert isinstance(ev, AgentArrived) and ev.interval == expected
+    assert beat == HeartbeatReceived("a:b:c", None)
 
 
 def test_directory_is_bounded() -> None:
@@ -437,7 +444,7 @@ def test_data_indications() -> None:
     total = 0
     for ind in inds:
         (ev,) = core.receive(ind.props, ind.body, subject=ind.subject, now=0.0)
-        assert isinstance(ev, V2DataIndicated) and ev.agent == QPIDD
+        assert isinstance(ev, ObjectUpdate) and ev.agent == QPIDD and ev.record is None
         assert ev.items and all(isinstance(i, V2Data) for i in ev.items)
         total += len(ev.items)
     assert total == sum(len(ind.body) for ind in inds)
@@ -448,8 +455,8 @@ def test_event_indications() -> None:
     seen: list[V2Event] = []
     for ind in topic("_data_indication", "_event"):
         events = core.receive(ind.props, ind.body, subject=ind.subject, now=0.0)
-        assert events and all(isinstance(e, V2EventIndicated) for e in events)
-        seen.extend(e.event for e in events)  # type: ignore[union-attr]
+        assert events and all(isinstance(e, EventReceived) for e in events)
+        seen.extend(e.message for e in events)  # type: ignore[union-attr]
     assert [e.schema_id.class_name for e in seen] == [
         "subscribe", "queueDeclare", "subscribe", "queueDeclare", "bind"]
     assert all(isinstance(e, V2Event) and e.schema_id.type == "_event" for e in seen)
@@ -475,8 +482,8 @@ def test_malformed_messages_become_events(props: Any, body: Any, opcode: str | N
     core = ConsoleProtocolV2()
     cid = queue_query(core)
     (ev,) = core.receive(props, body, subject="s", correlation_id=cid, now=0.0)
-    assert isinstance(ev, V2MessageMalformed)
-    assert (ev.subject, ev.opcode) == ("s", opcode)
+    assert isinstance(ev, BodyMalformed)
+    assert (ev.routing_key, ev.opcode) == ("s", opcode)
     assert core.malformed == 1
     assert cid in core  # a malformed message completes nothing
 
@@ -498,17 +505,17 @@ def test_an_answer_in_amqp_map_bytes_is_decoded_by_the_core() -> None:
     cid = queue_query(by_bytes)
     (ev,) = by_bytes.receive(first.props, None, body=raw[:-3], content_type=content_type,
                              subject="s", correlation_id=cid, now=0.0)
-    assert isinstance(ev, V2MessageMalformed) and ev.opcode == "_query_response"
+    assert isinstance(ev, BodyMalformed) and ev.opcode == "_query_response"
     assert "truncated" in str(ev.error) and cid in by_bytes and by_bytes.malformed == 1
 
 
 def test_unknown_opcodes_and_requests_are_unhandled() -> None:
     core = ConsoleProtocolV2()
     (ev,) = core.receive({"qmf.opcode": "_subscribe_refresh_indication"}, {}, now=0.0)
-    assert isinstance(ev, V2MessageUnhandled)
+    assert isinstance(ev, MessageUnhandled)
     sent = next(c for c in CAPTURE if c.label == "query-queue" and c.direction == "sent")
     (ev,) = feed(core, sent, "x")
-    assert isinstance(ev, V2MessageUnhandled) and isinstance(ev.message, V2QueryRequest)
+    assert isinstance(ev, MessageUnhandled) and isinstance(ev.message, V2QueryRequest)
     assert core.unhandled == 2
 
 
@@ -517,7 +524,7 @@ def test_correlation_id_as_bytes_is_accepted() -> None:
     cid = core.send_query(None, object_id=BROKER_OID).correlation_id
     (resp,) = received("query-by-object-id")
     (ev,) = feed(core, resp, cid.encode())  # type: ignore[arg-type]
-    assert isinstance(ev, V2QueryAnswered) and ev.cid == cid
+    assert isinstance(ev, QueryDone) and ev.request == cid
 
 
 _scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=8),
@@ -600,10 +607,10 @@ def test_texts_from_schema_for_methods_and_events() -> None:
     ind = next(c for c in topic("_data_indication", "_event")
                if c.subject is not None and ".queueDeclare." in c.subject)
     (ev,) = ConsoleProtocolV2().receive(ind.props, ind.body, subject=ind.subject, now=0.0)
-    assert isinstance(ev, V2EventIndicated)
-    assert isinstance(ev.event.values["qName"], bytes)
-    out = texts_from_schema(ev.event.values, declare)
-    assert isinstance(out["qName"], str) and out["qName"].encode() == ev.event.values["qName"]
+    assert isinstance(ev, EventReceived)
+    assert isinstance(ev.message.values["qName"], bytes)
+    out = texts_from_schema(ev.message.values, declare)
+    assert isinstance(out["qName"], str) and out["qName"].encode() == ev.message.values["qName"]
     assert isinstance(out["user"], str)
 
 
@@ -615,8 +622,8 @@ def test_an_agent_owing_an_answer_gets_the_busy_grace() -> None:
     cid = core.send_query(QPIDD, schema_id=V2SchemaId("", "queue")).correlation_id
     assert core.age(6.9) == []  # 2 x 1 s + 5 s
     left, failed = core.age(7.1)
-    assert isinstance(left, V2AgentLeft) and isinstance(failed, V2RequestFailed)
-    assert failed.cid == cid
+    assert isinstance(left, AgentLeft) and isinstance(failed, RequestFailed)
+    assert failed.request == cid
     # without a request outstanding the grace does not apply
     core.receive(hb.props, hb.body, subject=hb.subject, now=10.0)
-    assert [type(e) for e in core.age(12.1)] == [V2AgentLeft]
+    assert [type(e) for e in core.age(12.1)] == [AgentLeft]

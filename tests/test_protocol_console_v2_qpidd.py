@@ -11,18 +11,25 @@ from typing import Any
 import pytest
 
 from qmf_async.protocol import (
+    AgentArrived,
     ConsoleProtocolV2,
+    Event,
     Outgoing,
-    V2AgentArrived,
-    V2ConsoleEvent,
-    V2MethodAnswered,
-    V2MethodFailed,
-    V2QueryAnswered,
-    V2RequestExpired,
+    QueryDone,
+    Reply,
+    RequestExpired,
     texts_from_schema,
 )
 from qmf_async.transport import Delivery, NativeAmqp10Transport, Transport, open_reply_endpoint
-from qmf_async.wire import QmfType, SchemaArgument, SchemaMethod, V2ObjectId, V2SchemaId
+from qmf_async.wire import (
+    QmfType,
+    SchemaArgument,
+    SchemaMethod,
+    V2Exception,
+    V2MethodResponse,
+    V2ObjectId,
+    V2SchemaId,
+)
 
 from ._util import wait_until
 
@@ -35,7 +42,7 @@ class Driver:
     def __init__(self, transport: Transport, core: ConsoleProtocolV2) -> None:
         self.t = transport
         self.core = core
-        self.events: list[V2ConsoleEvent] = []
+        self.events: list[Event] = []
         self.reply = ""
 
     def on_delivery(self, d: Delivery) -> None:
@@ -53,7 +60,7 @@ class Driver:
     async def answer(self, cid: str, timeout: float = 10.0) -> Any:
         def find() -> Any:
             for ev in self.events:
-                if getattr(ev, "cid", None) == cid:
+                if getattr(ev, "request", None) == cid:
                     return ev
             return None
         return await wait_until(find, timeout=timeout, message=f"the answer to {cid}")
@@ -74,13 +81,13 @@ async def test_the_core_against_a_stock_qpidd(qpidd_stock: Any) -> None:
         loc = await drv.send(core.send_locate(time.monotonic(),
                                               deadline=time.monotonic() + 1.0))
         arrived = await wait_until(
-            lambda: [e for e in drv.events if isinstance(e, V2AgentArrived)],
+            lambda: [e for e in drv.events if isinstance(e, AgentArrived)],
             timeout=10.0, message="qpidd's locate answer")
-        name = arrived[0].name
+        name = arrived[0].agent
         assert name.startswith("apache.org:qpidd:") and arrived[0].product == "qpidd"
-        expired: list[V2RequestExpired] = await wait_until(
+        expired: list[RequestExpired] = await wait_until(
             lambda: core.expired(time.monotonic()), timeout=5.0, message="the locate end")
-        assert expired == [V2RequestExpired(loc, "locate", [name])]
+        assert expired == [RequestExpired(loc, "locate", [name])]
 
         # methods, addressed by the agent's own name
         for q in queues:
@@ -88,25 +95,26 @@ async def test_the_core_against_a_stock_qpidd(qpidd_stock: Any) -> None:
                 name, BROKER_OID, "create",
                 {"type": "queue", "name": q, "properties": {}, "strict": True}))
             ev = await drv.answer(cid)
-            assert isinstance(ev, V2MethodAnswered), ev
+            assert isinstance(ev, Reply) and isinstance(ev.message, V2MethodResponse), ev
         bad = await drv.send(core.send_method(None, BROKER_OID, "create",
                                               {"type": "no-such-type", "name": "x",
                                                "properties": {}, "strict": True}))
         failed = await drv.answer(bad)
-        assert isinstance(failed, V2MethodFailed) and failed.code == 7
+        assert isinstance(failed, Reply) and isinstance(failed.message, V2Exception)
+        assert failed.message.error_code == 7
         echo = SchemaMethod("echo", [SchemaArgument("sequence", QmfType.UINT32, direction="IO"),
                                      SchemaArgument("body", QmfType.LSTR, direction="IO")])
         cid = await drv.send(core.send_method(None, BROKER_OID, "echo",
                                               {"sequence": 3, "body": "hi"}))
         ev = await drv.answer(cid)
-        assert isinstance(ev, V2MethodAnswered)
-        assert texts_from_schema(ev.arguments, echo) == {"sequence": 3, "body": "hi"}
+        assert isinstance(ev, Reply) and isinstance(ev.message, V2MethodResponse)
+        assert texts_from_schema(ev.message.arguments, echo) == {"sequence": 3, "body": "hi"}
 
         # a query answered in several parts, to the alias and to the full name
         for agent, agent_in_answer in ((None, "broker"), (name, name)):
             cid = await drv.send(core.send_query(agent, schema_id=V2SchemaId("", "queue")))
             ev = await drv.answer(cid)
-            assert isinstance(ev, V2QueryAnswered) and ev.agent == agent_in_answer
+            assert isinstance(ev, QueryDone) and ev.agent == agent_in_answer
             seen = [bytes(i.values["name"]).decode() for i in ev.items]
             assert len(seen) > 100 and len(seen) == len(set(seen))
             assert set(queues) <= set(seen)

@@ -24,9 +24,10 @@ from qmf_async import Session, wire
 from qmf_async.agent import Agent, ManagedObject
 from qmf_async.agent.broker import ManagementBroker
 from qmf_async.errors import AuthenticationError, MethodError, QmfError, TransportError
-from qmf_async.protocol import V2MethodAnswered, V2MethodFailed
+from qmf_async.protocol import Reply
 from qmf_async.tools.cli import main as qmf_main
 from qmf_async.transport import AiormqTransport, Delivery, NativeAmqp10Transport, TlsOptions
+from qmf_async.wire import V2Exception, V2MethodResponse
 
 from ._util import private_vhost, wait_until
 from .agent_v2_helpers import COUNTER, PKG, Driver
@@ -606,6 +607,9 @@ async def test_qpidd_without_authentication_passes_any_user_id(qpidd_ssl: QpiddS
         finally:
             await link.close()
     assert seen == [("alice", "add"), (None, "add")]
-    assert isinstance(answers[0], V2MethodAnswered) and answers[0].arguments == {"total": 5}
-    assert isinstance(answers[1], V2MethodFailed) and answers[1].code == 6, answers[1]
-    assert "not authorized: a caller without a user id" in answers[1].text
+    assert isinstance(answers[0], Reply) and isinstance(answers[0].message, V2MethodResponse)
+    assert answers[0].message.arguments == {"total": 5}
+    failed = answers[1]
+    assert isinstance(failed, Reply) and isinstance(failed.message, V2Exception), failed
+    assert failed.message.error_code == 6, failed
+    assert "not authorized: a caller without a user id" in failed.message.error_text

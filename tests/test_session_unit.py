@@ -397,6 +397,43 @@ async def test_agent_aging_after_three_missed_intervals(make_session: Any) -> No
     assert changes.closed
 
 
+async def test_agent_aging_hands_the_changes_up_as_its_return_value(make_session: Any) -> None:
+    """Issue 37 (data up): ``Broker.age_agents`` returns the changes of its agent list
+    (an agent that stopped beating left) for the session to act on; the broker does
+    not call up into the session meanwhile (on 0eecff0 it returned None and called the
+    session's ``agent_left`` itself)."""
+    bus = FakeBus()
+    quiet = queue_agent(bus, 5)
+    rec = Recorder()
+    session, broker = await connect(make_session, bus, console=rec, agent_interval=0.1,
+                                    min_agent_interval=0.05)
+    ager = session._ager
+    assert ager is not None
+    ager.cancel()  # this test ages the broker itself
+    await asyncio.gather(ager, return_exceptions=True)
+    quiet.heartbeat()
+    assert [a.agent_bank for a in broker.agents()] == [5]
+    gone = await wait_until(lambda: broker.age_agents(time.monotonic()), timeout=5.0,
+                            message="the silent agent aged out")
+    assert [(c.agent.agent_bank, c.added) for c in gone] == [(5, False)]
+    assert broker.agents() == [] and rec.n("del_agent") == 0  # the caller's to tell
+
+
+async def test_a_removed_broker_hands_its_agents_departures_up(make_session: Any) -> None:
+    """Issue 37 (data up): ``Broker.forget_agents`` returns the departures of every
+    agent (the session, removing the broker, tells them); on 0eecff0 it returned
+    None and called the session's ``agent_left`` itself."""
+    bus = FakeBus()
+    queue_agent(bus, 5)
+    rec = Recorder()
+    session, broker = await with_heartbeats(make_session, bus, console=rec)
+    gone = broker.forget_agents()
+    assert [(c.agent.agent_bank, c.added) for c in gone] == [(5, False)]
+    assert broker.agents() == [] and rec.n("del_agent") == 0
+    session._agents_changed(gone)  # what del_broker does with them
+    await wait_until(lambda: rec.n("del_agent") == 1)
+
+
 # ----------------------------------------------------------------------------- get_objects
 
 
@@ -1459,7 +1496,7 @@ async def test_early_v1_event_bindings_stay_after_the_first_v2_heartbeat(
     # the connection as over v2 to a qpidd publishing both, before its first v2 heartbeat
     broker._v2 = _BothVersionsV2Link()  # type: ignore[assignment]
     broker._choice.early_keys = ["console.event.#"]
-    broker._v1_keys.append("console.event.#")
+    broker._turn.keys.append("console.event.#")
     await transport.bind(topic, "qpid.management", "console.event.#")
 
     mgmt.event(DELETE, {"qName": "held"})
@@ -1468,7 +1505,7 @@ async def test_early_v1_event_bindings_stay_after_the_first_v2_heartbeat(
     assert not broker._choice.held and not broker._choice.early_keys
     await asyncio.gather(*broker._tasks)  # whatever the heartbeat started has run
     assert unbound == []
-    assert "console.event.#" in broker._v1_keys
+    assert "console.event.#" in broker._turn.keys
 
     fed = bus.delivered
     feeds = 0

@@ -181,7 +181,7 @@ async def test_closing_a_streamed_v2_query_stops_its_answer() -> None:
     are dropped and the task fetching it ends (on main, ``V2Link.discard`` popped
     the answer after ``_forget`` had, so ``answer.cancel()`` never ran)."""
     from qmf_async.console._objects import RemoteAgent
-    from qmf_async.protocol import V2QueryPart
+    from qmf_async.protocol import QueryPart
 
     host = _Host()
     link = V2Link(host)  # type: ignore[arg-type]
@@ -195,7 +195,7 @@ async def test_closing_a_streamed_v2_query_stops_its_answer() -> None:
     assert len(link.core) == 1 and cid in link._waits
     unknown = V2Data({"x": 1}, V2ObjectId("a:b:c"),
                      V2SchemaId("a", "b", "_data", uuid.uuid4().bytes))
-    link._on(V2QueryPart(cid, [unknown], "acme.com:app:one"))
+    link._handle([QueryPart(cid, [unknown], "acme.com:app:one")])
     answer = wait.stream
     assert answer.backlog and answer.task is not None  # held for its schema
     task = answer.task

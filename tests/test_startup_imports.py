@@ -86,7 +86,7 @@ def ours(names: set[str]) -> set[str]:
 #: the agent side, the other transports, rich on a pipe, and modules that only an error
 #: path or a file write needs
 NOT_FOR_STAT = frozenset({
-    "qmf_async.wire._v2", "qmf_async.wire._v2records", "qmf_async.protocol._events_v2",
+    "qmf_async.wire._v2", "qmf_async.wire._v2records",
     "qmf_async.protocol._console_v2", "qmf_async.protocol._agent",
     "qmf_async.protocol._agent_v2", "qmf_async.protocol._role", "qmf_async.console._v2",
     "qmf_async.console._v2parts",

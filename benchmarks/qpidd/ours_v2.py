@@ -4,7 +4,7 @@ Through ``Session.connect(url, protocol="1.0", qmf_version=2).get_objects(_class
 "queue")`` when the Session has ``qmf_version`` (``--path session``, the default when
 available); with ``--path core``, or when the Session has no v2, the v2 console core
 driven directly: ``NativeAmqp10Transport`` + ``ConsoleProtocolV2.send_query``, the
-answer's parts gathered into one ``V2QueryAnswered`` (objects decoded into
+answer's parts gathered into one ``QueryDone`` (objects decoded into
 ``V2Data``).  ``--path v1``: the Session's QMF v1 query over AMQP 1.0 (``qmf_version=1``
 when the Session has it), which qpidd answers even with ``--mgmt-qmf1 no`` (that option
 stops only v1 publications).
@@ -30,7 +30,7 @@ if str(ROOT) not in sys.path:
 
 from benchmarks.qpidd.broker import proc_cpu, session_takes  # noqa: E402
 from qmf_async.console import Session  # noqa: E402
-from qmf_async.protocol import ConsoleProtocolV2, V2QueryAnswered  # noqa: E402
+from qmf_async.protocol import ConsoleProtocolV2, QueryDone  # noqa: E402
 from qmf_async.transport import Delivery, NativeAmqp10Transport, open_reply_endpoint  # noqa: E402
 from qmf_async.wire import V2SchemaId  # noqa: E402
 
@@ -78,7 +78,7 @@ async def by_core(opts: argparse.Namespace) -> list[dict[str, Any]]:
     def on_delivery(d: Delivery) -> None:
         for ev in core.receive(d.headers, d.value, subject=d.routing_key,
                                correlation_id=d.correlation_id, now=time.monotonic()):
-            fut = answers.get(getattr(ev, "cid", ""))
+            fut = answers.get(getattr(ev, "request", ""))
             if fut is not None and not fut.done():
                 fut.set_result(ev)
 
@@ -94,7 +94,7 @@ async def by_core(opts: argparse.Namespace) -> list[dict[str, Any]]:
                                 reply_to=reply, correlation_id=out.correlation_id,
                                 headers=out.headers)
                 ev = await asyncio.wait_for(fut, 300)
-            if not isinstance(ev, V2QueryAnswered):
+            if not isinstance(ev, QueryDone) or ev.code != 0:
                 raise SystemExit(f"the query failed: {ev!r:.300}")
             m.figures["objects"] = len(ev.items)
             runs.append(m.figures)

@@ -41,7 +41,13 @@ if TREE not in sys.path:
     sys.path.insert(0, TREE)
 
 from benchmarks.qpidd.broker import proc_cpu  # noqa: E402
-from qmf_async.protocol import ConsoleProtocolV2, V2DataIndicated, V2EventIndicated  # noqa: E402
+from qmf_async.protocol import ConsoleProtocolV2  # noqa: E402
+
+try:  # a baseline tree from before the one event vocabulary (--baseline)
+    from qmf_async.protocol import V2DataIndicated as ObjectUpdate  # type: ignore[attr-defined]
+    from qmf_async.protocol import V2EventIndicated as EventReceived  # type: ignore[attr-defined]
+except ImportError:
+    from qmf_async.protocol import EventReceived, ObjectUpdate
 from qmf_async.transport import Delivery, NativeAmqp10Transport  # noqa: E402
 
 TOPIC = "qmf.default.topic"
@@ -107,9 +113,9 @@ async def run(opts: argparse.Namespace) -> dict[str, Any]:
         subjects[".".join(d.routing_key.split(".")[:5])] += 1
         for ev in core.receive(headers, d.value, subject=d.routing_key,
                                correlation_id=d.correlation_id, now=time.monotonic()):
-            if isinstance(ev, V2DataIndicated):
+            if isinstance(ev, ObjectUpdate):
                 figures["objects"] += len(ev.items)
-            elif isinstance(ev, V2EventIndicated):
+            elif isinstance(ev, EventReceived):
                 figures["events"] += 1
 
     t.set_dispatcher(on_delivery)

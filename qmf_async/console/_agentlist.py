@@ -6,10 +6,13 @@ their aging (heartbeats missed, as of when the input was drained: the drain prob
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Coroutine
+from collections.abc import Awaitable, Coroutine, Iterator
 from typing import Any, Protocol
+
+import attrs
 
 from .. import names
 from ..errors import QmfError
@@ -23,15 +26,25 @@ from ..protocol import (
     Twins,
 )
 from ..transport import TransportProtocol
+from ._dispatch import v1_banks
 from ._links import BrokerLink, SessionSettings
 from ._objects import RemoteAgent
 
-__all__ = ["AgentList", "AgentListHost"]
+__all__ = ["AgentChange", "AgentList", "AgentListHost"]
 
 # the session's logger: a broker's messages are the console's
 log = logging.getLogger("qmf_async.session")
 
 MANAGEMENT = names.MANAGEMENT_EXCHANGE
+
+
+@attrs.frozen(slots=True)
+class AgentChange:
+    """A session-level event: ``agent`` joined the broker's agent list (``added``) or
+    left it."""
+
+    agent: RemoteAgent
+    added: bool
 
 
 class AgentsOwner(Protocol):
@@ -80,6 +93,28 @@ class AgentList:
         self.agents: dict[tuple[int, int], RemoteAgent] = {}
         #: over v2: the v1 agents that are also known over v2 (hidden)
         self.twins = Twins()
+        #: while :meth:`collecting`: the arrivals and departures, returned to the
+        #: caller instead of told to the session
+        self._changes: list[AgentChange] | None = None
+
+    @contextlib.contextmanager
+    def collecting(self) -> Iterator[list[AgentChange]]:
+        """Within the block, the arrivals and departures go to the list it yields (in
+        order) for the caller to hand up, instead of to the session."""
+        outer, self._changes = self._changes, []
+        try:
+            yield self._changes
+        finally:
+            self._changes = outer
+
+    def _tell(self, agent: RemoteAgent, added: bool) -> None:
+        changes = self._changes
+        if changes is not None:
+            changes.append(AgentChange(agent, added))
+        elif added:
+            self.host.owner.agent_arrived(agent)
+        else:
+            self.host.owner.agent_left(agent)
 
     def v2_owns(self, banks: tuple[int, int] | None) -> bool:
         """Over v2, what v1 says of the broker's own agent (1.0), and of agents also
@@ -91,7 +126,7 @@ class AgentList:
         """Over v2: ``agent`` arrived (its link says so): it joins the agent list, the
         session hears of it, and its v1 twins, if known, are hidden."""
         self.agents[(agent.broker_bank, agent.agent_bank)] = agent
-        self.host.owner.agent_arrived(agent)
+        self._tell(agent, True)
         v1_labels = {banks: known.label for banks, known in self.agents.items()
                      if not known.name and banks != (1, 0)}
         for banks in self.twins.v2_arrived(agent.name, v1_labels):
@@ -104,12 +139,12 @@ class AgentList:
         agent = self.agents.pop(banks, None)
         if agent is None:
             return
-        self.host.owner.agent_left(agent)
+        self._tell(agent, False)
         directory = self.core.agents
         alive = {hidden: info.label for hidden in self.twins.hidden
                  if (info := directory.get(hidden)) is not None}
         for back in self.twins.v2_left(agent.name, alive):
-            self.on_arrived(AgentArrived(back[0], back[1], alive[back]))
+            self.on_arrived(AgentArrived(back, alive[back]))
 
     def _v2_names(self) -> list[str]:
         return [agent.name for agent in self.agents.values() if agent.name]
@@ -119,20 +154,20 @@ class AgentList:
         agent = self.agents.pop(banks, None)
         if agent is not None:
             self._follow_v1_agent(agent, False)
-            self.host.owner.agent_left(agent)
+            self._tell(agent, False)
 
     def on_arrived(self, ev: AgentArrived) -> None:
-        banks = (ev.broker_bank, ev.agent_bank)
+        banks = v1_banks(ev.agent)
         if self.v2_owns(banks):
             return
         broker = self.host
         if broker.v2 is not None and self.twins.v1_arrived(banks, ev.label, self._v2_names()):
             return
-        agent = RemoteAgent(broker, ev.broker_bank, ev.agent_bank, ev.label, broker.where)
+        agent = RemoteAgent(broker, banks[0], banks[1], ev.label, broker.where)
         self.agents[banks] = agent
         if broker.v2 is not None:
             self._follow_v1_agent(agent, True)
-        broker.owner.agent_arrived(agent)
+        self._tell(agent, True)
 
     def _follow_v1_agent(self, agent: RemoteAgent, add: bool) -> None:
         """Over v2: bind (or unbind) the v1 objects and events of a v1-only agent."""
@@ -154,18 +189,17 @@ class AgentList:
         broker.spawn(run())
 
     def on_relabeled(self, ev: AgentRelabeled) -> None:
-        banks = (ev.broker_bank, ev.agent_bank)
+        banks = v1_banks(ev.agent)
         if self.v2_owns(banks):
             return
         broker = self.host
         if broker.v2 is not None and self.twins.v1_arrived(banks, ev.label, self._v2_names()):
             self._unlist_v1(banks)
             return
-        self.agents[banks] = RemoteAgent(broker, ev.broker_bank, ev.agent_bank, ev.label,
-                                         broker.where)
+        self.agents[banks] = RemoteAgent(broker, banks[0], banks[1], ev.label, broker.where)
 
     def on_left(self, ev: AgentLeft) -> None:
-        banks = (ev.broker_bank, ev.agent_bank)
+        banks = v1_banks(ev.agent)
         if self.v2_owns(banks):
             self.twins.forget(banks)
             return
@@ -173,7 +207,7 @@ class AgentList:
         if agent is not None:
             if self.host.v2 is not None:
                 self._follow_v1_agent(agent, False)
-            self.host.owner.agent_left(agent)
+            self._tell(agent, False)
 
     def forget_v2(self) -> None:
         """The broker is removed: every v2 agent leaves (those of the v1 core leave by
@@ -181,7 +215,7 @@ class AgentList:
         for banks, agent in list(self.agents.items()):
             if agent.name:  # v2 agents: not in the v1 core's directory
                 del self.agents[banks]
-                self.host.owner.agent_left(agent)
+                self._tell(agent, False)
 
     def age(self, now: float, probe_key: str | None,
             loss_queue: str | None) -> tuple[float, list[Any]]:

@@ -30,7 +30,6 @@ from ..errors import (
 )
 from ..protocol import (
     BROKER_AGENT_CLASS,
-    AgentArrived,
     ConsoleProtocol,
     DrainClock,
     Outgoing,
@@ -54,8 +53,9 @@ from ..wire import (
     SchemaClass,
     SchemaMethod,
 )
-from ._agentlist import AgentList
+from ._agentlist import AgentChange, AgentList
 from ._calls import MethodCalls
+from ._dispatch import handle
 from ._links import SessionSettings
 from ._objects import Event, QmfObject, RemoteAgent
 from ._schemas import SchemaFetches
@@ -63,6 +63,7 @@ from ._state import BrokerState, BrokerStateChange
 from ._v1events import V1Events
 from ._v1route import V1Route
 from ._values import MethodResult
+from ._versions import VersionTurn
 from ._waits import Wait, Waits
 
 if TYPE_CHECKING:  # QMF v2's modules load where v2 is spoken only (:meth:`Broker._setup`)
@@ -76,9 +77,6 @@ log = logging.getLogger("qmf_async.session")
 
 MANAGEMENT = names.MANAGEMENT_EXCHANGE
 DIRECT = names.REPLY_EXCHANGE
-
-#: the v1 binding that keeps the list of v1 agents current (the broker's agent objects)
-_V1_AGENT_LIST = ("console.obj.*.*.org.apache.qpid.broker.agent",)
 
 #: how many departed agents a broker remembers (to fail calls to them at once)
 _MAX_DEPARTED = 4096
@@ -198,14 +196,12 @@ class Broker:
         self._v2: V2Link | None = None
         #: over v2, queries to qpidd's agent sent over v1 (None when it speaks v1)
         self._route: V1Route | None = None
-        #: a v2 link left when the connection turned to v1 (see _speak_v1): answers
+        #: a v2 link left when the connection turned to v1 (see retire_v2): answers
         #: to its requests still reach it
         self._v2_retired: V2Link | None = None
         #: over v2 with the version left to choose: whether qpidd publishes v2, and
         #: qpidd's v1 events held meanwhile (the protocol core's VersionChoice)
         self._choice = VersionChoice()
-        #: the v1 binding keys of the current connection's topic endpoint
-        self._v1_keys: list[str] = []
         self._loss_queue: str | None = None
         #: the content types of v2 maps that arrive as bytes on this connection (none
         #: over AMQP 1.0, where a v2 map is a decoded amqp-value)
@@ -232,6 +228,10 @@ class Broker:
         self._events = V1Events(self, self._waits, self._agent_list, self._choice,
                                 self._schemas.on_schema_needed)
         self._handlers = self._events.handlers
+        #: the QMF version spoken to qpidd as it goes, and the v1 keys bound
+        self._turn = VersionTurn(self, choice=self._choice, agents=self._agent_list,
+                                 core=self._core, events=self._events,
+                                 binding_keys=host.binding_keys, agent_left=host.agent_left)
 
     @property
     def has_management(self) -> bool:
@@ -348,21 +348,12 @@ class Broker:
             if caps.v2_map_bytes:
                 self._v2_bodies = V2_BODY_CONTENT_TYPES
         try:
-            # over v2, the v1 topic serves the agents that speak v1 only: their
-            # heartbeats and, per agent, their objects and events (_v1_agent_keys)
             self._v2 = V2Link(self, self._v2) if version == 2 else None
             self._route = V1Route(self) if version == 2 else None
             self._calls.use(self._v2, self._route)
             self._v2_retired = None
             self._twins.clear()
-            self._v1_keys = (self.owner.binding_keys() if version == 1
-                             else ["console.heartbeat.#", *_V1_AGENT_LIST])
-            # over v2 with the version left to choose, qpidd's v1 events are bound
-            # until it is known to publish v2 (its first v2 heartbeat): a qpidd that
-            # publishes v1 only (see v1_beat_of_qpidd) loses none of them
-            self._v1_keys += self._choice.start(
-                version == 2 and session.options.qmf_version is None,
-                self.owner.binding_keys())
+            v1_keys = self._turn.start(version, session.options.qmf_version is None)
             # the topic endpoint's overflow is dead-lettered to the loss endpoint, which
             # counts it (topic_dropped); AMQP 1.0 has neither a length cap nor dead
             # letters for it (the link credit bounds it), so there is no loss endpoint
@@ -379,7 +370,7 @@ class Broker:
             self._probe_key = f"qmf-async.probe.{topic}" if loss else None
             probe = [(MANAGEMENT, self._probe_key)] if self._probe_key else []
             self._topic_queue = await transport.open_endpoint(
-                topic, bindings=[(MANAGEMENT, k) for k in self._v1_keys] + probe,
+                topic, bindings=[(MANAGEMENT, k) for k in v1_keys] + probe,
                 max_length=session.options.topic_max_length,
                 dead_letter_exchange=DIRECT if loss else None,
                 dead_letter_routing_key=loss, no_ack=False)
@@ -417,7 +408,7 @@ class Broker:
         options = self.session.options
         if self._v2 is None and options.qmf_version == 1 and options.rcv_heartbeats \
                 and transport is not None and transport.capabilities.qmf_v2:
-            self.spawn(self._expect_v1_beats())
+            self.spawn(self._turn.expect_v1_beats())
         self.owner.notify("broker_info", self)
         await self._load_broker_agents()
 
@@ -435,79 +426,32 @@ class Broker:
         self._choice.v2_beat_of(banks)
 
     async def bind_early(self, keys: Sequence[str]) -> None:
-        """Over v2, while qpidd is not known to publish v2: also bind the v1 event
-        keys among the user's new ``keys`` (see ``VersionChoice``).
+        """Over v2 while qpidd is not known to publish v2: also bind the v1 event keys
+        among the user's new ``keys`` (:meth:`VersionTurn.bind_early`).
 
         Raises:
             TransportError: the broker refused a binding.
         """
-        transport, topic = self.transport, self._topic_queue
-        if self._v2 is None or self.session.options.qmf_version is not None \
-                or transport is None or topic is None or not self.connected:
-            return
-        for key in self._choice.more_keys(keys, self._v1_keys):
-            self._v1_keys.append(key)
-            await transport.bind(topic, MANAGEMENT, key)
+        await self._turn.bind_early(keys)
 
     def v1_beat_of_qpidd(self) -> None:
-        """Over v2, with the QMF version left to choose: a v1 heartbeat of qpidd's
-        agent.  Two of them and no v2 heartbeat on this connection: this qpidd
-        publishes QMF v1 only (``--mgmt-qmf2 no``, it still answers v2 requests), and
-        the connection turns to v1 (:meth:`_speak_v1`)."""
+        """Over v2: a v1 heartbeat of qpidd's agent (two and no v2 one turn the
+        connection to v1: :meth:`VersionTurn.v1_beat_of_qpidd`)."""
         link = self._v2
-        if not self._choice.v1_beat(
-                link is not None and self.has_management and bool(link.bindings)
-                and self.session.options.qmf_version is None):
-            return
-        self.spawn(self._speak_v1())
+        self._turn.v1_beat_of_qpidd(link is not None and bool(link.bindings))
 
-    async def _speak_v1(self) -> None:
-        """Turn the connection to QMF v1 (see :meth:`v1_beat_of_qpidd`): the topic
-        endpoint takes the v1 bindings (qpidd then publishes every object to it at its
-        next interval), qpidd's agent is listed as its v1 agent, and objects read
-        before keep working (their methods are called over v1)."""
+    def retire_v2(self) -> bool:
+        """The connection turns to QMF v1 (see :class:`VersionTurn`): its v2 link only
+        finishes its requests, method calls go over v1.  False (nothing done) when it
+        does not speak v2 or is not connected."""
         link = self._v2
-        transport, topic = self.transport, self._topic_queue
-        if link is None or transport is None or topic is None or not self.connected:
-            return
-        log.info("qpidd on %s publishes QMF v1 only (--mgmt-qmf2 no): speaking QMF v1 "
-                 "there", self.where)
+        if link is None or not self.connected:
+            return False
         self._v2, self._v2_retired = None, link
         self._calls.use(None, self._route)
         link.indications = False
         self.qmf_version = 1
-        self._twins.clear()
-        keys = self.owner.binding_keys()
-        new = [k for k in keys if k not in self._v1_keys]
-        self._v1_keys = [*self._v1_keys, *new]
-        old = self._agents.pop((1, 0), None)
-        if old is not None:
-            self.owner.agent_left(old)
-        # agents the v1 side saw while v2 was spoken (qpidd's own, left to v2) are
-        # listed now as any v1 agent
-        for banks, info in list(self._core.agents.items()):
-            if banks not in self._agents:
-                self._agent_list.on_arrived(AgentArrived(banks[0], banks[1], info.label))
-        for ev in self._choice.turn():  # the early keys are bound for good now
-            self._events.event(ev)
-        for key in new:
-            try:
-                await transport.bind(topic, MANAGEMENT, key)
-            except QmfError as exc:
-                log.warning("v1 binding %s on %s failed: %s", key, self.where, exc)
-
-    async def _expect_v1_beats(self) -> None:
-        """``qmf_version=1`` on qpidd: warn when its agent sends no v1 heartbeat
-        within ``missed_heartbeats`` agent intervals (a stock qpidd, ``--mgmt-qmf1
-        no``, answers v1 requests but publishes nothing over v1)."""
-        options = self.session.options
-        wait = options.agent_interval * options.missed_heartbeats
-        await asyncio.sleep(wait)
-        if self.connected and self._v2 is None and not self._choice.v1_beats:
-            log.warning("qpidd on %s sent no QMF v1 heartbeat in %gs: it publishes QMF v2 "
-                        "only (--mgmt-qmf1 no), so with qmf_version=1 no objects, events "
-                        "or heartbeats arrive; leave qmf_version unset (QMF v2) or start "
-                        "qpidd with --mgmt-qmf1 yes", self.where, wait)
+        return True
 
     async def _load_broker_agents(self) -> None:
         """Ask the broker's own agent (1.0) for its ``agent`` objects (the v1
@@ -768,21 +712,29 @@ class Broker:
         self._handle(self._core.see_agent(bb, ab, time.monotonic(), label=label))
         return self._agents[(bb, ab)]
 
-    def age_agents(self, now: float) -> None:
+    def age_agents(self, now: float) -> list[AgentChange]:
         """Age the agents out whose heartbeats stopped, as of the last moment this
         console is known to have handled everything it had received (see
-        :meth:`AgentList.age`); over v2, also the v2 agents and deleted object ids."""
-        now, events = self._agent_list.age(now, self._probe_key, self._loss_queue)
-        self._handle(events)
-        if self._v2 is not None:
-            released = self._v2.age(now)
-            if released and self._route is not None:
-                self._route.forget(released)
+        :meth:`AgentList.age`); over v2, also the v2 agents and deleted object ids.
+        Returns the changes of the agent list, in order, for the caller to act on (the
+        session is not called: agents that left, v1 twins listed again).  Raises
+        nothing."""
+        with self._agent_list.collecting() as changes:
+            now, events = self._agent_list.age(now, self._probe_key, self._loss_queue)
+            self._handle(events)
+            if self._v2 is not None:
+                released = self._v2.age(now)
+                if released and self._route is not None:
+                    self._route.forget(released)
+        return changes
 
-    def forget_agents(self) -> None:
-        """The broker is removed: every agent leaves (the session hears of each)."""
-        self._handle(self._core.forget_agents("broker removed"))
-        self._agent_list.forget_v2()
+    def forget_agents(self) -> list[AgentChange]:
+        """The broker is removed: every agent leaves; returns their departures, in
+        order, for the caller to act on (as :meth:`age_agents`).  Raises nothing."""
+        with self._agent_list.collecting() as changes:
+            self._handle(self._core.forget_agents("broker removed"))
+            self._agent_list.forget_v2()
+        return changes
 
     def known_agent(self, banks: tuple[int, int]) -> RemoteAgent | None:
         """The known agent of ``banks`` (None when none is)."""
@@ -827,12 +779,7 @@ class Broker:
 
     def _handle(self, events: list[Any]) -> None:
         """Act on the core's events, in order (one failing handler does not stop the rest)."""
-        handlers = self._handlers
-        for ev in events:
-            try:
-                handlers[type(ev)](ev)
-            except Exception:
-                log.exception("failed to handle %r from %s", ev, self.where)
+        handle(self._handlers, events, self.where, log)
 
     def v2_agent_arrived(self, agent: RemoteAgent) -> None:
         """Over v2: ``agent`` arrived (see :meth:`AgentList.v2_arrived`)."""

@@ -56,6 +56,7 @@ from ..wire import (
     PackageQuery,
     SchemaClass,
 )
+from ._agentlist import AgentChange
 from ._bindings import Bindings
 from ._broker import MANAGEMENT, Broker, SessionHost
 from ._console import Console as Console  # re-exported (imported from here before)
@@ -308,7 +309,7 @@ class Session:
         """Disconnect and forget a broker; its pending requests fail with NotConnectedError."""
         if broker in self.brokers:
             self.brokers.remove(broker)
-        broker.forget_agents()
+        self._agents_changed(broker.forget_agents())
         self._streams.broker_removed(broker)
         await broker.close()  # its CLOSED ends the state streams that follow it alone
 
@@ -343,7 +344,7 @@ class Session:
             await asyncio.sleep(max(self.options.min_agent_interval, 0.05))
             now = time.monotonic()
             for broker in list(self.brokers):
-                broker.age_agents(now)
+                self._agents_changed(broker.age_agents(now))
 
     def _broker_host(self) -> SessionHost:
         """The calls a new broker of this session makes on it."""
@@ -428,6 +429,14 @@ class Session:
         loop = asyncio.get_running_loop()
         for broker in self.brokers:
             loop.call_soon(broker.release_held, schema.class_key)
+
+    def _agents_changed(self, changes: list[AgentChange]) -> None:
+        """Act on what a broker returned of its agent list (data up, in order)."""
+        for change in changes:
+            if change.added:
+                self._agent_arrived(change.agent)
+            else:
+                self._agent_left(change.agent)
 
     def _agent_arrived(self, agent: RemoteAgent) -> None:
         self._notify("new_agent", agent)

@@ -30,9 +30,10 @@ from ..protocol import (
     SchemaSeen,
     VersionChoice,
 )
-from ..wire import ClassKey, MethodResponse, RawObjectRecord, SchemaClass
+from ..wire import ClassKey, EventIndication, MethodResponse, RawObjectRecord, SchemaClass
 from ._agentlist import AgentList
 from ._calls import method_result
+from ._dispatch import Handlers, v1_banks
 from ._links import SessionSettings
 from ._objects import Event, RemoteAgent
 from ._waits import Waits
@@ -95,7 +96,7 @@ class V1Events:
         self.agents = agents
         self.choice = choice
         owner = host.owner
-        self.handlers: dict[type, Callable[[Any], None]] = {
+        self.handlers: Handlers = {
             Reply: self._reply,
             QueryDone: self._query_done,
             RequestFailed: self._request_failed,
@@ -121,7 +122,7 @@ class V1Events:
         self.host.release_held(ev.schema.class_key)
 
     def _reply(self, ev: Reply) -> None:
-        wait = self.waits.finish(ev.seq)
+        wait = self.waits.finish(ev.request)
         msg = ev.message
         if wait is not None and not wait.future.done():
             wait.future.set_result(msg)
@@ -129,23 +130,23 @@ class V1Events:
             self.host.owner.notify("method_response", self.host, msg.seq, method_result(msg))
 
     def _query_done(self, ev: QueryDone) -> None:
-        wait = self.waits.finish(ev.seq)
+        wait = self.waits.finish(ev.request)
         if wait is None or wait.future.done():
             return
         if ev.code != 0:
-            exc = CommandError(ev.code, ev.text)
+            exc = CommandError(ev.code if ev.code is not None else 7, ev.text)
             exc.partial = list(ev.items)  # type: ignore[attr-defined]
             wait.future.set_exception(exc)
         else:
             wait.future.set_result(ev.items)
 
     def _request_failed(self, ev: RequestFailed) -> None:
-        wait = self.waits.finish(ev.seq)
+        wait = self.waits.finish(ev.request)
         if wait is not None and not wait.future.done():
             wait.future.set_exception(ev.error)
 
     def _heartbeat(self, ev: HeartbeatReceived) -> None:
-        banks = (ev.broker_bank, ev.agent_bank)
+        banks = v1_banks(ev.agent)
         if banks == (1, 0):
             if self.host.v2 is not None:
                 self.host.v1_beat_of_qpidd()
@@ -156,19 +157,21 @@ class V1Events:
             self.host.owner.notify("heartbeat", agent, ev.timestamp)
 
     def _object_update(self, ev: ObjectUpdate) -> None:
-        banks = ev.agent
+        banks: tuple[int, int] | None = ev.agent  # type: ignore[assignment]  # v1: banks
         if self.agents.v2_owns(banks):
             return
         agent = self.agents.agents.get(banks) if banks is not None else None
-        self.host.owner.object_update(self.host, agent, ev.record)
+        rec = ev.record
+        if rec is not None:  # always, over v1
+            self.host.owner.object_update(self.host, agent, rec)
 
     def event(self, ev: EventReceived) -> None:
-        banks = ev.agent
+        banks: tuple[int, int] | None = ev.agent  # type: ignore[assignment]  # v1: banks
         if self.agents.v2_owns(banks):
             self.choice.hold(banks, ev)  # qpidd's, while its v2 is not known to publish
             return
         agent = self.agents.agents.get(banks) if banks is not None else None
-        msg = ev.message
+        msg: EventIndication = ev.message  # type: ignore[assignment]  # v1: an ``e``
         event = Event(msg.schema.class_key, msg.timestamp, msg.severity, dict(msg.arguments),
                       agent, msg.schema)
         self.host.owner.event(self.host, event)

@@ -42,23 +42,21 @@ from ..errors import (
 from ..logs import warn_limited
 from ..protocol import (
     V2_TOPIC_EXCHANGE,
+    AgentArrived,
+    AgentLeft,
+    AgentRestarted,
+    BodyMalformed,
     ConsoleProtocolV2,
+    EventReceived,
+    HeartbeatReceived,
+    MessageUnhandled,
+    ObjectUpdate,
     Outgoing,
-    V2AgentArrived,
-    V2AgentBeat,
-    V2AgentLeft,
-    V2AgentRestarted,
-    V2DataIndicated,
-    V2EventIndicated,
-    V2MessageMalformed,
-    V2MessageUnhandled,
-    V2MethodAnswered,
-    V2MethodFailed,
-    V2QueryAnswered,
-    V2QueryFailed,
-    V2QueryPart,
-    V2RequestExpired,
-    V2RequestFailed,
+    QueryDone,
+    QueryPart,
+    Reply,
+    RequestExpired,
+    RequestFailed,
     texts_from_schema,
 )
 from ..transport import Delivery, TransportProtocol
@@ -71,11 +69,13 @@ from ..wire import (
     SchemaMethod,
     V2Data,
     V2Event,
+    V2Exception,
     V2ObjectId,
     V2RecordConverter,
     V2SchemaId,
     v2_class_key,
 )
+from ._dispatch import Handlers, handle, ignore
 from ._objects import Event, MethodResult, RemoteAgent
 from ._v2bindings import Interest, keyify, v2_bindings
 from ._v2parts import HeldIndications, V2Answer, V2Host, V2Owner
@@ -103,7 +103,7 @@ def _cid(out: Outgoing) -> str:
 
 
 #: what a link that no longer follows its broker's publications ignores
-_INDICATIONS: Final = frozenset({V2DataIndicated, V2EventIndicated, V2AgentBeat})
+_INDICATIONS: Final = (ObjectUpdate, EventReceived, HeartbeatReceived)
 
 
 class V2Link:
@@ -151,9 +151,37 @@ class V2Link:
         self._bound: list[tuple[str, str | None]] = []
         self._sync_lock = asyncio.Lock()  # one change of the bindings at a time
         self._located = asyncio.Event()
-        #: False once the connection turned to v1 (the link only finishes its
-        #: requests): its indications and heartbeats are ignored
-        self.indications = True
+        #: what acts on each event of the core (see _dispatch)
+        self.handlers: Handlers = {
+            QueryPart: self._query_part,
+            QueryDone: self._query_done,
+            Reply: self._reply,
+            RequestFailed: self._request_failed,
+            RequestExpired: self._request_expired,
+            AgentArrived: self._agent_arrived,
+            HeartbeatReceived: self._heartbeat,
+            AgentLeft: self._agent_left,
+            AgentRestarted: self._agent_restarted,
+            ObjectUpdate: self._objects,
+            EventReceived: self._event,
+            BodyMalformed: self._malformed,
+            MessageUnhandled: self._unhandled,
+        }
+        self._indications = True
+
+    @property
+    def indications(self) -> bool:
+        """False once the connection turned to v1 (the link only finishes its
+        requests): its indications and heartbeats are then ignored."""
+        return self._indications
+
+    @indications.setter
+    def indications(self, follow: bool) -> None:
+        self._indications = follow
+        acting: Handlers = {ObjectUpdate: self._objects, EventReceived: self._event,
+                            HeartbeatReceived: self._heartbeat}
+        for kind in _INDICATIONS:
+            self.handlers[kind] = acting[kind] if follow else ignore
 
     # ------------------------------------------------------------------ connection
 
@@ -339,14 +367,10 @@ class V2Link:
         """Feed one v2 message to the core and act on what it says."""
         events = self.core.feed(delivery, time.monotonic())
         if events:
-            self._handle(events)
+            handle(self.handlers, events, self.host.where, log)
 
     def _handle(self, events: Iterable[Any]) -> None:
-        for ev in events:
-            try:
-                self._on(ev)
-            except Exception:
-                log.exception("failed to handle %r from %s", ev, self.host.where)
+        handle(self.handlers, events, self.host.where, log)
 
     def _finish(self, cid: str, result: Any = None, error: BaseException | None = None) -> None:
         wait = self._waits.finish(cid)
@@ -368,64 +392,84 @@ class V2Link:
         else:
             fut.set_result(result)
 
-    def _on(self, ev: Any) -> None:
+    def _query_part(self, ev: QueryPart) -> None:
+        wait = self._waits.get(ev.request)
+        if wait is not None and wait.stream is not None:
+            wait.stream.push(ev.items)
+
+    def _query_done(self, ev: QueryDone) -> None:
+        if ev.code == 0:
+            self._finish(str(ev.request), ev)
+        else:
+            self._finish(str(ev.request), error=MethodError(
+                ev.code if ev.code is not None else 7, ev.text or "QMF v2 exception"))
+
+    def _reply(self, ev: Reply) -> None:
+        msg = ev.message
+        if type(msg) is V2Exception:
+            self._finish(str(ev.request), error=MethodError(
+                msg.error_code if msg.error_code is not None else 7,
+                msg.error_text or "QMF v2 exception"))
+        else:
+            self._finish(str(ev.request), ev)
+
+    def _request_failed(self, ev: RequestFailed) -> None:
+        self._finish(str(ev.request), error=ev.error)
+
+    def _request_expired(self, ev: RequestExpired) -> None:
+        self._finish(str(ev.request), error=QmfTimeout(f"QMF v2 request {ev.request} expired"))
+
+    def _agent_arrived(self, ev: AgentArrived) -> None:
+        name = str(ev.agent)
+        banks = self._banks_of(name)
+        agent = RemoteAgent(self.host, banks[0], banks[1], name,  # type: ignore[arg-type]
+                            self.host.where, name=name)
+        self._located.set()
+        self.host.v2_agent_arrived(agent)
+        lane = (name, False)
+        if self.held.end_agent_wait(lane):
+            self.held.pump(lane)  # its objects waited for it
+
+    def _heartbeat(self, ev: HeartbeatReceived) -> None:
+        name = ev.agent
+        beat_banks = self._banks.get(name) if isinstance(name, str) else None
+        if beat_banks is not None:
+            self.host.v2_beat(beat_banks)
+        if self.host.session.options.rcv_heartbeats:
+            beating = (self.host.known_agent(beat_banks) if beat_banks is not None
+                       else None)
+            if beating is not None and beating.name == name:
+                stamp = ev.timestamp if ev.timestamp is not None else time.time_ns()
+                self.host.owner.notify("heartbeat", beating, stamp)
+
+    def _agent_left(self, ev: AgentLeft) -> None:
+        name = str(ev.agent)
+        known = self._banks.get(name)
+        if known is not None:
+            self.host.v2_agent_left(known)
+            if not self._losing:
+                self._agent_gone(name, known)
+
+    def _agent_restarted(self, ev: AgentRestarted) -> None:
+        log.info("QMF v2 agent %s on %s restarted (epoch %s -> %s)", ev.agent,
+                 self.host.where, ev.old_epoch, ev.new_epoch)
+
+    def _objects(self, ev: ObjectUpdate) -> None:
+        if self.host.owner.follows_objects():
+            self.held.hold((ev.agent, False), list(ev.items))  # type: ignore[arg-type]
+
+    def _event(self, ev: EventReceived) -> None:
+        if self.host.owner.follows_events():
+            self.held.hold((ev.agent, True), [ev.message])  # type: ignore[arg-type]
+
+    def _malformed(self, ev: BodyMalformed) -> None:
         session = self.host.session
-        kind = type(ev)
-        if not self.indications and kind in _INDICATIONS:
-            return
-        if kind is V2QueryPart:
-            wait = self._waits.get(ev.cid)
-            if wait is not None and wait.stream is not None:
-                wait.stream.push(ev.items)
-        elif kind is V2QueryAnswered or kind is V2MethodAnswered:
-            self._finish(ev.cid, ev)
-        elif kind is V2QueryFailed or kind is V2MethodFailed:
-            self._finish(ev.cid, error=MethodError(ev.code if ev.code is not None else 7,
-                                                   ev.text or "QMF v2 exception"))
-        elif kind is V2RequestFailed:
-            self._finish(ev.cid, error=ev.error)
-        elif kind is V2RequestExpired:
-            self._finish(ev.cid, error=QmfTimeout(f"QMF v2 request {ev.cid} expired"))
-        elif kind is V2AgentArrived:
-            banks = self._banks_of(ev.name)
-            agent = RemoteAgent(self.host, banks[0], banks[1], ev.name,  # type: ignore[arg-type]
-                                self.host.where, name=ev.name)
-            self._located.set()
-            self.host.v2_agent_arrived(agent)
-            lane = (ev.name, False)
-            if self.held.end_agent_wait(lane):
-                self.held.pump(lane)  # its objects waited for it
-        elif kind is V2AgentBeat:
-            beat_banks = self._banks.get(ev.name)
-            if beat_banks is not None:
-                self.host.v2_beat(beat_banks)
-            if session.options.rcv_heartbeats:
-                beating = (self.host.known_agent(beat_banks) if beat_banks is not None
-                           else None)
-                if beating is not None and beating.name == ev.name:
-                    stamp = ev.timestamp if ev.timestamp is not None else time.time_ns()
-                    self.host.owner.notify("heartbeat", beating, stamp)
-        elif kind is V2AgentLeft:
-            known = self._banks.get(ev.name)
-            if known is not None:
-                self.host.v2_agent_left(known)
-                if not self._losing:
-                    self._agent_gone(ev.name, known)
-        elif kind is V2AgentRestarted:
-            log.info("QMF v2 agent %s on %s restarted (epoch %s -> %s)", ev.name,
-                     self.host.where, ev.old_epoch, ev.new_epoch)
-        elif kind is V2DataIndicated:
-            if self.host.owner.follows_objects():
-                self.held.hold((ev.agent, False), list(ev.items))
-        elif kind is V2EventIndicated:
-            if self.host.owner.follows_events():
-                self.held.hold((ev.agent, True), [ev.event])
-        elif kind is V2MessageMalformed:
-            session.malformed += 1
-            warn_limited(log, session.malformed, "malformed QMF v2 message from %s (%s) "
-                         "dropped: %s", self.host.where, ev.subject, ev.error)
-        elif kind is V2MessageUnhandled:
-            log.debug("QMF v2 message not acted on from %s: %r", self.host.where, ev.message)
+        session.malformed += 1
+        warn_limited(log, session.malformed, "malformed QMF v2 message from %s (%s) "
+                     "dropped: %s", self.host.where, ev.routing_key, ev.error)
+
+    def _unhandled(self, ev: MessageUnhandled) -> None:
+        log.debug("QMF v2 message not acted on from %s: %r", self.host.where, ev.message)
 
     # ------------------------------------------------------------------ schemas
 
@@ -679,7 +723,7 @@ class V2Link:
         ev = await self._waits.request(_cid(out), out, timeout, lambda: QmfTimeout(
             f"{schema.class_key.name}.{method.name} on {oid.object_name}: no response "
             f"within {timeout}s"))
-        got = texts_from_schema(ev.arguments, method)
+        got = texts_from_schema(ev.message.arguments, method)
         # in the schema's order, as over v1 (qpidd sends the map sorted by name)
         ordered = {a.name: got.pop(a.name) for a in method.out_args if a.name in got}
         ordered.update(got)

@@ -21,12 +21,13 @@ v2 by name), with :func:`silence_allowed` the one rule that ages agents out;
 management-broker role's agent directory (banks, attach, adoption, aging) and
 :class:`RoleProtocol` its answers to what comes to ``broker``.
 
-Names: the QMF v1 types carry no marker (:class:`Reply`, :class:`AgentArrived`, ...).
-Of the QMF v2 types, the protocol classes are ``<Role>ProtocolV2`` (pairing with
-:class:`ConsoleProtocol` and :class:`AgentProtocol`) and every event type is
-``V2<Name>`` (:class:`V2QueryAnswered`, :class:`V2AgentArrived`,
-:class:`V2LocateRequested`, ...; the unions of every event a core returns are
-:data:`V2ConsoleEvent` and :data:`V2AgentEvent`).
+Names: both console cores speak one event vocabulary (:class:`Reply`,
+:class:`QueryDone`, :class:`AgentArrived`, :class:`ObjectUpdate`, ...; :data:`Event` is
+any of them): a request is named by its sequence number (v1) or correlation id (v2), an
+agent by its banks (v1) or name (v2).  Of the other QMF v2 types, the protocol classes
+are ``<Role>ProtocolV2`` (pairing with :class:`ConsoleProtocol` and
+:class:`AgentProtocol`) and the agent core's events ``V2<Name>``
+(:class:`V2LocateRequested`, ...; their union :data:`V2AgentEvent`).
 """
 
 from __future__ import annotations
@@ -91,39 +92,26 @@ if TYPE_CHECKING:  # at run time each name is imported on first use (__getattr__
     from ._envelope import Delivery, Outgoing
     from ._events import (
         AgentArrived,
+        AgentKey,
         AgentLeft,
         AgentRelabeled,
+        AgentRestarted,
         BodyMalformed,
         ClassSeen,
         Event,
         EventReceived,
         HeartbeatReceived,
         HeldDropped,
+        MessageUnhandled,
         ObjectUpdate,
         PackageSeen,
         QueryDone,
+        QueryPart,
         Reply,
+        RequestExpired,
         RequestFailed,
         SchemaNeeded,
         SchemaSeen,
-    )
-    from ._events_v2 import (
-        V2AgentArrived,
-        V2AgentBeat,
-        V2AgentLeft,
-        V2AgentRestarted,
-        V2ConsoleEvent,
-        V2DataIndicated,
-        V2EventIndicated,
-        V2MessageMalformed,
-        V2MessageUnhandled,
-        V2MethodAnswered,
-        V2MethodFailed,
-        V2QueryAnswered,
-        V2QueryFailed,
-        V2QueryPart,
-        V2RequestExpired,
-        V2RequestFailed,
     )
     from ._qpidd_names import qpidd_object_name
     from ._role import (
@@ -178,6 +166,11 @@ __all__ = [
     "BROKER_AGENT_CLASS",
     "AgentArrived",
     "AgentInfo",
+    "AgentKey",
+    "AgentRestarted",
+    "MessageUnhandled",
+    "QueryPart",
+    "RequestExpired",
     "AgentLeft",
     "AgentRelabeled",
     "BodyMalformed",
@@ -207,23 +200,7 @@ __all__ = [
     "BROKER_ADDRESS",
     "LOCATE_SUBJECT",
     "ConsoleProtocolV2",
-    "V2AgentArrived",
-    "V2AgentBeat",
     "V2AgentInfo",
-    "V2AgentLeft",
-    "V2AgentRestarted",
-    "V2ConsoleEvent",
-    "V2DataIndicated",
-    "V2EventIndicated",
-    "V2MessageMalformed",
-    "V2MessageUnhandled",
-    "V2MethodAnswered",
-    "V2MethodFailed",
-    "V2QueryAnswered",
-    "V2QueryFailed",
-    "V2QueryPart",
-    "V2RequestExpired",
-    "V2RequestFailed",
     "texts_from_schema",
     "SEVERITY_NAMES",
     "V2_DIRECT_EXCHANGE",
@@ -307,6 +284,11 @@ _LAZY: dict[str, str] = {
     "Delivery": "._envelope",
     "Outgoing": "._envelope",
     "AgentArrived": "._events",
+    "AgentKey": "._events",
+    "AgentRestarted": "._events",
+    "MessageUnhandled": "._events",
+    "QueryPart": "._events",
+    "RequestExpired": "._events",
     "AgentLeft": "._events",
     "AgentRelabeled": "._events",
     "BodyMalformed": "._events",
@@ -322,22 +304,6 @@ _LAZY: dict[str, str] = {
     "RequestFailed": "._events",
     "SchemaNeeded": "._events",
     "SchemaSeen": "._events",
-    "V2AgentArrived": "._events_v2",
-    "V2AgentBeat": "._events_v2",
-    "V2AgentLeft": "._events_v2",
-    "V2AgentRestarted": "._events_v2",
-    "V2ConsoleEvent": "._events_v2",
-    "V2DataIndicated": "._events_v2",
-    "V2EventIndicated": "._events_v2",
-    "V2MessageMalformed": "._events_v2",
-    "V2MessageUnhandled": "._events_v2",
-    "V2MethodAnswered": "._events_v2",
-    "V2MethodFailed": "._events_v2",
-    "V2QueryAnswered": "._events_v2",
-    "V2QueryFailed": "._events_v2",
-    "V2QueryPart": "._events_v2",
-    "V2RequestExpired": "._events_v2",
-    "V2RequestFailed": "._events_v2",
     "qpidd_object_name": "._qpidd_names",
     "MAX_BANK": "._role",
     "AgentAttached": "._role",

@@ -337,7 +337,7 @@ class ConsoleProtocol:
             banks = agent_banks(routing_key, HEARTBEAT_KEY_PREFIX)
             if banks is not None:
                 self._see(banks[0], banks[1], now, events, heartbeat=True)
-                events.append(HeartbeatReceived(banks[0], banks[1], msg.timestamp))
+                events.append(HeartbeatReceived(banks, msg.timestamp))
         elif isinstance(msg, PackageIndication):
             events.append(PackageSeen(msg.package))
         elif isinstance(msg, ClassIndication):
@@ -375,10 +375,10 @@ class ConsoleProtocol:
         if info is None:
             info = AgentInfo(bb, ab, label or "", now, self.agent_interval)
             self.directory.add((bb, ab), info)
-            events.append(AgentArrived(bb, ab, info.label))
+            events.append(AgentArrived((bb, ab), info.label))
         elif label and info.label != label:
             info.label = label
-            events.append(AgentRelabeled(bb, ab, label))
+            events.append(AgentRelabeled((bb, ab), label))
         if heartbeat:
             last = info.last_heartbeat
             if last is not None:
@@ -421,7 +421,7 @@ class ConsoleProtocol:
         error = AgentGoneError(f"RemoteAgent({banks[0]}.{banks[1]} {info.label or '?'}) on "
                                f"{self.where} left: {why}")
         self.correlator.fail_agent(banks, error, events)
-        events.append(AgentLeft(banks[0], banks[1], why))
+        events.append(AgentLeft(banks, why))
 
     def _silent(self, now: float) -> list[tuple[Banks, float]]:
         # the management broker's own agent stays while the broker answers
@@ -446,7 +446,7 @@ class ConsoleProtocol:
 
     def forget_agents(self, why: str) -> list[Any]:
         """Every known agent leaves (the connection ended); not remembered as departed."""
-        return [AgentLeft(bb, ab, why) for bb, ab in self.directory.clear()]
+        return [AgentLeft(banks, why) for banks in self.directory.clear()]
 
     # ------------------------------------------------------------------ unknown schemas
 

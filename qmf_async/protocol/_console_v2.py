@@ -6,10 +6,11 @@ query gathers every ``partial`` part of its answer until the last), the agent
 directory fed by heartbeats and locate answers, with aging.
 
 Messages go in (:meth:`ConsoleProtocolV2.receive`: application properties, decoded
-body, subject, correlation id), events come out (the values of
-:mod:`._events_v2`); requests are built by the ``send_*`` methods and returned as
-:class:`~._envelope.Outgoing`, never sent.  Time is passed in (``now``, any monotonic clock in
-seconds).
+body, subject, correlation id), events come out (the values of :mod:`._events`, the
+vocabulary the v1 core speaks too: requests named by correlation id, agents by name);
+requests are built by the ``send_*`` methods and returned as
+:class:`~._envelope.Outgoing`, never sent.  Time is passed in (``now``, any monotonic
+clock in seconds).
 
 Addressing (what qpidd accepts): requests go to ``qmf.default.direct`` with the
 agent's name as subject; qpidd's own agent also answers on the alias ``broker``
@@ -48,23 +49,21 @@ from ..wire import (
 )
 from ._agents import AgentDirectory
 from ._envelope import Delivery, Outgoing
-from ._events_v2 import (
-    V2AgentArrived,
-    V2AgentBeat,
-    V2AgentLeft,
-    V2AgentRestarted,
-    V2ConsoleEvent,
-    V2DataIndicated,
-    V2EventIndicated,
-    V2MessageMalformed,
-    V2MessageUnhandled,
-    V2MethodAnswered,
-    V2MethodFailed,
-    V2QueryAnswered,
-    V2QueryFailed,
-    V2QueryPart,
-    V2RequestExpired,
-    V2RequestFailed,
+from ._events import (
+    AgentArrived,
+    AgentLeft,
+    AgentRestarted,
+    BodyMalformed,
+    Event,
+    EventReceived,
+    HeartbeatReceived,
+    MessageUnhandled,
+    ObjectUpdate,
+    QueryDone,
+    QueryPart,
+    Reply,
+    RequestExpired,
+    RequestFailed,
 )
 
 __all__ = [
@@ -256,10 +255,10 @@ class ConsoleProtocolV2:
                    where: Any = None, deadline: float | None = None,
                    stream: bool = False) -> Outgoing:
         """A ``_query_request`` to ``agent`` (its name; None or ``broker``: qpidd's
-        own agent).  The answer comes as one :class:`V2QueryAnswered` (or
-        :class:`V2QueryFailed`, :class:`V2RequestFailed`, :class:`V2RequestExpired`).
-        With ``stream`` every part but the last comes as a :class:`V2QueryPart` when it
-        arrives and the :class:`V2QueryAnswered` holds the last part's items only, so a
+        own agent).  The answer comes as one :class:`QueryDone` (code 0; another code
+        for an ``_exception``), or :class:`RequestFailed`, :class:`RequestExpired`.
+        With ``stream`` every part but the last comes as a :class:`QueryPart` when it
+        arrives and the :class:`QueryDone` holds the last part's items only, so a
         large answer is not held whole (the failure events then carry no items).
 
         Raises:
@@ -280,7 +279,7 @@ class ConsoleProtocolV2:
                     arguments: Mapping[str, Any], deadline: float | None = None, *,
                     subtypes: Mapping[str, Any] | None = None) -> Outgoing:
         """A ``_method_request`` calling ``method`` of ``object_id`` on ``agent``;
-        answered by :class:`V2MethodAnswered` or :class:`V2MethodFailed`.
+        answered by a :class:`Reply` of its ``_method_response`` (or its ``_exception``).
 
         Raises:
             UsageError: an empty agent or method name.
@@ -310,31 +309,31 @@ class ConsoleProtocolV2:
         entry = self._pending.pop(cid, None)
         return entry is not None and not entry.draining
 
-    def expired(self, now: float) -> list[V2RequestExpired]:
+    def expired(self, now: float) -> list[RequestExpired]:
         """Release the requests whose deadline is not after ``now``: one
-        :class:`V2RequestExpired` each, with the partial answer gathered so far.
+        :class:`RequestExpired` each, with the partial answer gathered so far.
         Failed queries still draining are released silently."""
-        out: list[V2RequestExpired] = []
+        out: list[RequestExpired] = []
         for cid, entry in list(self._pending.items()):
             if entry.deadline is not None and entry.deadline <= now:
                 del self._pending[cid]
                 if not entry.draining:
-                    out.append(V2RequestExpired(cid, entry.kind, entry.items))
+                    out.append(RequestExpired(cid, entry.kind, entry.items))
         return out
 
-    def connection_lost(self, error: QmfError) -> list[V2ConsoleEvent]:
+    def connection_lost(self, error: QmfError) -> list[Event]:
         """The connection ended: every request fails with ``error``
-        (:class:`V2RequestFailed`) and every agent leaves (:class:`V2AgentLeft`)."""
-        events: list[V2ConsoleEvent] = []
+        (:class:`RequestFailed`) and every agent leaves (:class:`AgentLeft`)."""
+        events: list[Event] = []
         for cid, entry in self._pending.items():
             if not entry.draining:
-                events.append(V2RequestFailed(cid, error, entry.items))
+                events.append(RequestFailed(cid, error, entry.items))
         self._pending.clear()
         why = f"connection lost: {error}"
-        events.extend(V2AgentLeft(name, why) for name in self.directory.clear())
+        events.extend(AgentLeft(name, why) for name in self.directory.clear())
         return events
 
-    def close(self, error: QmfError) -> list[V2ConsoleEvent]:
+    def close(self, error: QmfError) -> list[Event]:
         """The console closes: as :meth:`connection_lost`."""
         return self.connection_lost(error)
 
@@ -344,12 +343,12 @@ class ConsoleProtocolV2:
 
     # ------------------------------------------------------------------ agents
 
-    def age(self, now: float) -> list[V2ConsoleEvent]:
+    def age(self, now: float) -> list[Event]:
         """Agents silent for more than ``missed`` times their interval leave
-        (:class:`V2AgentLeft`), ``busy_grace`` seconds later when a request to
+        (:class:`AgentLeft`), ``busy_grace`` seconds later when a request to
         them is outstanding; requests addressed to them fail
-        (:class:`V2RequestFailed` with :class:`~qmf_async.errors.AgentGoneError`)."""
-        events: list[V2ConsoleEvent] = []
+        (:class:`RequestFailed` with :class:`~qmf_async.errors.AgentGoneError`)."""
+        events: list[Event] = []
         # an agent still owing an answer gets ``busy_grace`` more: a busy agent (qpidd
         # building a large answer) may skip heartbeats
         waited_on = {entry.agent for entry in self._pending.values() if not entry.draining}
@@ -360,17 +359,17 @@ class ConsoleProtocolV2:
                 grace=lambda name: busy if name in waited_on else 0.0):
             why = f"no heartbeat for {silent:.3g} s"
             directory.leave(name, why)
-            events.append(V2AgentLeft(name, why))
+            events.append(AgentLeft(name, why))
             error = AgentGoneError(f"QMF v2 agent {name!r} left (no heartbeat)")
             for cid, entry in list(self._pending.items()):
                 if entry.agent == name:
                     del self._pending[cid]
                     if not entry.draining:
-                        events.append(V2RequestFailed(cid, error, entry.items))
+                        events.append(RequestFailed(cid, error, entry.items))
         return events
 
     def _agent_seen(self, msg: V2AgentHeartbeat | V2AgentLocateResponse, now: float,
-                    events: list[V2ConsoleEvent]) -> bool:
+                    events: list[Event]) -> bool:
         name = msg.agent
         interval = msg.heartbeat_interval
         seconds = (float(min(interval, _MAX_INTERVAL)) if interval is not None and interval > 0
@@ -385,11 +384,11 @@ class ConsoleProtocolV2:
             info = V2AgentInfo(name, now, seconds)
             self.directory.add(name, info)
             self._update(info, msg, seconds, now)
-            events.append(V2AgentArrived(name, info.vendor, info.product, info.instance,
-                                         info.epoch, info.interval))
+            events.append(AgentArrived(name, name, info.vendor, info.product, info.instance,
+                                       info.epoch, info.interval))
             return True
         if epoch is not None and info.epoch is not None and epoch != info.epoch:
-            events.append(V2AgentRestarted(name, info.epoch, epoch))
+            events.append(AgentRestarted(name, info.epoch, epoch))
         self._update(info, msg, seconds, now)
         return True
 
@@ -409,7 +408,7 @@ class ConsoleProtocolV2:
 
     # ------------------------------------------------------------------ receive
 
-    def feed(self, delivery: Delivery, now: float) -> list[V2ConsoleEvent]:
+    def feed(self, delivery: Delivery, now: float) -> list[Event]:
         """One delivery: :meth:`receive` of its headers, value or bytes, subject and
         correlation id."""
         return self.receive(delivery.headers, delivery.value, body=delivery.body,
@@ -419,7 +418,7 @@ class ConsoleProtocolV2:
     def receive(self, headers: Mapping[str, Any] | None, value: Any, *,
                 body: bytes = b"", content_type: str | None = None,
                 subject: str | None = None, correlation_id: Any = None,
-                now: float) -> list[V2ConsoleEvent]:
+                now: float) -> list[Event]:
         """Interpret one received message; never raises on what a peer sent.
 
         ``value`` is the body as the AMQP library decoded it (an AMQP 1.0
@@ -427,7 +426,7 @@ class ConsoleProtocolV2:
         (AMQP 0-9-1) is decoded here.  Returns the events it causes (often none: a
         query part that is not the last only adds to its answer).
         """
-        events: list[V2ConsoleEvent] = []
+        events: list[Event] = []
         cid = _cid_text(correlation_id)
         try:
             if value is None and content_type in V2_BODY_CONTENT_TYPES:
@@ -454,28 +453,28 @@ class ConsoleProtocolV2:
                 self.dropped += 1
             else:
                 del self._pending[entry.cid]
-                events.append(V2MethodAnswered(entry.cid, msg.arguments, msg.agent))
+                events.append(Reply(entry.cid, msg))
         elif isinstance(msg, V2Exception):
             self._exception(msg, cid, events)
         elif isinstance(msg, (V2AgentHeartbeat, V2AgentLocateResponse)):
             seen = self._agent_seen(msg, now, events)
             if seen and isinstance(msg, V2AgentHeartbeat):
-                events.append(V2AgentBeat(msg.agent, msg.timestamp))
+                events.append(HeartbeatReceived(msg.agent, msg.timestamp))
             if seen and isinstance(msg, V2AgentLocateResponse):
                 entry = self._pending.get(cid) if cid is not None else None
                 if entry is not None and entry.kind == _LOCATE:
                     entry.items.append(msg.agent)
         elif isinstance(msg, V2DataIndication):
-            events.append(V2DataIndicated(msg.agent, msg.items))
+            events.append(ObjectUpdate(msg.agent, None, msg.items))
         elif isinstance(msg, V2EventIndication):
-            events.extend(V2EventIndicated(msg.agent, event) for event in msg.events)
+            events.extend(EventReceived(msg.agent, event) for event in msg.events)
         else:
             self.unhandled += 1
-            events.append(V2MessageUnhandled(msg))
+            events.append(MessageUnhandled(msg))
         return events
 
     def _malformed(self, headers: Any, subject: str | None, error: QmfError,
-                   events: list[V2ConsoleEvent]) -> None:
+                   events: list[Event]) -> None:
         self.malformed += 1
         opcode = None
         if isinstance(headers, Mapping):
@@ -483,10 +482,10 @@ class ConsoleProtocolV2:
                 opcode = _text_or_none(headers.get("qmf.opcode"))
             except (TypeError, ValueError, KeyError, AttributeError):
                 opcode = None
-        events.append(V2MessageMalformed(subject, opcode, error))
+        events.append(BodyMalformed(subject, error, opcode))
 
     def _query_part(self, msg: V2QueryResponse, cid: str | None,
-                    events: list[V2ConsoleEvent]) -> None:
+                    events: list[Event]) -> None:
         entry = self._pending.get(cid) if cid is not None else None
         if entry is None or entry.kind != _QUERY:
             self.dropped += 1
@@ -505,22 +504,22 @@ class ConsoleProtocolV2:
             error = ProtocolError(
                 f"QMF v2 query {entry.cid} answer exceeds max_query_items="
                 f"{self.max_query_items} (the rest of it is dropped)")
-            events.append(V2RequestFailed(entry.cid, error, gathered))
+            events.append(RequestFailed(entry.cid, error, gathered))
             return
         entry.count += len(msg.items)
         if entry.stream:
             if msg.partial:
-                events.append(V2QueryPart(entry.cid, list(msg.items), msg.agent))
+                events.append(QueryPart(entry.cid, list(msg.items), msg.agent))
             else:
                 del self._pending[entry.cid]
-                events.append(V2QueryAnswered(entry.cid, list(msg.items), msg.agent))
+                events.append(QueryDone(entry.cid, list(msg.items), agent=msg.agent))
             return
         entry.items.extend(msg.items)
         if not msg.partial:
             del self._pending[entry.cid]
-            events.append(V2QueryAnswered(entry.cid, entry.items, msg.agent))
+            events.append(QueryDone(entry.cid, entry.items, agent=msg.agent))
 
-    def _exception(self, msg: V2Exception, cid: str | None, events: list[V2ConsoleEvent]) -> None:
+    def _exception(self, msg: V2Exception, cid: str | None, events: list[Event]) -> None:
         entry = self._pending.get(cid) if cid is not None else None
         if entry is None or entry.kind == _LOCATE:
             self.dropped += 1
@@ -529,9 +528,11 @@ class ConsoleProtocolV2:
         if entry.draining:
             self.drained += 1
         elif entry.kind == _QUERY:
-            events.append(V2QueryFailed(entry.cid, msg.error_code, msg.error_text, msg.agent))
+            # a failure's code is never 0 (that is success): absent, or 0, it is None
+            events.append(QueryDone(entry.cid, [], msg.error_code or None, msg.error_text,
+                                    msg.agent))
         else:
-            events.append(V2MethodFailed(entry.cid, msg.error_code, msg.error_text, msg.agent))
+            events.append(Reply(entry.cid, msg))
 
 
 def _cid_text(value: Any) -> str | None:
