@@ -162,8 +162,9 @@ class Run:
 Parse = Callable[[Run], list[Measure]]
 #: units of sizes: a change is "larger" or "smaller", not "slower" or "faster"
 SIZE_UNITS = frozenset({"B/object", "B/queue", "MiB", "MB"})
-#: a benchmark that compares the trees itself: its measures per side label
-PairedParse = Callable[[Run], dict[str, list[Measure]]]
+#: a benchmark that compares the trees itself: per side label, per round inside it,
+#: the measures
+PairedParse = Callable[[Run], dict[str, list[list[Measure]]]]
 
 
 @dataclass(frozen=True)
@@ -411,43 +412,40 @@ def parse_churn(run: Run) -> list[Measure]:
                     "B/queue")]
 
 
-def paired_v2_updates(run: Run) -> dict[str, list[Measure]]:
+def paired_v2_updates(run: Run) -> dict[str, list[list[Measure]]]:
+    """Per side, per round inside the script: µs of CPU per update of each path."""
     sides = {"native": AFTER.label, "base native": BEFORE.label,
              "base proton": BEFORE_PROTON.label}
-    per: dict[tuple[str, str], list[float]] = {}
-    for r in run.file_json()["results"]:
-        if r.get("objects") and r["transport"] in sides:
-            per.setdefault((sides[r["transport"]], r["path"]), []).append(
-                1e6 * r["cpu"] / r["objects"])
-    out: dict[str, list[Measure]] = {}
     names = {"raw": "transport alone", "core": "ConsoleProtocolV2",
              "session": "Session.object_updates"}
-    for (side, path), values in per.items():
-        out.setdefault(side, []).append(Measure(
-            f"{names.get(path, path)}: CPU per queue object update (median of windows)",
-            statistics.median(values), "µs"))
-    return out
+    per: dict[str, dict[int, list[Measure]]] = {}
+    for r in run.file_json()["results"]:
+        if r.get("objects") and r["transport"] in sides:
+            per.setdefault(sides[r["transport"]], {}).setdefault(r["round"], []).append(
+                Measure(f"{names.get(r['path'], r['path'])}: CPU per queue object update",
+                        1e6 * r["cpu"] / r["objects"], "µs"))
+    return {side: [rounds[k] for k in sorted(rounds)] for side, rounds in per.items()}
 
 
-def paired_default_path(run: Run) -> dict[str, list[Measure]]:
+def paired_default_path(run: Run) -> dict[str, list[list[Measure]]]:
+    """Per side, per round inside the script (one client process each): the client's
+    CPU for its best call and the best call's wall time, of each client."""
     names = {"default": "Session()", "v2": "Session(qmf_version=2)",
              "v1": "Session(qmf_version=1)"}
-    out: dict[str, list[Measure]] = {}
+    per: dict[str, dict[int, list[Measure]]] = {}
     for label, runs in run.file_json()["results"].items():
-        base = label.startswith("base ")
         client = label.removeprefix("base ")
         if client not in names:
             continue
-        side = BEFORE.label if base else AFTER.label
-        cpu = [r["client_cpu"] for r in runs if r.get("client_cpu") is not None]
-        if cpu:
-            out.setdefault(side, []).append(Measure(
-                f"get_objects of every queue, {names[client]}: client CPU", 1e3 *
-                statistics.median(cpu), "ms"))
-        out.setdefault(side, []).append(Measure(
-            f"get_objects of every queue, {names[client]} (wall, best)",
-            1e3 * min(r["seconds"] for r in runs), "ms"))
-    return out
+        side = BEFORE.label if label.startswith("base ") else AFTER.label
+        for rnd, r in enumerate(runs):
+            got = per.setdefault(side, {}).setdefault(rnd, [])
+            if r.get("client_cpu") is not None:
+                got.append(Measure(f"get_objects of every queue, {names[client]}: "
+                                   "client CPU (best call)", 1e3 * r["client_cpu"], "ms"))
+            got.append(Measure(f"get_objects of every queue, {names[client]} "
+                               "(wall, best call)", 1e3 * r["seconds"], "ms"))
+    return {side: [rounds[k] for k in sorted(rounds)] for side, rounds in per.items()}
 
 
 # --------------------------------------------------------------------------- catalogue
@@ -551,7 +549,7 @@ CATALOGUE: tuple[Bench, ...] = (
           "benchmarks/exporter.py",
           ("--queues", "2000", "--rate", "2000", "--seconds", "8", "--scrapes", "10",
            "--no-writer-baseline"),
-          ("--queues", "50", "--rate", "50", "--seconds", "1", "--scrapes", "1",
+          ("--queues", "50", "--rate", "200", "--seconds", "3", "--scrapes", "2",
            "--no-writer-baseline"),
           parse=parse_exporter, sides=(BEFORE, AFTER, BEFORE_PROTON), json_option="--json",
           before_script="after", estimate_s=30),
@@ -929,33 +927,29 @@ class Driver:
                 self.runs.append(run)
 
     def measure_paired(self, bench: Bench) -> None:
+        """One run of the after tree's script, which runs both trees itself; one
+        :class:`Run` per side and round inside it."""
         assert bench.paired is not None
         run = self.run_once(bench, AFTER, 0)
         run.script = "after's (--baseline)"
+        per_side: dict[str, list[list[Measure]]] = {}
         if not run.error:
             try:
                 per_side = bench.paired(run)
             except (ValueError, KeyError, TypeError, IndexError, ZeroDivisionError) as exc:
                 run.error = f"figures not read: {type(exc).__name__}: {exc}"
-                per_side = {}
-            for side in bench.sides:
-                part = Run(bench.name, side.label, 0, run.script, run.command, run.returncode,
-                           "", "", None, run.cpu_s, run.wall_s, run.load_start,
-                           per_side.get(side.label, []))
-                if not part.measures and not run.error:
-                    part.error = "no figures for this side"
-                self.runs.append(part)
-            inside = 1 if self.tiny else self.rounds
-            self.notes.append(f"`{bench.name}`: one run of the after tree's script with "
-                              f"`--baseline {self.before.root}` ({inside}"
-                              " rounds inside, the trees interleaved by the script; the "
-                              "before side runs the after tree's measuring code on the "
-                              "before tree's package).")
-        if run.error:
-            for side in bench.sides:
-                self.runs.append(Run(bench.name, side.label, 0, run.script, run.command,
+        inside = 1 if self.tiny else self.rounds
+        self.notes.append(f"`{bench.name}`: one run of the after tree's script with "
+                          f"`--baseline {self.before.root}` ({inside} round(s) inside, the "
+                          "trees interleaved by the script; the before side runs the after "
+                          "tree's measuring code on the before tree's package).")
+        for side in bench.sides:
+            rounds = per_side.get(side.label) or [[]]
+            for rnd, measures in enumerate(rounds):
+                error = run.error or ("" if measures else "no figures for this side")
+                self.runs.append(Run(bench.name, side.label, rnd, run.script, run.command,
                                      run.returncode, "", "", None, run.cpu_s, run.wall_s,
-                                     run.load_start, [], run.error))
+                                     run.load_start, measures, error))
 
 
 def progress(text: str) -> None:
@@ -1058,7 +1052,7 @@ def report(driver: Driver, benches: Sequence[Bench], started: float,
                     f"{_fmt(am) if am is not None else '--'} | {ratio} | {change} | "
                     f"{_ranges(b, a, m)} |")
     lines += ["", "Time per benchmark (wall, all its runs): " + ", ".join(
-        f"{b.name} {driver.spent.get(b.name, 0.0):.0f} s" for b in benches) + "."]
+        f"{b.name} {_fmt(driver.spent.get(b.name, 0.0))} s" for b in benches) + "."]
     if driver.notes:
         lines += ["", "Notes:", ""] + [f"- {n}" for n in driver.notes]
     if failed:
