@@ -6,7 +6,8 @@ same broker in the same run.
 
 One fresh qpidd (QMF v1 and v2 on) gets ``--queues`` queues.  Each client runs in its
 own process, once per round (rounds interleave the clients), and reports the best of
-``--repeat`` getObjects, its CPU and its peak RSS:
+``--repeat`` getObjects, its CPU and its peak RSS (the qmf-async clients also the least
+CPU of the process over one call, ``cpu``, all its threads):
 
 - ``asyncio``: ``await session.get_objects(_class="queue")`` (qmf_async.Session);
 - ``classic``: ``session.getObjects(_class="queue")`` through qmf.console on qmf-async,
@@ -50,35 +51,39 @@ def _rss_mib() -> float:
 def run_asyncio(port: int, expect: int, repeat: int) -> dict[str, Any]:
     from qmf_async import Session
 
-    async def main() -> list[float]:
-        times = []
+    async def main() -> tuple[list[float], list[float]]:
+        times, cpu = [], []
         async with Session(timeout=300) as s:
             await s.add_broker(f"127.0.0.1:{port}", timeout=30)
             for _ in range(repeat):
-                t0 = time.perf_counter()
+                c0, t0 = time.process_time(), time.perf_counter()
                 qs = await s.get_objects(_class="queue", _package="org.apache.qpid.broker",
                                          _timeout=300)
                 times.append(time.perf_counter() - t0)
+                cpu.append(time.process_time() - c0)
                 if len(qs) < expect:
                     raise SystemExit(f"{len(qs)} queues, expected >= {expect}")
                 del qs
-        return times
+        return times, cpu
 
-    times = asyncio.run(main())
-    return {"seconds": min(times), "runs": times, "max_rss_mib": _rss_mib()}
+    times, cpu = asyncio.run(main())
+    return {"seconds": min(times), "runs": times, "cpu": min(cpu), "cpu_runs": cpu,
+            "max_rss_mib": _rss_mib()}
 
 
 def run_classic(port: int, expect: int, repeat: int) -> dict[str, Any]:
     from qmf.console import Session
-    times, reads = [], []
+    times, reads, cpu = [], [], []
     sess = Session(timeout=300)
     try:
         sess.addBroker(f"127.0.0.1:{port}", timeout=30)
         for _ in range(repeat):
-            t0 = time.perf_counter()
+            # process_time: every thread of the process, the classic layer's loop too
+            c0, t0 = time.process_time(), time.perf_counter()
             qs = sess.getObjects(_class="queue", _package="org.apache.qpid.broker",
                                  _timeout=300)
             times.append(time.perf_counter() - t0)
+            cpu.append(time.process_time() - c0)
             t1 = time.perf_counter()
             total = sum(q.msgDepth for q in qs if q.name)
             reads.append(time.perf_counter() - t1)
@@ -87,8 +92,8 @@ def run_classic(port: int, expect: int, repeat: int) -> dict[str, Any]:
             del qs
     finally:
         sess.close()
-    return {"seconds": min(times), "runs": times, "read_seconds": min(reads),
-            "max_rss_mib": _rss_mib()}
+    return {"seconds": min(times), "runs": times, "cpu": min(cpu), "cpu_runs": cpu,
+            "read_seconds": min(reads), "max_rss_mib": _rss_mib()}
 
 
 def run_alternating(port: int, expect: int, repeat: int) -> dict[str, Any]:

@@ -94,6 +94,9 @@ def main() -> int:
     p.add_argument("--seconds", type=float, default=20.0, help="each CPU measurement")
     p.add_argument("--scrapes", type=int, default=10)
     p.add_argument("--json", metavar="FILE", help="also write the result as JSON")
+    p.add_argument("--no-writer-baseline", dest="writer_baseline", action="store_false",
+                   help="skip timing prometheus-client's writer on the same samples "
+                        "(seconds of CPU at this size; benchmarks/before_after.py)")
     args = p.parse_args()
     result: dict[str, Any] = {"benchmark": "exporter", "queues": args.queues,
                               "brokers": args.brokers, "rate": args.rate,
@@ -157,16 +160,17 @@ def main() -> int:
                 times.append(seconds)
                 time.sleep(0.5)
             samples = sum(1 for ln in body.splitlines() if ln and not ln.startswith("#"))
-            generic = _generic_writer_seconds(body)
+            generic = _generic_writer_seconds(body) if args.writer_baseline else None
+            render_s = _value(body, "qmf_exporter_scrape_duration_seconds")
             result.update({
                 "scrape_s_median": round(statistics.median(times), 3),
                 "scrape_s_max": round(max(times), 3),
-                "render_s": _value(body, "qmf_exporter_scrape_duration_seconds"),
+                "render_s": render_s,
                 "render_cpu_s": _value(body, "qmf_exporter_scrape_cpu_seconds"),
                 "samples": samples, "body_mib": round(len(body) / 2**20, 2),
-                "prometheus_client_writer_s": round(generic, 3),
-                "writer_ratio": round(generic / max(1e-9, _value(
-                    body, "qmf_exporter_scrape_duration_seconds")), 1),
+                "prometheus_client_writer_s": None if generic is None else round(generic, 3),
+                "writer_ratio": None if generic is None
+                else round(generic / max(1e-9, render_s), 1),
                 "rss_mib": round(_rss_mib(exporter.pid), 1),
                 "load_average": os.getloadavg(),
                 "up": len(re.findall(r"^qpidd_up\{.*\} 1(\.0)?$", body, re.M)),

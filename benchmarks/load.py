@@ -474,11 +474,11 @@ async def concurrent_calls(url: str, count: int, *, qpidd: bool = False,
         tasks, fds, rss0 = task_count(), fd_count(), rss()
         queues0 = await queues(session) if queues else None
         with RssSampler(0.05) as mem:
-            started = time.monotonic()
+            started, cpu0 = time.monotonic(), time.process_time()
             results = await asyncio.wait_for(asyncio.gather(
                 *(target.echo(i, f"call-{i}", _timeout=120.0) for i in range(count)),
                 return_exceptions=True), 180.0)
-            took = time.monotonic() - started
+            took, cpu = time.monotonic() - started, time.process_time() - cpu0
         errors = collections.Counter(type(r).__name__ for r in results
                                      if isinstance(r, BaseException))
         misrouted = sum(1 for i, r in enumerate(results) if not isinstance(r, BaseException)
@@ -493,7 +493,10 @@ async def concurrent_calls(url: str, count: int, *, qpidd: bool = False,
         queues1 = await queues(session) if queues else None
         return {"scenario": "calls", "bus": "qpidd" if qpidd else "rabbitmq",
                 "calls": count, "seconds": round(took, 3),
-                "calls_per_s": round(count / took), "lost": sum(errors.values()),
+                "calls_per_s": round(count / took),
+                # this process's CPU over the calls (the console, and on RabbitMQ the
+                # agent too: it runs in this process), all threads
+                "cpu_s": round(cpu, 4), "lost": sum(errors.values()),
                 "errors": dict(errors), "misrouted": misrouted,
                 "pending_after": list(after_pending), "tasks_before": tasks,
                 "tasks_after": task_count(), "fds_before": fds, "fds_after": fd_count(),

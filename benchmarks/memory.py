@@ -213,6 +213,7 @@ def main() -> int:
             del objs
             r = results[name]
             r["build_seconds"] = min(r.get("build_seconds", secs), secs)
+            r["build_us_per_object"] = r["build_seconds"] * 1e6 / count
 
     ours, base = results["QmfObject (ours)"], results["dict design"]
     ratio_total = ours["total_bytes_per_object"] / base["total_bytes_per_object"]
@@ -240,9 +241,9 @@ def main() -> int:
                 ["element", "B/object"]))
     emit_json({
         "benchmark": "memory", "quick": args.quick, "objects": count,
-        "dict_design": {k: round(v, 2) for k, v in base.items()},
-        "ours": {k: round(v, 2) for k, v in ours.items()},
-        "ours_after_reading": {k: round(v, 2) for k, v in read.items()},
+        "dict_design": {k: round(v, 3) for k, v in base.items()},
+        "ours": {k: round(v, 3) for k, v in ours.items()},
+        "ours_after_reading": {k: round(v, 3) for k, v in read.items()},
         "ratio_total": round(ratio_total, 3), "ratio_containers": round(ratio_cont, 3),
         "ratio_total_after_reading": round(ratio_read, 3),
         "values_bytes_per_object": round(shared, 1),
