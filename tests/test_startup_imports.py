@@ -210,7 +210,7 @@ def test_importing_the_package_loads_no_layer() -> None:
     names, _ = modules("from qmf_async.wire import ClassKey")
     assert ours(names) == {"qmf_async", "qmf_async.lazy", "qmf_async.wire",
                            "qmf_async.wire._values", "qmf_async.errors",
-                           "qmf_async.names"}, sorted(ours(names))
+                           "qmf_async.names", "qmf_async.frozen"}, sorted(ours(names))
     names, _ = modules("from qmf_async import Session")
     assert not ours(names) & NOT_FOR_STAT, sorted(ours(names) & NOT_FOR_STAT)
 

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import attrs
-
 from ..errors import QmfError
+from ..frozen import frozen
 from ..wire import ClassKey, EventIndication, Message, RawObjectRecord, SchemaClass
 
 __all__ = [
@@ -36,7 +35,7 @@ __all__ = [
 Banks = tuple[int, int]
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class Reply:
     """Request ``seq`` completed with ``message`` (``b``, ``s``, ``m``, a ``z`` with code 0)."""
 
@@ -44,7 +43,7 @@ class Reply:
     message: Message | RawObjectRecord
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class QueryDone:
     """Request ``seq`` ended with a ``z``: ``code`` 0 is success; ``items`` are the
     indications collected (empty when they went to the query's sink)."""
@@ -55,7 +54,7 @@ class QueryDone:
     text: str = "OK"
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class RequestFailed:
     """Request ``seq`` can no longer complete: its agent left, the connection was
     lost, a body it waited for was dropped."""
@@ -64,7 +63,7 @@ class RequestFailed:
     error: QmfError
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class AgentArrived:
     """An agent was seen for the first time (or again, after it left)."""
 
@@ -73,7 +72,7 @@ class AgentArrived:
     label: str
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class AgentRelabeled:
     """A known agent is now known under ``label``."""
 
@@ -82,7 +81,7 @@ class AgentRelabeled:
     label: str
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class AgentLeft:
     """An agent aged out, was deleted by the management broker, or the
     connection it was seen on was lost."""
@@ -92,7 +91,7 @@ class AgentLeft:
     why: str
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class HeartbeatReceived:
     """An ``h`` of a known (or just arrived) agent; ``timestamp`` in ns."""
 
@@ -101,7 +100,7 @@ class HeartbeatReceived:
     timestamp: int
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class ObjectUpdate:
     """An unsolicited ``c``/``i`` (or a ``g`` nobody waits for); ``agent`` as banks."""
 
@@ -109,7 +108,7 @@ class ObjectUpdate:
     record: RawObjectRecord
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class EventReceived:
     """An ``e``; ``agent`` as banks."""
 
@@ -117,14 +116,14 @@ class EventReceived:
     message: EventIndication
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class PackageSeen:
     """A package name appeared (``p``, or the package of a class)."""
 
     package: str
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class ClassSeen:
     """A class key was announced (``q``); ``kind`` 1 data, 2 event."""
 
@@ -132,7 +131,7 @@ class ClassSeen:
     class_key: ClassKey
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class SchemaSeen:
     """An ``s`` arrived: add it to the registry, then release what waits for it
     (:meth:`ConsoleProtocol.schema_known`)."""
@@ -140,7 +139,7 @@ class SchemaSeen:
     schema: SchemaClass
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class SchemaNeeded:
     """Bodies of ``class_key`` wait for its schema: fetch it (from ``agent``, given
     as banks, else from the management broker), then call
@@ -150,7 +149,7 @@ class SchemaNeeded:
     agent: Banks | None
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class HeldDropped:
     """``count`` bodies of ``class_key`` (None: of several classes) waiting for a
     schema were dropped (too many held, the fetch failed, the connection ended)."""
@@ -160,7 +159,7 @@ class HeldDropped:
     why: str
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class BodyMalformed:
     """A body did not decode (or an agent object in it was malformed); it was dropped."""
 

@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 
 from ..errors import QmfError
+from ..frozen import frozen
 from ..wire import V2Event
 
 __all__ = [
@@ -36,7 +37,7 @@ __all__ = [
 ]
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class V2QueryAnswered:
     """Query ``cid`` is answered: ``items`` gathered from every part in the order
     received (:class:`~qmf_async.wire.V2Data` for ``_data`` answers, else the raw
@@ -47,7 +48,7 @@ class V2QueryAnswered:
     agent: str | None
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class V2QueryPart:
     """A part of the answer to a streamed query (``send_query(stream=True)``) that is
     not the last: its ``items`` only (the last part comes as :class:`V2QueryAnswered`
@@ -58,7 +59,7 @@ class V2QueryPart:
     agent: str | None
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class V2QueryFailed:
     """Query ``cid`` was answered with an ``_exception`` (``code`` as sent, None when
     absent or not an integer)."""
@@ -69,7 +70,7 @@ class V2QueryFailed:
     agent: str | None = None
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class V2MethodAnswered:
     """Method call ``cid`` succeeded with output ``arguments`` (values as received:
     see :func:`~._console_v2.texts_from_schema`)."""
@@ -79,7 +80,7 @@ class V2MethodAnswered:
     agent: str | None = None
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class V2MethodFailed:
     """Method call ``cid`` was answered with an ``_exception``."""
 
@@ -89,7 +90,7 @@ class V2MethodFailed:
     agent: str | None = None
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class V2RequestFailed:
     """Request ``cid`` can no longer complete here: its answer grew past the limit,
     its agent left, the connection was lost or closed.  ``items`` are what had been
@@ -100,7 +101,7 @@ class V2RequestFailed:
     items: list[Any] = attrs.Factory(list)
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class V2RequestExpired:
     """Request ``cid`` (``kind`` ``query``, ``method`` or ``locate``) reached its
     deadline; ``items`` are the partial answer gathered so far (for a locate: the
@@ -111,7 +112,7 @@ class V2RequestExpired:
     items: list[Any]
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class V2AgentArrived:
     """An agent was seen for the first time (or again, after it left)."""
 
@@ -123,7 +124,7 @@ class V2AgentArrived:
     interval: float
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class V2AgentBeat:
     """A heartbeat indication of an agent in the directory (after its
     :class:`V2AgentArrived`, when it is the one that announced it): ``timestamp``
@@ -133,7 +134,7 @@ class V2AgentBeat:
     timestamp: int | None
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class V2AgentRestarted:
     """A known agent announced another epoch: it restarted (its objects and
     subscriptions are gone)."""
@@ -143,7 +144,7 @@ class V2AgentRestarted:
     new_epoch: int | None
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class V2AgentLeft:
     """An agent left the directory (``why``: silent too long, the connection ended)."""
 
@@ -151,7 +152,7 @@ class V2AgentLeft:
     why: str
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class V2DataIndicated:
     """A ``_data_indication`` of objects (qpidd: the changed objects of one class)."""
 
@@ -159,7 +160,7 @@ class V2DataIndicated:
     items: list[Any]
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class V2EventIndicated:
     """One event of a ``_data_indication`` with content ``_event``."""
 
@@ -167,7 +168,7 @@ class V2EventIndicated:
     event: V2Event
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class V2MessageMalformed:
     """A message did not decode (missing or mistyped keys); it was dropped."""
 
@@ -176,7 +177,7 @@ class V2MessageMalformed:
     error: QmfError
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class V2MessageUnhandled:
     """A well-formed message a console does not act on (an unknown opcode or
     content: an :class:`~qmf_async.wire.V2UnknownMessage`; a request seen on a
