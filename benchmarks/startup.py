@@ -95,8 +95,8 @@ def main() -> None:
         wall = statistics.median(r[0] for r in rows)
         cpu = statistics.median(r[1] for r in rows)
         rss = statistics.median(r[2] for r in rows) / 1024
-        wall_ratio = statistics.median(a[0] / b[0] for a, b in zip(rows, classic))
-        cpu_ratio = statistics.median(a[1] / b[1] for a, b in zip(rows, classic))
+        wall_ratio = statistics.median(a[0] / b[0] for a, b in zip(rows, classic, strict=True))
+        cpu_ratio = statistics.median(a[1] / b[1] for a, b in zip(rows, classic, strict=True))
         print(f"{name:<22} {wall:7.3f} {cpu:7.3f} {rss:6.1f}   "
               f"wall {wall_ratio:.2f}, CPU {cpu_ratio:.2f}")
         summary[name] = {"wall": wall, "cpu": cpu, "rss_mib": rss,
