@@ -3,7 +3,7 @@
 
 ``attrs`` writes a class's methods as Python source and compiles them when the class is
 made, and that compile is most of the time a class takes to build (``attrs`` 26: about
-0.35 ms a class, of which ``__repr__`` a third and ``__eq__`` with ``__hash__`` another);
+0.35 ms a class, of which ``__repr__`` a third and ``__eq__`` with ``__hash__`` a fifth);
 ``qmf stat -q`` builds some 70 classes before it sends a byte, most of which it never
 prints, compares or hashes (docs/benchmarks.md, "Start-up").  So:
 
