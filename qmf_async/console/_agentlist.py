@@ -12,10 +12,9 @@ import time
 from collections.abc import Awaitable, Coroutine, Iterator
 from typing import Any, Protocol
 
-import attrs
-
 from .. import names
 from ..errors import QmfError
+from ..frozen import frozen
 from ..protocol import (
     AgentArrived,
     AgentLeft,
@@ -38,7 +37,7 @@ log = logging.getLogger("qmf_async.session")
 MANAGEMENT = names.MANAGEMENT_EXCHANGE
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class AgentChange:
     """A session-level event: ``agent`` joined the broker's agent list (``added``) or
     left it."""

@@ -19,8 +19,6 @@ import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
 from .. import names
 from ..errors import (
     ConnectionLostError,
@@ -28,6 +26,7 @@ from ..errors import (
     QmfError,
     QmfTimeout,
 )
+from ..frozen import frozen
 from ..protocol import (
     BROKER_AGENT_CLASS,
     ConsoleProtocol,
@@ -84,7 +83,7 @@ _MAX_DEPARTED = 4096
 _PROBE_RETRY = 5.0
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class SessionHost:
     """What a :class:`Broker` may call on its session, declared once: the session (its
     public settings, read live), its transport factory, and its handlers of what the

@@ -25,6 +25,7 @@ from typing import Any, ClassVar, Final, TypeAlias
 import attrs
 
 from ..errors import DecodeError, EncodeError
+from ..frozen import frozen
 from ._amqp010 import decode_list, decode_map, encode_list, encode_map
 
 __all__ = [
@@ -142,7 +143,7 @@ def _put(out: dict[str, Any], key: str, value: Any) -> None:
 
 # ----------------------------------------------------------------------- ids and data
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class V2ObjectId:
     """A v2 object id: ``_object_name`` (qpidd: ``package:class:key``, or a bare key
     for a few objects such as ``memory``'s ``amqp-broker``), ``_agent_name`` and
@@ -209,7 +210,7 @@ class V2ObjectId:
             _opt_int(m.get("_agent_epoch"), f"{where}._agent_epoch"))
 
 
-@attrs.frozen(slots=True, cache_hash=True)
+@frozen(slots=True, cache_hash=True)
 class V2SchemaId:
     """A v2 schema id: package (``""`` when absent: any package in a query), class,
     ``type`` (``_data`` or ``_event``; None when absent, as in qpidd's own queries) and
@@ -269,7 +270,7 @@ class V2SchemaId:
             digest)
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class V2Data:
     """One object as v2 sends it: its schema and object ids, ``values`` (qpidd puts
     properties and statistics together here, as received) and the nanosecond
@@ -326,7 +327,7 @@ class V2Data:
             _opt_int(m.get("_delete_ts"), f"{where}._delete_ts"))
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class V2Event:
     """One event: its schema id (type ``_event``), ``values`` (the arguments, as
     received), ``timestamp`` (ns since the epoch) and ``severity`` (0 emerg .. 7
@@ -362,7 +363,7 @@ class V2Event:
 
 # ----------------------------------------------------------------------- messages
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class V2QueryRequest:
     """``_query_request``: ``what`` (``OBJECT``, ``SCHEMA_ID``, ...), an optional
     ``where`` predicate (qpidd ignores it), and ``schema_id`` or ``object_id`` to narrow
@@ -376,7 +377,7 @@ class V2QueryRequest:
     correlation_id: Any = None
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class V2QueryResponse:
     """``_query_response``: one part of an answer.  ``items`` are :class:`V2Data` when
     ``content`` is ``_data``, else the raw maps.  Every part but the last has
@@ -390,7 +391,7 @@ class V2QueryResponse:
     correlation_id: Any = None
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class V2MethodRequest:
     """``_method_request``: call ``method_name`` on ``object_id`` with ``arguments``
     (``subtypes`` optionally maps argument names to QMF subtypes)."""
@@ -403,7 +404,7 @@ class V2MethodRequest:
     correlation_id: Any = None
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class V2MethodResponse:
     """``_method_response``: the output ``arguments`` of a call that succeeded."""
 
@@ -414,7 +415,7 @@ class V2MethodResponse:
     correlation_id: Any = None
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class V2Exception:
     """``_exception``: a request failed; ``values`` as sent (qpidd: ``error_code``, an
     integer status, and ``error_text``)."""
@@ -439,7 +440,7 @@ class V2Exception:
         return "" if text is None else str(text)
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class V2AgentLocateRequest:
     """``_agent_locate_request``: who is there?  ``query`` is the body map (empty for
     everyone, or a query with a ``_where`` on the agents' values)."""
@@ -498,7 +499,7 @@ class _AgentValues:
         return self._text_value("_instance")
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class V2AgentLocateResponse(_AgentValues):
     """``_agent_locate_response``: an agent's name and ``values``."""
 
@@ -508,7 +509,7 @@ class V2AgentLocateResponse(_AgentValues):
     correlation_id: Any = None
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class V2AgentHeartbeat(_AgentValues):
     """``_agent_heartbeat_indication``: an agent is alive (same ``values`` as the
     locate response)."""
@@ -519,7 +520,7 @@ class V2AgentHeartbeat(_AgentValues):
     correlation_id: Any = None
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class V2DataIndication:
     """``_data_indication`` with content ``_data``: objects published by an agent
     (qpidd: changed objects of one class each interval, at most 100 a message)."""
@@ -530,7 +531,7 @@ class V2DataIndication:
     correlation_id: Any = None
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class V2EventIndication:
     """``_data_indication`` with content ``_event``: events (qpidd: one a message)."""
 
@@ -540,7 +541,7 @@ class V2EventIndication:
     correlation_id: Any = None
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class V2UnknownMessage:
     """A message with an opcode (or data-indication content) this codec does not know;
     everything as received."""
