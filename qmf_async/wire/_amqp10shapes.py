@@ -141,11 +141,14 @@ class _Shape:
     (``(regex, None)``), the key of each other pair (``(None, key bytes)``, its value
     decoded item by item)."""
 
-    __slots__ = ("keys", "segments")
+    __slots__ = ("keys", "segments", "single", "template")
 
     def __init__(self, raw_keys: list[bytes], keys: tuple[str, ...],
                  kinds: list[bytes | None]) -> None:
         self.keys = keys
+        #: the keys, each with None: a map of this shape starts as a copy (sized once,
+        #: the keys' hashes known) and takes its values by ``update``
+        self.template: dict[str, Any] = dict.fromkeys(keys)
         self.segments: list[tuple[re.Pattern[bytes] | None, bytes | None]] = []
         run: list[bytes] = []
         for raw, kind in zip(raw_keys, kinds, strict=True):
@@ -159,6 +162,8 @@ class _Shape:
             self.segments.append((None, raw))
         if run:
             self.segments.append((re.compile(b"".join(run)), None))
+        #: the regex of a shape that is one run of such pairs (qpidd's statistics)
+        self.single = self.segments[0][0] if len(self.segments) == 1 else None
 
 
 class MapShapes:
@@ -190,10 +195,24 @@ class MapShapes:
         if shapes is None:
             return None
         for shape in shapes:
+            single = shape.single
+            if single is not None:  # one regex match, its groups through the table
+                m = single.match(buf, pos, end)
+                if m is None or m.end() != end:
+                    continue
+                out = shape.template.copy()
+                try:
+                    out.update(zip(shape.keys, map(self._memo.__getitem__, m.groups())))
+                except Exception:  # malformed: the item-by-item decoder says how
+                    continue
+                self.hits += 1
+                return out
             values = self._run(shape, buf, pos, end, depth)
             if values is not None:
                 self.hits += 1
-                return dict(zip(shape.keys, values, strict=True))
+                out = shape.template.copy()
+                out.update(zip(shape.keys, values))
+                return out
         self.misses += 1
         return None
 
