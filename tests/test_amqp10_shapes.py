@@ -197,3 +197,47 @@ def test_v2_ids_are_built_once_and_still_checked() -> None:
     assert first == V2SchemaId("p", "queue", "_data", uuid.UUID(int=3))
     with pytest.raises(DecodeError):
         V2SchemaId.from_map({**sid, "_package_name": 5})
+
+
+def _big_obj(count: int) -> dict[str, Any]:
+    # a qpidd-like object whose values map is over the size kept whole (a map32, as
+    # qpidd's statistics): decoded through its own shape from inside its object's
+    obj = _obj("q", count)
+    obj["_values"].update({f"stat{j:02d}": count * j for j in range(30)})
+    return obj
+
+
+def _values_header(data: bytes) -> int:
+    at = data.index(b"\xa1\x07_values") + 9
+    assert data[at] == 0xD1
+    return at
+
+
+@pytest.mark.parametrize("edit", [
+    None, ("count", 1), ("count", -2), ("count", 2), ("count", 10**6), ("size", 1),
+    ("size", -1), ("size", 10**6), ("size", -10**6), ("count", -10**6),
+])
+def test_a_large_map_inside_a_shape_decodes_as_item_by_item(
+        shapes: MapShapes, edit: tuple[str, int] | None) -> None:
+    # the values map (map32) of a shaped object goes straight to its own shape; any
+    # header that lies (count odd, too large, size past the object or short) decodes,
+    # or raises, as the item-by-item decoder does
+    for i in range(LEARN_AFTER + 1):
+        decode_value(encode_value(_big_obj(i)))
+    hits = shapes.hits
+    data = bytearray(encode_value(_big_obj(7)))
+    if edit is not None:
+        at = _values_header(data) + (1 if edit[0] == "size" else 5)
+        old = struct.unpack_from(">I", data, at)[0]
+        struct.pack_into(">I", data, at, max(0, min(old + edit[1], 2**32 - 1)))
+    try:
+        want: Any = _plain(bytes(data))
+    except DecodeError as exc:
+        want = str(exc)
+    try:
+        got: Any = decode_value(bytes(data))[0]
+    except DecodeError as exc:
+        got = str(exc)
+    assert got == want if isinstance(want, str) else _same(got, want)
+    if edit is None:
+        assert shapes.hits >= hits + 2  # the object and its values, through shapes

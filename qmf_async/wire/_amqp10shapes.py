@@ -134,6 +134,10 @@ class _Memo(dict[bytes, Any]):
         return value
 
 
+def _no_run(buf: Any, pos: int, end: int, depth: int) -> None:
+    return None
+
+
 class _Shape:
     """One learned key sequence: its keys (``str``, shared by every map decoded
     through it) and its segments: a regex for each run of pairs whose values were
@@ -141,7 +145,7 @@ class _Shape:
     (``(regex, None)``), the key of each other pair (``(None, key bytes)``, its value
     decoded item by item)."""
 
-    __slots__ = ("keys", "segments", "single", "template")
+    __slots__ = ("keys", "run", "segments", "single", "template")
 
     def __init__(self, raw_keys: list[bytes], keys: tuple[str, ...],
                  kinds: list[bytes | None]) -> None:
@@ -164,6 +168,9 @@ class _Shape:
             self.segments.append((re.compile(b"".join(run)), None))
         #: the regex of a shape that is one run of such pairs (qpidd's statistics)
         self.single = self.segments[0][0] if len(self.segments) == 1 else None
+        #: ``run(buf, pos, end, depth) -> the map or None`` for the other shapes
+        #: (MapShapes._compile)
+        self.run: Callable[[Any, int, int, int], dict[str, Any] | None] = _no_run
 
 
 class MapShapes:
@@ -207,73 +214,97 @@ class MapShapes:
                     continue
                 self.hits += 1
                 return out
-            values = self._run(shape, buf, pos, end, depth)
-            if values is not None:
+            made = shape.run(buf, pos, end, depth)
+            if made is not None:
                 self.hits += 1
-                out = shape.template.copy()
-                out.update(zip(shape.keys, values))
-                return out
+                return made
         self.misses += 1
         return None
 
-    def _run(self, shape: _Shape, buf: Any, pos: int, end: int,
-             depth: int) -> list[Any] | None:
-        values: list[Any] = []
-        lookup = self._memo.__getitem__
-        decode = self._value
-        for regex, key in shape.segments:
+    def _compile(self, shape: _Shape) -> None:
+        """``shape.run(buf, pos, end, depth) -> the map or None``: its segments
+        unrolled into one generated function (a regex match per run of scalars, its
+        groups through the value table; :meth:`_item` for each other pair), the map
+        built as one dict display of the shape's keys."""
+        env: dict[str, Any] = {"_lookup": self._memo.__getitem__, "_item": self._item,
+                               "_map": map, "_keys": shape.keys}
+        lines = ["def run(buf, pos, end, depth):", "    try:"]
+        at = 0
+        for i, (regex, key) in enumerate(shape.segments):
             if regex is not None:
-                m = regex.match(buf, pos, end)
-                if m is None:
-                    return None
+                env[f"_r{i}"] = regex
+                names = [f"v{at + j}" for j in range(regex.groups)]
+                at += regex.groups
+                lines += [f"        m = _r{i}.match(buf, pos, end)",
+                          "        if m is None:", "            return None",
+                          f"        {', '.join(names)}, = _map(_lookup, m.groups())",
+                          "        pos = m.end()"]
+            else:
+                env[f"_k{i}"] = key
+                lines += [f"        got = _item(buf, pos, end, depth, _k{i})",
+                          "        if got is None:", "            return None",
+                          f"        v{at}, pos = got"]
+                at += 1
+        lines += ["    except Exception:  # malformed: the item-by-item decoder says how",
+                  "        return None",
+                  "    if pos != end:", "        return None",
+                  "    return {" + ", ".join(f"_keys[{j}]: v{j}" for j in range(at)) + "}"]
+        namespace = dict(env)
+        exec(compile("\n".join(lines) + "\n", "<amqp10 shape>", "exec"), namespace)
+        shape.run = namespace["run"]
+
+    def _item(self, buf: Any, pos: int, end: int, depth: int,
+              key: bytes) -> tuple[Any, int] | None:
+        """The pair of ``key`` (its bytes) at ``pos`` decoded: (value, position after
+        it), or None when the key differs or the value does not decode (the
+        item-by-item decoder says how then).  Texts and binaries inline; a small map
+        of immutable values from the table of those seen (copied out); a large map
+        through a shape when one fits (qpidd's ``_values``), else item by item."""
+        after = pos + len(key)
+        if after >= end or buf[pos:after] != key:
+            return None
+        code = buf[after]
+        if code == 0xA0 or code == 0xA1:  # binary, text: inline
+            pos = after + 2 + buf[after + 1]
+            if pos > end:
+                return None
+            raw = bytes(buf[after + 2:pos])
+            if code == 0xA1:
                 try:
-                    values += map(lookup, m.groups())
-                except Exception:  # malformed: the item-by-item decoder says how
+                    return raw.decode("utf-8"), pos
+                except UnicodeDecodeError:
                     return None
-                pos = m.end()
-                continue
-            assert key is not None
-            after = pos + len(key)
-            if after >= end or buf[pos:after] != key:
-                return None
-            code = buf[after]
-            if code == 0xA0 or code == 0xA1:  # binary, text: inline
-                pos = after + 2 + buf[after + 1]
-                if pos > end:
-                    return None
-                raw = bytes(buf[after + 2:pos])
-                if code == 0xA1:
-                    try:
-                        values.append(raw.decode("utf-8"))
-                    except UnicodeDecodeError:
-                        return None
-                else:
-                    values.append(raw)
-                continue
-            size = -1
-            if code == 0xD1 and after + 5 <= end:  # map32 (qpidd's ids and schema ids)
-                size = 5 + int.from_bytes(buf[after + 1:after + 5], "big")
-            elif code == 0xC1 and after + 1 < end:
-                size = 2 + buf[after + 1]
-            small = 0 < size <= _MEMO_MAP and after + size <= end
-            if small:  # a small map (an id, a schema id): kept whole, copied out
-                raw = bytes(buf[after:after + size])
-                known = self._maps.get(raw)
-                if known is not None:
-                    values.append(known.copy())
-                    pos = after + size
-                    continue
-            try:
-                value, pos = decode(buf, after, depth)
-            except Exception:  # malformed: the item-by-item decoder says how
-                return None
-            if small and pos == after + len(raw) and type(value) is dict \
-                    and all(type(v) in _IMMUTABLE for v in value.values()):
-                if len(self._maps) >= MAX_MEMO:
-                    self._maps.clear()
-                self._maps[raw] = value.copy()
-            values.append(value)
-        return values if pos == end else None
+            return raw, pos
+        size = -1
+        if code == 0xD1 and after + 9 <= end:  # map32 (qpidd's ids, schema ids, values)
+            size = 5 + int.from_bytes(buf[after + 1:after + 5], "big")
+            if size > _MEMO_MAP and size >= 9 and after + size <= end:
+                # a large map: through a shape if one fits (checked as _value would)
+                count = int.from_bytes(buf[after + 5:after + 9], "big")
+                first = after + 9
+                if count >= MIN_ITEMS and count % 2 == 0 and count <= size - 9 \
+                        and first < after + size:
+                    got = self.decode(buf, first, after + size, count, depth + 1)
+                    if got is not None:
+                        return got, after + size
+        elif code == 0xC1 and after + 1 < end:
+            size = 2 + buf[after + 1]
+        small = 0 < size <= _MEMO_MAP and after + size <= end
+        if small:  # a small map (an id, a schema id): kept whole, copied out
+            raw = bytes(buf[after:after + size])
+            known = self._maps.get(raw)
+            if known is not None:
+                return known.copy(), after + size
+        try:
+            value, pos = self._value(buf, after, depth)
+        except Exception:  # malformed: the item-by-item decoder says how
+            return None
+        if small and pos == after + len(raw) and type(value) is dict \
+                and all(type(v) in _IMMUTABLE for v in value.values()):
+            if len(self._maps) >= MAX_MEMO:
+                self._maps.clear()
+            self._maps[raw] = value.copy()
+        return value, pos
 
     def seen(self, buf: Any, pos: int, end: int, count: int, keys: tuple[str, ...],
              depth: int) -> None:
@@ -310,7 +341,10 @@ class MapShapes:
         slot = self._slots.setdefault((count, raw_keys[0]), [])
         if len(slot) >= _PER_SLOT:
             return
-        slot.append(_Shape(raw_keys, keys, kinds))
+        shape = _Shape(raw_keys, keys, kinds)
+        if shape.single is None:
+            self._compile(shape)
+        slot.append(shape)
         self.shapes += 1
 
     def _walk(self, buf: Any, pos: int, end: int, depth: int,
