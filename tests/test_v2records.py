@@ -353,3 +353,19 @@ def test_a_learned_packer_that_misses_gives_way_to_another() -> None:
         conv.record(V2Data({**_FULL, "n": None} if i % 2 else dict(_FULL), OID, None, 1, 2,
                            0), (1, 2))
     assert conv._learns == _MAX_LEARNS
+
+
+def test_class_keys_by_identity_and_by_value_agree() -> None:
+    # the key of a schema id object is remembered by its identity: an equal object
+    # (another one) gets the same key, another hash its own; the tables stay bounded
+    from qmf_async.wire import _v2records
+
+    digest = uuid.UUID(bytes=bytes(range(16)))
+    one = V2SchemaId("p", "c", "_data", digest)
+    assert v2_class_key(one) == ClassKey("p", "c", digest.bytes)
+    assert v2_class_key(one) is v2_class_key(V2SchemaId("p", "c", "_data", digest))
+    assert v2_class_key(V2SchemaId("p", "c", "_data", uuid.UUID(int=1))) != v2_class_key(one)
+    for i in range(_v2records._MAX_KEYS + 10):
+        v2_class_key(V2SchemaId("p", f"c{i}", None, None))
+    assert len(_v2records._BY_ID) <= _v2records._MAX_KEYS
+    assert v2_class_key(one) == ClassKey("p", "c", digest.bytes)

@@ -311,6 +311,10 @@ class V2Data:
             dts = value.get("_delete_ts")
             if type(values) is dict and type(uts) is int and type(cts) is int \
                     and type(dts) is int and oid is not None and sid is not None:
+                if where == "data":  # the names an error would give, not made each time
+                    return cls(_map(values, "data._values"),
+                               V2ObjectId.from_map(oid, "data._object_id"),
+                               V2SchemaId.from_map(sid, "data._schema_id"), uts, cts, dts)
                 return cls(_map(values, f"{where}._values"),
                            V2ObjectId.from_map(oid, f"{where}._object_id"),
                            V2SchemaId.from_map(sid, f"{where}._schema_id"), uts, cts, dts)

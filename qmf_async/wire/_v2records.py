@@ -61,18 +61,30 @@ _KEYS: dict[V2SchemaId, ClassKey | None] = {}
 _MAX_KEYS: Final = 4096
 
 
+#: the same, by the id of the (shared) schema id object: (that object, its key); the
+#: entry holds the object, so its id is not reused while the entry lives
+_BY_ID: dict[int, tuple[V2SchemaId, ClassKey | None]] = {}
+
+
 def v2_class_key(sid: V2SchemaId | None) -> ClassKey | None:
     """The v1 class key of a v2 schema id (None without a 16-byte hash)."""
     if sid is None:
         return None
+    # a class's objects share one V2SchemaId: found by identity first (its hash and
+    # == are Python code)
+    known = _BY_ID.get(id(sid))
+    if known is not None and known[0] is sid:
+        return known[1]
     try:
-        return _KEYS[sid]
+        key = _KEYS[sid]
     except KeyError:
-        pass
-    key = _class_key(sid)
-    if len(_KEYS) >= _MAX_KEYS:
-        _KEYS.clear()
-    _KEYS[sid] = key
+        key = _class_key(sid)
+        if len(_KEYS) >= _MAX_KEYS:
+            _KEYS.clear()
+        _KEYS[sid] = key
+    if len(_BY_ID) >= _MAX_KEYS:
+        _BY_ID.clear()
+    _BY_ID[id(sid)] = (sid, key)
     return key
 
 
