@@ -92,6 +92,8 @@ _STR_KEYS: Final = {str}
 def _map(value: Any, where: str) -> dict[str, Any]:
     """A map with text keys (bytes keys decoded): a decoded ``dict`` whose keys are all
     ``str`` is taken as it is (decoded bodies are fresh), anything else is copied."""
+    if type(value) is dict and (not value or set(map(type, value)) == _STR_KEYS):
+        return value  # a decoded map (the common case; no ABC check first)
     if not isinstance(value, Mapping):
         raise DecodeError(f"QMF v2 {where} must be a map, not {type(value).__name__}")
     if isinstance(value, dict) and (not value or set(map(type, value)) == _STR_KEYS):
