@@ -268,7 +268,7 @@ class MapShapes:
                                 shape.layout_hits += 1
                                 self.hits += 1
                                 out = layout.template.copy()
-                                out.update(zip(layout.keys, layout.unpack(raw)))
+                                out.update(zip(layout.keys, layout.unpack(raw), strict=True))
                                 return out
                 # one regex match, its groups through the table
                 m = single.match(buf, pos, end)
@@ -276,7 +276,8 @@ class MapShapes:
                     continue
                 out = shape.template.copy()
                 try:
-                    out.update(zip(shape.keys, map(self._memo.__getitem__, m.groups())))
+                    out.update(zip(shape.keys, map(self._memo.__getitem__, m.groups()),
+                                   strict=True))
                 except Exception:  # malformed: the item-by-item decoder says how
                     continue
                 self.hits += 1

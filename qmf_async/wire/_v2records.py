@@ -448,7 +448,7 @@ class V2RecordConverter:
             sfields, f"{schema.class_key} statistics") if fast else None
         #: what packs the statistics: the general packer, or one learned from what the
         #: agent sends (see _learn)
-        self._packer = self._pack_stats
+        self._packer: _Packer | None = self._pack_stats
         self._sfields = sfields
         self._learns = 0
         self._misses = 0
@@ -483,12 +483,13 @@ class V2RecordConverter:
         try:
             props = self.props(values, banks, absent) if opcode != "i" else None
             if opcode != "c":
-                if self._pack_stats is not None:
+                packer = self._packer
+                if packer is not None:
                     n = len(absent)
-                    packed = self._packer(values, absent)
+                    packed = packer(values, absent)
                     if packed is None:  # the field-by-field way names them again
                         del absent[n:]
-                    elif self._packer is self._pack_stats and self._learns < _MAX_LEARNS:
+                    elif packer is self._pack_stats and self._learns < _MAX_LEARNS:
                         self._learn(frozenset(absent[n:]))
                 if packed is None:
                     stats = self.stats(values, banks, absent)
