@@ -489,7 +489,7 @@ class V2RecordConverter:
                     packed = packer(values, absent)
                     if packed is None:  # the field-by-field way names them again
                         del absent[n:]
-                    elif packer is self._pack_stats and self._learns < _MAX_LEARNS:
+                    elif self._packer is self._pack_stats and self._learns < _MAX_LEARNS:
                         self._learn(frozenset(absent[n:]))
                 if packed is None:
                     stats = self.stats(values, banks, absent)
