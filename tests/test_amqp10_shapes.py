@@ -271,6 +271,8 @@ def test_maps_through_learned_layouts_decode_as_item_by_item(
         data = encode_value(_stats(**change))
         got = decode_value(data)[0]
         assert _same(got, _plain(data)), twice
+        # and from a memoryview (as the frame decoder hands its bodies on)
+        assert _same(decode_value(memoryview(data))[0], got), twice
     shape = next(s for slot in shapes._slots.values() for s in slot)
     hits = shape.layout_hits
     data = encode_value(_stats(depth=100))  # the first maps' layout, another value
