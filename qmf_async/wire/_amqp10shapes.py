@@ -154,12 +154,12 @@ _UNPACKED: Final = {0x50: "B", 0x52: "B", 0x53: "B", 0x51: "b", 0x54: "b", 0x55:
                     0x80: "Q", 0x81: "q", 0x82: "d"}
 _CONSTANT_CODES: Final = frozenset((0x40, 0x41, 0x42, 0x43, 0x44))
 #: most layouts per shape, and per map size in bytes
-MAX_LAYOUTS: Final = 32
+MAX_LAYOUTS: Final = 16
 _PER_SIZE: Final = 4
 #: layouts are dropped for a shape when fewer than half of this many maps fitted one
 _LAYOUT_TRIAL: Final = 256
 #: most layouts of all shapes together (each holds a copy of its shape's keys)
-_MAX_ALL_LAYOUTS: Final = 1024
+_MAX_ALL_LAYOUTS: Final = 256
 
 
 class _Layout:
