@@ -93,6 +93,8 @@ _STR_KEYS: Final = {str}
 def _map(value: Any, where: str) -> dict[str, Any]:
     """A map with text keys (bytes keys decoded): a decoded ``dict`` whose keys are all
     ``str`` is taken as it is (decoded bodies are fresh), anything else is copied."""
+    if type(value) is dict and (not value or set(map(type, value)) == _STR_KEYS):
+        return value  # a decoded map (the common case; no ABC check first)
     if not isinstance(value, Mapping):
         raise DecodeError(f"QMF v2 {where} must be a map, not {type(value).__name__}")
     if isinstance(value, dict) and (not value or set(map(type, value)) == _STR_KEYS):
@@ -312,6 +314,10 @@ class V2Data:
             dts = value.get("_delete_ts")
             if type(values) is dict and type(uts) is int and type(cts) is int \
                     and type(dts) is int and oid is not None and sid is not None:
+                if where == "data":  # the names an error would give, not made each time
+                    return cls(_map(values, "data._values"),
+                               V2ObjectId.from_map(oid, "data._object_id"),
+                               V2SchemaId.from_map(sid, "data._schema_id"), uts, cts, dts)
                 return cls(_map(values, f"{where}._values"),
                            V2ObjectId.from_map(oid, f"{where}._object_id"),
                            V2SchemaId.from_map(sid, f"{where}._schema_id"), uts, cts, dts)
