@@ -519,7 +519,6 @@ def operations(w: Workload) -> list[Op]:
     upd_vals = [u.values for u in updates]
     whole_ids = [oid for oid, _ in w.whole_b]
     whole_times = [_times(i) for i in items]
-    upd_times = [_times(u) for u in updates]
     whole_c, upd_c = w.whole_c, w.upd_c
     codec = whole_a[0].codec
     from_raw = QmfObject.from_raw
@@ -568,10 +567,10 @@ def operations(w: Workload) -> list[Op]:
             _read8(from_raw(None, None, None, codec, raw, kind, sofs, _STATS, rec.absent))
 
     def update_b() -> None:
-        for item, times in zip(updates, upd_times, strict=True):
+        for item in updates:
             oid, op = ingest_b(item, BANKS)
             values, kind = merge_b(held_b, oid, item.values, op, b)
-            _read8(make_b(values, kind, oid, times, _STATS))
+            _read8(make_b(values, kind, oid, _times(item), _STATS))
 
     def update_c() -> None:
         for item in updates:
