@@ -430,7 +430,7 @@ async def test_a_removed_broker_hands_its_agents_departures_up(make_session: Any
     gone = broker.forget_agents()
     assert [(c.agent.agent_bank, c.added) for c in gone] == [(5, False)]
     assert broker.agents() == [] and rec.n("del_agent") == 0
-    session._agents_changed(gone)  # what del_broker does with them
+    session._act(broker, gone)  # what del_broker does with them
     await wait_until(lambda: rec.n("del_agent") == 1)
 
 

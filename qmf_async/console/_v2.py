@@ -77,6 +77,7 @@ from ..wire import (
 )
 from ._dispatch import Handlers, handle, ignore
 from ._objects import Event, MethodResult, RemoteAgent
+from ._sessionevents import HeartbeatSeen, SchemaArrived
 from ._v2bindings import Interest, keyify, v2_bindings
 from ._v2parts import HeldIndications, V2Answer, V2Host, V2Owner
 from ._waits import Wait, Waits, within
@@ -440,7 +441,7 @@ class V2Link:
                        else None)
             if beating is not None and beating.name == name:
                 stamp = ev.timestamp if ev.timestamp is not None else time.time_ns()
-                self.host.owner.notify("heartbeat", beating, stamp)
+                self.host.emit(HeartbeatSeen(beating, stamp))
 
     def _agent_left(self, ev: AgentLeft) -> None:
         name = str(ev.agent)
@@ -499,7 +500,7 @@ class V2Link:
                                        for k in missing), return_exceptions=True)
         for key, schema in zip(missing, found, strict=True):
             if isinstance(schema, SchemaClass):
-                self.host.owner.schema_seen(schema)
+                self.host.emit(SchemaArrived(schema))
                 self._failed.pop(key, None)
             else:
                 # asked again after completion_timeout, doubling up to a minute

@@ -19,6 +19,7 @@ from ..protocol import ConsoleProtocolV2, Outgoing
 from ..transport import TransportProtocol
 from ..wire import ClassKey, RawObjectRecord, SchemaClass, V2Data, V2Event
 from ._objects import Event, RemoteAgent
+from ._sessionevents import EventRaised, ObjectsReceived, SessionEvent
 from ._waits import later
 
 __all__ = ["HeldIndications", "Lane", "PartsLink", "V2Answer", "V2Host", "V2Owner"]
@@ -67,19 +68,15 @@ class V2Host(Protocol):
 
     def v2_beat(self, banks: tuple[int, int]) -> None: ...
 
+    def emit(self, event: SessionEvent) -> None:
+        """Hand ``event`` to the session (returned by the broker's dispatch, when
+        within one)."""
+
 
 class V2Owner(Protocol):
-    """What :class:`V2Link` hands the session, through its broker (a part of the
-    broker's ``SessionHost``)."""
-
-    def schema_seen(self, schema: SchemaClass) -> None: ...
-
-    def object_update(self, broker: Any, agent: RemoteAgent | None,
-                      rec: RawObjectRecord) -> None: ...
-
-    def event(self, broker: Any, event: Event) -> None: ...
-
-    def notify(self, name: str, *args: Any) -> None: ...
+    """What :class:`V2Link` reads of the session, through its broker (a part of the
+    broker's ``SessionHost``): whether anybody takes what it would convert.  What
+    it received goes up as values (``V2Host.emit``), not through calls."""
 
     def follows_objects(self) -> bool: ...
 
@@ -184,9 +181,14 @@ class HeldIndications:
                 return
             held.popleft()
             self.count -= 1
+            # the records of one message go up together (one value, in order)
+            records: list[RawObjectRecord] = []
             for item in items:
                 if isinstance(item, V2Event):
-                    self.host.owner.event(self.host, self.link.event(item, agent))
+                    if records:
+                        self.host.emit(ObjectsReceived(self.host, agent, tuple(records)))
+                        records = []
+                    self.host.emit(EventRaised(self.host, self.link.event(item, agent)))
                     continue
                 if agent is None:  # its agent did not come in time
                     session.held_dropped += 1
@@ -202,7 +204,9 @@ class HeldIndications:
                 if rec is None:  # its schema could not be fetched
                     session.held_dropped += 1
                     continue
-                self.host.owner.object_update(self.host, agent, rec)
+                records.append(rec)
+            if records:
+                self.host.emit(ObjectsReceived(self.host, agent, tuple(records)))
         if held is not None and not held:
             del self.queues[lane]
             self.end_agent_wait(lane)
