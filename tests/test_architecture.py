@@ -848,7 +848,7 @@ def test_a_broker_hands_what_it_received_up_as_values() -> None:
     [dispatch] = [f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "dispatch"]
     assert dispatch.returns is not None and "SessionEvent" in ast.unparse(dispatch.returns)
     found = []
-    for name in BROKER_LEVEL_MODULES + ("_versions.py",):
+    for name in (*BROKER_LEVEL_MODULES, "_versions.py"):
         tree = ast.parse((console / name).read_text(), name)
         for node in ast.walk(tree):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
