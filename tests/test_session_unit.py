@@ -1553,7 +1553,7 @@ async def test_early_v1_event_bindings_stay_after_the_first_v2_heartbeat(
 
     mgmt.event(DELETE, {"qName": "held"})
     await wait_until(lambda: len(broker._choice.held) == 1, message="the v1 event held")
-    broker.v2_beat((1, 0))
+    broker._choice.v2_beat_of((1, 0))  # what the v2 link tells of qpidd's first v2 heartbeat
     assert not broker._choice.held and not broker._choice.early_keys
     await asyncio.gather(*broker._tasks)  # whatever the heartbeat started has run
     assert unbound == []

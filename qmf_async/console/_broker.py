@@ -321,7 +321,8 @@ class Broker:
             if caps.v2_map_bytes:
                 self._v2_bodies = V2_BODY_CONTENT_TYPES
         try:
-            self._v2 = V2Link(self, self._v2) if version == 2 else None
+            self._v2 = (V2Link(self, self._v2, agents=self._agent_list, beats=self._choice)
+                        if version == 2 else None)
             self._route = V1Route(self) if version == 2 else None
             self._calls.use(self._v2, self._route)
             self._v2_retired = None
@@ -384,15 +385,6 @@ class Broker:
             self.spawn(self._turn.expect_v1_beats())
         self.owner.notify("broker_info", self)
         await self._load_broker_agents()
-
-    def v2_beat(self, banks: tuple[int, int]) -> None:
-        """Over v2: a v2 heartbeat of the agent of ``banks`` arrived.  The first one of
-        qpidd's agent shows that it publishes v2: the v1 events held meanwhile are
-        dropped (v2 delivered them) and no more are held.  The early v1 event bindings
-        stay until the connection ends (over AMQP 1.0 detaching one makes qpidd raise
-        events of this console, which every console would receive amid the events it
-        follows); qpidd's v1 events on them are dropped unread (:meth:`dispatch`)."""
-        self._choice.v2_beat_of(banks)
 
     async def bind_early(self, keys: Sequence[str]) -> None:
         """Over v2 while qpidd is not known to publish v2: also bind the v1 event keys
@@ -767,7 +759,10 @@ class Broker:
                 and self._drain.back(delivery.body, time.monotonic()):
             return
         if self._v2 is not None and self._choice.drops(delivery.routing_key):
-            return  # qpidd's v1 event, on an early binding: v2 delivers it (see v2_beat)
+            # qpidd's v1 event, on an early binding: v2 delivers it.  The early v1 event
+            # bindings stay until the connection ends (over AMQP 1.0 detaching one makes
+            # qpidd raise events of this console, which every console would receive)
+            return
         if delivery.endpoint == self._loss_queue:
             if self._drain.back(delivery.body, time.monotonic()):
                 return
@@ -783,14 +778,6 @@ class Broker:
     def _handle(self, events: list[Any]) -> None:
         """Act on the core's events, in order (one failing handler does not stop the rest)."""
         handle(self._handlers, events, self.where, log)
-
-    def v2_agent_arrived(self, agent: RemoteAgent) -> None:
-        """Over v2: ``agent`` arrived (see :meth:`AgentList.v2_arrived`)."""
-        self._agent_list.v2_arrived(agent)
-
-    def v2_agent_left(self, banks: tuple[int, int]) -> None:
-        """Over v2: the agent of ``banks`` left (see :meth:`AgentList.v2_left`)."""
-        self._agent_list.v2_left(banks)
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         """Run ``coro`` in a task of this broker (cancelled by :meth:`close`)."""

@@ -22,7 +22,8 @@ from ._objects import Event, RemoteAgent
 from ._sessionevents import EventRaised, ObjectsReceived, SessionEvent
 from ._waits import later
 
-__all__ = ["HeldIndications", "Lane", "PartsLink", "V2Answer", "V2Host", "V2Owner"]
+__all__ = ["HeldIndications", "Lane", "PartsLink", "V2Agents", "V2Answer", "V2Beats", "V2Host",
+           "V2Owner"]
 
 log = logging.getLogger("qmf_async.console")
 
@@ -62,15 +63,25 @@ class V2Host(Protocol):
     async def classes_named(self, name: str, package: str | None,
                             timeout: float) -> list[ClassKey]: ...
 
-    def v2_agent_arrived(self, agent: RemoteAgent) -> None: ...
-
-    def v2_agent_left(self, banks: tuple[int, int]) -> None: ...
-
-    def v2_beat(self, banks: tuple[int, int]) -> None: ...
-
     def emit(self, event: SessionEvent) -> None:
         """Hand ``event`` to the session (returned by the broker's dispatch, when
         within one)."""
+
+
+class V2Agents(Protocol):
+    """Where a :class:`V2Link`'s agents go: the agent list of its broker connection
+    (an ``AgentList`` is one), a collaborator given to the link."""
+
+    def v2_arrived(self, agent: RemoteAgent) -> None: ...
+
+    def v2_left(self, banks: tuple[int, int]) -> None: ...
+
+
+class V2Beats(Protocol):
+    """What a :class:`V2Link` tells of each v2 heartbeat: the QMF version choice of its
+    connection (a ``VersionChoice`` is one), a collaborator given to the link."""
+
+    def v2_beat_of(self, banks: tuple[int, int]) -> None: ...
 
 
 class V2Owner(Protocol):
