@@ -50,6 +50,8 @@ def _same(a: Any, b: Any) -> bool:
         return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
     if isinstance(a, list):
         return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float):  # NaN is itself; -0.0 is not 0.0
+        return struct.pack(">d", a) == struct.pack(">d", b)
     return bool(a == b)
 
 
@@ -197,3 +199,110 @@ def test_v2_ids_are_built_once_and_still_checked() -> None:
     assert first == V2SchemaId("p", "queue", "_data", uuid.UUID(int=3))
     with pytest.raises(DecodeError):
         V2SchemaId.from_map({**sid, "_package_name": 5})
+
+
+def _big_obj(count: int) -> dict[str, Any]:
+    # a qpidd-like object whose values map is over the size kept whole (a map32, as
+    # qpidd's statistics): decoded through its own shape from inside its object's
+    obj = _obj("q", count)
+    obj["_values"].update({f"stat{j:02d}": count * j for j in range(30)})
+    return obj
+
+
+def _values_header(data: bytes) -> int:
+    at = data.index(b"\xa1\x07_values") + 9
+    assert data[at] == 0xD1
+    return at
+
+
+@pytest.mark.parametrize("edit", [
+    None, ("count", 1), ("count", -2), ("count", 2), ("count", 10**6), ("size", 1),
+    ("size", -1), ("size", 10**6), ("size", -10**6), ("count", -10**6),
+])
+def test_a_large_map_inside_a_shape_decodes_as_item_by_item(
+        shapes: MapShapes, edit: tuple[str, int] | None) -> None:
+    # the values map (map32) of a shaped object goes straight to its own shape; any
+    # header that lies (count odd, too large, size past the object or short) decodes,
+    # or raises, as the item-by-item decoder does
+    for i in range(LEARN_AFTER + 1):
+        decode_value(encode_value(_big_obj(i)))
+    hits = shapes.hits
+    data = bytearray(encode_value(_big_obj(7)))
+    if edit is not None:
+        at = _values_header(data) + (1 if edit[0] == "size" else 5)
+        old = struct.unpack_from(">I", data, at)[0]
+        struct.pack_into(">I", data, at, max(0, min(old + edit[1], 2**32 - 1)))
+    try:
+        want: Any = _plain(bytes(data))
+    except DecodeError as exc:
+        want = str(exc)
+    try:
+        got: Any = decode_value(bytes(data))[0]
+    except DecodeError as exc:
+        got = str(exc)
+    assert got == want if isinstance(want, str) else _same(got, want)
+    if edit is None:
+        assert shapes.hits >= hits + 2  # the object and its values, through shapes
+
+
+def _stats(**change: Any) -> dict[str, Any]:
+    # a statistics-like map: every value a fixed-width scalar or a repeated short text
+    values: dict[str, Any] = {"acquires": 0, "big": 2**40, "creator": b"anonymous",
+                              "depth": 9, "flag": True, "neg": -5, "none": None,
+                              "ratio": 0.5, "sym": Symbol("s"), "zero": 0}
+    values.update(change)
+    return values
+
+
+@pytest.mark.parametrize("change", [
+    {}, {"depth": 10}, {"depth": 300}, {"big": 2**63 + 5}, {"big": 7}, {"flag": False},
+    {"zero": 1}, {"acquires": 2**33}, {"neg": -2**40}, {"none": 3}, {"ratio": float("nan")},
+    {"ratio": -0.0}, {"creator": b"someone"}, {"creator": "t\u00e9"}, {"sym": Symbol("t")},
+    {"none": Timestamp(5)}, {"none": uuid.UUID(int=9)}, {"depth": None},
+])
+def test_maps_through_learned_layouts_decode_as_item_by_item(
+        shapes: MapShapes, change: dict[str, Any]) -> None:
+    # once a one-regex shape has seen a map's encodings (its layout), a map with the
+    # same codes takes one mask test and one struct call: the same values and types as
+    # item by item, whatever the values; one with other codes goes the regex's way
+    for i in range(LEARN_AFTER + 2):
+        decode_value(encode_value(_stats(depth=i)))
+    for twice in range(2):
+        data = encode_value(_stats(**change))
+        got = decode_value(data)[0]
+        assert _same(got, _plain(data)), twice
+        # and from a memoryview (as the frame decoder hands its bodies on)
+        assert _same(decode_value(memoryview(data))[0], got), twice
+    shape = next(s for slot in shapes._slots.values() for s in slot)
+    hits = shape.layout_hits
+    data = encode_value(_stats(depth=100))  # the first maps' layout, another value
+    got = decode_value(data)[0]
+    assert _same(got, _plain(data)) and got["depth"] == 100
+    assert shape.layout_hits == hits + 1
+
+
+def test_layouts_are_bounded_and_dropped_when_encodings_keep_changing(
+        shapes: MapShapes) -> None:
+    from qmf_async.wire._amqp10shapes import _LAYOUT_TRIAL, MAX_LAYOUTS
+
+    for i in range(LEARN_AFTER + 2):
+        decode_value(encode_value(_stats(depth=i)))
+    shape = next(s for slot in shapes._slots.values() for s in slot)
+    # many encodings of one size: a few layouts of it, then the regex alone
+    variants = [_stats(depth=d, zero=z, neg=n) for d in (1, 2**20) for z in (0, 1, 2**20)
+                for n in (-1, -2**20)]
+    for _ in range(2):
+        for v in variants:
+            data = encode_value(v)
+            assert _same(decode_value(data)[0], _plain(data))
+    assert shape.layouts is not None
+    assert sum(map(len, shape.layouts.values())) <= MAX_LAYOUTS
+    assert all(len(v) <= 4 for v in shape.layouts.values())
+    # maps whose encodings rarely match a layout: layouts dropped for the shape
+    for i in range(2 * _LAYOUT_TRIAL):
+        flags = [bool(i >> b & 1) for b in range(4)]
+        data = encode_value(_stats(flag=flags[0], none=flags[1], zero=int(flags[2]),
+                                   acquires=None if flags[3] else 0, depth=i % 3))
+        assert _same(decode_value(data)[0], _plain(data))
+    assert shape.layouts is None or shape.layout_hits * 2 >= shape.layout_probes
+    assert shapes.layouts <= MAX_LAYOUTS

@@ -5,6 +5,7 @@ cpid) is in test_tools_stock_qpidd.py and test_parity_stat_qpidd.py."""
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
 
@@ -32,9 +33,13 @@ def test_container_ids_are_one_word() -> None:
     ("qmf-async-console-3f80c2a1b4d5_qmf-topic2-0123456789abcdef-7", True),  # qpidd
     ("qmfc-v2-host.1234.1", True), ("reply-host.1234.1", True),  # classic consoles
     ("orders", False), ("qmf-async console", False), ("my-qmf-queue", False),
+    ("a\nqmf-reply-", True), ("topic-", True), ("Reply-x", False), ("x-reply-y", False),
+    ("", False),
 ])
 def test_console_queues_are_recognised(name: str, console: bool) -> None:
     assert names.is_console_queue(name) is console
+    # plain string tests, as the fnmatch patterns match
+    assert console is any(fnmatch.fnmatchcase(name, p) for p in names.CONSOLE_QUEUES)
     assert exporter.is_console_queue is names.is_console_queue
     assert exporter.CONSOLE_QUEUES is names.CONSOLE_QUEUES
 

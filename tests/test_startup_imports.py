@@ -15,6 +15,7 @@ holds them to the same names."""
 
 from __future__ import annotations
 
+import argparse
 import ast
 import importlib
 import json
@@ -94,6 +95,9 @@ NOT_FOR_STAT = frozenset({
     "qmf_async.transport._aiormq", "qmf_async.transport._aiormq_glue", "aiormq", "pamqp",
     "proton",
     "rich", "difflib", "tempfile", "decimal",
+    # argparse's width (shutil, with bz2 and lzma), a timestamp's format, the sequence
+    # numbers' and the reconnect jitter's randomness, the selectors' number types
+    "shutil", "bz2", "lzma", "datetime", "dataclasses", "random", "numbers",
 })
 
 
@@ -210,7 +214,7 @@ def test_importing_the_package_loads_no_layer() -> None:
     names, _ = modules("from qmf_async.wire import ClassKey")
     assert ours(names) == {"qmf_async", "qmf_async.lazy", "qmf_async.wire",
                            "qmf_async.wire._values", "qmf_async.errors",
-                           "qmf_async.names"}, sorted(ours(names))
+                           "qmf_async.names", "qmf_async.frozen"}, sorted(ours(names))
     names, _ = modules("from qmf_async import Session")
     assert not ours(names) & NOT_FOR_STAT, sorted(ours(names) & NOT_FOR_STAT)
 
@@ -219,7 +223,8 @@ def test_qmf_version_loads_neither_asyncio_nor_the_library() -> None:
     names, out = modules("pass", "--version")
     assert out.startswith("qmf-async "), out
     assert ours(names) == {"qmf_async", "qmf_async.lazy", "qmf_async.tools",
-                           "qmf_async.tools.cli"}, sorted(ours(names))
+                           "qmf_async.tools.cli", "qmf_async.tools.cli._help"}, \
+        sorted(ours(names))
     assert "asyncio" not in names and "logging" not in names
 
 
@@ -253,3 +258,49 @@ def test_qmf_freezes_its_imports_only_as_the_program(own_command_line: bool) -> 
     enabled, frozen = done.stderr.split()[-2:]
     assert enabled == "True"
     assert (int(frozen) > 0) == own_command_line, done.stderr
+
+
+def test_qmf_stat_ends_its_process_at_once(qpidd_stock: Qpidd, tmp_path: Path) -> None:
+    """``qmf stat`` as the program ends with ``os._exit`` once done (its output and log
+    handlers flushed): no interpreter teardown, so no atexit handler runs; the output
+    and the exit codes are whole.  ``qmf --version`` ends as usual."""
+    cache = tmp_path / "places.json"
+    target = parse_url(qpidd_stock.url)
+    cache.write_text(json.dumps({"1.0": [f"{target.host}:{target.port}"]}))
+    code = ("import atexit, sys\n"
+            "atexit.register(lambda: sys.stderr.write('ATEXIT\\n'))\n"
+            "sys.argv = ['qmf', *sys.argv[1:]]\n"
+            "from qmf_async.tools.cli import main\n"
+            "sys.exit(main())\n")
+    env = {**os.environ, "QMF_PROTOCOL_CACHE": str(cache)}
+
+    def qmf(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-c", code, *args], capture_output=True,
+                              text=True, timeout=60, env=env, check=False)
+
+    done = qmf("stat", "-q", "-b", qpidd_stock.address)
+    assert done.returncode == 0 and "ATEXIT" not in done.stderr, done.stderr
+    assert done.stdout.startswith("Queues\nqueue ") and done.stdout.endswith("\n"), done.stdout
+    done = qmf("stat", "-q", "no-such-queue", "-b", qpidd_stock.address)
+    assert done.returncode == 5 and "ATEXIT" not in done.stderr, done.stderr
+    assert "no queue named 'no-such-queue'" in done.stderr
+    done = qmf("--version")
+    assert done.returncode == 0 and done.stderr == "ATEXIT\n", done.stderr
+
+
+@pytest.mark.parametrize("columns", [None, "37", "0", "wide"])
+def test_the_help_width_is_shutils(monkeypatch: pytest.MonkeyPatch, columns: str | None) -> None:
+    """The tools' help formatters read the terminal's width as argparse does (through
+    shutil), without importing shutil."""
+    import shutil
+
+    from qmf_async.tools.cli._help import RAW_DESCRIPTION, terminal_columns
+
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    assert terminal_columns() == shutil.get_terminal_size().columns
+    made = RAW_DESCRIPTION(prog="qmf stat")
+    assert isinstance(made, argparse.RawDescriptionHelpFormatter)
+    assert made._width == argparse.RawDescriptionHelpFormatter(prog="qmf stat")._width

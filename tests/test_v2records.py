@@ -290,9 +290,82 @@ def test_packed_statistics_on_qpidds_objects() -> None:
     schema = SchemaClass(1, ClassKey("org.apache.qpid.broker", "queue", bytes(16)),
                          properties=props, statistics=stats)
     names = {st.name for st in stats}
+    # and one converter for them all, as a session keeps it (its packer learned from
+    # the first objects): the same records again
+    kept = V2RecordConverter(schema, SchemaRegistry([schema]).codec(schema), _Ids())
     for item in items:
         for values in (item.values, {k: v for k, v in item.values.items() if k in names}):
             data = V2Data(values, item.object_id, item.schema_id, item.update_ts,
                           item.create_ts, item.delete_ts)
             fast, slow = _both(schema, data)
             assert fast == slow and not isinstance(fast, str)
+            ids = _Ids()
+            kept.ref_id = ids
+            rec = kept.record(data, (1, 2))
+            assert (rec.opcode, rec.raw, rec.sofs, rec.absent, ids.asked) == slow
+    assert kept._packer is not kept._pack_stats
+
+
+@pytest.mark.parametrize("taught", [(), ("n", "who"), ("u8", "long", "on")])
+@pytest.mark.parametrize("change", [
+    {}, {"name": b"m"}, {"n": _GONE, "who": _GONE}, {"n": None, "who": _GONE},
+    {"u8": _GONE, "long": _GONE, "on": None}, {"n": 4, "who": _GONE},  # missing ones back
+    {"u8": 256}, {"on": 1}, {"u8": True}, {"u64": _Int(3)}, {"u64": None}, {"who": b"\xff"},
+    {"who": None, "n": _GONE}, {"d": "x"}, {"who": b"x" * 256}, {"long": "\ud800"},
+    {"f": 1e300}, {"u8": _GONE, "long": _GONE, "on": 1}, {"extra": 1},
+])
+def test_a_learned_packer_gives_the_field_by_field_bytes(taught: tuple[str, ...],
+                                                         change: dict[str, Any]) -> None:
+    # a converter that packed a map lacking the fields ``taught`` packs the maps lacking
+    # the same by a packer made for them; every other map goes the general way: the
+    # record (bytes, opcode, absent names, ids) or the error of the field-by-field way
+    codec = SchemaRegistry([STATS_SCHEMA]).codec(STATS_SCHEMA)
+    conv = V2RecordConverter(STATS_SCHEMA, codec, _Ids())
+    teach = {k: v for k, v in _FULL.items() if k not in taught}
+    conv.record(V2Data(teach, OID, None, 1, 2, 0), (1, 2))
+    assert conv._packer is not conv._pack_stats  # learned
+    values = {k: v for k, v in {**teach, **change}.items() if v is not _GONE}
+    data = V2Data(values, OID, None, 1, 2, 0)
+    ids = _Ids()
+    conv.ref_id = ids
+    try:
+        rec = conv.record(data, (1, 2))
+        fast: Any = (rec.opcode, rec.raw, rec.sofs, rec.absent, ids.asked)
+    except DecodeError as exc:
+        fast = str(exc)
+    assert [fast] == _both(STATS_SCHEMA, data)[1:]
+
+
+def test_a_learned_packer_that_misses_gives_way_to_another() -> None:
+    # maps that keep departing from the learned packer's send the converter back to
+    # the general packer, which learns again (a bounded number of times)
+    from qmf_async.wire._v2records import _MAX_LEARNS, _MAX_MISSES
+
+    conv, _ = _converter(STATS_SCHEMA)
+    conv.record(V2Data({**_FULL, "n": None}, OID, None, 1, 2, 0), (1, 2))
+    first = conv._packer
+    assert first is not conv._pack_stats
+    for _ in range(_MAX_MISSES):
+        rec = conv.record(V2Data(dict(_FULL), OID, None, 1, 2, 0), (1, 2))
+        assert rec.absent == frozenset()
+    assert conv._packer is not first and conv._packer is not conv._pack_stats
+    for i in range(3 * _MAX_LEARNS * _MAX_MISSES):  # alternating: learns stop
+        conv.record(V2Data({**_FULL, "n": None} if i % 2 else dict(_FULL), OID, None, 1, 2,
+                           0), (1, 2))
+    assert conv._learns == _MAX_LEARNS
+
+
+def test_class_keys_by_identity_and_by_value_agree() -> None:
+    # the key of a schema id object is remembered by its identity: an equal object
+    # (another one) gets the same key, another hash its own; the tables stay bounded
+    from qmf_async.wire import _v2records
+
+    digest = uuid.UUID(bytes=bytes(range(16)))
+    one = V2SchemaId("p", "c", "_data", digest)
+    assert v2_class_key(one) == ClassKey("p", "c", digest.bytes)
+    assert v2_class_key(one) is v2_class_key(V2SchemaId("p", "c", "_data", digest))
+    assert v2_class_key(V2SchemaId("p", "c", "_data", uuid.UUID(int=1))) != v2_class_key(one)
+    for i in range(_v2records._MAX_KEYS + 10):
+        v2_class_key(V2SchemaId("p", f"c{i}", None, None))
+    assert len(_v2records._BY_ID) <= _v2records._MAX_KEYS
+    assert v2_class_key(one) == ClassKey("p", "c", digest.bytes)

@@ -29,6 +29,7 @@ from typing import Any, Protocol
 import attrs
 
 from ..errors import ArgumentError, EncodeError, MethodError
+from ..frozen import frozen
 from ..protocol import AgentProtocol, MethodRequested, Outgoing, validate_arguments
 from ..wire import ObjectId, SchemaClass, SchemaMethod
 from ._objects import ManagedObject
@@ -56,7 +57,7 @@ class Outbox(Protocol):
         ...
 
 
-@attrs.frozen
+@frozen
 class RequestContext:
     """Who is calling: available to method handlers through :data:`current_request`."""
 

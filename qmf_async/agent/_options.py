@@ -14,6 +14,7 @@ from typing import Any, TypedDict
 import attrs
 
 from ..errors import UsageError
+from ..frozen import frozen
 from ..protocol import AgentProtocolV2
 from ..transport import TlsOptions, TransportFactory, check_protocol, sasl_mechanism_list
 from ._objects import ManagedObject
@@ -65,7 +66,7 @@ def _mechanisms(value: str | Sequence[str] | None) -> tuple[str, ...] | None:
     return sasl_mechanism_list(value)
 
 
-@attrs.frozen(slots=True, kw_only=True)
+@frozen(slots=True, kw_only=True)
 class AgentOptions:
     """The settings of an :class:`~qmf_async.agent.Agent` (every time in seconds).
 

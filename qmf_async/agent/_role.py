@@ -18,10 +18,9 @@ from collections.abc import Sequence
 from typing import Any, Final
 from urllib.parse import quote
 
-import attrs
-
 from .. import wire as codec
 from ..errors import DecodeError, QmfError, UsageError
+from ..frozen import define, frozen
 from ..logs import warn_limited
 from ..protocol import (
     MAX_BANK,
@@ -125,7 +124,7 @@ def derive_broker_id(url: str) -> uuid.UUID:
     return uuid.uuid5(uuid.NAMESPACE_URL, name)
 
 
-@attrs.frozen
+@frozen
 class AgentInfo:
     """What the role knows about one agent (a snapshot).
 
@@ -145,7 +144,7 @@ class AgentInfo:
     classes: frozenset[ClassKey]
 
 
-@attrs.define(eq=False)
+@define(eq=False)
 class _Learning:
     """Learning one agent's schemas (P, Q, S): the task, its phase, its back-off."""
 

@@ -36,7 +36,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
-import attrs
+from ..frozen import frozen
 
 __all__ = ["MANAGEMENT_TAGS", "Need", "Permissions", "UserAccess", "access_from_api",
            "close_refusal", "needs_bind", "needs_create_exchange", "needs_create_queue",
@@ -49,7 +49,7 @@ Kind = Literal["queue", "exchange"]
 MANAGEMENT_TAGS = frozenset({"management", "policymaker", "monitoring", "administrator"})
 
 
-@attrs.frozen
+@frozen
 class Permissions:
     """One user's three patterns on one vhost."""
 
@@ -58,7 +58,7 @@ class Permissions:
     read: str
 
 
-@attrs.frozen
+@frozen
 class UserAccess:
     """What RabbitMQ knows of a user: its tags and its permissions by vhost."""
 
@@ -71,7 +71,7 @@ class UserAccess:
         return "administrator" in self.tags
 
 
-@attrs.frozen
+@frozen
 class Need:
     """One permission an operation takes: ``perm`` on the ``kind`` named ``name``."""
 

@@ -14,6 +14,8 @@ from typing import Any
 
 import attrs
 
+from ..frozen import frozen
+
 __all__ = [
     "BINDING_COLUMNS", "CHANNEL_COLUMNS", "CONNECTION_COLUMNS", "CONSUMER_COLUMNS",
     "EXCHANGE_COLUMNS", "QUEUE_COLUMNS", "VHOST_COLUMNS", "CLASS_ORDER",
@@ -48,7 +50,7 @@ Key = tuple[str, ...]
 BROKER_KEY: Key = ("broker",)
 
 
-@attrs.frozen
+@frozen
 class Mapped:
     """One object as qpidd would show it.
 
@@ -68,7 +70,7 @@ class Mapped:
         return self.key[0]
 
 
-@attrs.frozen
+@frozen
 class RawState:
     """One poll of the API: the answers of each endpoint (items as RabbitMQ sends them)."""
 

@@ -11,6 +11,7 @@ from typing import Any, Generic, Protocol, TypedDict, TypeVar, overload
 import attrs
 
 from ..errors import UsageError
+from ..frozen import frozen
 from ..transport import check_protocol
 
 __all__ = ["SessionKeywords", "SessionOptions", "Setting"]
@@ -49,7 +50,7 @@ def _max_delay(options: SessionOptions, field: attrs.Attribute[Any], value: floa
                          f"reconnect_min_delay ({options.reconnect_min_delay})")
 
 
-@attrs.frozen(slots=True, kw_only=True)
+@frozen(slots=True, kw_only=True)
 class SessionOptions:
     """The settings of a :class:`~qmf_async.Session` (every time in seconds).
 

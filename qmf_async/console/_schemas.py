@@ -2,7 +2,8 @@
 :class:`~qmf_async.console._broker.Broker` builds and holds.  A v1 ``S`` is sent to the agent of the
 class and to the management broker at once and the first right answer wins; bodies
 the core holds for an unknown schema are released when it arrives, dropped (and
-counted) when it cannot be had.
+counted) when it cannot be had.  The management broker's own agent (1.0) is asked
+through the management broker alone: they are one peer.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ __all__ = ["SchemaFetches"]
 log = logging.getLogger("qmf_async.session")
 
 MANAGEMENT: Final = names.MANAGEMENT_EXCHANGE
+#: the banks of the management broker's own agent over v1
+MANAGEMENT_AGENT: Final = (1, 0)
 
 
 class SchemaSession(Protocol):
@@ -241,9 +244,13 @@ class SchemaFetches:
             # broker can be asked is known only then
             await self._management_known()
             targets: list[tuple[RemoteAgent | None, str, str]] = []
-            if agent is not None and _answers_own_schema(agent):
+            management = self._core.has_management
+            # the management broker's own agent (1.0) is the management broker:
+            # asking both would have it answer (and this console decode) it twice
+            if agent is not None and _answers_own_schema(agent) \
+                    and not (management and _is_management_agent(agent)):
                 targets.append((agent, agent.key, MANAGEMENT))
-            if self._core.has_management:
+            if management:
                 targets.append((None, "broker", MANAGEMENT))
             try:
                 schema = await self.ask_schema(key, targets, self._session.options.schema_timeout)
@@ -271,6 +278,12 @@ def _answers_own_schema(agent: RemoteAgent) -> bool:
     qpidd's agent (banks 1.0, named ``apache.org:qpidd:...`` over v2), which answers no
     ``S`` of its own: the management broker does."""
     return not (agent.name and agent.name.startswith(QPIDD_AGENT))
+
+
+def _is_management_agent(agent: RemoteAgent) -> bool:
+    """Whether ``agent`` is the management broker's own agent (banks 1.0 over v1),
+    whose ``S`` the management broker answers on ``broker`` as well."""
+    return not agent.name and (agent.broker_bank, agent.agent_bank) == MANAGEMENT_AGENT
 
 
 def _schema_of(reply: SchemaResponse, key: ClassKey, who: str) -> bool:

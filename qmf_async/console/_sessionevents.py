@@ -15,9 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import attrs
-
 from ..errors import ConnectionLostError
+from ..frozen import frozen
 from ..transport import TransportFactory
 from ..wire import ClassKey, RawObjectRecord, SchemaClass
 from ._links import SessionSettings
@@ -38,7 +37,7 @@ __all__ = [
 ]
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class AgentChange:
     """``agent`` joined the broker's agent list (``added``) or left it."""
 
@@ -46,7 +45,7 @@ class AgentChange:
     added: bool
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class ObjectsReceived:
     """Object updates (``c``/``i`` over v1, one ``g`` per object over v2, as v1
     records) that ``broker`` received from ``agent`` (None: not in its agent list),
@@ -57,7 +56,7 @@ class ObjectsReceived:
     records: tuple[RawObjectRecord, ...]
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class EventRaised:
     """An event that ``broker`` received."""
 
@@ -65,7 +64,7 @@ class EventRaised:
     event: Event
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class HeartbeatSeen:
     """A heartbeat of ``agent`` (its ``timestamp``, ns; None when a v1 heartbeat
     carried none), for the console's ``heartbeat`` callback (given only with
@@ -75,7 +74,7 @@ class HeartbeatSeen:
     timestamp: int | None
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class MethodAnswered:
     """A v1 method response of sequence ``seq`` on ``broker`` (for the console's
     ``method_response`` callback; given only when the session has a console)."""
@@ -85,14 +84,14 @@ class MethodAnswered:
     result: MethodResult
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class PackageListed:
     """A package named by an indication (``p``) or an answer."""
 
     package: str
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class ClassListed:
     """A class named by an indication (``q``) or an answer (``kind``: 1 a table, 2 an
     event)."""
@@ -101,7 +100,7 @@ class ClassListed:
     key: ClassKey
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class SchemaArrived:
     """A schema arrived (unsolicited, or fetched): the session records and announces
     it (its package and class, then ``schema``)."""
@@ -114,7 +113,7 @@ SessionEvent = (AgentChange | ObjectsReceived | EventRaised | HeartbeatSeen | Me
                 | PackageListed | ClassListed | SchemaArrived)
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class SessionHost:
     """What a :class:`~qmf_async.console._broker.Broker` may call on its session,
     declared once: the session (its public settings, read live), its transport

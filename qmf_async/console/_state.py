@@ -6,7 +6,7 @@ from __future__ import annotations
 import enum
 from typing import Any
 
-import attrs
+from ..frozen import frozen
 
 __all__ = ["BrokerState", "BrokerStateChange"]
 
@@ -34,7 +34,7 @@ class BrokerState(enum.Enum):
         return self is BrokerState.HANDSHAKING or self is BrokerState.CONNECTED
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class BrokerStateChange:
     """One change of a broker's :class:`BrokerState`: ``broker`` (a
     :class:`~qmf_async.Broker`) is now in ``state``; ``error`` is why it is not up

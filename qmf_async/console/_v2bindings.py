@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-import attrs
-
+from ..frozen import frozen
 from ..names import keyify
 from ._values import RemoteAgent
 
@@ -19,7 +18,7 @@ def _quote(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class Interest:
     """What one subscription follows over v2: ``kind`` ``data`` or ``event``, narrowed
     to a package, a class (object or event class) or one agent."""

@@ -11,6 +11,7 @@ from typing import Any
 
 import attrs
 
+from ..frozen import frozen
 from ..wire import SEVERITY_NAMES, ClassKey, ObjectId, SchemaClass
 from ._links import BrokerLink
 
@@ -99,7 +100,7 @@ class Change(enum.Flag):
     DELETED = enum.auto()
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class RemoteAgent:
     """A remote agent as a console sees it: its broker and banks, and its label.
 
@@ -161,7 +162,7 @@ class MethodResult:
     __hash__ = None  # type: ignore[assignment]
 
 
-@attrs.frozen(slots=True, repr=False)
+@frozen(slots=True, repr=False)
 class Event:
     """An event received from an agent."""
 

@@ -16,9 +16,8 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
-import attrs
-
 from .. import QmfType, SchemaClass
+from ..frozen import frozen
 
 __all__ = [
     "COUNTER",
@@ -47,7 +46,7 @@ GENERIC_PREFIX: Final = "qmf_"
 NS: Final = 1e-9  #: nanoseconds to seconds
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class MetricSpec:
     """One sample of an object: family ``name`` (with ``_total`` for a counter), its
     ``kind``, ``help``, the QMF element it is read from, a ``scale`` to base units, and
@@ -62,7 +61,7 @@ class MetricSpec:
     extra: tuple[tuple[str, str], ...] = ()
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class ClassMap:
     """How the objects of one class become samples.
 

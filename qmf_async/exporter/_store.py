@@ -16,9 +16,8 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any, Final, Protocol
 
-import attrs
-
 from .. import Change, ClassKey, ObjectId, RemoteAgent, SchemaClass, UsageError
+from ..frozen import frozen
 from ..names import CONSOLE_QUEUES, is_console_queue
 from ._metrics import INFO, QPIDD_CLASSES, ClassMap, MetricSpec, generic_class_map
 
@@ -46,7 +45,7 @@ class ObjectLike(Protocol):
     def is_deleted(self) -> bool: ...
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class Filters:
     """Include and exclude glob patterns (``fnmatch``) for queue and connection names.
 

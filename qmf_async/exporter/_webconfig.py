@@ -31,6 +31,8 @@ import attrs
 
 from qmf_async.errors import UsageError
 
+from ..frozen import frozen
+
 __all__ = ["WebConfig", "TlsConfig", "WebConfigError", "BasicAuth", "load_web_config",
            "parse_web_config"]
 
@@ -101,7 +103,7 @@ _DECOY: Final = b"$2b$10$PZEgOhm7JeBWqus.9KH7DO41JkfharHNkWExFgZ1WX0VT6pL2Lrh6"
 AUTH_CACHE: Final = 100
 
 
-@attrs.frozen
+@frozen
 class TlsConfig:
     """The checked ``tls_server_config``: :attr:`context` serves it; ``allowed_sans``
     (when not empty) must name one of the client certificate's SANs."""
@@ -130,7 +132,7 @@ class TlsConfig:
         return f"client certificate SANs {sorted(names)} not in client_allowed_sans"
 
 
-@attrs.frozen
+@frozen
 class WebConfig:
     """A checked web configuration file: TLS (None: plain HTTP), basic-auth users
     (name -> bcrypt hash; empty: no authentication), extra response headers."""

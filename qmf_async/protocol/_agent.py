@@ -22,10 +22,9 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Final, NamedTuple, TypeVar
 
-import attrs
-
 from .. import names
 from ..errors import DecodeError, EncodeError, UsageError
+from ..frozen import frozen
 from ..names import Status
 from ..wire import (
     AttachRequest,
@@ -142,7 +141,7 @@ def validate_arguments(method: SchemaMethod, args: Mapping[str, Any]) -> str | N
 # ---------------------------------------------------------------------- values
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class GetSelection:
     """What a ``G`` query selects: one object id, or objects of a class (any of
     ``class_name``, ``package``, ``hash`` may be None: no condition)."""
@@ -194,7 +193,7 @@ class GetSelection:
 # ---------------------------------------------------------------------- events
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class GetRequested:
     """A ``G``: answer with the objects ``selection`` picks, or, when ``error`` is
     set (the query did not parse), with a ``z`` of code 4 only."""
@@ -222,7 +221,7 @@ class MethodRequested(NamedTuple):
     user_id: str | None = None
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class SchemaRequested:
     """An ``S``: answer with :meth:`AgentProtocol.answer_schema`.
 
@@ -236,7 +235,7 @@ class SchemaRequested:
     from_broker: bool = False
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class PackagesRequested:
     """A ``P``: answer with :meth:`AgentProtocol.answer_packages`."""
 
@@ -244,7 +243,7 @@ class PackagesRequested:
     reply_to: str
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class ClassesRequested:
     """A ``Q``: answer with :meth:`AgentProtocol.answer_classes`."""
 
@@ -253,12 +252,12 @@ class ClassesRequested:
     package: str
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class ConsoleJoined:
     """An ``x``: a console was added; publish every object again."""
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class AttachAnswered:
     """The management broker's ``a`` to the attach ``A`` of sequence ``seq``."""
 
@@ -267,7 +266,7 @@ class AttachAnswered:
     agent_bank: int
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class RequestDropped:
     """A message the agent does not answer: a request without a reply key or an
     opcode an agent does not serve."""

@@ -39,9 +39,8 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
-import attrs
-
 from ..errors import DecodeError, EncodeError, UsageError
+from ..frozen import frozen
 from ..names import LOCATE_SUBJECT, V2_DIRECT_EXCHANGE, V2_TOPIC_EXCHANGE, keyify
 from ..wire import (
     V2_BODY_CONTENT_TYPES,
@@ -168,7 +167,7 @@ def v2_schema_map(schema: SchemaClass) -> dict[str, Any]:
 # ---------------------------------------------------------------------- values
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class V2LocateRequested:
     """An agent locate request: answer with :meth:`AgentProtocolV2.answer_locate`."""
 
@@ -176,7 +175,7 @@ class V2LocateRequested:
     correlation_id: str | None
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class V2ObjectQueryRequested:
     """A ``_query_request`` for objects: those of ``object_id`` (its object name) or,
     without one, of the classes ``schema_id`` names (None: every object); answer
@@ -189,7 +188,7 @@ class V2ObjectQueryRequested:
     where: Any = None
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class V2SchemaQueryRequested:
     """A ``_query_request`` for ``SCHEMA_ID`` or ``SCHEMA``: answer with
     :meth:`AgentProtocolV2.answer_schema_query`."""
@@ -200,7 +199,7 @@ class V2SchemaQueryRequested:
     schema_id: V2SchemaId | None
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class V2MethodRequested:
     """A ``_method_request``: call ``method`` of the object named ``object_id`` with
     ``arguments`` (as received); answer with :meth:`AgentProtocolV2.answer_method` or
@@ -214,7 +213,7 @@ class V2MethodRequested:
     user_id: str | None = None
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class V2SchemaRequestedInV1:
     """A schema requested in QMF v1: a v1 ``S`` sent to the agent's v2 address (as the
     classic console asks); answer with :meth:`AgentProtocolV2.answer_schema_v1`."""
@@ -224,7 +223,7 @@ class V2SchemaRequestedInV1:
     class_key: ClassKey
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class V2RequestRejected:
     """A request that cannot be served (malformed, or a query target the agent does
     not serve): ``answer`` is the ``_exception`` to send (None without a reply
@@ -235,7 +234,7 @@ class V2RequestRejected:
     answer: Outgoing | None
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class V2RequestDropped:
     """A message the agent does not answer (an indication, or an opcode agents do
     not serve)."""

@@ -11,7 +11,7 @@ number.  Futures and timers belong to whoever drives the correlator.
 
 from __future__ import annotations
 
-import random
+import os
 from collections.abc import Callable, Hashable
 from typing import Any
 
@@ -72,7 +72,10 @@ class Correlator:
     __slots__ = ("_next", "_pending")
 
     def __init__(self, start: int | None = None) -> None:
-        self._next = start if start is not None else random.randrange(1, 1 << 31)
+        # a random first number in [1, 2**31) (os.urandom: the random module is not
+        # loaded for this alone; docs/benchmarks.md, "Start-up")
+        self._next = start if start is not None else \
+            1 + int.from_bytes(os.urandom(4), "big") % ((1 << 31) - 1)
         self._pending: dict[int, Pending] = {}
 
     def __len__(self) -> int:

@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-import attrs
+from ..frozen import frozen
 
 __all__ = ["Delivery", "Outgoing"]
 
 
-@attrs.frozen
+@frozen
 class Delivery:
     """One received message, in QMF terms.
 

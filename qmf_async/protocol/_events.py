@@ -24,9 +24,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
 from ..errors import QmfError
+from ..frozen import frozen
 
 if TYPE_CHECKING:  # the v2 payload types (QMF v2's modules load where v2 is spoken)
     from ..wire import (
@@ -75,7 +74,7 @@ RequestKey = int | str
 
 # ---------------------------------------------------------------------- requests
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class Reply:
     """Request ``request`` completed with ``message``: over v1 a ``b``, ``s``, ``m``
     or a ``z`` with code 0; over v2 a method call's ``_method_response`` or its
@@ -85,7 +84,7 @@ class Reply:
     message: Message | RawObjectRecord | V2MethodResponse | V2Exception
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class QueryDone:
     """Query ``request`` ended: ``code`` 0 is success, any other a failure (v1: the
     ``z``'s code; v2: an ``_exception``'s, None when it sent none).  ``items`` are the
@@ -102,7 +101,7 @@ class QueryDone:
     agent: str | None = None
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class QueryPart:
     """A part of the answer to a streamed v2 query (``send_query(stream=True)``) that
     is not the last: its ``items`` only (the last part comes as :class:`QueryDone`
@@ -113,7 +112,7 @@ class QueryPart:
     agent: str | None
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class RequestFailed:
     """Request ``request`` can no longer complete: its agent left, the connection was
     lost or closed, a body it waited for was dropped, its v2 answer grew past the
@@ -124,7 +123,7 @@ class RequestFailed:
     items: Sequence[Any] = ()
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class RequestExpired:
     """v2 request ``request`` (``kind`` ``query``, ``method`` or ``locate``) reached its
     deadline; ``items`` are the partial answer gathered so far (for a locate: the
@@ -137,7 +136,7 @@ class RequestExpired:
 
 # ---------------------------------------------------------------------- agents
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class AgentArrived:
     """An agent was seen for the first time (or again, after it left).  ``label``:
     the v1 label (the v2 name over v2); what a v2 agent announces of itself comes in
@@ -152,7 +151,7 @@ class AgentArrived:
     interval: float | None = None
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class AgentRelabeled:
     """A known v1 agent is now known under ``label``."""
 
@@ -160,7 +159,7 @@ class AgentRelabeled:
     label: str
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class AgentRestarted:
     """A known v2 agent announced another epoch: it restarted (its objects and
     subscriptions are gone)."""
@@ -170,7 +169,7 @@ class AgentRestarted:
     new_epoch: int | None
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class AgentLeft:
     """An agent aged out (silent too long), was deleted by the management broker, or
     the connection it was seen on was lost."""
@@ -179,7 +178,7 @@ class AgentLeft:
     why: str
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class HeartbeatReceived:
     """A heartbeat of a known (or just arrived) agent: ``timestamp`` in ns since the
     epoch (a v2 agent's ``_timestamp``; None when it sent none)."""
@@ -190,7 +189,7 @@ class HeartbeatReceived:
 
 # ---------------------------------------------------------------------- publications
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class ObjectUpdate:
     """Objects that came unsolicited, from ``agent`` (None: not said): over v1 one
     ``c``/``i`` (or a ``g`` nobody waits for) decoded as ``record``; over v2 the objects
@@ -203,7 +202,7 @@ class ObjectUpdate:
     items: Sequence[V2Data] = ()
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class EventReceived:
     """An event from ``agent`` (None: not said): a v1 ``e`` or one event of a v2
     ``_data_indication`` with content ``_event``."""
@@ -212,7 +211,7 @@ class EventReceived:
     message: EventIndication | V2Event
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class BodyMalformed:
     """A message did not decode (or an agent object in it was malformed); it was
     dropped.  ``opcode``: the ``qmf.opcode`` of a v2 message, when readable."""
@@ -222,7 +221,7 @@ class BodyMalformed:
     opcode: str | None = None
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class MessageUnhandled:
     """A well-formed v2 message a console does not act on (an unknown opcode or
     content: a :class:`~qmf_async.wire.V2UnknownMessage`; a request seen on a shared
@@ -233,14 +232,14 @@ class MessageUnhandled:
 
 # ---------------------------------------------------------------------- v1 schemas
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class PackageSeen:
     """A package name appeared (``p``, or the package of a class)."""
 
     package: str
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class ClassSeen:
     """A class key was announced (``q``); ``kind`` 1 data, 2 event."""
 
@@ -248,7 +247,7 @@ class ClassSeen:
     class_key: ClassKey
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class SchemaSeen:
     """An ``s`` arrived: add it to the registry, then release what waits for it
     (:meth:`ConsoleProtocol.schema_known`)."""
@@ -256,7 +255,7 @@ class SchemaSeen:
     schema: SchemaClass
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class SchemaNeeded:
     """Bodies of ``class_key`` wait for its schema: fetch it (from ``agent``, given
     as banks, else from the management broker), then call
@@ -266,7 +265,7 @@ class SchemaNeeded:
     agent: Banks | None
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class HeldDropped:
     """``count`` bodies of ``class_key`` (None: of several classes) waiting for a
     schema were dropped (too many held, the fetch failed, the connection ended)."""

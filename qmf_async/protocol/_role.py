@@ -37,9 +37,8 @@ import uuid
 from collections.abc import Sequence
 from typing import Any, Final
 
-import attrs
-
 from ..errors import EncodeError
+from ..frozen import frozen
 from ..names import MANAGEMENT_EXCHANGE, agent_key
 from ..wire import (
     AttachRequest,
@@ -218,13 +217,13 @@ class RoleDirectory:
 # ---------------------------------------------------------------------- the answers
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class ConsoleArrived:
     """A console's ``B``: the agents were asked to re-publish; the role's own agent
     should too."""
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class AgentAttached:
     """An ``A`` was answered: ``peer`` holds its bank (``new``: first seen now)."""
 
@@ -232,14 +231,14 @@ class AgentAttached:
     new: bool
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class AttachRefused:
     """An ``A`` was refused (``z`` 1): ``max_agents`` are known."""
 
     label: str
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class SchemaForward:
     """An ``S`` for a class live agents listed but the role has not fetched yet: ask
     ``holders`` (the first few, one after the other), then answer ``seq`` on
@@ -251,7 +250,7 @@ class SchemaForward:
     holders: tuple[RolePeer, ...]
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class ClassAnnounced:
     """A qpid-style agent announced ``class_key`` to ``broker`` with its reply key
     ``reply_to``: ask it for the schema there (what qpidd does)."""

@@ -56,7 +56,6 @@ levels of nesting.
 from __future__ import annotations
 
 import functools
-import numbers
 import operator
 import re
 import sys
@@ -714,10 +713,14 @@ def _normalize(v: Any) -> Any:
             return bytes(v).decode("utf-8")
         except UnicodeDecodeError:
             return _Opaque(bytes(v))
-    if isinstance(v, numbers.Integral):
+    # a Decimal exists only once decimal is imported, and a number of another type
+    # (numpy's, a Fraction) only once ``numbers`` is, where its type is registered
+    numbers = sys.modules.get("numbers")
+    if numbers is not None and isinstance(v, numbers.Integral):
         return int(v)
-    decimal = sys.modules.get("decimal")  # a Decimal exists only once decimal is imported
-    if isinstance(v, numbers.Real) or (decimal is not None and isinstance(v, decimal.Decimal)):
+    decimal = sys.modules.get("decimal")
+    if (numbers is not None and isinstance(v, numbers.Real)) \
+            or (decimal is not None and isinstance(v, decimal.Decimal)):
         try:
             return float(v)
         except (OverflowError, ValueError):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import random
 from collections.abc import Awaitable, Callable
 
 from ..errors import QmfTimeout, TransportError
@@ -30,6 +29,8 @@ async def retry_with_backoff(attempt: Callable[[], Awaitable[None]], *,
             await attempt()
         except retry_on as exc:
             on_failure(exc, delay)
+            import random  # here: a connection that never fails never loads it
+
             await asyncio.sleep(delay * (0.5 + random.random()))
             delay = min(delay * 2, max_delay)
             continue

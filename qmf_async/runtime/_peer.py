@@ -184,12 +184,20 @@ class PeerRuntime:
             if self._dispatching:
                 transport.set_dispatcher(self._dispatch_to)
             transport.on_lost(self._lost_from(transport))
-            await transport.declare_management_exchange()
-            name = (None if self._endpoint_prefix is None
-                    else f"{self._endpoint_prefix}{uuid.uuid4().hex[:16]}")
-            endpoint = await transport.open_endpoint(
-                name, max_length=self._endpoint_max_length, no_ack=self._endpoint_no_ack)
-            await transport.bind(endpoint, REPLY_EXCHANGE, endpoint)
+            # the management exchange is declared while the endpoint is opened: over
+            # AMQP 1.0 each is an attach, and the two take one round trip, not two
+            # (aiormq runs them one after the other on its control channel); a refused
+            # declaration is the error raised, as when it came first
+            declaring = asyncio.ensure_future(transport.declare_management_exchange())
+            try:
+                endpoint = await self._open_endpoint(transport)
+            except BaseException:
+                if not declaring.done():
+                    declaring.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await declaring
+                raise
+            await declaring
             self.transport, self.endpoint = transport, endpoint
             self._lost.clear()
             await self._setup(transport, endpoint)
@@ -198,6 +206,15 @@ class PeerRuntime:
                 self.transport = None
             await transport.close()
             raise
+
+    async def _open_endpoint(self, transport: TransportProtocol) -> str:
+        """Open the peer's endpoint, bound on ``amq.direct`` under its own name."""
+        name = (None if self._endpoint_prefix is None
+                else f"{self._endpoint_prefix}{uuid.uuid4().hex[:16]}")
+        endpoint = await transport.open_endpoint(
+            name, max_length=self._endpoint_max_length, no_ack=self._endpoint_no_ack)
+        await transport.bind(endpoint, REPLY_EXCHANGE, endpoint)
+        return endpoint
 
     def _lost_from(self, transport: TransportProtocol) -> Callable[[BaseException], None]:
         def lost(exc: BaseException) -> None:

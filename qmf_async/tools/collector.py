@@ -61,6 +61,7 @@ from .. import (
     Subscription,
     UsageError,
 )
+from ..frozen import define, frozen
 from ..names import is_console_queue
 from ..wire import ObjectValue, Typed
 
@@ -596,7 +597,7 @@ def commit_table(table: pa.Table, directory: Path, name: str) -> Path:
 # --------------------------------------------------------------------------- collector
 
 
-@attrs.frozen
+@frozen
 class CollectorStats:
     """Counters of a :class:`Collector`.
 
@@ -618,7 +619,7 @@ class CollectorStats:
     write_errors: int = 0
 
 
-@attrs.define
+@define
 class _AgentProps:
     """The last ``c`` properties of one agent's objects (by object id text): ``live``
     since the agent last arrived, ``before`` those it had when it last left (looked up,
@@ -633,7 +634,7 @@ class _AgentProps:
         return len(self.live) + len(self.before)
 
 
-@attrs.define
+@define
 class _Batch:
     table: str
     date: str

@@ -7,9 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-import attrs
-
 from ..errors import DecodeError
+from ..frozen import frozen
 from ..wire import Described, Symbol
 from ._amqp10_frames import ErrorCondition
 
@@ -39,7 +38,7 @@ DELIVERY_STATES: Final = {0x23: "received", 0x24: "accepted", 0x25: "rejected",
                           0x26: "released", 0x27: "modified"}
 
 
-@attrs.frozen
+@frozen
 class Source:
     """A link source (part 3, 3.5.3): ``address``, ``filter`` (symbol keys to described
     filters, e.g. the legacy binding filters), ``dynamic`` (the peer makes the node and
@@ -66,7 +65,7 @@ class Source:
         return Described(_SOURCE, fields)
 
 
-@attrs.frozen
+@frozen
 class Target:
     """A link target (part 3, 3.5.4): ``address``, or ``dynamic``."""
 
@@ -93,7 +92,7 @@ def terminus_address(value: Any) -> tuple[bool, str | None]:
 
 # ---------------------------------------------------------------------------- events
 
-@attrs.frozen
+@frozen
 class Opened:
     """The peer's ``open``: its container id, properties, max-frame-size and idle
     time-out (seconds, 0: none)."""
@@ -104,12 +103,12 @@ class Opened:
     idle_timeout: float
 
 
-@attrs.frozen
+@frozen
 class SessionBegun:
     """The peer's ``begin`` of our session."""
 
 
-@attrs.frozen
+@frozen
 class Attached:
     """The peer's ``attach`` of our link ``handle``: ``present`` False when the peer
     attached a null terminus (it detaches with an error next); ``address`` the address
@@ -121,7 +120,7 @@ class Attached:
     address: str | None
 
 
-@attrs.frozen
+@frozen
 class Detached:
     """The peer detached link ``handle`` (``error`` its reason, if any)."""
 
@@ -130,7 +129,7 @@ class Detached:
     error: ErrorCondition | None
 
 
-@attrs.frozen
+@frozen
 class CreditGranted:
     """The peer's flow on sending link ``handle``: ``credit`` deliveries may be sent."""
 
@@ -138,7 +137,7 @@ class CreditGranted:
     credit: int
 
 
-@attrs.frozen
+@frozen
 class MessageReceived:
     """A whole delivery on receiving link ``handle`` (its frames joined): ``payload``
     is the encoded message; an unsettled one waits for :meth:`Amqp10Connection.settle`."""
@@ -149,7 +148,7 @@ class MessageReceived:
     settled: bool
 
 
-@attrs.frozen
+@frozen
 class Settled:
     """The peer settled our unsettled delivery ``delivery_id`` with ``outcome``."""
 
@@ -157,21 +156,21 @@ class Settled:
     outcome: str | None
 
 
-@attrs.frozen
+@frozen
 class SessionEnded:
     """The peer ended the session."""
 
     error: ErrorCondition | None
 
 
-@attrs.frozen
+@frozen
 class Closed:
     """The peer closed the connection (``error`` its reason)."""
 
     error: ErrorCondition | None
 
 
-@attrs.frozen
+@frozen
 class Lost:
     """The peer was silent for twice our idle time-out."""
 

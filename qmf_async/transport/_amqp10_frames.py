@@ -20,9 +20,8 @@ import struct
 from collections.abc import Sequence
 from typing import Any, Final
 
-import attrs
-
 from ..errors import DecodeError, EncodeError, ProtocolError
+from ..frozen import frozen
 from ..wire import Described, Symbol, Typed10, decode_amqp10_value, encode_amqp10_value
 
 __all__ = [
@@ -98,7 +97,7 @@ _INDEX: Final = {name: {f: i for i, (f, _) in enumerate(fields)}
 _SASL_NAMES: Final = frozenset(n for n in _TABLE if n.startswith("sasl-"))
 
 
-@attrs.frozen
+@frozen
 class Performative:
     """One performative: its ``name`` (``"open"``, ``"transfer"``, ``"sasl-init"``, ...)
     and ``fields`` in the specification's order (absent ones ``None``)."""
@@ -129,7 +128,7 @@ class Performative:
         return self.fields[_INDEX[self.name][field]]
 
 
-@attrs.frozen
+@frozen
 class ErrorCondition:
     """An AMQP 1.0 error (part 2, 2.8.14): ``condition`` (``amqp:not-found``, ...),
     ``description`` and ``info``."""
@@ -166,7 +165,7 @@ class ErrorCondition:
         return cls(str(fields[0]), description, fields[2])
 
 
-@attrs.frozen
+@frozen
 class Frame:
     """One frame: ``type`` (0 AMQP, 1 SASL), ``channel``, the ``performative`` (None for
     an empty frame) and the transfer ``payload``."""

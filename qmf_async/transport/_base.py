@@ -21,6 +21,7 @@ import attrs
 
 from .. import names
 from ..errors import UsageError
+from ..frozen import frozen
 from ..protocol import Delivery
 
 __all__ = [
@@ -92,7 +93,7 @@ class ConnectionState(enum.StrEnum):
     CLOSED = "closed"
 
 
-@attrs.frozen
+@frozen
 class Capabilities:
     """What a connected transport can do, declared by the transport (the console
     branches on these, never on a protocol name or a transport's class).
@@ -134,7 +135,7 @@ AMQP10_CAPABILITIES: Final = Capabilities("1.0", qmf_v2=True, server_selectors=T
 NO_CAPABILITIES: Final = Capabilities("")
 
 
-@attrs.frozen
+@frozen
 class TlsOptions:
     """TLS settings for ``amqps://`` URLs.
 
@@ -149,7 +150,7 @@ class TlsOptions:
     verify_hostname: bool = True
 
 
-@attrs.frozen
+@frozen
 class BrokerAddress:
     """A parsed broker URL (credentials kept out of ``repr`` and ``where``)."""
 

@@ -27,6 +27,7 @@ from typing import Any, Final
 import attrs
 
 from ..errors import DecodeError, EncodeError
+from ..frozen import define, frozen
 from ._amqp10shapes import MIN_ITEMS, MapShapes
 
 __all__ = [
@@ -63,7 +64,7 @@ class Timestamp(int):
         return f"Timestamp({int.__repr__(self)})"
 
 
-@attrs.frozen
+@frozen
 class Described:
     """A described value: ``descriptor`` (a Symbol, or an int code sent as a ulong) and
     ``value``."""
@@ -72,7 +73,7 @@ class Described:
     value: Any
 
 
-@attrs.frozen
+@frozen
 class Typed10:
     """A value with an explicit AMQP 1.0 type name (``"uint"``, ``"ubyte"``, ``"int"``,
     ``"ulong"``, ``"short"``, ``"ushort"``, ``"byte"``, ``"float"``, ``"char"``)."""
@@ -81,7 +82,7 @@ class Typed10:
     value: Any
 
 
-@attrs.define(slots=True)
+@define(slots=True)
 class Amqp10Message:
     """The sections of one AMQP 1.0 message that QMF uses.
 

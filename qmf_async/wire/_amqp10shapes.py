@@ -16,7 +16,14 @@ of the maps it sees decoded (a sequence seen :data:`LEARN_AFTER` times becomes a
 - decodes each other value item by item (texts and binaries inline; a small map of
   immutable values, such as qpidd's object ids and schema ids, from a table of those
   seen, copied out);
-- builds the dict from the shape's keys (shared ``str`` objects) and the values.
+- builds the dict from the shape's keys (shared ``str`` objects) and the values;
+- for a shape that is one such run (qpidd's statistics), also learns the *layouts* of
+  its maps (which format code each value had: the same codes make the same byte
+  positions): a later map of a known layout is recognised by one big-integer mask
+  test over its bytes (keys and codes) and its values come from one ``struct`` call,
+  the nulls, booleans, zeros and literal texts being constants of the layout
+  (bounded: :data:`MAX_LAYOUTS` per shape, dropped for a shape whose maps rarely fit
+  them).
 
 The result is exactly what the item-by-item decoder gives (same keys, values, types and
 order); anything unexpected (no match, a group whose size field disagrees, a value that
@@ -134,6 +141,47 @@ class _Memo(dict[bytes, Any]):
         return value
 
 
+def _no_run(buf: Any, pos: int, end: int, depth: int) -> None:
+    return None
+
+
+#: the struct format of each fixed-width scalar a layout unpacks (its value is what
+#: the value table gives for those bytes); the other scalars are constants in a
+#: layout (null, true, false, the zeros) or keep the map off layouts (chars,
+#: decimals, timestamps, uuids)
+_UNPACKED: Final = {0x50: "B", 0x52: "B", 0x53: "B", 0x51: "b", 0x54: "b", 0x55: "b",
+                    0x56: "?", 0x60: "H", 0x61: "h", 0x70: "I", 0x71: "i", 0x72: "f",
+                    0x80: "Q", 0x81: "q", 0x82: "d"}
+_CONSTANT_CODES: Final = frozenset((0x40, 0x41, 0x42, 0x43, 0x44))
+#: most layouts per shape, and per map size in bytes
+MAX_LAYOUTS: Final = 16
+_PER_SIZE: Final = 4
+#: layouts are dropped for a shape when fewer than half of this many maps fitted one
+_LAYOUT_TRIAL: Final = 256
+#: most layouts of all shapes together (each holds a copy of its shape's keys)
+_MAX_ALL_LAYOUTS: Final = 256
+
+
+class _Layout:
+    """The bytes of one map of a one-regex shape with its values' encodings (format
+    codes) fixed: the same keys, the same codes, so the same size, the values' bytes
+    free.  A map of that size whose bytes agree with it at every key and code byte
+    (one big-integer mask test) has its values unpacked by one ``struct`` call; the
+    null, boolean, zero and literal-text values are constants of the layout."""
+
+    __slots__ = ("expected", "keys", "mask", "template", "unpack")
+
+    def __init__(self, expected: int, mask: int, unpack: Callable[[Any], tuple[Any, ...]],
+                 keys: tuple[str, ...], template: dict[str, Any]) -> None:
+        self.expected = expected
+        self.mask = mask
+        self.unpack = unpack
+        #: the keys of the unpacked values, in order; ``template``: every key with
+        #: its constant value (None where a value is unpacked)
+        self.keys = keys
+        self.template = template
+
+
 class _Shape:
     """One learned key sequence: its keys (``str``, shared by every map decoded
     through it) and its segments: a regex for each run of pairs whose values were
@@ -141,11 +189,15 @@ class _Shape:
     (``(regex, None)``), the key of each other pair (``(None, key bytes)``, its value
     decoded item by item)."""
 
-    __slots__ = ("keys", "segments")
+    __slots__ = ("keys", "layout_hits", "layout_probes", "layouts", "run", "segments",
+                 "single", "template")
 
     def __init__(self, raw_keys: list[bytes], keys: tuple[str, ...],
                  kinds: list[bytes | None]) -> None:
         self.keys = keys
+        #: the keys, each with None: a map of this shape starts as a copy (sized once,
+        #: the keys' hashes known) and takes its values by ``update``
+        self.template: dict[str, Any] = dict.fromkeys(keys)
         self.segments: list[tuple[re.Pattern[bytes] | None, bytes | None]] = []
         run: list[bytes] = []
         for raw, kind in zip(raw_keys, kinds, strict=True):
@@ -159,6 +211,16 @@ class _Shape:
             self.segments.append((None, raw))
         if run:
             self.segments.append((re.compile(b"".join(run)), None))
+        #: the regex of a shape that is one run of such pairs (qpidd's statistics)
+        self.single = self.segments[0][0] if len(self.segments) == 1 else None
+        #: ``run(buf, pos, end, depth) -> the map or None`` for the other shapes
+        #: (MapShapes._compile)
+        self.run: Callable[[Any, int, int, int], dict[str, Any] | None] = _no_run
+        #: the layouts of a one-regex shape by map size (None: not used for it)
+        self.layouts: dict[int, list[_Layout]] | None = {} if self.single is not None \
+            else None
+        self.layout_probes = 0
+        self.layout_hits = 0
 
 
 class MapShapes:
@@ -176,6 +238,8 @@ class MapShapes:
         #: map, how many maps]
         self._candidates: dict[tuple[int, tuple[str, ...]], list[Any]] = {}
         self.shapes = 0
+        #: layouts learned, all shapes together (at most _MAX_ALL_LAYOUTS)
+        self.layouts = 0
         #: maps decoded through a shape, and those no shape fitted
         self.hits = 0
         self.misses = 0
@@ -190,71 +254,172 @@ class MapShapes:
         if shapes is None:
             return None
         for shape in shapes:
-            values = self._run(shape, buf, pos, end, depth)
-            if values is not None:
+            single = shape.single
+            if single is not None:
+                layouts = shape.layouts
+                if layouts is not None:
+                    of_size = layouts.get(end - pos)
+                    if of_size is not None:  # a layout seen: one mask test each
+                        shape.layout_probes += 1
+                        raw = bytes(buf[pos:end])
+                        whole = int.from_bytes(raw, "big")
+                        for layout in of_size:
+                            if whole & layout.mask == layout.expected:
+                                shape.layout_hits += 1
+                                self.hits += 1
+                                out = layout.template.copy()
+                                out.update(zip(layout.keys, layout.unpack(raw), strict=True))
+                                return out
+                # one regex match, its groups through the table
+                m = single.match(buf, pos, end)
+                if m is None or m.end() != end:
+                    continue
+                out = shape.template.copy()
+                try:
+                    out.update(zip(shape.keys, map(self._memo.__getitem__, m.groups()),
+                                   strict=True))
+                except Exception:  # malformed: the item-by-item decoder says how
+                    continue
                 self.hits += 1
-                return dict(zip(shape.keys, values, strict=True))
+                if layouts is not None:
+                    self._layout(shape, layouts, m, pos, end)
+                return out
+            made = shape.run(buf, pos, end, depth)
+            if made is not None:
+                self.hits += 1
+                return made
         self.misses += 1
         return None
 
-    def _run(self, shape: _Shape, buf: Any, pos: int, end: int,
-             depth: int) -> list[Any] | None:
-        values: list[Any] = []
-        lookup = self._memo.__getitem__
-        decode = self._value
-        for regex, key in shape.segments:
+    def _layout(self, shape: _Shape, layouts: dict[int, list[_Layout]], m: re.Match[bytes],
+                pos: int, end: int) -> None:
+        """Learn the layout of the map ``m`` matched in ``buf[pos:end]`` (bounded; none
+        for a map holding a char, decimal, timestamp or uuid); layouts are dropped for
+        the shape when too few maps fit them."""
+        if shape.layout_probes >= _LAYOUT_TRIAL:
+            if 2 * shape.layout_hits < shape.layout_probes:
+                shape.layouts = None  # its maps change their encodings too often
+                return
+            shape.layout_probes = shape.layout_hits = 0
+        size = end - pos
+        of_size = layouts.get(size)
+        if self.layouts >= _MAX_ALL_LAYOUTS or sum(map(len, layouts.values())) >= MAX_LAYOUTS \
+                or (of_size is not None and len(of_size) >= _PER_SIZE):
+            return
+        raw = m.string[pos:end]
+        mask = bytearray(b"\xff" * size)
+        fmt = [">"]
+        at = 0  # the bytes up to here are in the format
+        keys: list[str] = []
+        template = shape.template.copy()
+        memo = self._memo
+        for i, key in enumerate(shape.keys, 1):
+            start, stop = m.start(i) - pos, m.end(i) - pos
+            code = raw[start]
+            if code in _CONSTANT_CODES or code in _TEXT_CODES:
+                template[key] = memo[bytes(raw[start:stop])]  # the whole value literal
+                continue
+            kind = _UNPACKED.get(code)
+            if kind is None:
+                return
+            fmt.append(f"{start + 1 - at}x{kind}")
+            at = stop
+            mask[start + 1:stop] = bytes(stop - start - 1)
+            keys.append(key)
+        if at < size:
+            fmt.append(f"{size - at}x")
+        unpack = struct.Struct("".join(fmt))
+        if unpack.size != size:  # cannot happen: every value was matched whole
+            return
+        expected = int.from_bytes(raw, "big") & int.from_bytes(mask, "big")
+        self.layouts += 1
+        layouts.setdefault(size, []).append(_Layout(
+            expected, int.from_bytes(mask, "big"), unpack.unpack, tuple(keys), template))
+
+    def _compile(self, shape: _Shape) -> None:
+        """``shape.run(buf, pos, end, depth) -> the map or None``: its segments
+        unrolled into one generated function (a regex match per run of scalars, its
+        groups through the value table; :meth:`_item` for each other pair), the map
+        built as one dict display of the shape's keys."""
+        env: dict[str, Any] = {"_lookup": self._memo.__getitem__, "_item": self._item,
+                               "_map": map, "_keys": shape.keys}
+        lines = ["def run(buf, pos, end, depth):", "    try:"]
+        at = 0
+        for i, (regex, key) in enumerate(shape.segments):
             if regex is not None:
-                m = regex.match(buf, pos, end)
-                if m is None:
-                    return None
+                env[f"_r{i}"] = regex
+                names = [f"v{at + j}" for j in range(regex.groups)]
+                at += regex.groups
+                lines += [f"        m = _r{i}.match(buf, pos, end)",
+                          "        if m is None:", "            return None",
+                          f"        {', '.join(names)}, = _map(_lookup, m.groups())",
+                          "        pos = m.end()"]
+            else:
+                env[f"_k{i}"] = key
+                lines += [f"        got = _item(buf, pos, end, depth, _k{i})",
+                          "        if got is None:", "            return None",
+                          f"        v{at}, pos = got"]
+                at += 1
+        lines += ["    except Exception:  # malformed: the item-by-item decoder says how",
+                  "        return None",
+                  "    if pos != end:", "        return None",
+                  "    return {" + ", ".join(f"_keys[{j}]: v{j}" for j in range(at)) + "}"]
+        namespace = dict(env)
+        exec(compile("\n".join(lines) + "\n", "<amqp10 shape>", "exec"), namespace)
+        shape.run = namespace["run"]
+
+    def _item(self, buf: Any, pos: int, end: int, depth: int,
+              key: bytes) -> tuple[Any, int] | None:
+        """The pair of ``key`` (its bytes) at ``pos`` decoded: (value, position after
+        it), or None when the key differs or the value does not decode (the
+        item-by-item decoder says how then).  Texts and binaries inline; a small map
+        of immutable values from the table of those seen (copied out); a large map
+        through a shape when one fits (qpidd's ``_values``), else item by item."""
+        after = pos + len(key)
+        if after >= end or buf[pos:after] != key:
+            return None
+        code = buf[after]
+        if code == 0xA0 or code == 0xA1:  # binary, text: inline
+            pos = after + 2 + buf[after + 1]
+            if pos > end:
+                return None
+            raw = bytes(buf[after + 2:pos])
+            if code == 0xA1:
                 try:
-                    values += map(lookup, m.groups())
-                except Exception:  # malformed: the item-by-item decoder says how
+                    return raw.decode("utf-8"), pos
+                except UnicodeDecodeError:
                     return None
-                pos = m.end()
-                continue
-            assert key is not None
-            after = pos + len(key)
-            if after >= end or buf[pos:after] != key:
-                return None
-            code = buf[after]
-            if code == 0xA0 or code == 0xA1:  # binary, text: inline
-                pos = after + 2 + buf[after + 1]
-                if pos > end:
-                    return None
-                raw = bytes(buf[after + 2:pos])
-                if code == 0xA1:
-                    try:
-                        values.append(raw.decode("utf-8"))
-                    except UnicodeDecodeError:
-                        return None
-                else:
-                    values.append(raw)
-                continue
-            size = -1
-            if code == 0xD1 and after + 5 <= end:  # map32 (qpidd's ids and schema ids)
-                size = 5 + int.from_bytes(buf[after + 1:after + 5], "big")
-            elif code == 0xC1 and after + 1 < end:
-                size = 2 + buf[after + 1]
-            small = 0 < size <= _MEMO_MAP and after + size <= end
-            if small:  # a small map (an id, a schema id): kept whole, copied out
-                raw = bytes(buf[after:after + size])
-                known = self._maps.get(raw)
-                if known is not None:
-                    values.append(known.copy())
-                    pos = after + size
-                    continue
-            try:
-                value, pos = decode(buf, after, depth)
-            except Exception:  # malformed: the item-by-item decoder says how
-                return None
-            if small and pos == after + len(raw) and type(value) is dict \
-                    and all(type(v) in _IMMUTABLE for v in value.values()):
-                if len(self._maps) >= MAX_MEMO:
-                    self._maps.clear()
-                self._maps[raw] = value.copy()
-            values.append(value)
-        return values if pos == end else None
+            return raw, pos
+        size = -1
+        if code == 0xD1 and after + 9 <= end:  # map32 (qpidd's ids, schema ids, values)
+            size = 5 + int.from_bytes(buf[after + 1:after + 5], "big")
+            if size > _MEMO_MAP and size >= 9 and after + size <= end:
+                # a large map: through a shape if one fits (checked as _value would)
+                count = int.from_bytes(buf[after + 5:after + 9], "big")
+                first = after + 9
+                if count >= MIN_ITEMS and count % 2 == 0 and count <= size - 9 \
+                        and first < after + size:
+                    got = self.decode(buf, first, after + size, count, depth + 1)
+                    if got is not None:
+                        return got, after + size
+        elif code == 0xC1 and after + 1 < end:
+            size = 2 + buf[after + 1]
+        small = 0 < size <= _MEMO_MAP and after + size <= end
+        if small:  # a small map (an id, a schema id): kept whole, copied out
+            raw = bytes(buf[after:after + size])
+            known = self._maps.get(raw)
+            if known is not None:
+                return known.copy(), after + size
+        try:
+            value, pos = self._value(buf, after, depth)
+        except Exception:  # malformed: the item-by-item decoder says how
+            return None
+        if small and pos == after + len(raw) and type(value) is dict \
+                and all(type(v) in _IMMUTABLE for v in value.values()):
+            if len(self._maps) >= MAX_MEMO:
+                self._maps.clear()
+            self._maps[raw] = value.copy()
+        return value, pos
 
     def seen(self, buf: Any, pos: int, end: int, count: int, keys: tuple[str, ...],
              depth: int) -> None:
@@ -291,7 +456,10 @@ class MapShapes:
         slot = self._slots.setdefault((count, raw_keys[0]), [])
         if len(slot) >= _PER_SLOT:
             return
-        slot.append(_Shape(raw_keys, keys, kinds))
+        shape = _Shape(raw_keys, keys, kinds)
+        if shape.single is None:
+            self._compile(shape)
+        slot.append(shape)
         self.shapes += 1
 
     def _walk(self, buf: Any, pos: int, end: int, depth: int,

@@ -25,6 +25,7 @@ from typing import Any
 import attrs
 
 from ..errors import EncodeError, UnknownClassError
+from ..frozen import frozen
 from ._compile import (
     Decoder,
     Encoder,
@@ -399,7 +400,7 @@ _new = object.__new__
 _NO_NAMES: frozenset[str] = frozenset()
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class RawObjectRecord:
     """A view of one ``c``/``i``/``g`` record as received: its bytes, decoded on access.
 

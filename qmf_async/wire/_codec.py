@@ -19,6 +19,7 @@ from typing import Any, Literal, overload
 import attrs
 
 from ..errors import DecodeError, EncodeError, UnknownClassError
+from ..frozen import frozen
 from ._amqp010 import WireMap, decode_map, encode_map
 from ._classcodec import (
     HEADER,
@@ -91,7 +92,7 @@ class UnknownSchemaError(DecodeError):
         self.opcode = opcode
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class ObjectValue:
     """A value of QMF type ``object`` (20): an embedded, unmanaged object."""
 
@@ -100,7 +101,7 @@ class ObjectValue:
     statistics: tuple[Any, ...]
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class Typed:
     """A value with an explicit QMF type, as embedded in an ``object`` value."""
 

@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 import attrs
 
+from ..frozen import frozen
 from ._schema import SchemaClass
 from ._values import SEVERITY_NAMES, ClassKey, ClassKind, ObjectId
 
@@ -40,7 +41,7 @@ __all__ = [
 ]
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class BrokerRequest:
     """``B``: a console opens a management session with the broker."""
 
@@ -48,7 +49,7 @@ class BrokerRequest:
     seq: int = 0
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class BrokerResponse:
     """``b``: the broker's identity."""
 
@@ -57,7 +58,7 @@ class BrokerResponse:
     seq: int = 0
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class CommandComplete:
     """``z``: the end of a query, or a request's failure (``code`` != 0)."""
 
@@ -67,7 +68,7 @@ class CommandComplete:
     text: str = "OK"
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class PackageQuery:
     """``P``: list the known schema packages."""
 
@@ -75,7 +76,7 @@ class PackageQuery:
     seq: int
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class PackageIndication:
     """``p``: one known package."""
 
@@ -84,7 +85,7 @@ class PackageIndication:
     package: str
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class ClassQuery:
     """``Q``: list the classes of a package."""
 
@@ -93,7 +94,7 @@ class ClassQuery:
     package: str
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class ClassIndication:
     """``q``: one known class (object or event) of a package."""
 
@@ -103,7 +104,7 @@ class ClassIndication:
     class_key: ClassKey
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class SchemaRequest:
     """``S``: ask for the full schema of a class."""
 
@@ -112,7 +113,7 @@ class SchemaRequest:
     class_key: ClassKey
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class SchemaResponse:
     """``s``: a full schema."""
 
@@ -121,7 +122,7 @@ class SchemaResponse:
     schema: SchemaClass
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class Heartbeat:
     """``h``: an agent is alive; ``timestamp`` in ns since the epoch."""
 
@@ -130,7 +131,7 @@ class Heartbeat:
     seq: int = 0
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class ObjectRecord:
     """``c`` (properties), ``i`` (statistics) or ``g`` (both): one object's state.
 
@@ -171,7 +172,7 @@ class ObjectRecord:
         return {s.name: v for s, v in zip(self.schema.statistics, self.statistics, strict=False)}
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class EventIndication:
     """``e``: an event with its arguments by name."""
 
@@ -191,7 +192,7 @@ class EventIndication:
         return SEVERITY_NAMES[self.severity] if 0 <= self.severity < 8 else str(self.severity)
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class GetQuery:
     """``G``: ask for objects matching ``query`` (``_class``, ``_package``,
     ``_objectid``, ``_key`` ...)."""
@@ -201,7 +202,7 @@ class GetQuery:
     query: Mapping[str, Any]
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class MethodRequest:
     """``M``: invoke ``method`` on ``object_id``.
 
@@ -219,7 +220,7 @@ class MethodRequest:
     raw_arguments: bytes = b""
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class MethodResponse:
     """``m``: a method's status, text and O/IO arguments.
 
@@ -237,7 +238,7 @@ class MethodResponse:
     short_text: bool = False
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class AttachRequest:
     """``A``: an agent asks the management broker for banks."""
 
@@ -249,7 +250,7 @@ class AttachRequest:
     agent_bank: int = 0
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class AttachResponse:
     """``a``: the banks the management broker assigned."""
 
@@ -259,7 +260,7 @@ class AttachResponse:
     agent_bank: int
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class ConsoleAdded:
     """``x``: a console appeared; agents re-publish everything."""
 
@@ -267,7 +268,7 @@ class ConsoleAdded:
     seq: int = 0
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class UndecodedTail:
     """The rest of a body that names a class whose schema is not known yet.
 

@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 
 from ..errors import DecodeError, UnknownClassError
+from ..frozen import frozen
 from ._amqp010 import WireMap
 from ._values import Access, ClassKey, ClassKind, QmfType, to_access, to_qmf_type
 
@@ -154,7 +155,7 @@ def _to_wiremap(value: Any) -> WireMap:
     return WireMap(value or {})
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class SchemaProperty:
     """A property of an object class (configuration, sent in ``c`` and ``g``)."""
 
@@ -170,7 +171,7 @@ class SchemaProperty:
     desc: str | None = None
     ref_package: str | None = None
     ref_class: str | None = None
-    extra: WireMap = _extra_field()  # noqa: RUF009 (an attrs field, not a call per instance)
+    extra: WireMap = _extra_field()
 
     _ATTRS = ("name", "type", "access", "index", "optional", "unit", "min", "max",
               "maxlen", "desc", "ref_package", "ref_class")
@@ -185,7 +186,7 @@ class SchemaProperty:
         return _to_map(self, self._ATTRS)
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class SchemaStatistic:
     """A statistic of an object class (instrumentation, sent in ``i`` and ``g``)."""
 
@@ -193,7 +194,7 @@ class SchemaStatistic:
     type: QmfType = attrs.field(converter=to_qmf_type)
     unit: str | None = None
     desc: str | None = None
-    extra: WireMap = _extra_field()  # noqa: RUF009 (an attrs field, not a call per instance)
+    extra: WireMap = _extra_field()
 
     _ATTRS = ("name", "type", "unit", "desc")
 
@@ -207,7 +208,7 @@ class SchemaStatistic:
         return _to_map(self, self._ATTRS)
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class SchemaArgument:
     """An argument of a method (with ``direction`` I, O or IO) or of an event."""
 
@@ -222,7 +223,7 @@ class SchemaArgument:
     default: str | None = None
     ref_package: str | None = None
     ref_class: str | None = None
-    extra: WireMap = _extra_field()  # noqa: RUF009 (an attrs field, not a call per instance)
+    extra: WireMap = _extra_field()
 
     _ATTRS = ("name", "type", "direction", "unit", "min", "max", "maxlen", "desc",
               "default", "ref_package", "ref_class")
@@ -251,14 +252,14 @@ def _arguments(items: Iterable[SchemaArgument]) -> tuple[SchemaArgument, ...]:
     return tuple(items)
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class SchemaMethod:
     """A method of an object class."""
 
     name: str
     arguments: tuple[SchemaArgument, ...] = attrs.field(default=(), converter=_arguments)
     desc: str | None = None
-    extra: WireMap = _extra_field()  # noqa: RUF009 (an attrs field, not a call per instance)
+    extra: WireMap = _extra_field()
 
     @property
     def arg_count(self) -> int:
@@ -311,7 +312,7 @@ def _methods(items: Iterable[SchemaMethod]) -> tuple[SchemaMethod, ...]:
     return tuple(items)
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class SchemaClass:
     """A full schema: an object class (properties, statistics, methods) or an
     event class (arguments)."""

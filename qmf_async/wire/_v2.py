@@ -25,6 +25,7 @@ from typing import Any, ClassVar, Final, TypeAlias
 import attrs
 
 from ..errors import DecodeError, EncodeError
+from ..frozen import frozen
 from ._amqp010 import decode_list, decode_map, encode_list, encode_map
 
 __all__ = [
@@ -92,6 +93,8 @@ _STR_KEYS: Final = {str}
 def _map(value: Any, where: str) -> dict[str, Any]:
     """A map with text keys (bytes keys decoded): a decoded ``dict`` whose keys are all
     ``str`` is taken as it is (decoded bodies are fresh), anything else is copied."""
+    if type(value) is dict and (not value or set(map(type, value)) == _STR_KEYS):
+        return value  # a decoded map (the common case; no ABC check first)
     if not isinstance(value, Mapping):
         raise DecodeError(f"QMF v2 {where} must be a map, not {type(value).__name__}")
     if isinstance(value, dict) and (not value or set(map(type, value)) == _STR_KEYS):
@@ -142,7 +145,7 @@ def _put(out: dict[str, Any], key: str, value: Any) -> None:
 
 # ----------------------------------------------------------------------- ids and data
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class V2ObjectId:
     """A v2 object id: ``_object_name`` (qpidd: ``package:class:key``, or a bare key
     for a few objects such as ``memory``'s ``amqp-broker``), ``_agent_name`` and
@@ -209,7 +212,7 @@ class V2ObjectId:
             _opt_int(m.get("_agent_epoch"), f"{where}._agent_epoch"))
 
 
-@attrs.frozen(slots=True, cache_hash=True)
+@frozen(slots=True, cache_hash=True)
 class V2SchemaId:
     """A v2 schema id: package (``""`` when absent: any package in a query), class,
     ``type`` (``_data`` or ``_event``; None when absent, as in qpidd's own queries) and
@@ -269,7 +272,7 @@ class V2SchemaId:
             digest)
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class V2Data:
     """One object as v2 sends it: its schema and object ids, ``values`` (qpidd puts
     properties and statistics together here, as received) and the nanosecond
@@ -311,6 +314,10 @@ class V2Data:
             dts = value.get("_delete_ts")
             if type(values) is dict and type(uts) is int and type(cts) is int \
                     and type(dts) is int and oid is not None and sid is not None:
+                if where == "data":  # the names an error would give, not made each time
+                    return cls(_map(values, "data._values"),
+                               V2ObjectId.from_map(oid, "data._object_id"),
+                               V2SchemaId.from_map(sid, "data._schema_id"), uts, cts, dts)
                 return cls(_map(values, f"{where}._values"),
                            V2ObjectId.from_map(oid, f"{where}._object_id"),
                            V2SchemaId.from_map(sid, f"{where}._schema_id"), uts, cts, dts)
@@ -326,7 +333,7 @@ class V2Data:
             _opt_int(m.get("_delete_ts"), f"{where}._delete_ts"))
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class V2Event:
     """One event: its schema id (type ``_event``), ``values`` (the arguments, as
     received), ``timestamp`` (ns since the epoch) and ``severity`` (0 emerg .. 7
@@ -362,7 +369,7 @@ class V2Event:
 
 # ----------------------------------------------------------------------- messages
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class V2QueryRequest:
     """``_query_request``: ``what`` (``OBJECT``, ``SCHEMA_ID``, ...), an optional
     ``where`` predicate (qpidd ignores it), and ``schema_id`` or ``object_id`` to narrow
@@ -376,7 +383,7 @@ class V2QueryRequest:
     correlation_id: Any = None
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class V2QueryResponse:
     """``_query_response``: one part of an answer.  ``items`` are :class:`V2Data` when
     ``content`` is ``_data``, else the raw maps.  Every part but the last has
@@ -390,7 +397,7 @@ class V2QueryResponse:
     correlation_id: Any = None
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class V2MethodRequest:
     """``_method_request``: call ``method_name`` on ``object_id`` with ``arguments``
     (``subtypes`` optionally maps argument names to QMF subtypes)."""
@@ -403,7 +410,7 @@ class V2MethodRequest:
     correlation_id: Any = None
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class V2MethodResponse:
     """``_method_response``: the output ``arguments`` of a call that succeeded."""
 
@@ -414,7 +421,7 @@ class V2MethodResponse:
     correlation_id: Any = None
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class V2Exception:
     """``_exception``: a request failed; ``values`` as sent (qpidd: ``error_code``, an
     integer status, and ``error_text``)."""
@@ -439,7 +446,7 @@ class V2Exception:
         return "" if text is None else str(text)
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class V2AgentLocateRequest:
     """``_agent_locate_request``: who is there?  ``query`` is the body map (empty for
     everyone, or a query with a ``_where`` on the agents' values)."""
@@ -498,7 +505,7 @@ class _AgentValues:
         return self._text_value("_instance")
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class V2AgentLocateResponse(_AgentValues):
     """``_agent_locate_response``: an agent's name and ``values``."""
 
@@ -508,7 +515,7 @@ class V2AgentLocateResponse(_AgentValues):
     correlation_id: Any = None
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class V2AgentHeartbeat(_AgentValues):
     """``_agent_heartbeat_indication``: an agent is alive (same ``values`` as the
     locate response)."""
@@ -519,7 +526,7 @@ class V2AgentHeartbeat(_AgentValues):
     correlation_id: Any = None
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class V2DataIndication:
     """``_data_indication`` with content ``_data``: objects published by an agent
     (qpidd: changed objects of one class each interval, at most 100 a message)."""
@@ -530,7 +537,7 @@ class V2DataIndication:
     correlation_id: Any = None
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class V2EventIndication:
     """``_data_indication`` with content ``_event``: events (qpidd: one a message)."""
 
@@ -540,7 +547,7 @@ class V2EventIndication:
     correlation_id: Any = None
 
 
-@attrs.frozen(slots=True)
+@frozen(slots=True)
 class V2UnknownMessage:
     """A message with an opcode (or data-indication content) this codec does not know;
     everything as received."""

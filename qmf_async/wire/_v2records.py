@@ -21,6 +21,7 @@ once per schema (the conversion is the hot path of a large v2 answer).
 
 from __future__ import annotations
 
+import operator
 import struct
 import uuid
 from collections.abc import Callable, Mapping
@@ -60,18 +61,30 @@ _KEYS: dict[V2SchemaId, ClassKey | None] = {}
 _MAX_KEYS: Final = 4096
 
 
+#: the same, by the id of the (shared) schema id object: (that object, its key); the
+#: entry holds the object, so its id is not reused while the entry lives
+_BY_ID: dict[int, tuple[V2SchemaId, ClassKey | None]] = {}
+
+
 def v2_class_key(sid: V2SchemaId | None) -> ClassKey | None:
     """The v1 class key of a v2 schema id (None without a 16-byte hash)."""
     if sid is None:
         return None
+    # a class's objects share one V2SchemaId: found by identity first (its hash and
+    # == are Python code)
+    known = _BY_ID.get(id(sid))
+    if known is not None and known[0] is sid:
+        return known[1]
     try:
-        return _KEYS[sid]
+        key = _KEYS[sid]
     except KeyError:
-        pass
-    key = _class_key(sid)
-    if len(_KEYS) >= _MAX_KEYS:
-        _KEYS.clear()
-    _KEYS[sid] = key
+        key = _class_key(sid)
+        if len(_KEYS) >= _MAX_KEYS:
+            _KEYS.clear()
+        _KEYS[sid] = key
+    if len(_BY_ID) >= _MAX_KEYS:
+        _BY_ID.clear()
+    _BY_ID[id(sid)] = (sid, key)
     return key
 
 
@@ -235,6 +248,10 @@ _PACKED: Final = {**{t: "_int" for t in _INTS}, QmfType.BOOL: "_bool",
 _Packer = Callable[[Mapping[str, Any], list[str]], "bytes | None"]
 #: what a value the packer cannot take raises inside it
 _NOT_PACKED: Final = (struct.error, OverflowError, TypeError, ValueError)
+#: most packers learned per class, and the maps a learned packer may miss before the
+#: general one is used again (and another learned)
+_MAX_LEARNS: Final = 8
+_MAX_MISSES: Final = 32
 
 
 def _text8(v: Any) -> bytes:
@@ -270,29 +287,11 @@ def _text16(v: Any) -> bytes:
     return len(raw).to_bytes(2, "big") + raw
 
 
-def _compile_stats_packer(fields: list[tuple[str, QmfType]], what: str) -> _Packer | None:
-    """The statistics of a map straight to the bytes of their section: the values in
-    schema order in one C call, the absent or null ones given their type's zero (and
-    named in ``absent``), then, when every value has exactly its fast-path type
-    (``int`` for the integers, ``bool``, ``float``, UTF-8 text), one ``struct`` call
-    per run of fixed-size fields: the bytes the field-by-field conversion and the
-    class codec's encoder give.  None for anything else (the caller goes the
-    field-by-field way), and no packer for a class with other types among its
-    statistics."""
-    if not fields or any(t not in _PACKED and t not in _TEXTS for _, t in fields):
-        return None
-    names = tuple(f[0] for f in fields)
-    env: dict[str, Any] = {
-        "_names": names, "_map": map, "_list": list, "_int": int, "_bool": bool,
-        "_float": float, "_errors": _NOT_PACKED, "_text8": _text8, "_text16": _text16,
-        "_defaults": tuple(v2_default(t) for _, t in fields)}
-    variables = [f"v{i}" for i in range(len(fields))]
-    checks = []
-    for kind in ("_int", "_bool", "_float"):
-        of_kind = [v for v, (_, t) in zip(variables, fields, strict=True)
-                   if _PACKED.get(t) == kind]
-        if of_kind:
-            checks.append(f"{kind} is " + " is ".join(f"type({v})" for v in of_kind))
+def _pack_expression(fields: list[tuple[str, QmfType]], args: list[str],
+                     env: dict[str, Any]) -> str:
+    """The expression packing ``args`` (expressions, one per field of ``fields``) as
+    the class codec's encoder writes the section: one ``struct`` call per run of
+    fixed-size fields (their packers put in ``env``), the texts between."""
     parts: list[str] = []
     run: list[tuple[str, QmfType]] = []
 
@@ -303,13 +302,51 @@ def _compile_stats_packer(fields: list[tuple[str, QmfType]], what: str) -> _Pack
             parts.append(f"{sname}({', '.join(v for v, _ in run)})")
             run.clear()
 
-    for v, (_, t) in zip(variables, fields, strict=True):
+    for v, (_, t) in zip(args, fields, strict=True):
         if t in _TEXTS:
             flush()
             parts.append(f"_text8({v})" if t == QmfType.SSTR else f"_text16({v})")
         else:
             run.append((v, t))
     flush()
+    return " + ".join(parts)
+
+
+def _type_checks(fields: list[tuple[str, QmfType]], args: list[str]) -> list[str]:
+    """The tests that every one of ``args`` (variables) has exactly its fast-path type
+    (texts are checked by their packers)."""
+    checks = []
+    for kind in ("_int", "_bool", "_float"):
+        of_kind = [v for v, (_, t) in zip(args, fields, strict=True) if _PACKED.get(t) == kind]
+        if of_kind:
+            checks.append(f"{kind} is " + " is ".join(f"type({v})" for v in of_kind))
+    return checks
+
+
+def _packer_env(fields: list[tuple[str, QmfType]]) -> dict[str, Any]:
+    return {"_names": tuple(f[0] for f in fields), "_map": map, "_list": list, "_int": int,
+            "_bool": bool, "_float": float, "_errors": _NOT_PACKED, "_text8": _text8,
+            "_text16": _text16, "_defaults": tuple(v2_default(t) for _, t in fields)}
+
+
+def _packable(fields: list[tuple[str, QmfType]]) -> bool:
+    return bool(fields) and all(t in _PACKED or t in _TEXTS for _, t in fields)
+
+
+def _compile_stats_packer(fields: list[tuple[str, QmfType]], what: str) -> _Packer | None:
+    """The statistics of a map straight to the bytes of their section: the values in
+    schema order in one C call, the absent or null ones given their type's zero (and
+    named in ``absent``), then, when every value has exactly its fast-path type
+    (``int`` for the integers, ``bool``, ``float``, UTF-8 text), one ``struct`` call
+    per run of fixed-size fields: the bytes the field-by-field conversion and the
+    class codec's encoder give.  None for anything else (the caller goes the
+    field-by-field way), and no packer for a class with other types among its
+    statistics."""
+    if not _packable(fields):
+        return None
+    env = _packer_env(fields)
+    variables = [f"v{i}" for i in range(len(fields))]
+    checks = _type_checks(fields, variables)
     lines = ["def pack_stats(values, absent):",
              "    out = _list(_map(values.get, _names))",
              "    if None in out:",
@@ -322,7 +359,8 @@ def _compile_stats_packer(fields: list[tuple[str, QmfType]], what: str) -> _Pack
              "            except ValueError:",
              "                break",
              f"    {', '.join(variables)}, = out"]
-    body = ["try:", f"    return {' + '.join(parts)}", "except _errors:", "    return None"]
+    body = ["try:", f"    return {_pack_expression(fields, variables, env)}",
+            "except _errors:", "    return None"]
     if checks:
         lines.append(f"    if {' and '.join(checks)}:")
         lines += ["        " + b for b in body]
@@ -333,12 +371,64 @@ def _compile_stats_packer(fields: list[tuple[str, QmfType]], what: str) -> _Pack
     return packer
 
 
+def _compile_learned_packer(fields: list[tuple[str, QmfType]], missing: frozenset[str],
+                            other: _Packer, what: str) -> _Packer | None:
+    """A packer for the maps that lack exactly the fields named ``missing`` (or hold
+    them null) and hold every other one, exactly typed: what an agent sends every
+    time (qpidd leaves out the same statistics in every update).  The present values
+    taken in one C call (``operator.itemgetter``), no scan for nulls, the missing ones
+    packed as their type's zero (constants) and named in ``absent``, in schema order.
+    Any map that departs from that (a key more or less, a null, another type, a
+    value out of range, text that is not UTF-8) goes to ``other`` (the general
+    packer), whose result it returns: the same bytes and names either way.  None
+    when no field would be taken (nothing to gain)."""
+    present = [(n, t) for n, t in fields if n not in missing]
+    if not present or not _packable(fields):
+        return None
+    env = _packer_env(fields)
+    env.update({"_other": other, "_get": operator.itemgetter(*(n for n, _ in present)),
+                "_missing": tuple(n for n, _ in fields if n in missing)})
+    variables = [f"v{i}" for i in range(len(present))]
+    args: list[str] = []
+    at = 0
+    for i, (name, _) in enumerate(fields):
+        if name in missing:
+            args.append(f"_defaults[{i}]")
+        else:
+            args.append(variables[at])
+            at += 1
+    unpack = f"{', '.join(variables)}, = _get(values)" if len(present) > 1 \
+        else "v0 = _get(values)"
+    checks = [f"g({n!r}) is None" for n in env["_missing"]]
+    checks += _type_checks(present, variables)
+    lines = ["def pack_learned(values, absent):",
+             "    try:",
+             f"        {unpack}",
+             "    except KeyError:",
+             "        return _other(values, absent)"]
+    if env["_missing"]:
+        lines.insert(1, "    g = values.get")
+    body = ["try:", f"    packed = {_pack_expression(fields, args, env)}",
+            "except _errors:", "    return _other(values, absent)"]
+    if env["_missing"]:
+        body.append("absent += _missing")
+    body.append("return packed")
+    if checks:
+        lines.append(f"    if {' and '.join(checks)}:")
+        lines += ["        " + b for b in body]
+        lines.append("    return _other(values, absent)")
+    else:
+        lines += ["    " + b for b in body]
+    packer: _Packer = _compile_source("pack_learned", lines, env, f"v2 {what}")
+    return packer
+
+
 class V2RecordConverter:
     """Turns v2 objects of one class into v1 records of ``schema`` (encoded by
     ``codec``, the registry's codec of that schema); ``ref_id`` makes the v1 ids."""
 
-    __slots__ = ("_absent", "_pack_stats", "codec", "has_stats", "key", "pnames", "props",
-                 "ref_id", "snames", "stats")
+    __slots__ = ("_absent", "_learns", "_misses", "_pack_stats", "_packer", "_sfields", "codec",
+                 "has_stats", "key", "pnames", "props", "ref_id", "snames", "stats")
 
     def __init__(self, schema: SchemaClass, codec: ClassCodec, ref_id: RefId, *,
                  fast: bool = True) -> None:
@@ -356,6 +446,12 @@ class V2RecordConverter:
         #: the statistics packed straight from a map that has them all, exactly typed
         self._pack_stats = _compile_stats_packer(
             sfields, f"{schema.class_key} statistics") if fast else None
+        #: what packs the statistics: the general packer, or one learned from what the
+        #: agent sends (see _learn)
+        self._packer: _Packer | None = self._pack_stats
+        self._sfields = sfields
+        self._learns = 0
+        self._misses = 0
         self.pnames = frozenset(p.name for p in schema.properties)
         self.snames = frozenset(st.name for st in schema.statistics)
         self.has_stats = bool(schema.statistics)
@@ -387,11 +483,14 @@ class V2RecordConverter:
         try:
             props = self.props(values, banks, absent) if opcode != "i" else None
             if opcode != "c":
-                if self._pack_stats is not None:
+                packer = self._packer
+                if packer is not None:
                     n = len(absent)
-                    packed = self._pack_stats(values, absent)
+                    packed = packer(values, absent)
                     if packed is None:  # the field-by-field way names them again
                         del absent[n:]
+                    elif self._packer is self._pack_stats and self._learns < _MAX_LEARNS:
+                        self._learn(frozenset(absent[n:]))
                 if packed is None:
                     stats = self.stats(values, banks, absent)
         except DecodeError:
@@ -400,18 +499,24 @@ class V2RecordConverter:
             raise self._misfit(v2_oid, exc) from exc
         oid = self.ref_id(banks, v2_oid)
         codec = self.codec
-        out = bytearray(RecordLayout.header(data.update_ts or 0, data.create_ts or 0,
-                                            data.delete_ts or 0, oid))
-        try:
-            if props is not None:
-                codec.properties[1](out, props)
-            sofs = len(out)
-            if packed is not None:
-                out += packed
-            elif stats is not None:
-                codec.statistics[1](out, stats)
-        except _MISFITS as exc:
-            raise self._misfit(v2_oid, exc) from exc
+        head = RecordLayout.header(data.update_ts or 0, data.create_ts or 0,
+                                   data.delete_ts or 0, oid)
+        if packed is not None and props is None:  # statistics alone, packed: no buffer
+            raw = head + packed
+            sofs = len(head)
+        else:
+            out = bytearray(head)
+            try:
+                if props is not None:
+                    codec.properties[1](out, props)
+                sofs = len(out)
+                if packed is not None:
+                    out += packed
+                elif stats is not None:
+                    codec.statistics[1](out, stats)
+            except _MISFITS as exc:
+                raise self._misfit(v2_oid, exc) from exc
+            raw = bytes(out)
         if absent:  # an agent leaves out the same fields every time: one set each
             names = self._absent.get(tuple(absent))
             if names is None:
@@ -420,7 +525,28 @@ class V2RecordConverter:
                 names = self._absent[tuple(absent)] = frozenset(absent)
         else:
             names = _NO_NAMES
-        return RawObjectRecord(opcode, 0, codec, bytes(out), sofs, names)
+        return RawObjectRecord(opcode, 0, codec, raw, sofs, names)
+
+    def _learn(self, missing: frozenset[str]) -> None:
+        """Pack the statistics of the maps that lack the same fields as this one (or
+        hold them null) by a packer made for them (``_compile_learned_packer``); the
+        general packer again after :data:`_MAX_MISSES` maps that did not fit it, and
+        at most :data:`_MAX_LEARNS` packers made per class."""
+        assert self._pack_stats is not None
+        self._learns += 1
+        self._misses = 0
+        learned = _compile_learned_packer(self._sfields, missing, self._miss,
+                                          f"{self.key} statistics")
+        if learned is not None:
+            self._packer = learned
+
+    def _miss(self, values: Mapping[str, Any], absent: list[str]) -> bytes | None:
+        """A map the learned packer does not fit: the general packer's answer."""
+        assert self._pack_stats is not None
+        self._misses += 1
+        if self._misses >= _MAX_MISSES:
+            self._packer = self._pack_stats
+        return self._pack_stats(values, absent)
 
     def _misfit(self, oid: V2ObjectId, exc: BaseException) -> DecodeError:
         return DecodeError(f"QMF v2 object {oid.object_name!r} does not fit its schema "

@@ -8,6 +8,7 @@ import re
 import attrs
 
 from ..errors import UsageError
+from ..frozen import frozen
 
 __all__ = ["QmfType", "Access", "ClassKind", "ClassKey", "ObjectId", "SEVERITY_NAMES",
            "to_qmf_type",
@@ -115,7 +116,7 @@ def _check_hash(instance: object, attribute: attrs.Attribute[bytes], value: byte
         raise UsageError("class hash must be 16 bytes")
 
 
-@attrs.frozen(slots=True, cache_hash=True)
+@frozen(slots=True, cache_hash=True)
 class ClassKey:
     """Identity of a schema class: package, class name and 16-byte schema hash.
 
@@ -166,7 +167,7 @@ def _check_oid(instance: object, attribute: attrs.Attribute[bytes], value: bytes
         raise UsageError("an object id is 16 bytes")
 
 
-@attrs.frozen(slots=True, repr=False)
+@frozen(slots=True, repr=False)
 class ObjectId:
     """A QMF v1 128-bit object id, held as its 16-byte wire form ``raw``.
 

@@ -9,14 +9,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import datetime
 import json
 import logging
 import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from qmf_async import (
@@ -30,6 +28,7 @@ from qmf_async import (
     Session,
     UnknownClassError,
 )
+from qmf_async.frozen import frozen
 
 from ._common import (
     EXIT_NO_AGENT,
@@ -227,6 +226,8 @@ def fmt_time(ns: Any, *, now: float | None = None) -> str:
     ``2024-05-01 14:02``; ``-`` for 0."""
     if not ns:
         return "-"
+    import datetime  # here: most views show no timestamp
+
     when = datetime.datetime.fromtimestamp(ns / 1e9)
     today = datetime.datetime.fromtimestamp(time.time() if now is None else now).date()
     if when.date() == today:
@@ -288,7 +289,7 @@ def fmt_value(value: Any, qmf_type: QmfType | None = None, unit: str | None = No
 # --------------------------------------------------------------------------- tables
 
 
-@dataclass(frozen=True)
+@frozen(slots=True)
 class Column:
     """One column of a table: the row key, its header, how to show a value."""
 

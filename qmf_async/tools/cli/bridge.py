@@ -13,6 +13,7 @@ import argparse
 import importlib.util
 from typing import Any
 
+from ._help import RAW_DESCRIPTION
 from ._render import help_text
 
 __all__ = ["add_parser", "run"]
@@ -29,12 +30,12 @@ def add_parser(subparsers: Any) -> None:
         raise ModuleNotFoundError("No module named 'aiohttp'", name="aiohttp")
     parser = subparsers.add_parser(
         "bridge", help="serve another broker's own objects over QMF (rabbitmq)",
-        description=help_text(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
+        description=help_text(__doc__), formatter_class=RAW_DESCRIPTION)
     kinds = parser.add_subparsers(dest="bridge", metavar="KIND")
     kinds.required = True
     rabbit = kinds.add_parser("rabbitmq", help="RabbitMQ, through its management HTTP API",
                               description=help_text(__doc__),
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+                              formatter_class=RAW_DESCRIPTION)
     from qmf_async.bridge.rabbitmq import add_arguments
 
     add_arguments(rabbit)

@@ -36,6 +36,7 @@ from ._common import (
     print_json,
     resolve_urls,
 )
+from ._help import RAW_DESCRIPTION
 from ._render import setup_logging
 
 __all__ = ["add_parser", "run"]
@@ -57,7 +58,7 @@ def _positive_int(text: str) -> int:
 def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "collect", help="write samples and events to a Parquet dataset (for qmf pipeline)",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+        description=__doc__, formatter_class=RAW_DESCRIPTION)
     parser.add_argument("urls", nargs="*", metavar="URL",
                         help="broker URLs or addresses (default: $QMF_URL or "
                              "amqp://guest:guest@localhost:5672/)")

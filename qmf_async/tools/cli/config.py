@@ -54,6 +54,7 @@ from ._common import (
     add_broker_option,
     print_json,
 )
+from ._help import RAW_DESCRIPTION
 from ._render import (
     Column,
     Target,
@@ -133,7 +134,7 @@ def add_parser(subparsers: Any) -> None:
         "config", help="list and change queues, exchanges, bindings (like qpid-config)",
         description=help_text(__doc__.split("\n\n")[0]),
         epilog=help_text(__doc__.split("\n\n", 1)[1]),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=RAW_DESCRIPTION,
         usage="qmf config [-b ADDRESS] [COMMAND ...] [options]")
     parser.add_argument("words", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     _add_options(parser)

@@ -30,6 +30,7 @@ from ._common import (
     note,
     resolve_urls,
 )
+from ._help import RAW_DESCRIPTION
 from ._render import (
     close_quietly,
     fmt_time,
@@ -53,7 +54,7 @@ SEVERITY_ALIASES.update({"err": 3, "warning": 4, "inform": 6, "critical": 2,
 def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "events", help="print events from one or more brokers (like qpid-printevents)",
-        description=help_text(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
+        description=help_text(__doc__), formatter_class=RAW_DESCRIPTION)
     parser.add_argument("urls", nargs="*", metavar="URL",
                         help="broker URLs or addresses (default: $QMF_URL or "
                              "amqp://guest:guest@localhost:5672/)")

@@ -32,6 +32,7 @@ from ._common import (
     positive_float,
     resolve_urls,
 )
+from ._help import RAW_DESCRIPTION
 from ._render import help_text, setup_logging
 
 __all__ = ["add_parser", "run"]
@@ -53,7 +54,7 @@ def _listen(text: str) -> tuple[str, int]:
 def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "exporter", help="serve Prometheus metrics of the brokers and their agents",
-        description=help_text(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
+        description=help_text(__doc__), formatter_class=RAW_DESCRIPTION)
     parser.add_argument("urls", nargs="*", metavar="URL",
                         help="broker URLs or addresses (default: $QMF_URL or "
                              "amqp://guest:guest@localhost:5672/)")

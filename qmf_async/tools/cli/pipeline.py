@@ -27,6 +27,7 @@ from qmf_async.tools.pipeline import (
 )
 
 from ._common import EXIT_USAGE, ToolError, print_json
+from ._help import RAW_DESCRIPTION
 
 __all__ = ["add_parser", "run"]
 
@@ -34,7 +35,7 @@ __all__ = ["add_parser", "run"]
 def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "pipeline", help="Spark jobs and an HTML report over a collected dataset",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+        description=__doc__, formatter_class=RAW_DESCRIPTION)
     parser.add_argument("--dataset", required=True, metavar="DIR",
                         help="dataset folder written by `qmf collect`")
     parser.add_argument("--out", required=True, metavar="DIR",

@@ -24,6 +24,7 @@ from qmf_async import QmfObject
 from qmf_async.names import is_console_queue
 
 from ._common import EXIT_USAGE, ToolError
+from ._help import RAW_DESCRIPTION
 from ._render import (
     Column,
     Target,
@@ -64,7 +65,7 @@ class Sample:
 def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "queue-stats", help="enqueue/dequeue rates per queue (like qpid-queue-stats)",
-        description=help_text(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
+        description=help_text(__doc__), formatter_class=RAW_DESCRIPTION)
     add_query_options(parser, json_help="one JSON document per report")
     parser.add_argument("-a", "--broker-address", dest="broker", metavar="ADDRESS",
                         help="the broker, as qpid-queue-stats takes it (same as -b)")

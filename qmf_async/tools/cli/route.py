@@ -60,6 +60,7 @@ from ._common import (
     print_json,
     resolve_url,
 )
+from ._help import RAW_DESCRIPTION
 from ._render import (
     Column,
     Target,
@@ -94,7 +95,7 @@ def add_parser(subparsers: Any) -> None:
         "route", help="federation links and routes between qpidd brokers (like qpid-route)",
         description=help_text(__doc__.split("\n\n")[0]),
         epilog=help_text(__doc__.split("\n\n", 1)[1]),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=RAW_DESCRIPTION,
         usage="qmf route [OPTIONS] GROUP COMMAND [BROKERS ...] [ARGS ...]")
     parser.add_argument("words", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     _add_options(parser)

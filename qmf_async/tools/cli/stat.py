@@ -21,6 +21,7 @@ from qmf_async import QmfObject
 from qmf_async.names import is_console_queue
 
 from ._common import EXIT_NOT_FOUND, ToolError, maybe_terminal, print_json
+from ._help import RAW_DESCRIPTION
 from ._render import (
     DETAIL_COLUMNS,
     Column,
@@ -161,7 +162,7 @@ AGGREGATE_COLUMNS = (
 def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "stat", help="broker statistics (like qpid-stat)", description=help_text(__doc__),
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        formatter_class=RAW_DESCRIPTION)
     add_query_options(parser)
     views = parser.add_mutually_exclusive_group()
     views.add_argument("-g", "--general", dest="view", action="store_const", const="general",
