@@ -812,3 +812,57 @@ def test_the_broker_level_never_calls_up_into_the_session() -> None:
                   if isinstance(f, ast.AsyncFunctionDef | ast.FunctionDef)
                   and f.name in requests]
     assert found == [], "calls up into the session from below it:\n" + "\n".join(found)
+
+
+#: what a broker received and hands its session as values (console/_sessionevents.py,
+#: returned by ``Broker.dispatch``), no longer through a ``SessionHost`` handler each
+_HANDED_UP_AS_VALUES = {"package_seen", "class_seen", "schema_seen", "agent_arrived",
+                        "agent_left", "object_update", "event"}
+#: what the broker level may still call on its owner: the connection's own happenings
+#: (callbacks by name, its state, its loss), the bindings asked for, and whether anybody
+#: takes objects or events (reads)
+#: what a v2 link told its broker by calls up (``V2Host``) before it was given the agent
+#: list and the version choice as collaborators
+_V2_LINK_CALLS_UP = {"v2_agent_arrived", "v2_agent_left", "v2_beat"}
+_OWNER_CALLS_LEFT = {"notify", "state_changed", "connection_lost", "v2_bindings_for",
+                     "binding_keys", "follows_objects", "follows_events"}
+
+
+def test_a_broker_hands_what_it_received_up_as_values() -> None:
+    """Issue 37, data up: a broker's dispatch returns what a delivery brings its session
+    (h11's ``next_event``): ``Broker.dispatch`` returns session-level values, the
+    ``SessionHost`` (what a broker may call on its session) has one ``act`` for them
+    and no handler per happening, and no broker-level module calls a handler of its
+    owner but the connection-level ones (``_OWNER_CALLS_LEFT``); a v2 link's agents go
+    to the agent list it is given, not up through its ``V2Host``.  On 14c7ffc the
+    ``SessionHost`` listed ``object_update``, ``event``, ``agent_arrived`` ... and the
+    v1 and v2 handlers called them."""
+    console = PACKAGE / "console"
+    hosts = []
+    for path in sorted(console.glob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        hosts += [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "SessionHost"]
+    [host] = hosts
+    fields = {s.target.id for s in host.body
+              if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)}
+    assert "act" in fields and "session" in fields
+    assert fields & _HANDED_UP_AS_VALUES == set(), "SessionHost still hands these up by calls"
+    broker = ast.parse((console / "_broker.py").read_text())
+    [cls] = [n for n in broker.body if isinstance(n, ast.ClassDef) and n.name == "Broker"]
+    [dispatch] = [f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "dispatch"]
+    assert dispatch.returns is not None and "SessionEvent" in ast.unparse(dispatch.returns)
+    found = []
+    for name in (*BROKER_LEVEL_MODULES, "_versions.py"):
+        tree = ast.parse((console / name).read_text(), name)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                owner = node.func.value
+                if isinstance(owner, ast.Attribute) and owner.attr == "owner" \
+                        and node.func.attr not in _OWNER_CALLS_LEFT:
+                    found.append(f"{name}:{node.lineno} {ast.unparse(node.func)}")
+            # the owner's protocols declare no handler of what is handed up as values
+            if isinstance(node, ast.ClassDef) and node.name.endswith(("Owner", "Host")):
+                found += [f"{name}:{f.lineno} {node.name}.{f.name}" for f in node.body
+                          if isinstance(f, ast.FunctionDef)
+                          and f.name in _HANDED_UP_AS_VALUES | _V2_LINK_CALLS_UP | {"notify"}]
+    assert found == [], "calls up into the session instead of values:\n" + "\n".join(found)

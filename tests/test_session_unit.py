@@ -431,8 +431,60 @@ async def test_a_removed_broker_hands_its_agents_departures_up(make_session: Any
     gone = broker.forget_agents()
     assert [(c.agent.agent_bank, c.added) for c in gone] == [(5, False)]
     assert broker.agents() == [] and rec.n("del_agent") == 0
-    session._agents_changed(gone)  # what del_broker does with them
+    session._act(broker, gone)  # what del_broker does with them
     await wait_until(lambda: rec.n("del_agent") == 1)
+
+
+async def test_a_broker_dispatch_returns_what_goes_up_to_the_session(
+        make_session: Any) -> None:
+    """Issue 37 (data up): ``Broker.dispatch`` returns what one delivery brings the
+    session (an agent's arrival, its heartbeat, a schema, object updates, an event),
+    as frozen values in order, and calls nothing of the session meanwhile; the
+    session acts on them in one place (``Session._act``).  On 14c7ffc a broker had no
+    ``dispatch``: its handlers called the session's callbacks themselves."""
+    from qmf_async.console._sessionevents import (
+        AgentChange,
+        EventRaised,
+        HeartbeatSeen,
+        ObjectsReceived,
+        SchemaArrived,
+    )
+
+    bus = FakeBus()
+    agent = queue_agent(bus, 5, count=1)
+    rec = Recorder()
+    session, broker = await connect(make_session, bus, console=rec)
+    updates = session.object_updates(_class="queue")
+    told = {name: rec.n(name) for name in ("new_agent", "heartbeat", "object_props", "event")}
+    returned: list[list[Any]] = []
+    transport = bus.transport
+    transport._dispatch = lambda delivery: returned.append(broker.dispatch(delivery))
+    agent.heartbeat()
+    obj = agent.objects[0]
+    k, d = QUEUE.class_key, DECLARE.class_key
+    bus.publish_topic([wire.SchemaResponse(0, QUEUE), obj.record("c")],
+                      f"console.obj.1.5.{k.package}.{k.name}")
+    bus.publish_topic([wire.SchemaResponse(0, DECLARE),
+                       wire.EventIndication(0, DECLARE, now_ns(), 2,
+                                           {"qName": "q", "durable": True})],
+                      f"console.event.1.5.{d.package}.{d.name}")
+    assert [[type(ev) for ev in evs] for evs in returned] == [
+        [AgentChange, HeartbeatSeen], [SchemaArrived, ObjectsReceived],
+        [SchemaArrived, EventRaised]]
+    arrived, beat = returned[0]
+    assert arrived.added and arrived.agent.agent_bank == 5 and beat.agent is arrived.agent
+    (record,) = returned[1][1].records
+    assert returned[1][1].broker is broker and record.object_id == obj.oid
+    assert returned[2][1].event.class_key == d
+    await asyncio.sleep(0.05)  # nothing of them reached the session meanwhile
+    assert {name: rec.n(name) for name in told} == told and len(updates) == 0
+    for evs in returned:
+        session._act(broker, evs)
+    await wait_until(lambda: rec.n("event") == told["event"] + 1)
+    assert rec.n("new_agent") == told["new_agent"] + 1
+    assert rec.n("heartbeat") == told["heartbeat"] + 1
+    got = await updates.get(2.0)
+    assert got.get_object_id() == obj.oid
 
 
 # ----------------------------------------------------------------------------- get_objects
@@ -1502,7 +1554,7 @@ async def test_early_v1_event_bindings_stay_after_the_first_v2_heartbeat(
 
     mgmt.event(DELETE, {"qName": "held"})
     await wait_until(lambda: len(broker._choice.held) == 1, message="the v1 event held")
-    broker.v2_beat((1, 0))
+    broker._choice.v2_beat_of((1, 0))  # what the v2 link tells of qpidd's first v2 heartbeat
     assert not broker._choice.held and not broker._choice.early_keys
     await asyncio.gather(*broker._tasks)  # whatever the heartbeat started has run
     assert unbound == []

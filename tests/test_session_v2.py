@@ -175,6 +175,18 @@ class _Host:
         await asyncio.Event().wait()  # never answered
 
 
+def _link(host: _Host) -> V2Link:
+    """A link on ``host`` whose agent list and version choice are stand-ins."""
+    from qmf_async.protocol import VersionChoice
+
+    class Agents:
+        def v2_arrived(self, agent: Any) -> None: ...
+
+        def v2_left(self, banks: tuple[int, int]) -> None: ...
+
+    return V2Link(host, agents=Agents(), beats=VersionChoice())  # type: ignore[arg-type]
+
+
 async def test_closing_a_streamed_v2_query_stops_its_answer() -> None:
     """Closing the wait of a streamed v2 query (timed out, cancelled, done) forgets
     it in the core and stops its answer: the parts held for a schema being fetched
@@ -184,7 +196,7 @@ async def test_closing_a_streamed_v2_query_stops_its_answer() -> None:
     from qmf_async.protocol import QueryPart
 
     host = _Host()
-    link = V2Link(host)  # type: ignore[arg-type]
+    link = _link(host)
     agent = RemoteAgent(host, 1, 5, "acme.com:app:one", "test",  # type: ignore[arg-type]
                         name="acme.com:app:one")
     got: list[Any] = []
@@ -211,7 +223,7 @@ def _data(values: dict[str, Any], **kw: Any) -> V2Data:
 
 
 def test_a_v2_object_becomes_a_record_of_its_v1_schema() -> None:
-    link = V2Link(_Host())  # type: ignore[arg-type]
+    link = _link(_Host())
     owner = {"_object_name": "com.acme:owner:o1"}
     rec = link.record(_data({"name": b"w1", "owner": owner, "size": 7, "tags": {"k": 1},
                              "hits": 12, "ratio": 0.5},
@@ -234,7 +246,7 @@ def test_a_v2_object_becomes_a_record_of_its_v1_schema() -> None:
 
 
 def test_statistics_alone_make_an_i_record_and_properties_alone_a_c() -> None:
-    link = V2Link(_Host())  # type: ignore[arg-type]
+    link = _link(_Host())
     stats = link.record(_data({"hits": 5}), (0, 1))
     assert stats is not None and stats.opcode == "i"
     assert stats.get("hits") == 5 and not stats.has_properties
@@ -245,7 +257,7 @@ def test_statistics_alone_make_an_i_record_and_properties_alone_a_c() -> None:
 
 
 def test_values_that_do_not_fit_the_schema_raise_a_decode_error() -> None:
-    link = V2Link(_Host())  # type: ignore[arg-type]
+    link = _link(_Host())
     with pytest.raises(DecodeError, match="does not fit"):
         link.record(_data({"name": "w1", "size": "seven"}), (0, 1))
     with pytest.raises(DecodeError, match="reference"):
@@ -255,7 +267,7 @@ def test_values_that_do_not_fit_the_schema_raise_a_decode_error() -> None:
 
 
 def test_an_unknown_schema_gives_no_record() -> None:
-    link = V2Link(_Host())  # type: ignore[arg-type]
+    link = _link(_Host())
     other = V2Data({"x": 1}, V2ObjectId("a:b:c"), V2SchemaId("a", "b", "_data", bytes(16)))
     assert link.record(other, (0, 1)) is None
 

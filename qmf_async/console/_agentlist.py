@@ -6,15 +6,13 @@ their aging (heartbeats missed, as of when the input was drained: the drain prob
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Coroutine, Iterator
+from collections.abc import Awaitable, Coroutine
 from typing import Any, Protocol
 
 from .. import names
 from ..errors import QmfError
-from ..frozen import frozen
 from ..protocol import (
     AgentArrived,
     AgentLeft,
@@ -28,6 +26,7 @@ from ..transport import TransportProtocol
 from ._dispatch import v1_banks
 from ._links import BrokerLink, SessionSettings
 from ._objects import RemoteAgent
+from ._sessionevents import AgentChange, SessionEvent
 
 __all__ = ["AgentChange", "AgentList", "AgentListHost"]
 
@@ -37,32 +36,11 @@ log = logging.getLogger("qmf_async.session")
 MANAGEMENT = names.MANAGEMENT_EXCHANGE
 
 
-@frozen(slots=True)
-class AgentChange:
-    """A session-level event: ``agent`` joined the broker's agent list (``added``) or
-    left it."""
-
-    agent: RemoteAgent
-    added: bool
-
-
-class AgentsOwner(Protocol):
-    """What an :class:`AgentList` tells the session (a part of the broker's
-    ``SessionHost``)."""
-
-    def agent_arrived(self, agent: RemoteAgent) -> None: ...
-
-    def agent_left(self, agent: RemoteAgent) -> None: ...
-
-
 class AgentListHost(BrokerLink, Protocol):
     """What an :class:`AgentList` needs of its broker (a ``Broker`` is one)."""
 
     @property
     def session(self) -> SessionSettings: ...
-
-    @property
-    def owner(self) -> AgentsOwner: ...
 
     @property
     def v2(self) -> object: ...
@@ -77,12 +55,15 @@ class AgentListHost(BrokerLink, Protocol):
 
     def publish(self, out: Outgoing, *, content_type: str | None = ...) -> Awaitable[None]: ...
 
+    def emit(self, event: SessionEvent) -> None: ...
+
 
 class AgentList:
     """The agent list of the broker ``host`` (``agents``, by banks, in the order the
     core's directory has them), kept from the events of its v1 core (``core``) and its
-    v2 link; the session hears of every arrival and departure.  None of its methods
-    raises."""
+    v2 link; every arrival and departure goes up as an :class:`AgentChange` through
+    the broker's ``emit`` (returned by the broker's dispatch, aging or removal).  None
+    of its methods raises."""
 
     def __init__(self, host: AgentListHost, core: ConsoleProtocol, drain: DrainClock) -> None:
         self.host = host
@@ -92,28 +73,9 @@ class AgentList:
         self.agents: dict[tuple[int, int], RemoteAgent] = {}
         #: over v2: the v1 agents that are also known over v2 (hidden)
         self.twins = Twins()
-        #: while :meth:`collecting`: the arrivals and departures, returned to the
-        #: caller instead of told to the session
-        self._changes: list[AgentChange] | None = None
-
-    @contextlib.contextmanager
-    def collecting(self) -> Iterator[list[AgentChange]]:
-        """Within the block, the arrivals and departures go to the list it yields (in
-        order) for the caller to hand up, instead of to the session."""
-        outer, self._changes = self._changes, []
-        try:
-            yield self._changes
-        finally:
-            self._changes = outer
 
     def _tell(self, agent: RemoteAgent, added: bool) -> None:
-        changes = self._changes
-        if changes is not None:
-            changes.append(AgentChange(agent, added))
-        elif added:
-            self.host.owner.agent_arrived(agent)
-        else:
-            self.host.owner.agent_left(agent)
+        self.host.emit(AgentChange(agent, added))
 
     def v2_owns(self, banks: tuple[int, int] | None) -> bool:
         """Over v2, what v1 says of the broker's own agent (1.0), and of agents also

@@ -26,7 +26,6 @@ from ..errors import (
     QmfError,
     QmfTimeout,
 )
-from ..frozen import frozen
 from ..protocol import (
     BROKER_AGENT_CLASS,
     ConsoleProtocol,
@@ -39,7 +38,6 @@ from ..transport import (
     QMF_CONTENT_TYPE,
     Delivery,
     TlsOptions,
-    TransportFactory,
     TransportProtocol,
     parse_url,
 )
@@ -52,12 +50,13 @@ from ..wire import (
     SchemaClass,
     SchemaMethod,
 )
-from ._agentlist import AgentChange, AgentList
+from ._agentlist import AgentList
 from ._calls import MethodCalls
 from ._dispatch import handle
 from ._links import SessionSettings
-from ._objects import Event, QmfObject, RemoteAgent
+from ._objects import QmfObject, RemoteAgent
 from ._schemas import SchemaFetches
+from ._sessionevents import AgentChange, SchemaArrived, SessionEvent, SessionHost
 from ._state import BrokerState, BrokerStateChange
 from ._v1events import V1Events
 from ._v1route import V1Route
@@ -81,36 +80,6 @@ DIRECT = names.REPLY_EXCHANGE
 _MAX_DEPARTED = 4096
 #: seconds after which a probe that did not come back is sent again
 _PROBE_RETRY = 5.0
-
-
-@frozen(slots=True)
-class SessionHost:
-    """What a :class:`Broker` may call on its session, declared once: the session (its
-    public settings, read live), its transport factory, and its handlers of what the
-    broker received, bound (the session's private methods; none of them raises).
-    The session builds one per broker (``Session._broker_host``)."""
-
-    session: SessionSettings
-    transport_factory: TransportFactory
-    #: ``notify(name, *args)``: call the console callback ``name`` (if any)
-    notify: Callable[..., None]
-    package_seen: Callable[[str], None]
-    class_seen: Callable[[int, ClassKey], None]
-    schema_seen: Callable[[SchemaClass], None]
-    #: the v1 topic binding keys the session's settings ask for
-    binding_keys: Callable[[], list[str]]
-    v2_bindings_for: Callable[[Broker], list[tuple[str, str | None]]]
-    agent_arrived: Callable[[RemoteAgent], None]
-    agent_left: Callable[[RemoteAgent], None]
-    object_update: Callable[[Broker, RemoteAgent | None, RawObjectRecord], None]
-    event: Callable[[Broker, Event], None]
-    #: the broker's connection was lost and will not be made again (the session does
-    #: not manage connections)
-    connection_lost: Callable[[Broker, ConnectionLostError], None]
-    #: whether a console or a subscription takes object updates, events
-    follows_objects: Callable[[], bool]
-    follows_events: Callable[[], bool]
-    state_changed: Callable[[BrokerStateChange], None]
 
 
 def lost_error(where: str, cause: BaseException | None) -> ConnectionLostError:
@@ -152,6 +121,10 @@ class Broker:
         #: the session this broker belongs to, and the calls that reach it
         self.session: SessionSettings = host.session
         self.owner: SessionHost = host
+        #: while a delivery is dispatched (or agents aged): what goes up to the session,
+        #: returned instead of handed at once (see emit)
+        self._collected: list[SessionEvent] | None = None
+        self._act = host.act
         session = self.session
         settings = session.options
         self.url = url
@@ -170,7 +143,7 @@ class Broker:
         self.reconnects = 0
         self.error: BaseException | None = None
         self._runtime = PeerRuntime(
-            url, dispatch=self._dispatch, setup=self._setup,
+            url, dispatch=self._received, setup=self._setup,
             transport_factory=host.transport_factory, tls=tls,
             sasl_mechanisms=sasl_mechanisms, name="qmf-async console",
             prefetch=settings.prefetch, connect_timeout=timeout,
@@ -220,7 +193,7 @@ class Broker:
         self._schemas = SchemaFetches(
             session=session, core=self._core, agents=self._agents, tasks=self._tasks,
             request=self.request, management_known=self.management_known,
-            handle=self._handle, schema_seen=host.schema_seen)
+            handle=self._handle, schema_seen=lambda schema: self.emit(SchemaArrived(schema)))
         self._calls = MethodCalls(session=session, core=self._core, waits=self._waits,
                                   check=self.check, where=lambda: self.where)
         #: what each event of the core does
@@ -230,7 +203,8 @@ class Broker:
         #: the QMF version spoken to qpidd as it goes, and the v1 keys bound
         self._turn = VersionTurn(self, choice=self._choice, agents=self._agent_list,
                                  core=self._core, events=self._events,
-                                 binding_keys=host.binding_keys, agent_left=host.agent_left)
+                                 binding_keys=host.binding_keys,
+                                 agent_left=lambda agent: self.emit(AgentChange(agent, False)))
 
     @property
     def has_management(self) -> bool:
@@ -347,7 +321,8 @@ class Broker:
             if caps.v2_map_bytes:
                 self._v2_bodies = V2_BODY_CONTENT_TYPES
         try:
-            self._v2 = V2Link(self, self._v2) if version == 2 else None
+            self._v2 = (V2Link(self, self._v2, agents=self._agent_list, beats=self._choice)
+                        if version == 2 else None)
             self._route = V1Route(self) if version == 2 else None
             self._calls.use(self._v2, self._route)
             self._v2_retired = None
@@ -410,19 +385,6 @@ class Broker:
             self.spawn(self._turn.expect_v1_beats())
         self.owner.notify("broker_info", self)
         await self._load_broker_agents()
-
-    def v2_beat(self, banks: tuple[int, int]) -> None:
-        """Over v2: a v2 heartbeat of the agent of ``banks`` arrived.  The first one of
-        qpidd's agent shows that it publishes v2: the v1 events held meanwhile are
-        dropped (v2 delivered them) and no more are held.
-
-        The early v1 event bindings stay until the connection ends: over AMQP 1.0
-        each binding is a link of its own, and detaching one makes qpidd raise
-        ``unsubscribe`` (and ``unbind``, ``queueDelete``) events of this console at
-        the moment of the heartbeat, which every console, this session's own
-        ``events()`` included, would receive amid the events it follows.  qpidd's v1
-        events arriving on them are dropped unread (:meth:`_dispatch`)."""
-        self._choice.v2_beat_of(banks)
 
     async def bind_early(self, keys: Sequence[str]) -> None:
         """Over v2 while qpidd is not known to publish v2: also bind the v1 event keys
@@ -711,29 +673,35 @@ class Broker:
         self._handle(self._core.see_agent(bb, ab, time.monotonic(), label=label))
         return self._agents[(bb, ab)]
 
-    def age_agents(self, now: float) -> list[AgentChange]:
+    def age_agents(self, now: float) -> list[SessionEvent]:
         """Age the agents out whose heartbeats stopped, as of the last moment this
         console is known to have handled everything it had received (see
         :meth:`AgentList.age`); over v2, also the v2 agents and deleted object ids.
-        Returns the changes of the agent list, in order, for the caller to act on (the
-        session is not called: agents that left, v1 twins listed again).  Raises
-        nothing."""
-        with self._agent_list.collecting() as changes:
+        Returns what goes up (:class:`AgentChange` values: agents that left, v1 twins
+        listed again), in order, for the caller to act on (the session is not
+        called).  Raises nothing."""
+        outer, self._collected = self._collected, []
+        try:
             now, events = self._agent_list.age(now, self._probe_key, self._loss_queue)
             self._handle(events)
             if self._v2 is not None:
                 released = self._v2.age(now)
                 if released and self._route is not None:
                     self._route.forget(released)
-        return changes
+            return self._collected
+        finally:
+            self._collected = outer
 
-    def forget_agents(self) -> list[AgentChange]:
+    def forget_agents(self) -> list[SessionEvent]:
         """The broker is removed: every agent leaves; returns their departures, in
         order, for the caller to act on (as :meth:`age_agents`).  Raises nothing."""
-        with self._agent_list.collecting() as changes:
+        outer, self._collected = self._collected, []
+        try:
             self._handle(self._core.forget_agents("broker removed"))
             self._agent_list.forget_v2()
-        return changes
+            return self._collected
+        finally:
+            self._collected = outer
 
     def known_agent(self, banks: tuple[int, int]) -> RemoteAgent | None:
         """The known agent of ``banks`` (None when none is)."""
@@ -752,7 +720,35 @@ class Broker:
 
     # ------------------------------------------------------------------ dispatch
 
-    def _dispatch(self, delivery: Delivery) -> None:
+    def emit(self, event: SessionEvent) -> None:
+        """Hand ``event`` up to the session: returned by the dispatch (or aging) that
+        runs, else (a schema fetch, a timer) acted on at once.  Raises nothing."""
+        collected = self._collected
+        if collected is not None:
+            collected.append(event)
+        else:
+            self._act(self, [event])
+
+    def _received(self, delivery: Delivery) -> None:
+        """The runtime's delivery callback: dispatch, then the session acts on what
+        the delivery brought, in order."""
+        events = self.dispatch(delivery)
+        if events:
+            self._act(self, events)
+
+    def dispatch(self, delivery: Delivery) -> list[SessionEvent]:
+        """Feed one delivery to its core (v1, or the v2 link) and act on the core's
+        events here (the waits of requests complete, the agent list changes);
+        returns what goes up to the session (:mod:`~qmf_async.console._sessionevents`
+        values), in order.  Raises nothing."""
+        outer, self._collected = self._collected, []
+        try:
+            self._route_delivery(delivery)
+            return self._collected
+        finally:
+            self._collected = outer
+
+    def _route_delivery(self, delivery: Delivery) -> None:
         self._drain.received += 1
         v2 = self._v2 or self._v2_retired
         if v2 is not None and (delivery.value is not None
@@ -763,7 +759,10 @@ class Broker:
                 and self._drain.back(delivery.body, time.monotonic()):
             return
         if self._v2 is not None and self._choice.drops(delivery.routing_key):
-            return  # qpidd's v1 event, on an early binding: v2 delivers it (see v2_beat)
+            # qpidd's v1 event, on an early binding: v2 delivers it.  The early v1 event
+            # bindings stay until the connection ends (over AMQP 1.0 detaching one makes
+            # qpidd raise events of this console, which every console would receive)
+            return
         if delivery.endpoint == self._loss_queue:
             if self._drain.back(delivery.body, time.monotonic()):
                 return
@@ -779,14 +778,6 @@ class Broker:
     def _handle(self, events: list[Any]) -> None:
         """Act on the core's events, in order (one failing handler does not stop the rest)."""
         handle(self._handlers, events, self.where, log)
-
-    def v2_agent_arrived(self, agent: RemoteAgent) -> None:
-        """Over v2: ``agent`` arrived (see :meth:`AgentList.v2_arrived`)."""
-        self._agent_list.v2_arrived(agent)
-
-    def v2_agent_left(self, banks: tuple[int, int]) -> None:
-        """Over v2: the agent of ``banks`` left (see :meth:`AgentList.v2_left`)."""
-        self._agent_list.v2_left(banks)
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         """Run ``coro`` in a task of this broker (cancelled by :meth:`close`)."""

@@ -56,15 +56,26 @@ from ..wire import (
     PackageQuery,
     SchemaClass,
 )
-from ._agentlist import AgentChange
 from ._bindings import Bindings
 from ._broker import MANAGEMENT, Broker, SessionHost
 from ._console import Console as Console  # re-exported (imported from here before)
+from ._dispatch import Handlers, handle
 from ._links import SessionLink
 from ._objects import ProxyClasses, QmfObject
 from ._options import SessionKeywords, SessionOptions, Setting
 from ._query import ObjectQueries
 from ._query import _where_predicate as _where_predicate  # re-exported (tests use it)
+from ._sessionevents import (
+    AgentChange,
+    ClassListed,
+    EventRaised,
+    HeartbeatSeen,
+    MethodAnswered,
+    ObjectsReceived,
+    PackageListed,
+    SchemaArrived,
+    SessionEvent,
+)
 from ._state import BrokerStateChange
 from ._streams import Streams
 from ._subscriptions import Subscription
@@ -182,6 +193,18 @@ class Session:
             self._streams, self._notify, self._tasks)
         #: the object view (its state: tests and tools read it)
         self._view = self._updates.view
+        #: what acts on each value a broker hands up (see _act)
+        self._acts: Handlers = {
+            ObjectsReceived: self._objects_received,
+            EventRaised: lambda ev: self._event(ev.broker, ev.event),
+            AgentChange: self._agent_changed,
+            HeartbeatSeen: lambda ev: self._notify("heartbeat", ev.agent, ev.timestamp),
+            MethodAnswered: lambda ev: self._notify("method_response", ev.broker, ev.seq,
+                                                    ev.result),
+            PackageListed: lambda ev: self._package_seen(ev.package),
+            ClassListed: lambda ev: self._class_seen(ev.kind, ev.key),
+            SchemaArrived: lambda ev: self._schema_seen(ev.schema),
+        }
         # the object queries behind get_objects and iter_objects
         self._queries = ObjectQueries(
             link, lambda: self.brokers, lambda: self.options, self._connected_brokers,
@@ -309,7 +332,7 @@ class Session:
         """Disconnect and forget a broker; its pending requests fail with NotConnectedError."""
         if broker in self.brokers:
             self.brokers.remove(broker)
-        self._agents_changed(broker.forget_agents())
+        self._act(broker, broker.forget_agents())
         self._streams.broker_removed(broker)
         await broker.close()  # its CLOSED ends the state streams that follow it alone
 
@@ -344,15 +367,13 @@ class Session:
             await asyncio.sleep(max(self.options.min_agent_interval, 0.05))
             now = time.monotonic()
             for broker in list(self.brokers):
-                self._agents_changed(broker.age_agents(now))
+                self._act(broker, broker.age_agents(now))
 
     def _broker_host(self) -> SessionHost:
         """The calls a new broker of this session makes on it."""
         return SessionHost(
             self, self._transport_factory or transport_factory(self.options.protocol),
-            self._notify, self._package_seen, self._class_seen, self._schema_seen,
-            self._bindings.keys, self._bindings.v2_bindings_for,
-            self._agent_arrived, self._agent_left, self._updates.object_update, self._event,
+            self._act, self._notify, self._bindings.keys, self._bindings.v2_bindings_for,
             self._streams.connection_lost,
             lambda: self.console is not None or bool(self._streams.update_subs),
             lambda: self.console is not None or bool(self._streams.event_subs),
@@ -430,13 +451,30 @@ class Session:
         for broker in self.brokers:
             loop.call_soon(broker.release_held, schema.class_key)
 
-    def _agents_changed(self, changes: list[AgentChange]) -> None:
-        """Act on what a broker returned of its agent list (data up, in order)."""
-        for change in changes:
-            if change.added:
-                self._agent_arrived(change.agent)
-            else:
-                self._agent_left(change.agent)
+    def _act(self, broker: Broker, events: list[SessionEvent]) -> None:
+        """Act on what ``broker`` handed up (its dispatch's return value, its aging's
+        ...), in order, each by the handler of its type: the one place where what the
+        brokers received reaches the console's callbacks, the object view and the
+        subscriptions.  One that fails is logged and does not stop the rest.
+
+        Raises:
+            Nothing.
+        """
+        handle(self._acts, events, broker.where, log)
+
+    def _agent_changed(self, change: AgentChange) -> None:
+        if change.added:
+            self._agent_arrived(change.agent)
+        else:
+            self._agent_left(change.agent)
+
+    def _objects_received(self, ev: ObjectsReceived) -> None:
+        update, broker, agent = self._updates.object_update, ev.broker, ev.agent
+        for rec in ev.records:
+            try:
+                update(broker, agent, rec)
+            except Exception:
+                log.exception("failed to handle an object update from %s", broker.where)
 
     def _agent_arrived(self, agent: RemoteAgent) -> None:
         self._notify("new_agent", agent)

@@ -1,14 +1,16 @@
 """What one broker connection does with each event of its v1 protocol core
-(:class:`V1Events`): replies complete the waits of their requests, object updates
-and events go to the session, heartbeats are told, what was dropped is counted; the
-agent events go to the broker's :class:`~qmf_async.console._agentlist.AgentList`.
+(:class:`V1Events`): replies complete the waits of their requests (kept here: not
+up-calls), object updates, events, heartbeats, packages, classes and schemas go up as
+session-level values (:mod:`~qmf_async.console._sessionevents`) through the broker's
+``emit`` (its dispatch returns them), what was dropped is counted; the agent events
+go to the broker's :class:`~qmf_async.console._agentlist.AgentList`.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 from ..errors import CommandError
 from ..logs import warn_limited
@@ -30,36 +32,28 @@ from ..protocol import (
     SchemaSeen,
     VersionChoice,
 )
-from ..wire import ClassKey, EventIndication, MethodResponse, RawObjectRecord, SchemaClass
+from ..wire import ClassKey, EventIndication, MethodResponse
 from ._agentlist import AgentList
 from ._calls import method_result
 from ._dispatch import Handlers, v1_banks
 from ._links import SessionSettings
-from ._objects import Event, RemoteAgent
+from ._objects import Event
+from ._sessionevents import (
+    ClassListed,
+    EventRaised,
+    HeartbeatSeen,
+    MethodAnswered,
+    ObjectsReceived,
+    PackageListed,
+    SchemaArrived,
+    SessionEvent,
+)
 from ._waits import Waits
 
 __all__ = ["V1Events", "V1EventsHost"]
 
 # the session's logger: a broker's messages are the console's
 log = logging.getLogger("qmf_async.session")
-
-
-class V1Owner(Protocol):
-    """What :class:`V1Events` hands the session (a part of the broker's
-    ``SessionHost``)."""
-
-    def notify(self, name: str, *args: Any) -> None: ...
-
-    def package_seen(self, package: str) -> None: ...
-
-    def class_seen(self, kind: int, key: ClassKey) -> None: ...
-
-    def schema_seen(self, schema: SchemaClass) -> None: ...
-
-    def object_update(self, broker: Any, agent: RemoteAgent | None,
-                      rec: RawObjectRecord) -> None: ...
-
-    def event(self, broker: Any, event: Event) -> None: ...
 
 
 class V1EventsHost(Protocol):
@@ -71,9 +65,6 @@ class V1EventsHost(Protocol):
     def session(self) -> SessionSettings: ...
 
     @property
-    def owner(self) -> V1Owner: ...
-
-    @property
     def v2(self) -> object: ...
 
     @property
@@ -82,6 +73,8 @@ class V1EventsHost(Protocol):
     def v1_beat_of_qpidd(self) -> None: ...
 
     def release_held(self, key: ClassKey) -> None: ...
+
+    def emit(self, event: SessionEvent) -> None: ...
 
 
 class V1Events:
@@ -95,7 +88,7 @@ class V1Events:
         self.waits = waits
         self.agents = agents
         self.choice = choice
-        owner = host.owner
+        emit = host.emit
         self.handlers: Handlers = {
             Reply: self._reply,
             QueryDone: self._query_done,
@@ -106,8 +99,8 @@ class V1Events:
             HeartbeatReceived: self._heartbeat,
             ObjectUpdate: self._object_update,
             EventReceived: self.event,
-            PackageSeen: lambda ev: owner.package_seen(ev.package),
-            ClassSeen: lambda ev: owner.class_seen(ev.kind, ev.class_key),
+            PackageSeen: lambda ev: emit(PackageListed(ev.package)),
+            ClassSeen: lambda ev: emit(ClassListed(int(ev.kind), ev.class_key)),
             SchemaSeen: self._schema_seen,
             SchemaNeeded: schema_needed,
             HeldDropped: self._held_dropped,
@@ -115,10 +108,10 @@ class V1Events:
         }
 
     def _schema_seen(self, ev: SchemaSeen) -> None:
-        """A schema arrived (the core holds it now): the session records and announces
-        it, then this broker routes the bodies its core held for it (the walk of a
-        query goes back up from here, not through the session)."""
-        self.host.owner.schema_seen(ev.schema)
+        """A schema arrived (the core holds it now): the session is to record and
+        announce it, then this broker routes the bodies its core held for it (the walk
+        of a query goes back up from here, not through the session)."""
+        self.host.emit(SchemaArrived(ev.schema))
         self.host.release_held(ev.schema.class_key)
 
     def _reply(self, ev: Reply) -> None:
@@ -127,7 +120,7 @@ class V1Events:
         if wait is not None and not wait.future.done():
             wait.future.set_result(msg)
         if type(msg) is MethodResponse and self.host.session.console is not None:
-            self.host.owner.notify("method_response", self.host, msg.seq, method_result(msg))
+            self.host.emit(MethodAnswered(self.host, msg.seq, method_result(msg)))
 
     def _query_done(self, ev: QueryDone) -> None:
         wait = self.waits.finish(ev.request)
@@ -154,7 +147,7 @@ class V1Events:
                 self.choice.v1_beats += 1
         agent = self.agents.agents.get(banks)
         if agent is not None and not agent.name and self.host.session.options.rcv_heartbeats:
-            self.host.owner.notify("heartbeat", agent, ev.timestamp)
+            self.host.emit(HeartbeatSeen(agent, ev.timestamp))
 
     def _object_update(self, ev: ObjectUpdate) -> None:
         banks: tuple[int, int] | None = ev.agent  # type: ignore[assignment]  # v1: banks
@@ -163,7 +156,7 @@ class V1Events:
         agent = self.agents.agents.get(banks) if banks is not None else None
         rec = ev.record
         if rec is not None:  # always, over v1
-            self.host.owner.object_update(self.host, agent, rec)
+            self.host.emit(ObjectsReceived(self.host, agent, (rec,)))
 
     def event(self, ev: EventReceived) -> None:
         banks: tuple[int, int] | None = ev.agent  # type: ignore[assignment]  # v1: banks
@@ -174,7 +167,7 @@ class V1Events:
         msg: EventIndication = ev.message  # type: ignore[assignment]  # v1: an ``e``
         event = Event(msg.schema.class_key, msg.timestamp, msg.severity, dict(msg.arguments),
                       agent, msg.schema)
-        self.host.owner.event(self.host, event)
+        self.host.emit(EventRaised(self.host, event))
 
     def _malformed(self, ev: BodyMalformed) -> None:
         self.host.session.malformed += 1

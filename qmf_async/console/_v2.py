@@ -77,8 +77,9 @@ from ..wire import (
 )
 from ._dispatch import Handlers, handle, ignore
 from ._objects import Event, MethodResult, RemoteAgent
+from ._sessionevents import HeartbeatSeen, SchemaArrived
 from ._v2bindings import Interest, keyify, v2_bindings
-from ._v2parts import HeldIndications, V2Answer, V2Host, V2Owner
+from ._v2parts import HeldIndications, V2Agents, V2Answer, V2Beats, V2Host, V2Owner
 from ._waits import Wait, Waits, within
 
 __all__ = ["Interest", "V2Host", "V2Link", "V2Owner", "keyify", "v2_bindings"]
@@ -109,11 +110,17 @@ _INDICATIONS: Final = (ObjectUpdate, EventReceived, HeartbeatReceived)
 class V2Link:
     """The v2 state and requests of one broker connection (see the module doc)."""
 
-    def __init__(self, host: V2Host, previous: V2Link | None = None) -> None:
+    def __init__(self, host: V2Host, previous: V2Link | None = None, *, agents: V2Agents,
+                 beats: V2Beats) -> None:
         """``previous``: the link of the broker's former connection, whose object ids
-        and agent banks carry over (proxies from before a reconnection still work)."""
+        and agent banks carry over (proxies from before a reconnection still work);
+        ``agents``: the broker's agent list, which v2 agents join and leave; ``beats``:
+        its QMF version choice, told of every v2 heartbeat (qpidd's first one shows
+        that it publishes v2)."""
         settings = host.session.options
         self.host = host
+        self.agents = agents
+        self.beats = beats
         self.core = ConsoleProtocolV2(agent_interval=settings.agent_interval,
                                       min_agent_interval=settings.min_agent_interval,
                                       missed=settings.missed_heartbeats,
@@ -425,7 +432,7 @@ class V2Link:
         agent = RemoteAgent(self.host, banks[0], banks[1], name,  # type: ignore[arg-type]
                             self.host.where, name=name)
         self._located.set()
-        self.host.v2_agent_arrived(agent)
+        self.agents.v2_arrived(agent)
         lane = (name, False)
         if self.held.end_agent_wait(lane):
             self.held.pump(lane)  # its objects waited for it
@@ -434,19 +441,19 @@ class V2Link:
         name = ev.agent
         beat_banks = self._banks.get(name) if isinstance(name, str) else None
         if beat_banks is not None:
-            self.host.v2_beat(beat_banks)
+            self.beats.v2_beat_of(beat_banks)
         if self.host.session.options.rcv_heartbeats:
             beating = (self.host.known_agent(beat_banks) if beat_banks is not None
                        else None)
             if beating is not None and beating.name == name:
                 stamp = ev.timestamp if ev.timestamp is not None else time.time_ns()
-                self.host.owner.notify("heartbeat", beating, stamp)
+                self.host.emit(HeartbeatSeen(beating, stamp))
 
     def _agent_left(self, ev: AgentLeft) -> None:
         name = str(ev.agent)
         known = self._banks.get(name)
         if known is not None:
-            self.host.v2_agent_left(known)
+            self.agents.v2_left(known)
             if not self._losing:
                 self._agent_gone(name, known)
 
@@ -499,7 +506,7 @@ class V2Link:
                                        for k in missing), return_exceptions=True)
         for key, schema in zip(missing, found, strict=True):
             if isinstance(schema, SchemaClass):
-                self.host.owner.schema_seen(schema)
+                self.host.emit(SchemaArrived(schema))
                 self._failed.pop(key, None)
             else:
                 # asked again after completion_timeout, doubling up to a minute

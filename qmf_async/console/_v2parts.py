@@ -19,9 +19,11 @@ from ..protocol import ConsoleProtocolV2, Outgoing
 from ..transport import TransportProtocol
 from ..wire import ClassKey, RawObjectRecord, SchemaClass, V2Data, V2Event
 from ._objects import Event, RemoteAgent
+from ._sessionevents import EventRaised, ObjectsReceived, SessionEvent
 from ._waits import later
 
-__all__ = ["HeldIndications", "Lane", "PartsLink", "V2Answer", "V2Host", "V2Owner"]
+__all__ = ["HeldIndications", "Lane", "PartsLink", "V2Agents", "V2Answer", "V2Beats", "V2Host",
+           "V2Owner"]
 
 log = logging.getLogger("qmf_async.console")
 
@@ -61,25 +63,31 @@ class V2Host(Protocol):
     async def classes_named(self, name: str, package: str | None,
                             timeout: float) -> list[ClassKey]: ...
 
-    def v2_agent_arrived(self, agent: RemoteAgent) -> None: ...
+    def emit(self, event: SessionEvent) -> None:
+        """Hand ``event`` to the session (returned by the broker's dispatch, when
+        within one)."""
 
-    def v2_agent_left(self, banks: tuple[int, int]) -> None: ...
 
-    def v2_beat(self, banks: tuple[int, int]) -> None: ...
+class V2Agents(Protocol):
+    """Where a :class:`V2Link`'s agents go: the agent list of its broker connection
+    (an ``AgentList`` is one), a collaborator given to the link."""
+
+    def v2_arrived(self, agent: RemoteAgent) -> None: ...
+
+    def v2_left(self, banks: tuple[int, int]) -> None: ...
+
+
+class V2Beats(Protocol):
+    """What a :class:`V2Link` tells of each v2 heartbeat: the QMF version choice of its
+    connection (a ``VersionChoice`` is one), a collaborator given to the link."""
+
+    def v2_beat_of(self, banks: tuple[int, int]) -> None: ...
 
 
 class V2Owner(Protocol):
-    """What :class:`V2Link` hands the session, through its broker (a part of the
-    broker's ``SessionHost``)."""
-
-    def schema_seen(self, schema: SchemaClass) -> None: ...
-
-    def object_update(self, broker: Any, agent: RemoteAgent | None,
-                      rec: RawObjectRecord) -> None: ...
-
-    def event(self, broker: Any, event: Event) -> None: ...
-
-    def notify(self, name: str, *args: Any) -> None: ...
+    """What :class:`V2Link` reads of the session, through its broker (a part of the
+    broker's ``SessionHost``): whether anybody takes what it would convert.  What
+    it received goes up as values (``V2Host.emit``), not through calls."""
 
     def follows_objects(self) -> bool: ...
 
@@ -184,9 +192,14 @@ class HeldIndications:
                 return
             held.popleft()
             self.count -= 1
+            # the records of one message go up together (one value, in order)
+            records: list[RawObjectRecord] = []
             for item in items:
                 if isinstance(item, V2Event):
-                    self.host.owner.event(self.host, self.link.event(item, agent))
+                    if records:
+                        self.host.emit(ObjectsReceived(self.host, agent, tuple(records)))
+                        records = []
+                    self.host.emit(EventRaised(self.host, self.link.event(item, agent)))
                     continue
                 if agent is None:  # its agent did not come in time
                     session.held_dropped += 1
@@ -202,7 +215,9 @@ class HeldIndications:
                 if rec is None:  # its schema could not be fetched
                     session.held_dropped += 1
                     continue
-                self.host.owner.object_update(self.host, agent, rec)
+                records.append(rec)
+            if records:
+                self.host.emit(ObjectsReceived(self.host, agent, tuple(records)))
         if held is not None and not held:
             del self.queues[lane]
             self.end_agent_wait(lane)
