@@ -78,6 +78,25 @@ class _Host:
         raise AssertionError("the conversion benchmark sends nothing")
 
 
+class _Agents:
+    """A stand-in for the broker's agent list (the conversion meets no agent)."""
+
+    def v2_arrived(self, agent: Any) -> None: ...
+
+    def v2_left(self, banks: tuple[int, int]) -> None: ...
+
+
+def bench_link(host: _Host) -> Any:
+    """A ``V2Link`` on ``host``, with stand-ins for what a checkout's link needs."""
+    from qmf_async.console._v2 import V2Link
+
+    try:
+        from qmf_async.protocol import VersionChoice
+        return V2Link(host, agents=_Agents(), beats=VersionChoice())  # type: ignore[arg-type]
+    except (ImportError, TypeError):  # a checkout whose link took only its host
+        return V2Link(host)  # type: ignore[arg-type]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
@@ -85,10 +104,8 @@ def main() -> None:
     parser.add_argument("--objects", type=int, default=10_000)
     args = parser.parse_args()
 
-    from qmf_async.console._v2 import V2Link
-
     items = [i for i in decode(queue_answers(), args.objects) if isinstance(i, V2Data)]
-    link = V2Link(_Host(SchemaRegistry([schema_of(items[0])])))  # type: ignore[arg-type]
+    link = bench_link(_Host(SchemaRegistry([schema_of(items[0])])))
     record = link.record
     banks = (1, 0)
     assert record(items[0], banks) is not None

@@ -56,12 +56,11 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.v2_convert import _Host  # noqa: E402
+from benchmarks.v2_convert import _Host, bench_link  # noqa: E402
 from benchmarks.v2_memory import decode, queue_answers  # noqa: E402
 from qmf_async import QmfObject  # noqa: E402
 from qmf_async.agent import load_schema_xml  # noqa: E402
 from qmf_async.console._objects import ProxyClasses  # noqa: E402
-from qmf_async.console._v2 import V2Link  # noqa: E402
 from qmf_async.console._values import Change  # noqa: E402
 from qmf_async.console._view import ObjectView  # noqa: E402
 from qmf_async.wire import (  # noqa: E402
@@ -397,7 +396,7 @@ class Workload:
         self.schema = queue_schema(self.items[0])
         self.updates = [stats_only(i, self.schema) for i in self.items]
         registry = SchemaRegistry([self.schema])
-        self.link = V2Link(_Host(registry))  # type: ignore[arg-type]
+        self.link = bench_link(_Host(registry))
         self.b = DictClass(self.schema, self.link.object_id)
         self.c = TupleClass(self.schema, registry.codec(self.schema), self.link.object_id)
         self.whole_a = [self.rec(i) for i in self.items]
