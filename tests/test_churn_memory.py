@@ -171,6 +171,8 @@ async def test_a_poller_keeps_nothing_of_queues_gone_between_polls(qpidd_stock: 
         await wait_until(lambda: all(a <= b for a, b in zip(sizes(), held, strict=True))
                          and not link.deleted, 10, 0.05,
                          message=f"ids, names and v2 ids back to {held}")
+        # the link's names of v2 ids (their digests computed once) leave with the ids
+        assert sum(len(t) for t in link._named.values()) == len(link.oids)
         # a proxy of a queue gone: its call fails in one line, nothing is sent
         now = {q.name for q in await session.get_objects(_class="queue")}
         gone = next(q for q in polled_once if q.name not in now)
@@ -207,3 +209,4 @@ async def test_the_ids_of_a_v2_agent_that_left_are_released(qpidd_stock: Qpidd) 
                          message="the agent aged out")
         await wait_until(lambda: not any(raw[:8] == prefix for raw in link.oids), 10, 0.05,
                          message="the agent's object ids released")
+        assert prefix not in link._named  # and their names with them

@@ -88,6 +88,7 @@ log = logging.getLogger("qmf_async.console")
 
 #: how many v2 object ids a connection remembers (for methods and ``_objectId``)
 _MAX_OIDS: Final = 2_000_000
+_NOTHING: Final = object()
 #: how many v2 agents that left keep their banks (for their return)
 _MAX_LEFT: Final = 4096
 #: qpidd's agent names start with this; its agent takes the banks 1.0
@@ -143,10 +144,14 @@ class V2Link:
         self._left: dict[str, None] = {}
         self._losing = False
         self._prefixes: dict[tuple[int, int], bytes] = {}
+        #: the ids of ``oids`` by their agent's prefix and object name (the digest of
+        #: a name computed once): an entry lives exactly as long as its id in ``oids``
+        self._named: dict[bytes, dict[str, bytes]] = {}
         if previous is not None:
             self._banks = previous._banks
             self._next_bank = previous._next_bank
             self.oids = previous.oids
+            self._named = previous._named
             self.deleted = previous.deleted
             self._left = previous._left
         self._converters: dict[ClassKey, V2RecordConverter] = {}
@@ -281,15 +286,25 @@ class V2Link:
             return []
         horizon = now - settings.forget_deleted_after
         released: list[bytes] = []
-        oids = self.oids
         for raw, when in deleted.items():
             if when > horizon:
                 break
             released.append(raw)
-            oids.pop(raw, None)
+            self._release(raw)
         for raw in released:
             del deleted[raw]
         return released
+
+    def _release(self, raw: bytes) -> None:
+        """Forget the id ``raw`` (and its name's entry)."""
+        oid = self.oids.pop(raw, None)
+        if oid is None:
+            return
+        named = self._named.get(raw[:8])
+        if named is not None and named.get(oid.object_name) == raw:
+            del named[oid.object_name]
+            if not named:
+                del self._named[raw[:8]]
 
     # ------------------------------------------------------------------ agents
 
@@ -523,8 +538,13 @@ class V2Link:
         now = time.monotonic()
         out: set[ClassKey] = set()
         # the objects of a message share their class's schema id (one object): each
-        # distinct one looked up once
-        for sid in {getattr(item, "schema_id", None) for item in items}:
+        # run of the same one looked up once, with no hashing of the ids
+        last: object = _NOTHING
+        for item in items:
+            sid = getattr(item, "schema_id", None)
+            if sid is last:
+                continue
+            last = sid
             key = self.class_key(sid)
             if key is not None and key not in out and self._schema(key) is None \
                     and now >= self._retry_at(key):
@@ -551,15 +571,25 @@ class V2Link:
         if prefix is None:
             prefix = self._prefixes[banks] = ObjectId.make(
                 broker_bank=banks[0], agent_bank=banks[1]).raw[:8]
+        named = self._named.get(prefix)
+        if named is not None:
+            known = named.get(name)
+            if known is not None:  # in oids (entries leave together)
+                return known
         raw = prefix + hashlib.blake2b(name.encode("utf-8", "surrogatepass"),
                                        digest_size=8).digest()
         oids = self.oids
         if raw not in oids:
             if len(oids) >= _MAX_OIDS:
-                del oids[next(iter(oids))]
+                self._release(next(iter(oids)))
             oids[raw] = oid if oid is not None else V2ObjectId(name, None, epoch)
             if self._deleting is not None:  # first seen in a deletion: goes with it
                 self.deleted[raw] = self._deleting
+        elif oids[raw].object_name != name:  # another name of the same digest
+            return raw
+        if named is None:
+            named = self._named[prefix] = {}
+        named[name] = raw
         return raw
 
     def record(self, data: V2Data, banks: tuple[int, int]) -> RawObjectRecord | None:
