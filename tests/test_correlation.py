@@ -246,6 +246,28 @@ async def test_the_request_primitive_cleans_up_on_every_exit() -> None:
     assert cancelled == [2, 3, 5] and len(waits) == 0
 
 
+async def test_the_request_primitive_without_an_error_builder_raises_expired() -> None:
+    """A caller that builds its own timeout error (the method-call path: no closure per
+    call) gets :class:`Expired`; the wait is cleaned up all the same, and its deadline
+    shares the lane of every other wait of that timeout."""
+    from qmf_async.protocol import Outgoing
+
+    cancelled: list[int] = []
+
+    async def publish(out: Outgoing) -> None:
+        pass
+
+    waits = Waits(publish, cancelled.append)
+    out = Outgoing("qpid.management", "agent.1.0", b"M")
+    other = waits.open(9)
+    waits.expire_after(other, 0.05)
+    with pytest.raises(Expired):
+        await waits.request(1, out, 0.05)
+    assert cancelled == [1] and list(waits._waits) == [9]
+    assert isinstance(other.future.exception(), Expired)  # the same lane served both
+    assert waits.close(other) and not waits._lanes
+
+
 async def test_fail_all_wins_over_a_pending_timeout() -> None:
     waits = Waits()
     wait = waits.open(1)

@@ -80,6 +80,8 @@ DIRECT = names.REPLY_EXCHANGE
 _MAX_DEPARTED = 4096
 #: seconds after which a probe that did not come back is sent again
 _PROBE_RETRY = 5.0
+#: the states in which requests can be sent (:attr:`BrokerState.up`)
+_HANDSHAKING, _CONNECTED = BrokerState.HANDSHAKING, BrokerState.CONNECTED
 
 
 def lost_error(where: str, cause: BaseException | None) -> ConnectionLostError:
@@ -493,7 +495,8 @@ class Broker:
             NotConnectedError: not connected (never, lost, or removed).
         """
         transport = self._runtime.transport
-        if not self.connected or transport is None:
+        state = self._state  # BrokerState.up, tested here: a check per request and publish
+        if (state is not _HANDSHAKING and state is not _CONNECTED) or transport is None:
             raise NotConnectedError(f"not connected to {self.where}"
                                     + (f" ({self.error})" if self.error else ""))
         return transport
@@ -732,7 +735,13 @@ class Broker:
     def _received(self, delivery: Delivery) -> None:
         """The runtime's delivery callback: dispatch, then the session acts on what
         the delivery brought, in order."""
-        events = self.dispatch(delivery)
+        # dispatch(), one call shallower: this runs for every delivery
+        outer, self._collected = self._collected, []
+        try:
+            self._route_delivery(delivery)
+            events = self._collected
+        finally:
+            self._collected = outer
         if events:
             self._act(self, events)
 
@@ -773,7 +782,7 @@ class Broker:
             return
         events = self._core.feed(delivery, time.monotonic())
         if events:
-            self._handle(events)
+            handle(self._handlers, events, self.where, log)  # _handle, a call shallower
 
     def _handle(self, events: list[Any]) -> None:
         """Act on the core's events, in order (one failing handler does not stop the rest)."""

@@ -17,7 +17,7 @@ from ._links import SessionSettings
 from ._objects import QmfObject
 from ._v1route import V1Route
 from ._values import MethodResult
-from ._waits import Waits
+from ._waits import Expired, Waits
 
 if TYPE_CHECKING:  # console._v2 loads where QMF v2 is spoken only
     from ._v2 import V2Link
@@ -114,9 +114,11 @@ class MethodCalls:
         schema = obj.get_schema()
         # the core builds the M (the method's cached writer) and opens its entry
         out = core.send_method(banks, routing_key, schema, method, raw_oid, in_args)
-        reply = await self._waits.request(out.seq, out, wait, lambda: QmfTimeout(
-            f"{schema.class_key.name}.{method.name} on {obj.get_object_id()}: no response "
-            f"within {wait}s"))
+        try:
+            reply = await self._waits.request(out.seq, out, wait)
+        except Expired:  # its error built here: no closure per call
+            raise QmfTimeout(f"{schema.class_key.name}.{method.name} on "
+                             f"{obj.get_object_id()}: no response within {wait}s") from None
         if isinstance(reply, CommandComplete):
             raise MethodError(reply.code, reply.text)
         assert isinstance(reply, MethodResponse)

@@ -80,7 +80,7 @@ from ._objects import Event, MethodResult, RemoteAgent
 from ._sessionevents import HeartbeatSeen, SchemaArrived
 from ._v2bindings import Interest, keyify, v2_bindings
 from ._v2parts import HeldIndications, V2Agents, V2Answer, V2Beats, V2Host, V2Owner
-from ._waits import Wait, Waits, within
+from ._waits import Expired, Wait, Waits, within
 
 __all__ = ["Interest", "V2Host", "V2Link", "V2Owner", "keyify", "v2_bindings"]
 
@@ -757,9 +757,11 @@ class V2Link:
                                                         oid.agent_epoch)
         out = self.core.send_method(target.name or None, wire_oid, method.name,
                                     self._wire_args(method, args))
-        ev = await self._waits.request(_cid(out), out, timeout, lambda: QmfTimeout(
-            f"{schema.class_key.name}.{method.name} on {oid.object_name}: no response "
-            f"within {timeout}s"))
+        try:
+            ev = await self._waits.request(_cid(out), out, timeout)
+        except Expired:  # its error built here: no closure per call
+            raise QmfTimeout(f"{schema.class_key.name}.{method.name} on {oid.object_name}: "
+                             f"no response within {timeout}s") from None
         got = texts_from_schema(ev.message.arguments, method)
         # in the schema's order, as over v1 (qpidd sends the map sorted by name)
         ordered = {a.name: got.pop(a.name) for a in method.out_args if a.name in got}

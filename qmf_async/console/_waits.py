@@ -170,21 +170,32 @@ class Waits:
         return self._waits.get(key)
 
     async def request(self, key: Hashable, out: Outgoing, timeout: float,
-                      timed_out: Callable[[], QmfError]) -> Any:
+                      timed_out: Callable[[], QmfError] | None = None) -> Any:
         """The request primitive: register ``key``, publish ``out``, await the answer
         within ``timeout`` seconds, and close the wait on every exit.
 
         Raises:
             QmfError: ``timed_out()`` when no answer came in time; the request's
                 error (the connection lost: ConnectionLostError).
+            Expired: no answer in time, when no ``timed_out`` is given (the caller
+                raises its own error: no closure is built per request).
             NotConnectedError, TransportError: not sent.
         """
-        wait = self.open(key)
+        # open() and expire_after() written out: this is every method call's path
+        loop = asyncio.get_running_loop()
+        wait = Wait(key, loop.create_future(), self)
+        self._waits[key] = wait
         try:
             await self._publish(out)  # type: ignore[misc]
-            self.expire_after(wait, timeout)
+            lanes = self._lanes
+            lane = lanes.get(timeout)
+            if lane is None or lane.loop is not loop:
+                lane = lanes[timeout] = _Lane(loop, timeout, lanes)
+            lane.add(wait, loop.time() + timeout)
             return await wait.future
         except Expired:
+            if timed_out is None:
+                raise
             raise timed_out() from None
         finally:
             # answered: finished (out of the table, its timer stopped), its result or
