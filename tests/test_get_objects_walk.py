@@ -135,13 +135,13 @@ _DOWN = {
 _UP = {
     # the core's records go to the query's sink from the delivery (a record whose
     # schema was fetched first: from the delivery of the schema's answer)
-    1: [("_broker.py:Broker.dispatch", "_query.py:ObjectQueries.collect")],
+    1: [("_broker.py:Broker._route_delivery", "_query.py:ObjectQueries.collect")],
     # the v2 link's answer converts each part as it arrives
-    2: [("_broker.py:Broker.dispatch", "_v2.py:V2Link.dispatch", "_v2parts.py:V2Answer.push",
+    2: [("_broker.py:Broker._route_delivery", "_v2.py:V2Link.dispatch", "_v2parts.py:V2Answer.push",
          "_query.py:ObjectQueries.collect")],
     # the fast path gathers the v1 answer, names its records in its task, then hands
     # them to the query's sink
-    None: [("_broker.py:Broker.dispatch", "_v1route.py:V1Route._records"),
+    None: [("_broker.py:Broker._route_delivery", "_v1route.py:V1Route._records"),
            ("_v1route.py:V1Route._run", "_query.py:ObjectQueries.collect")],
 }
 
@@ -160,7 +160,7 @@ async def test_get_objects_goes_down_and_back_up_once(qpidd_stock: Any,
     assert queues, "qpidd lists its queues"
     assert list(walk.zigzags()) == []
     # the class's schema was fetched inside the walk, and arrived through the broker
-    assert walk.reached("_broker.py:Broker.dispatch", "_v1events.py:V1Events._schema_seen")
+    assert walk.reached("_broker.py:Broker._route_delivery", "_v1events.py:V1Events._schema_seen")
     # down: the session's query through the broker's one send path to the transport
     for down in _DOWN[version]:
         assert walk.reached(*down), down
@@ -178,7 +178,7 @@ async def test_get_objects_over_rabbitmq_goes_down_and_back_up_once(bus: Any) ->
             queues = await env.session.get_objects(_class="queue", _agent=env.remote)
     assert queues
     assert list(walk.zigzags()) == []
-    assert walk.reached("_broker.py:Broker.dispatch", "_v1events.py:V1Events._schema_seen")
+    assert walk.reached("_broker.py:Broker._route_delivery", "_v1events.py:V1Events._schema_seen")
     for down in _DOWN[1]:
         assert walk.reached(*down), down
     assert walk.reached("_aiormq.py:AiormqTransport.publish")
