@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Final, Protocol
 
 from .. import names
@@ -33,7 +33,7 @@ from ._options import SessionOptions
 from ._v1route import QPIDD_AGENT
 from ._values import RemoteAgent
 
-__all__ = ["SchemaFetches"]
+__all__ = ["SchemaFetches", "gathered"]
 
 log = logging.getLogger("qmf_async.session")
 
@@ -127,16 +127,7 @@ class SchemaFetches:
         else:
             asked = [self._request(a, make, a.key, query=True, expect=expect, timeout=timeout)
                      for a in list(self._agents.values())]
-        results: list[Message] = []
-        errors: list[BaseException] = []
-        for outcome in await asyncio.gather(*asked, return_exceptions=True):
-            if isinstance(outcome, BaseException):
-                errors.append(outcome)
-            else:
-                results.extend(outcome)
-        if errors and not results:
-            raise errors[0]
-        return results
+        return await gathered(asked)
 
     async def classes_named(self, name: str, package: str | None,
                             timeout: float) -> list[ClassKey]:
@@ -294,3 +285,22 @@ def _schema_of(reply: SchemaResponse, key: ClassKey, who: str) -> bool:
     log.warning("%s answered the schema request for %s with the schema of %s: not used",
                 who, key, reply.schema.class_key)
     return False
+
+
+async def gathered(asked: Iterable[Awaitable[list[Message]]]) -> list[Message]:
+    """The answers of requests sent at once, together: what every one that succeeded
+    returned, in order.
+
+    Raises:
+        BaseException: the first request's error, when none succeeded.
+    """
+    results: list[Message] = []
+    errors: list[BaseException] = []
+    for outcome in await asyncio.gather(*asked, return_exceptions=True):
+        if isinstance(outcome, BaseException):
+            errors.append(outcome)
+        else:
+            results.extend(outcome)
+    if errors and not results:
+        raise errors[0]
+    return results

@@ -65,6 +65,7 @@ from ._objects import ProxyClasses, QmfObject
 from ._options import SessionKeywords, SessionOptions, Setting
 from ._query import ObjectQueries
 from ._query import _where_predicate as _where_predicate  # re-exported (tests use it)
+from ._schemas import gathered
 from ._sessionevents import (
     AgentChange,
     ClassListed,
@@ -600,18 +601,9 @@ class Session:
                             timeout: float | None) -> list[Message]:
         """Send a P or Q to every management broker, or to every agent without one
         (each broker's :meth:`~Broker.ask_catalog`, at once)."""
-        results: list[Message] = []
-        errors: list[BaseException] = []
         wait = timeout or self.options.timeout
-        asked = [b.ask_catalog(make, expect, wait) for b in self._connected_brokers()]
-        for outcome in await asyncio.gather(*asked, return_exceptions=True):
-            if isinstance(outcome, BaseException):
-                errors.append(outcome)
-            else:
-                results.extend(outcome)
-        if errors and not results:
-            raise errors[0]
-        return results
+        return await gathered(
+            b.ask_catalog(make, expect, wait) for b in self._connected_brokers())
 
     async def get_packages(self, *, _timeout: float | None = None) -> list[str]:
         """Names of the schema packages known on the bus (asks the brokers or agents).
