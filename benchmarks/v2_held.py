@@ -1,11 +1,10 @@
-"""What the console does with a QMF v2 object, three ways, per object: (A) the object
-made a v1 record of its class, held by the object view as v1 bytes and decoded by the
-proxies on access (the console's way until the values design; rebuilt here by encoding
-C's values with the class codec); (B) a prototype that keeps the ``V2Data``'s own dict
-of values as the held form, merges into a new dict and converts a value when it is
-read; (C) the console's way now (``V2Link.record``, a ``ValuesRecord``): the values
-converted and checked but not encoded, two tuples in schema order, held and shared
-by ``QmfObject`` proxies over decoded values.
+"""What the console does with a QMF v2 object, three ways, per object: (A) today's,
+the object made a v1 record of its class (``V2Link.record``) that the object view
+holds as v1 bytes and the proxies decode on access; (B) a prototype that keeps the
+``V2Data``'s own dict of values as the held form, merges into a new dict and converts
+a value when it is read; (C) a prototype that converts the values as A does (A's own
+converter sections) but does not encode them: two tuples in schema order, held and
+shared by ``QmfObject`` proxies over decoded values.
 
 The objects are qpidd 1.40's captured queue objects
 (tests/data/qmf2/qpidd-1.40-v2.jsonl, decoded once, as ``benchmarks/v2_convert.py``);
@@ -48,7 +47,6 @@ import time
 import tracemalloc
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +74,7 @@ from qmf_async.wire import (  # noqa: E402
     SchemaRegistry,
     V2Data,
     V2ObjectId,
+    V2RecordConverter,
     v2_default,
     v2_value,
 )
@@ -102,25 +101,6 @@ def stats_only(item: V2Data, schema: SchemaClass) -> V2Data:
     pnames = {p.name for p in schema.properties}
     return attrs.evolve(item, values={k: v for k, v in item.values.items()
                                       if k not in pnames})
-
-
-# ---------------------------------------------------------------- design A, as it was
-
-def v1_record(link: Any, item: V2Data) -> RawObjectRecord:
-    """A: the object as the v1 record the console held until the values design
-    (``V2Link.record`` then gave it): here the values the link converts now, encoded
-    by the class codec (the removed path packed statistics straight from the map, a
-    little quicker: the before/after runs measure that one)."""
-    vr = link.record(item, BANKS)
-    assert vr is not None
-    codec = vr.codec
-    out = bytearray(vr.header)
-    if vr.properties is not None:
-        codec.properties[1](out, vr.properties)
-    sofs = len(out)
-    if vr.statistics is not None:
-        codec.statistics[1](out, vr.statistics)
-    return RawObjectRecord(vr.opcode, 0, codec, bytes(out), sofs, vr.absent)
 
 
 # ---------------------------------------------------------------- design B, prototype
@@ -302,24 +282,38 @@ Parts = tuple[tuple[Any, ...] | None, tuple[Any, ...] | None]
 
 
 class TupleClass:
-    """C: what the console holds now (``V2Link.record``, a ``ValuesRecord``): the
-    values converted (texts decoded, references made ids, absent ones their zero) and
-    checked against their v1 types, not encoded, kept as two tuples in schema order;
-    the proxy is a ``QmfObject`` over them (``QmfObject.from_values``), its header the
+    """C: the values converted by A's own converter sections (``V2RecordConverter``:
+    texts decoded, references made ids, absent ones their zero) but not encoded, kept
+    as two tuples in schema order; the proxy is a ``QmfObject`` over decoded values
+    (its ``_p``/``_s``, as ``QmfObject(...)`` built by hand), its header the
     timestamps and id as in a record."""
 
-    def __init__(self, codec: ClassCodec, link: Any) -> None:
+    def __init__(self, schema: SchemaClass, codec: ClassCodec,
+                 ids: Callable[[tuple[int, int], V2ObjectId], bytes]) -> None:
+        self.conv = V2RecordConverter(schema, codec, ids)
         self.codec = codec
-        self.link = link
+        self.ids = ids
         self.proxy = ProxyClasses().of(codec)
+        self._absent: dict[tuple[str, ...], frozenset[str]] = {(): frozenset()}
 
     def ingest(self, data: V2Data, banks: tuple[int, int]
                ) -> tuple[bytes, str, tuple[Any, ...] | None, tuple[Any, ...] | None,
                           frozenset[str], bytes]:
         """(v1 id bytes, opcode, properties, statistics, absent names, header)."""
-        vr = self.link.record(data, banks)
-        return (vr.object_id_bytes, vr.opcode, vr.properties, vr.statistics, vr.absent,
-                vr.header)
+        conv, values = self.conv, data.values
+        op = conv.opcode(values)
+        absent: list[str] = []
+        p = tuple(conv.props(values, banks, absent)) if op != "i" else None
+        s = tuple(conv.stats(values, banks, absent)) if op != "c" else None
+        oid = data.object_id
+        assert oid is not None
+        raw = self.ids(banks, oid)
+        names = self._absent.get(tuple(absent))
+        if names is None:
+            names = self._absent[tuple(absent)] = frozenset(absent)
+        header = RecordLayout.pack_header(data.update_ts or 0, data.create_ts or 0,
+                                          data.delete_ts or 0, raw)
+        return raw, op, p, s, names, header
 
     def make(self, header: bytes, kind: str, p: tuple[Any, ...] | None,
              s: tuple[Any, ...] | None, changed: Change, absent: frozenset[str]) -> QmfObject:
@@ -404,7 +398,7 @@ class Workload:
         registry = SchemaRegistry([self.schema])
         self.link = bench_link(_Host(registry))
         self.b = DictClass(self.schema, self.link.object_id)
-        self.c = TupleClass(registry.codec(self.schema), self.link)
+        self.c = TupleClass(self.schema, registry.codec(self.schema), self.link.object_id)
         self.whole_a = [self.rec(i) for i in self.items]
         self.upd_a = [self.rec(u) for u in self.updates]
         self.whole_b = [self.b.ingest(i, BANKS) for i in self.items]
@@ -416,7 +410,9 @@ class Workload:
         assert {x[1] for x in self.whole_c} == {"g"} and {x[1] for x in self.upd_c} == {"i"}
 
     def rec(self, item: V2Data) -> RawObjectRecord:
-        return v1_record(self.link, item)
+        rec = self.link.record(item, BANKS)
+        assert rec is not None
+        return rec
 
     def held_a(self) -> dict[bytes, HeldA]:
         return {r.object_id_bytes: (RecordLayout.properties(r.raw, r.sofs),
@@ -512,7 +508,7 @@ def operations(w: Workload) -> list[Op]:
     object of the workload (the merges twice: a statistics update, then the whole
     object again, so every call starts from the same state)."""
     b, c = w.b, w.c
-    record, ingest_b, make_b, ingest_c, make_c = (partial(v1_record, w.link), b.ingest, b.make,
+    record, ingest_b, make_b, ingest_c, make_c = (w.link.record, b.ingest, b.make,
                                                   c.ingest, c.make)
     items, updates = w.items, w.updates
     n = len(items)
@@ -564,7 +560,7 @@ def operations(w: Workload) -> list[Op]:
 
     def update_a() -> None:
         for item in updates:
-            rec = record(item)
+            rec = record(item, BANKS)
             assert rec is not None
             raw, sofs, kind = merge_a(held_a, rec.object_id_bytes, rec)
             _read8(from_raw(None, None, None, codec, raw, kind, sofs, _STATS, rec.absent))
@@ -583,27 +579,20 @@ def operations(w: Workload) -> list[Op]:
 
     # A through the console's own view (its bookkeeping: waiting, gone, unannounced,
     # eviction), the proxy built and read in its deliver callback
-    broker, agent, view_update = _real_view(w, w.whole_a)
+    broker, agent, view_update = _real_view(w)
 
     def update_a_view() -> None:
         for item in updates:
-            rec = record(item)
+            rec = record(item, BANKS)
             assert rec is not None
             view_update(broker, agent, rec, 0.0)
 
-    link_record = w.link.record
-    broker_c, agent_c, view_update_c = _real_view(w, [link_record(i, BANKS) for i in items])
-
-    def update_c_view() -> None:
-        for item in updates:
-            view_update_c(broker_c, agent_c, link_record(item, BANKS), 0.0)
-
     pa, pb, pc = w.proxies_a(), w.proxies_b(), w.proxies_c()
     return [
-        ("ingest a whole object", {"A": each(record, items),
+        ("ingest a whole object", {"A": each(lambda i: record(i, BANKS), items),
                                    "B": each(lambda i: ingest_b(i, BANKS), items),
                                    "C": each(lambda i: ingest_c(i, BANKS), items)}, n),
-        ("ingest a statistics update", {"A": each(record, updates),
+        ("ingest a statistics update", {"A": each(lambda i: record(i, BANKS), updates),
                                         "B": each(lambda i: ingest_b(i, BANKS), updates),
                                         "C": each(lambda i: ingest_c(i, BANKS), updates)}, n),
         ("merge into the held object", {"A": merge_stats_a, "B": merge_stats_b,
@@ -615,7 +604,7 @@ def operations(w: Workload) -> list[Op]:
                                  "B": each(lambda o: o.values(), pb),
                                  "C": each(lambda o: o.values(), pc)}, n),
         ("statistics update end to end", {"A": update_a, "B": update_b, "C": update_c}, n),
-        ("the same, through ObjectView", {"A": update_a_view, "C": update_c_view}, n),
+        ("the same, A through ObjectView", {"A": update_a_view}, n),
     ]
 
 
@@ -632,25 +621,15 @@ class _Agent:
     broker_bank, agent_bank = BANKS
 
 
-def _real_view(w: Workload, whole: Sequence[Any]
-               ) -> tuple[object, object, Callable[..., object]]:
-    """The console's own view (``ObjectView``), every object of ``whole`` (A's or C's
-    records) held in it, its deliver building and reading a proxy as the session's
-    hand-out does."""
-    def deliver(broker: Any, agent: Any, rec: Any, props: Any, stats: Any,
+def _real_view(w: Workload) -> tuple[object, object, Callable[..., object]]:
+    def deliver(broker: Any, agent: Any, rec: RawObjectRecord, raw: bytes, sofs: int,
                 kind: str, changed: Change) -> None:
-        if isinstance(rec, RawObjectRecord):
-            raw, sofs = ((rec.raw, rec.sofs) if kind == rec.opcode
-                         else RecordLayout.join(rec.raw, props, stats))
-            _read8(QmfObject.from_raw(None, broker, agent, rec.codec, raw, kind, sofs,
-                                      changed, rec.absent))
-        else:
-            _read8(QmfObject.from_values(None, broker, agent, rec.codec, rec.header, kind,
-                                         props, stats, changed, rec.absent))
+        _read8(QmfObject.from_raw(None, broker, agent, rec.codec, raw, kind, sofs, changed,
+                                  rec.absent))
 
     view = ObjectView(_Owner(), deliver)
     broker, agent = object(), _Agent()
-    for rec in whole:  # every object held whole first
+    for rec in w.whole_a:  # every object held whole first
         view.update(broker, agent, rec, 0.0)
     return broker, agent, view.update
 

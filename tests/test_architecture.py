@@ -277,7 +277,6 @@ def test_the_console_reads_the_transport_through_its_contract() -> None:
 PRIVATE_ACCESS_ALLOWED = {
     "_objects.py": {
         "QmfObject.from_raw",  # fills in the new proxy it built
-        "QmfObject.from_values",  # the same, over a v2 object's values
         "QmfObject.update",  # takes over the fresh proxy's record
         "QmfObject.__eq__",  # compares with another proxy
         "_Element.__get__",  # QmfObject's attribute descriptor: reads the proxy's record

@@ -1,15 +1,12 @@
 """The object view as a pure core (console/_view.py), like the protocol cores: records
 and the time in, merged updates and completion requests out; no event loop, no
-broker.  Every test runs with v1 records (the sections' bytes held) and with QMF v2
-objects' values (tuples held).  tests/test_object_view.py checks the same rules
-through a Session on the scripted transport."""
+broker.  tests/test_object_view.py checks the same rules through a Session on the
+scripted transport."""
 
 from __future__ import annotations
 
 import types
 from typing import Any
-
-import pytest
 
 from qmf_async import SessionOptions
 from qmf_async.console._objects import Change
@@ -19,11 +16,9 @@ from qmf_async.wire import (
     ObjectRecord,
     QmfType,
     RawObjectRecord,
-    RecordLayout,
     SchemaProperty,
     SchemaRegistry,
     SchemaStatistic,
-    ValuesRecord,
     decode,
     encode,
 )
@@ -44,26 +39,11 @@ def oid(n: int, agent_bank: int = 5) -> ObjectId:
     return ObjectId.make(sequence=1, broker_bank=1, agent_bank=agent_bank, object=n)
 
 
-#: the record form of the test running (set by ``form``)
-FORM = ["v1"]
-
-
-@pytest.fixture(autouse=True, params=["v1", "v2"])
-def form(request: pytest.FixtureRequest) -> Any:
-    FORM[0] = request.param
-    yield request.param
-    FORM[0] = "v1"
-
-
 def rec(opcode: str, n: int, name: str = "q", depth: int = 0, *, deleted: int = 0,
-        schema: Any = QUEUE, agent_bank: int = 5) -> RawObjectRecord | ValuesRecord:
-    """One received record, as the console's core hands it on: a v1 record (decoded
-    lazily), or a v2 object's values."""
+        schema: Any = QUEUE, agent_bank: int = 5) -> RawObjectRecord:
+    """One received record, as the console's core hands it on (decoded lazily)."""
     props = (f"{name}{n}",) if opcode in "cg" else None
     stats = (depth,) if opcode in "ig" and schema.statistics else None
-    if FORM[0] == "v2":
-        header = RecordLayout.header(3, 2, deleted, oid(n, agent_bank))
-        return ValuesRecord(opcode, REGISTRY.codec(schema), header, props, stats)
     body = encode(ObjectRecord(opcode, 0, schema, 3, 2, deleted, oid(n, agent_bank),
                                props, stats))
     (raw,) = decode(body, REGISTRY, lazy=True)
@@ -77,18 +57,9 @@ class Sink:
     def __init__(self) -> None:
         self.out: list[tuple[str, str, Change, dict[str, Any]]] = []
 
-    def __call__(self, broker: Any, agent: Any, received: RawObjectRecord | ValuesRecord,
-                 props: Any, stats: Any, kind: str, changed: Change) -> None:
-        merged: RawObjectRecord | ValuesRecord
-        if isinstance(received, RawObjectRecord):
-            assert type(props) in (bytes, type(None)) and type(stats) in (bytes, type(None))
-            raw, sofs = ((received.raw, received.sofs) if kind == received.opcode
-                         else RecordLayout.join(received.raw, props, stats))
-            merged = RawObjectRecord(kind, 0, received.codec, raw, sofs)
-        else:
-            assert type(props) in (tuple, type(None)) and type(stats) in (tuple, type(None))
-            merged = ValuesRecord(kind, received.codec, received.header, props, stats)
-        assert (props is not None and stats is not None) == (kind == "g")
+    def __call__(self, broker: Any, agent: Any, received: RawObjectRecord, raw: bytes,
+                 sofs: int, kind: str, changed: Change) -> None:
+        merged = RawObjectRecord(kind, 0, received.codec, raw, sofs)
         schema = received.codec.schema
         names = ([p.name for p in schema.properties] if kind != "i" else []) \
             + ([s.name for s in schema.statistics] if kind != "c" else [])

@@ -1,7 +1,6 @@
-"""QMF v2 objects as the values of v1 records of their class
-(qmf_async/wire/_v2records.py), without a broker or a console: the value rules, the
-opcode, the ids from the caller's ``ref_id``, the errors, and the values against what
-a v1 record of them reads."""
+"""QMF v2 objects as v1 records of their class (qmf_async/wire/_v2records.py), without
+a broker or a console: the value rules, the opcode, the ids from the caller's
+``ref_id``, the errors, and the bytes against the v1 encoder's."""
 
 from __future__ import annotations
 
@@ -14,10 +13,7 @@ from qmf_async.errors import DecodeError
 from qmf_async.wire import (
     ClassKey,
     ObjectId,
-    ObjectRecord,
     QmfType,
-    RawObjectRecord,
-    RecordLayout,
     SchemaClass,
     SchemaProperty,
     SchemaRegistry,
@@ -26,8 +22,6 @@ from qmf_async.wire import (
     V2ObjectId,
     V2RecordConverter,
     V2SchemaId,
-    decode,
-    encode,
     v2_class_key,
     v2_default,
     v2_value,
@@ -74,7 +68,7 @@ def _data(values: dict[str, Any], **kw: Any) -> V2Data:
 def test_a_v2_object_becomes_a_g_record_with_v1_values() -> None:
     conv, ids = _converter()
     u = uuid.uuid4()
-    rec = conv.convert(_data({"name": b"w\xc3\xa91", "owner": {"_object_name": "o1"},
+    rec = conv.record(_data({"name": b"w\xc3\xa91", "owner": {"_object_name": "o1"},
                              "size": 7, "tags": {"k": 1}, "live": 1, "uid": u.bytes,
                              "count": -2, "hits": 12, "ratio": 1, "extra": "ignored"},
                             update_ts=30, create_ts=20, delete_ts=5), (0, 4))
@@ -92,27 +86,24 @@ def test_a_v2_object_becomes_a_g_record_with_v1_values() -> None:
     assert rec.object_id == ObjectId.make(agent_bank=4, object=2)
 
 
-def test_the_values_are_what_a_v1_record_of_them_reads() -> None:
+def test_the_record_bytes_are_what_the_v1_record_writer_makes() -> None:
     conv, _ = _converter()
-    rec = conv.convert(_data({"name": b"w1", "size": 3, "hits": 4}, update_ts=9,
-                             create_ts=8), (1, 0))
+    rec = conv.record(_data({"name": b"w1", "size": 3, "hits": 4}, update_ts=9,
+                            create_ts=8), (1, 0))
     oid = ObjectId.make(broker_bank=1, object=1)
     # absent elements are their type's zero, absent optional ones None
     props = ["w1", ObjectId(bytes(16)), None, 3, {}, False, uuid.UUID(int=0), None]
-    body = encode(ObjectRecord("g", 0, SCHEMA, 9, 8, 0, oid, tuple(props), (4, 0.0)))
-    (v1,) = decode(body, SchemaRegistry([SCHEMA]), lazy=True)
-    assert isinstance(v1, RawObjectRecord)
-    assert rec.header == v1.raw[:RecordLayout.HEADER_SIZE]
-    assert rec.properties == v1.properties == tuple(props)
-    assert rec.statistics == v1.statistics == (4, 0.0)
-    assert rec.parts() == (rec.properties, rec.statistics)
+    expect = bytearray()
+    conv.codec.write_record(expect, "g", 9, 8, 0, oid.raw, props, [4, 0.0])
+    assert rec.raw == bytes(expect)
+    assert rec.properties == tuple(props) and rec.statistics == (4, 0.0)
 
 
 def test_statistics_alone_make_an_i_record_and_properties_alone_a_c() -> None:
     conv, _ = _converter()
-    stats = conv.convert(_data({"hits": 5}), (0, 1))
+    stats = conv.record(_data({"hits": 5}), (0, 1))
     assert stats.opcode == "i" and not stats.has_properties and stats.get("hits") == 5
-    props = conv.convert(_data({"name": "w1"}), (0, 1))
+    props = conv.record(_data({"name": "w1"}), (0, 1))
     assert props.opcode == "c" and not props.has_statistics
     assert props.get("owner") == ObjectId(bytes(16)) and props.get("size") == 0
     assert conv.opcode({}) == "c" and conv.opcode({"ratio": 1.0, "size": 1}) == "g"
@@ -122,23 +113,26 @@ def test_a_record_names_the_non_optional_elements_the_map_lacked() -> None:
     # the classic console lists only what arrived: the record keeps which elements were
     # filled with zeros (absent optional properties are None already)
     conv, _ = _converter()
-    full = conv.convert(_data({"name": "w1", "owner": {"_object_name": "o1"}, "size": 1,
+    full = conv.record(_data({"name": "w1", "owner": {"_object_name": "o1"}, "size": 1,
                               "tags": {}, "live": True, "uid": bytes(16), "hits": 1,
                               "ratio": 0.5}), (0, 1))
     assert full.absent == frozenset()
-    part = conv.convert(_data({"name": "w1", "hits": 4}), (0, 1))
+    part = conv.record(_data({"name": "w1", "hits": 4}), (0, 1))
     assert part.absent == {"owner", "size", "tags", "live", "uid", "ratio"}
     same = V2RecordConverter(SCHEMA, conv.codec, lambda banks, oid: bytes(15) + b"\x01")
-    stats = same.convert(_data({"ratio": 2.0}), (0, 1))
-    props = same.convert(_data({"name": "w1", "size": 2}), (0, 1))
+    stats = same.record(_data({"ratio": 2.0}), (0, 1))
+    props = same.record(_data({"name": "w1", "size": 2}), (0, 1))
     assert stats.absent == {"hits"} and props.absent == {"owner", "tags", "live", "uid"}
+    # a merge keeps each part's
+    assert stats.merge(props).absent == {"hits", "owner", "tags", "live", "uid"}
+    assert stats.merge(None).absent == {"hits"}
 
 
 def test_a_class_without_statistics_makes_c_records() -> None:
     schema = SchemaClass(1, ClassKey("com.acme", "plain", bytes(16)),
                          properties=(SchemaProperty("name", "sstr"),))
     conv, _ = _converter(schema)
-    rec = conv.convert(_data({"name": "p", "hits": 3}), (0, 1))
+    rec = conv.record(_data({"name": "p", "hits": 3}), (0, 1))
     assert rec.opcode == "c" and rec.get("name") == "p"
 
 
@@ -153,13 +147,13 @@ def test_values_that_do_not_fit_raise_a_decode_error(values: dict[str, Any],
                                                      match: str) -> None:
     conv, _ = _converter()
     with pytest.raises(DecodeError, match=match):
-        conv.convert(_data(values), (0, 1))
+        conv.record(_data(values), (0, 1))
 
 
 def test_an_object_without_an_id_is_a_decode_error() -> None:
     conv, ids = _converter()
     with pytest.raises(DecodeError, match="object id"):
-        conv.convert(V2Data({"name": "w1"}), (0, 1))
+        conv.record(V2Data({"name": "w1"}), (0, 1))
     assert ids.asked == []
 
 
@@ -228,66 +222,51 @@ STATS_SCHEMA = SchemaClass(
                 SchemaStatistic("t", "absTime"), SchemaStatistic("who", "sstr"),
                 SchemaStatistic("n", "uint32"), SchemaStatistic("long", "lstr")),
 )
-FIT_SCHEMA = SchemaClass(
-    1, STATS_SCHEMA.class_key,
-    properties=STATS_SCHEMA.properties,
-    statistics=tuple(st for st in STATS_SCHEMA.statistics if st.name != "f"))
 _GONE = object()
 _FULL = {"u8": 7, "u64": 2**63, "i16": -5, "on": True, "f": 0.5, "d": 1e300, "t": 10**18,
          "who": b"me", "n": 3, "long": "l\u00e9"}
 
 
 def _both(schema: SchemaClass, data: V2Data) -> list[Any]:
-    """What the quick and the v1 codec's ways make of ``data``: the record's opcode,
-    header, values (with their types) and absent names and the ids asked, or the
-    error's text."""
+    """What the fast and the field-by-field converters make of ``data``: a record
+    and the ids asked, or the error's text."""
     got: list[Any] = []
     codec = SchemaRegistry([schema]).codec(schema)
     for fast in (True, False):
         ids = _Ids()
         conv = V2RecordConverter(schema, codec, ids, fast=fast)
         try:
-            rec = conv.convert(data, (1, 2))
-            typed = [[(type(v), v) for v in part] if part is not None else None
-                     for part in rec.parts()]
-            got.append((rec.opcode, rec.header, typed, rec.absent, ids.asked))
+            rec = conv.record(data, (1, 2))
+            got.append((rec.opcode, rec.raw, rec.sofs, rec.absent, ids.asked))
         except DecodeError as exc:
             got.append(str(exc))
     return got
 
 
 @pytest.mark.parametrize("change", [
-    {}, {"name": b"m"},  # every statistic present, exactly typed: the quick fit
+    {}, {"name": b"m"},  # every statistic present, exactly typed: packed
     {"u8": 256}, {"u64": -1}, {"i16": 2**15}, {"f": 1e300},  # out of range
     {"u8": True}, {"on": 1}, {"f": 2}, {"d": "x"}, {"u64": 2.0},  # other types
     {"u8": _Int(3)}, {"u64": None}, {"t": None, "name": b"m"},  # subclass, null
     {"i16": float("nan")}, {"d": float("inf")}, {"d": _GONE}, {"on": _GONE, "name": b"m"},
     {"who": "t\u00e9"}, {"who": b"\xff"}, {"who": "\ud800"}, {"who": bytearray(b"x")},
     {"who": b"x" * 255}, {"who": b"x" * 256}, {"long": b"y" * 300}, {"who": 5},
-    {"who": None, "n": _GONE}, {"long": _GONE, "u8": 300}, {"f": 0.1},
+    {"who": None, "n": _GONE}, {"long": _GONE, "u8": 300},
 ])
-@pytest.mark.parametrize("float_stat", [False, True])
-def test_the_quick_fit_gives_the_v1_codecs_values(change: dict[str, Any],
-                                                  float_stat: bool) -> None:
-    # statistics kept as converted when they have exactly their types and fit: the
-    # record (values and their types, opcode, absent names, ids) or the error of the
-    # v1 codec's way (encoded and decoded again); a class with a float statistic
-    # always goes the codec's way (its 4 bytes round the value)
-    schema = STATS_SCHEMA if float_stat else FIT_SCHEMA
-    names = {st.name for st in schema.statistics} | {"name"}
-    values = {k: v for k, v in {**_FULL, **change}.items() if v is not _GONE and k in names}
-    fast, slow = _both(schema, V2Data(values, OID, None, 1, 2, 0))
+def test_packed_statistics_are_the_field_by_field_bytes(change: dict[str, Any]) -> None:
+    # the statistics packed straight from the map give the record (bytes, opcode,
+    # absent names, ids) or the error the field-by-field conversion gives
+    values = {k: v for k, v in {**_FULL, **change}.items() if v is not _GONE}
+    fast, slow = _both(STATS_SCHEMA, V2Data(values, OID, None, 1, 2, 0))
     assert fast == slow
-    conv, _ = _converter(schema)
-    assert (conv._fit is None) == float_stat
-    if not change and not float_stat:  # the quick way was taken
-        assert conv._fit is not None and conv._fit(conv.stats(values, (1, 2), [])) is not None
+    if not change:  # the packed way was taken
+        conv, _ = _converter(STATS_SCHEMA)
+        assert conv._pack_stats is not None and conv._pack_stats(values, []) == slow[1][slow[2]:]
 
 
-def test_the_quick_fit_on_qpidds_objects() -> None:
+def test_packed_statistics_on_qpidds_objects() -> None:
     # qpidd's captured queue objects, whole and statistics alone, through a schema
-    # made from their values (ints as uint64 statistics): the same records both
-    # ways, and the quick one taken for every object
+    # made from their values (ints as uint64 statistics): the same records
     import base64
     import json
     from pathlib import Path
@@ -311,15 +290,69 @@ def test_the_quick_fit_on_qpidds_objects() -> None:
     schema = SchemaClass(1, ClassKey("org.apache.qpid.broker", "queue", bytes(16)),
                          properties=props, statistics=stats)
     names = {st.name for st in stats}
-    conv, _ = _converter(schema)
-    assert conv._fit is not None
+    # and one converter for them all, as a session keeps it (its packer learned from
+    # the first objects): the same records again
+    kept = V2RecordConverter(schema, SchemaRegistry([schema]).codec(schema), _Ids())
     for item in items:
         for values in (item.values, {k: v for k, v in item.values.items() if k in names}):
             data = V2Data(values, item.object_id, item.schema_id, item.update_ts,
                           item.create_ts, item.delete_ts)
             fast, slow = _both(schema, data)
             assert fast == slow and not isinstance(fast, str)
-            assert conv._fit(conv.stats(values, (1, 2), [])) is not None
+            ids = _Ids()
+            kept.ref_id = ids
+            rec = kept.record(data, (1, 2))
+            assert (rec.opcode, rec.raw, rec.sofs, rec.absent, ids.asked) == slow
+    assert kept._packer is not kept._pack_stats
+
+
+@pytest.mark.parametrize("taught", [(), ("n", "who"), ("u8", "long", "on")])
+@pytest.mark.parametrize("change", [
+    {}, {"name": b"m"}, {"n": _GONE, "who": _GONE}, {"n": None, "who": _GONE},
+    {"u8": _GONE, "long": _GONE, "on": None}, {"n": 4, "who": _GONE},  # missing ones back
+    {"u8": 256}, {"on": 1}, {"u8": True}, {"u64": _Int(3)}, {"u64": None}, {"who": b"\xff"},
+    {"who": None, "n": _GONE}, {"d": "x"}, {"who": b"x" * 256}, {"long": "\ud800"},
+    {"f": 1e300}, {"u8": _GONE, "long": _GONE, "on": 1}, {"extra": 1},
+])
+def test_a_learned_packer_gives_the_field_by_field_bytes(taught: tuple[str, ...],
+                                                         change: dict[str, Any]) -> None:
+    # a converter that packed a map lacking the fields ``taught`` packs the maps lacking
+    # the same by a packer made for them; every other map goes the general way: the
+    # record (bytes, opcode, absent names, ids) or the error of the field-by-field way
+    codec = SchemaRegistry([STATS_SCHEMA]).codec(STATS_SCHEMA)
+    conv = V2RecordConverter(STATS_SCHEMA, codec, _Ids())
+    teach = {k: v for k, v in _FULL.items() if k not in taught}
+    conv.record(V2Data(teach, OID, None, 1, 2, 0), (1, 2))
+    assert conv._packer is not conv._pack_stats  # learned
+    values = {k: v for k, v in {**teach, **change}.items() if v is not _GONE}
+    data = V2Data(values, OID, None, 1, 2, 0)
+    ids = _Ids()
+    conv.ref_id = ids
+    try:
+        rec = conv.record(data, (1, 2))
+        fast: Any = (rec.opcode, rec.raw, rec.sofs, rec.absent, ids.asked)
+    except DecodeError as exc:
+        fast = str(exc)
+    assert [fast] == _both(STATS_SCHEMA, data)[1:]
+
+
+def test_a_learned_packer_that_misses_gives_way_to_another() -> None:
+    # maps that keep departing from the learned packer's send the converter back to
+    # the general packer, which learns again (a bounded number of times)
+    from qmf_async.wire._v2records import _MAX_LEARNS, _MAX_MISSES
+
+    conv, _ = _converter(STATS_SCHEMA)
+    conv.record(V2Data({**_FULL, "n": None}, OID, None, 1, 2, 0), (1, 2))
+    first = conv._packer
+    assert first is not conv._pack_stats
+    for _ in range(_MAX_MISSES):
+        rec = conv.record(V2Data(dict(_FULL), OID, None, 1, 2, 0), (1, 2))
+        assert rec.absent == frozenset()
+    assert conv._packer is not first and conv._packer is not conv._pack_stats
+    for i in range(3 * _MAX_LEARNS * _MAX_MISSES):  # alternating: learns stop
+        conv.record(V2Data({**_FULL, "n": None} if i % 2 else dict(_FULL), OID, None, 1, 2,
+                           0), (1, 2))
+    assert conv._learns == _MAX_LEARNS
 
 
 def test_class_keys_by_identity_and_by_value_agree() -> None:

@@ -49,7 +49,6 @@ from ..wire import (
     RawObjectRecord,
     SchemaClass,
     SchemaMethod,
-    ValuesRecord,
 )
 from ._agentlist import AgentList
 from ._calls import MethodCalls
@@ -570,7 +569,7 @@ class Broker:
         return found
 
     async def send_query(self, agent: RemoteAgent, query: Mapping[str, Any],
-                         sink: Callable[[Message | RawObjectRecord | ValuesRecord], None],
+                         sink: Callable[[Message | RawObjectRecord], None],
                          where: list[Any] | None = None) -> Wait:
         """Start a query of ``agent`` (a v1 ``G``, a v2 query, or qpidd's v1 fast path
         over v2) whose records go to ``sink``; the wait completes once its answer is
@@ -589,8 +588,7 @@ class Broker:
         return await self.send_v1_query((agent.broker_bank, agent.agent_bank), query, sink)
 
     async def send_v1_query(self, banks: tuple[int, int], query: Mapping[str, Any],
-                            sink: Callable[[Message | RawObjectRecord | ValuesRecord], None]
-                            ) -> Wait:
+                            sink: Callable[[Message | RawObjectRecord], None]) -> Wait:
         """Start a v1 ``G`` to the agent of ``banks``; as :meth:`send_query`."""
         self.check()
         out = self._core.send_query(banks, query, sink=sink)

@@ -19,7 +19,6 @@ from ..wire import (
     RecordReader,
     SchemaClass,
     SchemaMethod,
-    ValuesRecord,
     plain_reader,
 )
 from ._links import BrokerLink, SessionLink
@@ -29,7 +28,6 @@ if TYPE_CHECKING:
     from ..wire import ObjectRecord
 
 _new = object.__new__
-_HEADER_SIZE = RecordLayout.HEADER_SIZE
 #: no element absent (shared)
 _NO_NAMES: frozenset[str] = frozenset()
 #: (properties received, statistics received) -> kind
@@ -134,46 +132,12 @@ class QmfObject:
         return obj
 
     @classmethod
-    def from_values(cls, session: SessionLink | None, broker: BrokerLink | None,
-                    agent: RemoteAgent | None, reader: RecordReader, header: bytes,
-                    kind: str, properties: tuple[Any, ...] | None,
-                    statistics: tuple[Any, ...] | None, changed: Change | None = None,
-                    absent: frozenset[str] = frozenset()) -> QmfObject:
-        """A proxy of a QMF v2 object's values (a :class:`~qmf_async.wire.ValuesRecord`'s
-        ``header`` and parts, ``kind`` the parts it holds), as sessions build them; the
-        tuples are shared, never changed."""
-        obj: QmfObject = _new((session.proxy_classes if session is not None
-                               else _UNBOUND).of(reader))
-        if changed is None:
-            changed = _OPCODE_CHANGES[kind]
-            if RecordLayout.is_deleted(header):
-                changed |= Change.DELETED
-        obj._changed = changed
-        obj._session = session
-        obj._broker = broker
-        obj._agent = agent
-        obj._reader = reader
-        obj._raw = header
-        obj._kind = kind
-        obj._sofs = _HEADER_SIZE
-        obj._p = properties
-        obj._s = statistics
-        obj._absent = absent
-        return obj
-
-    @classmethod
     def from_record(cls, session: SessionLink | None, broker: BrokerLink | None,
-                    agent: RemoteAgent | None,
-                    rec: RawObjectRecord | ValuesRecord | ObjectRecord) -> QmfObject:
-        """A proxy of a received record (raw, values or decoded), as sessions build
-        them."""
-        if isinstance(rec, RawObjectRecord):
+                    agent: RemoteAgent | None, rec: RawObjectRecord | ObjectRecord) -> QmfObject:
+        """A proxy of a received record (raw or decoded), as sessions build them."""
+        if type(rec) is RawObjectRecord:
             return cls.from_raw(session, broker, agent, rec.codec, rec.raw,
                                 rec.opcode, rec.sofs, None, rec.absent)
-        if isinstance(rec, ValuesRecord):
-            return cls.from_values(session, broker, agent, rec.codec, rec.header,
-                                   rec.opcode, rec.properties, rec.statistics, None,
-                                   rec.absent)
         return cls(session, broker, agent, rec.schema, rec.object_id, rec.properties,
                    rec.statistics, (rec.timestamp, rec.created, rec.deleted))
 

@@ -27,7 +27,7 @@ from ..errors import (
     UsageError,
 )
 from ..protocol import Selector, compile_selector
-from ..wire import ClassKey, Message, ObjectId, RawObjectRecord, ValuesRecord
+from ..wire import ClassKey, Message, ObjectId, RawObjectRecord
 from ._broker import Broker
 from ._links import SessionLink
 from ._objects import QmfObject
@@ -168,37 +168,26 @@ class ObjectQueries:
         fan_out = _agent is None and oid is None
         delivered: list[QmfObject] = []
         seen = [False]  # a record of the asked class arrived (before the filters)
-        from_raw, from_values = QmfObject.from_raw, QmfObject.from_values
+        from_raw = QmfObject.from_raw
         link = self._link
         limit = options.max_query_items
         over: list[ProtocolError] = []  # the answer grew past ``limit``
 
         def on_item(broker: Broker, agent: RemoteAgent
-                    ) -> Callable[[Message | RawObjectRecord | ValuesRecord], None]:
+                    ) -> Callable[[Message | RawObjectRecord], None]:
             filtered = bool(property_equals) or selector is not None
 
-            def take(msg: Message | RawObjectRecord | ValuesRecord) -> None:
-                if over:
+            def take(msg: Message | RawObjectRecord) -> None:
+                if type(msg) is not RawObjectRecord or over:
                     return
-                if type(msg) is RawObjectRecord:
-                    codec = msg.codec
-                    if key is not None and codec.class_key != key:
-                        return
-                    if oid is not None and msg.object_id_bytes != oid.raw:
-                        return
-                    obj = from_raw(link, broker, agent, codec, msg.raw,
-                                   msg.opcode, msg.sofs, None, msg.absent)
-                elif type(msg) is ValuesRecord:  # a QMF v2 object
-                    codec = msg.codec
-                    if key is not None and codec.class_key != key:
-                        return
-                    if oid is not None and msg.object_id_bytes != oid.raw:
-                        return
-                    obj = from_values(link, broker, agent, codec, msg.header, msg.opcode,
-                                      msg.properties, msg.statistics, None, msg.absent)
-                else:
+                codec = msg.codec
+                if key is not None and codec.class_key != key:
+                    return
+                if oid is not None and msg.object_id_bytes != oid.raw:
                     return
                 seen[0] = True
+                obj = from_raw(link, broker, agent, codec, msg.raw,
+                               msg.opcode, msg.sofs, None, msg.absent)
                 if filtered:
                     try:
                         for name, want in property_equals.items():

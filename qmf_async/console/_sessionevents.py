@@ -18,7 +18,7 @@ from typing import Any
 from ..errors import ConnectionLostError
 from ..frozen import frozen
 from ..transport import TransportFactory
-from ..wire import ClassKey, RawObjectRecord, SchemaClass, ValuesRecord
+from ..wire import ClassKey, RawObjectRecord, SchemaClass
 from ._links import SessionSettings
 from ._state import BrokerStateChange
 from ._values import Event, MethodResult, RemoteAgent
@@ -53,7 +53,7 @@ class ObjectsReceived:
 
     broker: Any
     agent: RemoteAgent | None
-    records: tuple[RawObjectRecord | ValuesRecord, ...]
+    records: tuple[RawObjectRecord, ...]
 
 
 @frozen(slots=True)

@@ -17,12 +17,12 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..wire import RawObjectRecord, RecordLayout
+from ..wire import RawObjectRecord
 from ._broker import Broker
 from ._links import SessionLink
 from ._objects import QmfObject
 from ._values import Change, RemoteAgent
-from ._view import Completion, ObjectView, Record, ViewOwner
+from ._view import Completion, ObjectView, ViewOwner
 
 if TYPE_CHECKING:
     from ._streams import Streams
@@ -79,7 +79,7 @@ class ObjectUpdates:
         self.view.forget_agent(agent.broker, (agent.broker_bank, agent.agent_bank))
 
     def object_update(self, broker: Broker, agent: RemoteAgent | None,
-                      rec: Record) -> None:
+                      rec: RawObjectRecord) -> None:
         """A ``c``/``i`` (or a v2 ``g``) a broker connection received."""
         if not self._watched():
             view = self.view
@@ -92,20 +92,12 @@ class ObjectUpdates:
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
-    def _hand_out(self, broker: Broker, agent: RemoteAgent | None, rec: Record,
-                  props: Any, stats: Any, kind: str, changed: Change) -> None:
+    def _hand_out(self, broker: Broker, agent: RemoteAgent | None, rec: RawObjectRecord,
+                  raw: bytes, sofs: int, kind: str, changed: Change) -> None:
         # absent: of the parts the received record carried (a part the view joined
         # in from an earlier record counts as sent in full)
-        if isinstance(rec, RawObjectRecord):
-            if kind == rec.opcode:
-                raw, sofs = rec.raw, rec.sofs
-            else:  # the record completed by the part the view held
-                raw, sofs = RecordLayout.join(rec.raw, props, stats)
-            obj = QmfObject.from_raw(self._link, broker, agent, rec.codec, raw,
-                                     kind, sofs, changed, rec.absent)
-        else:
-            obj = QmfObject.from_values(self._link, broker, agent, rec.codec, rec.header,
-                                        kind, props, stats, changed, rec.absent)
+        obj = QmfObject.from_raw(self._link, broker, agent, rec.codec, raw,
+                                 kind, sofs, changed, rec.absent)
         # as the classic console: properties first, then statistics, for every update
         # that carries them (a v2 object with both parts, or an object first seen
         # through statistics whose properties a completion query brought, gets both)

@@ -33,16 +33,12 @@ from ..wire import (
     RawObjectRecord,
     RecordLayout,
     SchemaMethod,
-    ValuesRecord,
 )
 
 if TYPE_CHECKING:
     from ._v2 import V2Link
     from ._values import RemoteAgent
     from ._waits import Wait, Waits
-
-#: where a query's objects go: v1 records, or v2 objects' values when it falls back
-Sink = Callable[[RawObjectRecord | ValuesRecord], None]
 
 __all__ = ["RouteHost", "V1Route"]
 
@@ -136,7 +132,7 @@ class V1Route:
         return None if v1 is None else {"_objectid": str(ObjectId(v1))}
 
     def start(self, agent: RemoteAgent, query: Mapping[str, Any],
-              sink: Sink, where: list[Any] | None) -> Wait:
+              sink: Callable[[RawObjectRecord], None], where: list[Any] | None) -> Wait:
         """Start the query; its records go to ``sink`` once all are named.  The wait
         (under no key: a task of its own computes the answer, its requests go
         through the broker's) completes once all were handed out; closing it stops
@@ -152,7 +148,7 @@ class V1Route:
         return wait
 
     async def _run(self, agent: RemoteAgent, query: dict[str, Any],
-                   sink: Sink, where: list[Any] | None,
+                   sink: Callable[[RawObjectRecord], None], where: list[Any] | None,
                    wait: Wait) -> None:
         try:
             records = await self._answer(query)
@@ -213,7 +209,7 @@ class V1Route:
         return found
 
     async def _over_v2(self, agent: RemoteAgent, query: Mapping[str, Any],
-                       sink: Sink, where: list[Any] | None,
+                       sink: Callable[[RawObjectRecord], None], where: list[Any] | None,
                        wait: Wait) -> None:
         """The query over v2, as without this path."""
         self.fallbacks += 1

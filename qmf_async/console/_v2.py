@@ -5,10 +5,10 @@ A :class:`Broker` whose connection speaks v2 (``Session(qmf_version=...)``) hand
 v2 messages here.  What v2 delivers is turned into what the v1 side delivers, so the
 session's one object view, its proxies and its subscriptions serve both versions:
 
-- a v2 object (``V2Data``) becomes a :class:`~qmf_async.wire.ValuesRecord` of its v1
+- a v2 object (``V2Data``) becomes a :class:`~qmf_async.wire.RawObjectRecord` of its v1
   schema (qpidd has no v2 schema query: the schema comes from the v1 ``S``, as the
-  classic console does): the values a v1 record of it would read, held decoded, by the
-  wire layer's :class:`~qmf_async.wire.V2RecordConverter`; this module keeps what is
+  classic console does), with texts decoded (qpidd sends them as binary), by the wire
+  layer's :class:`~qmf_async.wire.V2RecordConverter`; this module keeps what is
   connection state (ids, banks, schemas fetched), ``_v2parts`` what waits in parts
   (the indications held for schemas or agents, the answers streamed);
 - its object id is a v1 id made from the agent's banks on this connection and a 64-bit
@@ -64,6 +64,7 @@ from ..wire import (
     ClassKey,
     ObjectId,
     QmfType,
+    RawObjectRecord,
     SchemaClass,
     SchemaMethod,
     V2Data,
@@ -72,7 +73,6 @@ from ..wire import (
     V2ObjectId,
     V2RecordConverter,
     V2SchemaId,
-    ValuesRecord,
     v2_class_key,
 )
 from ._dispatch import Handlers, handle, ignore
@@ -592,9 +592,8 @@ class V2Link:
         named[name] = raw
         return raw
 
-    def record(self, data: V2Data, banks: tuple[int, int]) -> ValuesRecord | None:
-        """``data`` as the values of a v1 record of its class (None: its schema is not
-        known).
+    def record(self, data: V2Data, banks: tuple[int, int]) -> RawObjectRecord | None:
+        """``data`` as a v1 record of its class (None: its schema is not known).
 
         Raises:
             DecodeError: no object or schema id, or values that do not fit the schema.
@@ -610,7 +609,7 @@ class V2Link:
             conv = self._converters[key] = V2RecordConverter(
                 schema, self.host.session.schemas.codec(schema), self.object_id)
         if not data.delete_ts:
-            rec = conv.convert(data, banks)
+            rec = conv.record(data, banks)
             if self.deleted:  # alive (again): its id stays
                 self.deleted.pop(rec.object_id_bytes, None)
             return rec
@@ -618,7 +617,7 @@ class V2Link:
         # forget_deleted_after seconds from now
         self._deleting = now = time.monotonic()
         try:
-            rec = conv.convert(data, banks)
+            rec = conv.record(data, banks)
         finally:
             self._deleting = None
         raw = rec.object_id_bytes
@@ -645,7 +644,7 @@ class V2Link:
     # ------------------------------------------------------------------ requests
 
     async def send_query(self, agent: RemoteAgent, query: Mapping[str, Any],
-                         sink: Callable[[ValuesRecord], None],
+                         sink: Callable[[RawObjectRecord], None],
                          where: list[Any] | None = None) -> Wait:
         """Start a ``_query_request`` for what ``query`` (a v1 ``G`` map) asks; the
         wait completes once every object of the answer went to ``sink``.  ``where``
@@ -696,7 +695,7 @@ class V2Link:
             log.debug("schemas of %s not fetched ahead of the query: %s", name, exc)
 
     def convert_into(self, items: Iterable[Any], banks: tuple[int, int],
-                     sink: Callable[[ValuesRecord], None]) -> None:
+                     sink: Callable[[RawObjectRecord], None]) -> None:
         """Convert the objects among ``items`` and hand them to ``sink`` (those that
         do not fit their schema, or whose schema is unknown, counted and dropped)."""
         session = self.host.session

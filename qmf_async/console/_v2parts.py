@@ -17,7 +17,7 @@ from ..errors import DecodeError, QmfError
 from ..logs import warn_limited
 from ..protocol import ConsoleProtocolV2, Outgoing
 from ..transport import TransportProtocol
-from ..wire import ClassKey, SchemaClass, V2Data, V2Event, ValuesRecord
+from ..wire import ClassKey, RawObjectRecord, SchemaClass, V2Data, V2Event
 from ._objects import Event, RemoteAgent
 from ._sessionevents import EventRaised, ObjectsReceived, SessionEvent
 from ._waits import later
@@ -107,12 +107,12 @@ class PartsLink(Protocol):
     async def fetch_schemas(self, keys: Iterable[ClassKey],
                             agent: RemoteAgent | None = None) -> None: ...
 
-    def record(self, data: V2Data, banks: tuple[int, int]) -> ValuesRecord | None: ...
+    def record(self, data: V2Data, banks: tuple[int, int]) -> RawObjectRecord | None: ...
 
     def event(self, ev: V2Event, agent: RemoteAgent | None) -> Event: ...
 
     def convert_into(self, items: Iterable[Any], banks: tuple[int, int],
-                     sink: Callable[[ValuesRecord], None]) -> None: ...
+                     sink: Callable[[RawObjectRecord], None]) -> None: ...
 
 
 class HeldIndications:
@@ -193,7 +193,7 @@ class HeldIndications:
             held.popleft()
             self.count -= 1
             # the records of one message go up together (one value, in order)
-            records: list[ValuesRecord] = []
+            records: list[RawObjectRecord] = []
             for item in items:
                 if isinstance(item, V2Event):
                     if records:
@@ -280,7 +280,7 @@ class V2Answer:
 
     __slots__ = ("agent", "backlog", "done", "ended", "link", "sink", "task")
 
-    def __init__(self, link: PartsLink, agent: RemoteAgent, sink: Callable[[ValuesRecord], None],
+    def __init__(self, link: PartsLink, agent: RemoteAgent, sink: Callable[[RawObjectRecord], None],
                  done: asyncio.Future[Any]) -> None:
         self.link = link
         self.agent = agent

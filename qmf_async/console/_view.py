@@ -6,9 +6,6 @@ handed out.  An object first seen through only one part is held until a query (o
 view holds at most ``max_objects`` objects (least recently updated evicted first);
 deleted objects and those of departed agents leave it.
 
-An object's parts are held as its records carry them: bytes of a v1 record's sections
-(``RawObjectRecord``), or tuples of values of a QMF v2 object (``ValuesRecord``).
-
 No I/O and no event loop here: records and the time go in, merged updates come out
 through the ``deliver`` callback, and when objects must be completed the view returns
 a :class:`Completion` for its owner to run (``start_round``, the query,
@@ -21,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from ..wire import ClassKey, RawObjectRecord, ValuesRecord, make_oid
+from ..wire import ClassKey, RawObjectRecord, RecordLayout, make_oid
 from ._values import Change
 
 __all__ = ["Completion", "Deliver", "ObjectView", "ViewLimits", "ViewOwner"]
@@ -29,18 +26,11 @@ __all__ = ["Completion", "Deliver", "ObjectView", "ViewLimits", "ViewOwner"]
 #: how many deleted objects' last views are remembered at most
 _MAX_GONE = 4096
 
-#: a record the view takes: a v1 record's bytes, or a v2 object's values
-Record = RawObjectRecord | ValuesRecord
-#: (properties, statistics) of an object as held (None: not known): the sections'
-#: bytes of a v1 object, the values' tuples of a v2 object
-Parts = tuple[Any, Any]
 #: an object in the view: (id of its broker connection, its object id's 16 bytes)
 ViewKey = tuple[int, bytes]
 #: (id of the broker connection, broker bank, agent bank, class): one completion batch
 CompletionKey = tuple[int, int, int, ClassKey]
 
-#: the record types the view takes
-_RECORDS = (RawObjectRecord, ValuesRecord)
 #: what an update of each opcode carries
 _RECORD_CHANGES = {"c": Change.PROPERTIES, "i": Change.STATISTICS,
                    "g": Change.PROPERTIES | Change.STATISTICS}
@@ -64,11 +54,10 @@ class ViewOwner(Protocol):
     def options(self) -> ViewLimits: ...
 
 
-#: ``deliver(broker, agent, record, properties, statistics, kind, changed)``: one
-#: merged update to hand out (``record`` the one received; ``properties`` and
-#: ``statistics`` the newest parts known, in the record's form; ``kind`` the parts
-#: known: ``g`` both, else the record's opcode)
-Deliver = Callable[[Any, Any, Record, Any, Any, str, Change], None]
+#: ``deliver(broker, agent, record, raw, sofs, kind, changed)``: one merged update to
+#: hand out (``raw``/``sofs``/``kind`` are the merged record's, ``record`` the one
+#: received)
+Deliver = Callable[[Any, Any, RawObjectRecord, bytes, int, str, Change], None]
 
 
 class Completion:
@@ -105,16 +94,16 @@ class ObjectView:
         self._deliver_to = deliver
         #: (id(broker), object id) -> the latest properties and statistics bytes,
         #: least recently updated first
-        self.latest: dict[ViewKey, Parts] = {}
+        self.latest: dict[ViewKey, tuple[bytes | None, bytes | None]] = {}
         #: objects held for a missing part -> their updates in arrival order
-        self.waiting: dict[ViewKey, list[tuple[Any, Any, Record]]] = {}
+        self.waiting: dict[ViewKey, list[tuple[Any, Any, RawObjectRecord]]] = {}
         #: the completion batches open now
         self.completions: dict[CompletionKey, Completion] = {}
         #: the last views of objects whose deletion came in a part (a ``c`` or an
         #: ``i``; agents publish both), with when: the other part is answered with
         #: what was known.  Kept ``completion_timeout`` seconds, at most _MAX_GONE
         #: objects (oldest out); a deletion in a ``g`` (whole) is not kept
-        self.gone: dict[ViewKey, tuple[Any, Any, float]] = {}
+        self.gone: dict[ViewKey, tuple[bytes | None, bytes | None, float]] = {}
         #: objects in ``latest`` whose properties no update handed out yet (they came
         #: from a completion query): their next statistics update announces them
         self.unannounced: set[ViewKey] = set()
@@ -145,7 +134,7 @@ class ObjectView:
                 self.failed_at.pop(key, None)
                 self.unannounced.discard(key)
 
-    def update(self, broker: Any, agent: Any, rec: Record,
+    def update(self, broker: Any, agent: Any, rec: RawObjectRecord,
                now: float) -> Completion | None:
         """A ``c`` or ``i`` from the topic (or a v2 object with both parts, a ``g``):
         delivered merged with the object's view, or, for a live object of a known
@@ -162,7 +151,7 @@ class ObjectView:
                 self._release(key, None, now)
             return None
         if agent is not None:
-            known: Parts | None = self.latest.get(key)
+            known: tuple[bytes | None, bytes | None] | None = self.latest.get(key)
             if known is None and rec.is_deleted():
                 was = self.gone.get(key)
                 known = was[:2] if was is not None else None
@@ -204,11 +193,12 @@ class ObjectView:
         """The query of a round answered ``records`` (None: it failed): the objects
         of ``keys``, and those added to the batch since that it answers, are handed
         out; the others of the answer are kept in the view."""
-        found: dict[bytes, Parts] = {}
+        found: dict[bytes, tuple[bytes, bytes]] = {}
         class_key = completion.class_key
         for r in records or ():
-            if type(r) in _RECORDS and r.codec.class_key == class_key:
-                found[r.object_id_bytes] = r.parts()
+            if type(r) is RawObjectRecord and r.codec.class_key == class_key:
+                found[r.object_id_bytes] = (RecordLayout.properties(r.raw, r.sofs),
+                                            RecordLayout.statistics(r.raw, r.sofs))
         batch = completion.batch
         done = list(keys)
         for k in [k for k in batch if k[1] in found]:
@@ -226,7 +216,7 @@ class ObjectView:
 
     # ------------------------------------------------------------------ internals
 
-    def _hold(self, broker: Any, agent: Any, rec: Record,
+    def _hold(self, broker: Any, agent: Any, rec: RawObjectRecord,
               key: ViewKey) -> Completion | None:
         self.waiting[key] = [(broker, agent, rec)]
         class_key = rec.codec.class_key
@@ -238,10 +228,11 @@ class ObjectView:
         made = self.completions[ckey] = Completion(broker, agent, class_key, ckey, key)
         return made
 
-    def _deliver(self, broker: Any, agent: Any, rec: Record, key: ViewKey,
+    def _deliver(self, broker: Any, agent: Any, rec: RawObjectRecord, key: ViewKey,
                  now: float) -> None:
+        raw, sofs = rec.raw, rec.sofs
         latest = self.latest
-        live = not rec.is_deleted()
+        live = not RecordLayout.is_deleted(raw)
         # popped and put back: the dict stays ordered by last update (eviction order)
         known = latest.pop(key, None)
         was = None
@@ -250,11 +241,10 @@ class ObjectView:
             if known is None and was is not None:
                 known = was[:2]
         props, stats = known if known is not None else (None, None)
-        got_props, got_stats = rec.parts()
-        if got_props is not None:
-            props = got_props
-        if got_stats is not None:
-            stats = got_stats
+        if rec.opcode != "i":
+            props = RecordLayout.properties(raw, sofs)
+        if rec.opcode != "c":
+            stats = RecordLayout.statistics(raw, sofs)
         changed = _RECORD_CHANGES[rec.opcode]
         if rec.opcode != "i":
             self.unannounced.discard(key)
@@ -280,11 +270,14 @@ class ObjectView:
                 self.objects_evicted += 1
         # the update carries the newest header, properties and statistics seen
         kind = "g" if props is not None and stats is not None else rec.opcode
+        if kind != rec.opcode:
+            assert props is not None and stats is not None
+            raw, sofs = RecordLayout.join(raw, props, stats)
         if not live:
             changed |= Change.DELETED
-        self._deliver_to(broker, agent, rec, props, stats, kind, changed)
+        self._deliver_to(broker, agent, rec, raw, sofs, kind, changed)
 
-    def _remember_gone(self, key: ViewKey, props: Any, stats: Any,
+    def _remember_gone(self, key: ViewKey, props: bytes | None, stats: bytes | None,
                        now: float) -> None:
         """Remember the last view of an object whose deletion came in a part; those
         remembered longer than ``completion_timeout`` (or past _MAX_GONE) leave."""
@@ -297,7 +290,7 @@ class ObjectView:
             del gone[first]
         gone[key] = (props, stats, now)
 
-    def _seed(self, broker: Any, found: Mapping[bytes, Parts]) -> None:
+    def _seed(self, broker: Any, found: Mapping[bytes, tuple[bytes, bytes]]) -> None:
         """Keep in the view the other objects a completion query brought: their first
         statistics-only update then needs no query of its own (qpidd over v2 sends an
         object's properties only when they change, so without this every object of a
@@ -314,7 +307,7 @@ class ObjectView:
                 self.unannounced.add(key)
                 room -= 1
 
-    def _release(self, key: ViewKey, answer: Parts | None, now: float, *,
+    def _release(self, key: ViewKey, answer: tuple[bytes, bytes] | None, now: float, *,
                  count: bool = True) -> None:
         """Hand out the held updates of an object, in order, once the part it lacked
         is known: from the first held update carrying it, else from the completion
@@ -322,13 +315,13 @@ class ObjectView:
         failed: counted, and the updates handed out with what is known."""
         held = self.waiting.pop(key)
         need_props = held[0][2].opcode == "i"
-        part: Any = None
+        part: bytes | None = None
         for _, _, rec in held:
             if need_props and rec.opcode != "i":
-                part = rec.parts()[0]
+                part = RecordLayout.properties(rec.raw, rec.sofs)
                 break
             if not need_props and rec.opcode != "c":
-                part = rec.parts()[1]
+                part = RecordLayout.statistics(rec.raw, rec.sofs)
                 break
         if part is None and answer is not None:
             part = answer[0] if need_props else answer[1]

@@ -84,14 +84,7 @@ if TYPE_CHECKING:  # at run time each name is imported on first use (__getattr__
         encode_v2,
         encode_v2_body,
     )
-    from ._v2records import (
-        RefId,
-        V2RecordConverter,
-        ValuesRecord,
-        v2_class_key,
-        v2_default,
-        v2_value,
-    )
+    from ._v2records import RefId, V2RecordConverter, v2_class_key, v2_default, v2_value
     from ._values import SEVERITY_NAMES, Access, ClassKey, ClassKind, ObjectId, QmfType
 
 __all__ = [
@@ -180,7 +173,6 @@ __all__ = [
     "encode_v2_body",
     "RefId",
     "V2RecordConverter",
-    "ValuesRecord",
     "v2_class_key",
     "v2_default",
     "v2_value",
@@ -269,7 +261,6 @@ _LAZY: dict[str, str] = {
     "encode_v2_body": "._v2",
     "RefId": "._v2records",
     "V2RecordConverter": "._v2records",
-    "ValuesRecord": "._v2records",
     "v2_class_key": "._v2records",
     "v2_default": "._v2records",
     "v2_value": "._v2records",

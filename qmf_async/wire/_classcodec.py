@@ -475,13 +475,6 @@ class RawObjectRecord:
         """True for ``i`` and ``g`` records (and merged ones)."""
         return self.opcode != "c"
 
-    def parts(self) -> tuple[bytes | None, bytes | None]:
-        """(properties section, statistics section) as bytes, None for the part the
-        opcode lacks: what an object view holds of the object."""
-        raw, sofs, op = self.raw, self.sofs, self.opcode
-        return (raw[HEADER_SIZE:sofs] if op != "i" else None,
-                raw[sofs:] if op != "c" else None)
-
     def merge(self, older: RawObjectRecord | None) -> RawObjectRecord:
         """This record completed by ``older``, an earlier record of the same object:
         the header and the parts this record carries are this record's; a part it

@@ -1,17 +1,13 @@
-"""QMF v2 objects as the values of v1 object records of their class.  Pure: no I/O.
+"""QMF v2 objects as v1 object records of their class.  Pure: no I/O.
 
 A console that speaks v2 serves the same object view as over v1: each v2 object
-(:class:`~qmf_async.wire.V2Data`) becomes a :class:`ValuesRecord` of its class's v1
-schema (qpidd has no v2 schema query; the v1 ``S`` gives it), whose values are those a
-v1 record of the object would read, held decoded rather than encoded (a v1 record is
-smaller, a tuple quicker to merge and read: docs/architecture.md, "v2 objects held as
-values"):
+(:class:`~qmf_async.wire.V2Data`) becomes a :class:`~qmf_async.wire.RawObjectRecord`
+of its class's v1 schema (qpidd has no v2 schema query; the v1 ``S`` gives it):
 
 - values are read from the object's ``_values`` map by name: texts decoded (qpidd
   sends them as binary), uuids sent as 16 bytes made uuids, booleans and floats made
   so, references (v2 object id maps) made v1 object ids; integers and the other types
-  as received, then checked against their v1 type (one that does not fit is a
-  :class:`~qmf_async.DecodeError`, as it would be encoding the record);
+  as received;
 - an absent element is None when optional, else its type's zero, and its name is
   kept in the record's ``absent`` (the classic console lists only what arrived);
 - the opcode is ``g`` when the map holds properties and statistics, ``i`` when only
@@ -25,23 +21,21 @@ once per schema (the conversion is the hot path of a large v2 answer).
 
 from __future__ import annotations
 
+import operator
 import struct
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-import attrs
-
 from ..errors import DecodeError, EncodeError
-from ..frozen import frozen
-from ._classcodec import ClassCodec
+from ._classcodec import ClassCodec, RawObjectRecord
 from ._compile import _FIXED_FMT, _compile_source
 from ._record import RecordLayout
 from ._schema import SchemaClass
 from ._v2 import V2Data, V2ObjectId, V2SchemaId
 from ._values import ClassKey, ObjectId, QmfType
 
-__all__ = ["RefId", "V2RecordConverter", "ValuesRecord", "v2_class_key", "v2_default", "v2_value"]
+__all__ = ["RefId", "V2RecordConverter", "v2_class_key", "v2_default", "v2_value"]
 
 #: ``ref_id(agent banks, v2 object id) -> v1 object id bytes`` (16)
 RefId = Callable[[tuple[int, int], V2ObjectId], bytes]
@@ -244,39 +238,60 @@ def _compile_section(fields: list[tuple[str, QmfType, bool]], ref_id: RefId,
     return quick
 
 
-#: the statistics types the quick fit takes (an exact ``int``, ``bool`` or ``float`` is
-#: its own conversion; a ``float`` statistic is not taken: its 4 bytes would round it)
-_FITTED: Final = {**{t: "_int" for t in _INTS}, QmfType.BOOL: "_bool",
-                  QmfType.DOUBLE: "_float"}
-#: what a value the quick fit cannot take raises inside it
-_NOT_FITTED: Final = (struct.error, OverflowError, TypeError, ValueError)
-#: ``fit(values) -> the same values as a tuple``, or None (a value needs the v1
-#: codec's way: another type, out of range)
-_Fit = Callable[[list[Any]], "tuple[Any, ...] | None"]
+#: statistics types packed straight from the map (an exact ``int``, ``bool`` or
+#: ``float`` is its own conversion and takes the encoder's fast path)
+_PACKED: Final = {**{t: "_int" for t in _INTS}, QmfType.BOOL: "_bool",
+                  QmfType.FLOAT: "_float", QmfType.DOUBLE: "_float"}
+#: ``pack(values, absent) -> the statistics section's bytes``, or None (a value
+#: needs the field-by-field way: another type, out of range, not UTF-8); the names
+#: of the absent or null fields are appended to ``absent`` either way
+_Packer = Callable[[Mapping[str, Any], list[str]], "bytes | None"]
+#: what a value the packer cannot take raises inside it
+_NOT_PACKED: Final = (struct.error, OverflowError, TypeError, ValueError)
+#: most packers learned per class, and the maps a learned packer may miss before the
+#: general one is used again (and another learned)
+_MAX_LEARNS: Final = 8
+_MAX_MISSES: Final = 32
 
 
-def _text8(v: str) -> bytes:
-    """An sstr as the class codec's encoder writes it.  Raises ValueError: too long."""
-    raw = v.encode()
+def _text8(v: Any) -> bytes:
+    """An sstr as the class codec's encoder writes it, from a ``str``, or ``bytes``
+    that are UTF-8 (the conversion's text is then those bytes again).
+
+    Raises:
+        TypeError, ValueError: anything else (the field-by-field way then).
+    """
+    if type(v) is bytes:
+        v.decode("utf-8")  # strict: the conversion would replace what is not UTF-8
+        raw = v
+    elif type(v) is str:
+        raw = v.encode()
+    else:
+        raise TypeError("not a text")
     if len(raw) > 255:
         raise ValueError("too long")
-    return raw
+    return bytes((len(raw),)) + raw
 
 
-def _text16(v: str) -> bytes:
-    """An lstr as :func:`_text8` (up to 65535 bytes)."""
-    raw = v.encode()
+def _text16(v: Any) -> bytes:
+    """An lstr as :func:`_text8` (a two-byte size)."""
+    if type(v) is bytes:
+        v.decode("utf-8")
+        raw = v
+    elif type(v) is str:
+        raw = v.encode()
+    else:
+        raise TypeError("not a text")
     if len(raw) > 65535:
         raise ValueError("too long")
-    return raw
+    return len(raw).to_bytes(2, "big") + raw
 
 
-def _fit_expression(fields: list[tuple[str, QmfType]], args: list[str],
-                    env: dict[str, Any]) -> str:
-    """The expression that packs ``args`` (variables, one per field of ``fields``) as
-    the class codec's encoder would, one ``struct`` call per run of fixed-size fields
-    (their packers put in ``env``) and the texts between: it raises what the encoder
-    would for a value that does not fit."""
+def _pack_expression(fields: list[tuple[str, QmfType]], args: list[str],
+                     env: dict[str, Any]) -> str:
+    """The expression packing ``args`` (expressions, one per field of ``fields``) as
+    the class codec's encoder writes the section: one ``struct`` call per run of
+    fixed-size fields (their packers put in ``env``), the texts between."""
     parts: list[str] = []
     run: list[tuple[str, QmfType]] = []
 
@@ -294,130 +309,130 @@ def _fit_expression(fields: list[tuple[str, QmfType]], args: list[str],
         else:
             run.append((v, t))
     flush()
-    return ", ".join(parts)
+    return " + ".join(parts)
 
 
-def _compile_fit(fields: list[tuple[str, QmfType]], what: str) -> _Fit | None:
-    """``fit(values)``: the converted values of a section (texts already ``str``) as a
-    tuple when every one has exactly its type (``int`` for the integers, ``bool``,
-    ``float`` for a double) and fits it as the v1 encoder checks (range, text size):
-    then they are what a v1 record of them would read.  None for anything else (the
-    caller goes the v1 codec's way).  No fit for a section with other types."""
-    if not fields or not all(t in _FITTED or t in _TEXTS for _, t in fields):
-        return None
-    env: dict[str, Any] = {"_int": int, "_bool": bool, "_float": float, "_tuple": tuple,
-                           "_errors": _NOT_FITTED, "_text8": _text8, "_text16": _text16}
-    variables = [f"v{i}" for i in range(len(fields))]
+def _type_checks(fields: list[tuple[str, QmfType]], args: list[str]) -> list[str]:
+    """The tests that every one of ``args`` (variables) has exactly its fast-path type
+    (texts are checked by their packers)."""
     checks = []
     for kind in ("_int", "_bool", "_float"):
-        of_kind = [v for v, (_, t) in zip(variables, fields, strict=True)
-                   if _FITTED.get(t) == kind]
+        of_kind = [v for v, (_, t) in zip(args, fields, strict=True) if _PACKED.get(t) == kind]
         if of_kind:
             checks.append(f"{kind} is " + " is ".join(f"type({v})" for v in of_kind))
-    texts = [v for v, (_, t) in zip(variables, fields, strict=True) if t in _TEXTS]
-    if texts:  # a text that is not a str goes the codec's way
-        checks.append("_str is " + " is ".join(f"type({v})" for v in texts))
-        env["_str"] = str
-    lines = ["def fit(values):", f"    {', '.join(variables)}, = values"]
-    body = ["try:", f"    {_fit_expression(fields, variables, env)}",
-            "except _errors:", "    return None", "return _tuple(values)"]
+    return checks
+
+
+def _packer_env(fields: list[tuple[str, QmfType]]) -> dict[str, Any]:
+    return {"_names": tuple(f[0] for f in fields), "_map": map, "_list": list, "_int": int,
+            "_bool": bool, "_float": float, "_errors": _NOT_PACKED, "_text8": _text8,
+            "_text16": _text16, "_defaults": tuple(v2_default(t) for _, t in fields)}
+
+
+def _packable(fields: list[tuple[str, QmfType]]) -> bool:
+    return bool(fields) and all(t in _PACKED or t in _TEXTS for _, t in fields)
+
+
+def _compile_stats_packer(fields: list[tuple[str, QmfType]], what: str) -> _Packer | None:
+    """The statistics of a map straight to the bytes of their section: the values in
+    schema order in one C call, the absent or null ones given their type's zero (and
+    named in ``absent``), then, when every value has exactly its fast-path type
+    (``int`` for the integers, ``bool``, ``float``, UTF-8 text), one ``struct`` call
+    per run of fixed-size fields: the bytes the field-by-field conversion and the
+    class codec's encoder give.  None for anything else (the caller goes the
+    field-by-field way), and no packer for a class with other types among its
+    statistics."""
+    if not _packable(fields):
+        return None
+    env = _packer_env(fields)
+    variables = [f"v{i}" for i in range(len(fields))]
+    checks = _type_checks(fields, variables)
+    lines = ["def pack_stats(values, absent):",
+             "    out = _list(_map(values.get, _names))",
+             "    if None in out:",
+             "        i = out.index(None)",
+             "        while True:",
+             "            out[i] = _defaults[i]",
+             "            absent.append(_names[i])",
+             "            try:",
+             "                i = out.index(None, i + 1)",
+             "            except ValueError:",
+             "                break",
+             f"    {', '.join(variables)}, = out"]
+    body = ["try:", f"    return {_pack_expression(fields, variables, env)}",
+            "except _errors:", "    return None"]
     if checks:
         lines.append(f"    if {' and '.join(checks)}:")
         lines += ["        " + b for b in body]
         lines.append("    return None")
     else:
         lines += ["    " + b for b in body]
-    fit: _Fit = _compile_source("fit", lines, env, f"v2 {what}")
-    return fit
+    packer: _Packer = _compile_source("pack_stats", lines, env, f"v2 {what}")
+    return packer
 
 
-@frozen(slots=True)
-class ValuesRecord:
-    """A QMF v2 object as the values of its v1 class, held decoded: the record header
-    (timestamps and the v1 object id, laid out as :class:`RecordLayout` lays out a
-    record's first bytes) and the property and statistic values in schema order, as
-    a v1 record of them would read (never encoded on the way, see
-    :class:`V2RecordConverter`).  Reads like :class:`RawObjectRecord`."""
-
-    opcode: str
-    codec: ClassCodec = attrs.field(repr=lambda c: str(c.class_key))
-    header: bytes = attrs.field(repr=False)
-    #: property values in schema order (None: the object's map held none)
-    properties: tuple[Any, ...] | None = attrs.field(repr=False)
-    #: statistic values in schema order (None: the object's map held none)
-    statistics: tuple[Any, ...] | None = attrs.field(repr=False)
-    #: the non-optional elements the agent left out, which read as their type's zero
-    absent: frozenset[str] = attrs.field(default=_NO_NAMES, repr=False)
-
-    @property
-    def schema(self) -> SchemaClass:
-        return self.codec.schema
-
-    @property
-    def class_key(self) -> ClassKey:
-        return self.codec.class_key
-
-    @property
-    def timestamps(self) -> tuple[int, int, int]:
-        """(last update, created, deleted) in ns since the epoch."""
-        return RecordLayout.timestamps(self.header)
-
-    def is_deleted(self) -> bool:
-        return RecordLayout.is_deleted(self.header)
-
-    @property
-    def object_id(self) -> ObjectId:
-        return RecordLayout.object_id(self.header)
-
-    @property
-    def object_id_bytes(self) -> bytes:
-        """The object id's 16 wire bytes."""
-        return self.header[24:40]
-
-    @property
-    def has_properties(self) -> bool:
-        return self.properties is not None
-
-    @property
-    def has_statistics(self) -> bool:
-        return self.statistics is not None
-
-    def parts(self) -> tuple[tuple[Any, ...] | None, tuple[Any, ...] | None]:
-        """(properties, statistics): what an object view holds of the object."""
-        return self.properties, self.statistics
-
-    def get(self, name: str, default: Any = None) -> Any:
-        """A property or statistic by name; ``default`` when the record does not carry
-        it (or an optional property is absent)."""
-        codec = self.codec
-        i = codec.props.get(name)
-        if i is not None and self.properties is not None:
-            v = self.properties[i]
-            return default if v is None else v
-        i = codec.stats.get(name)
-        if i is not None and self.statistics is not None:
-            return self.statistics[i]
-        return default
+def _compile_learned_packer(fields: list[tuple[str, QmfType]], missing: frozenset[str],
+                            other: _Packer, what: str) -> _Packer | None:
+    """A packer for the maps that lack exactly the fields named ``missing`` (or hold
+    them null) and hold every other one, exactly typed: what an agent sends every
+    time (qpidd leaves out the same statistics in every update).  The present values
+    taken in one C call (``operator.itemgetter``), no scan for nulls, the missing ones
+    packed as their type's zero (constants) and named in ``absent``, in schema order.
+    Any map that departs from that (a key more or less, a null, another type, a
+    value out of range, text that is not UTF-8) goes to ``other`` (the general
+    packer), whose result it returns: the same bytes and names either way.  None
+    when no field would be taken (nothing to gain)."""
+    present = [(n, t) for n, t in fields if n not in missing]
+    if not present or not _packable(fields):
+        return None
+    env = _packer_env(fields)
+    env.update({"_other": other, "_get": operator.itemgetter(*(n for n, _ in present)),
+                "_missing": tuple(n for n, _ in fields if n in missing)})
+    variables = [f"v{i}" for i in range(len(present))]
+    args: list[str] = []
+    at = 0
+    for i, (name, _) in enumerate(fields):
+        if name in missing:
+            args.append(f"_defaults[{i}]")
+        else:
+            args.append(variables[at])
+            at += 1
+    unpack = f"{', '.join(variables)}, = _get(values)" if len(present) > 1 \
+        else "v0 = _get(values)"
+    checks = [f"g({n!r}) is None" for n in env["_missing"]]
+    checks += _type_checks(present, variables)
+    lines = ["def pack_learned(values, absent):",
+             "    try:",
+             f"        {unpack}",
+             "    except KeyError:",
+             "        return _other(values, absent)"]
+    if env["_missing"]:
+        lines.insert(1, "    g = values.get")
+    body = ["try:", f"    packed = {_pack_expression(fields, args, env)}",
+            "except _errors:", "    return _other(values, absent)"]
+    if env["_missing"]:
+        body.append("absent += _missing")
+    body.append("return packed")
+    if checks:
+        lines.append(f"    if {' and '.join(checks)}:")
+        lines += ["        " + b for b in body]
+        lines.append("    return _other(values, absent)")
+    else:
+        lines += ["    " + b for b in body]
+    packer: _Packer = _compile_source("pack_learned", lines, env, f"v2 {what}")
+    return packer
 
 
 class V2RecordConverter:
-    """Turns v2 objects of one class into :class:`ValuesRecord` of ``schema`` (whose
-    codec is ``codec``, the registry's codec of that schema); ``ref_id`` makes the v1
-    ids.
+    """Turns v2 objects of one class into v1 records of ``schema`` (encoded by
+    ``codec``, the registry's codec of that schema); ``ref_id`` makes the v1 ids."""
 
-    The values read as a v1 record of them would, without the record: a section
-    whose converted values all have exactly their type and fit it is kept as it is
-    (the statistics of qpidd's objects, for one: checked by one ``struct`` call per
-    run of fixed-size fields); any other section is encoded by the v1 codec and
-    decoded again (the properties always: they carry maps and references, and come
-    seldom over v2)."""
-
-    __slots__ = ("_absent", "_fit", "codec", "has_stats", "key", "pnames", "props",
-                 "ref_id", "snames", "stats")
+    __slots__ = ("_absent", "_learns", "_misses", "_pack_stats", "_packer", "_sfields", "codec",
+                 "has_stats", "key", "pnames", "props", "ref_id", "snames", "stats")
 
     def __init__(self, schema: SchemaClass, codec: ClassCodec, ref_id: RefId, *,
                  fast: bool = True) -> None:
-        """``fast=False``: every section the v1 codec's way (the same values; for
+        """``fast=False``: every map the field-by-field way (the same records; for
         tests and comparisons)."""
         self.key = schema.class_key
         self.codec = codec
@@ -428,7 +443,15 @@ class V2RecordConverter:
         sfields = [(st.name, QmfType(st.type)) for st in schema.statistics]
         self.stats = _compile_section([(n, t, False) for n, t in sfields], ref_id,
                                       f"{schema.class_key} statistics", fast=fast)
-        self._fit = _compile_fit(sfields, f"{schema.class_key} statistics") if fast else None
+        #: the statistics packed straight from a map that has them all, exactly typed
+        self._pack_stats = _compile_stats_packer(
+            sfields, f"{schema.class_key} statistics") if fast else None
+        #: what packs the statistics: the general packer, or one learned from what the
+        #: agent sends (see _learn)
+        self._packer: _Packer | None = self._pack_stats
+        self._sfields = sfields
+        self._learns = 0
+        self._misses = 0
         self.pnames = frozenset(p.name for p in schema.properties)
         self.snames = frozenset(st.name for st in schema.statistics)
         self.has_stats = bool(schema.statistics)
@@ -441,10 +464,10 @@ class V2RecordConverter:
         has_s = self.has_stats and not self.snames.isdisjoint(values)
         return "g" if has_p and has_s else ("i" if has_s else "c")
 
-    def convert(self, data: V2Data, banks: tuple[int, int]) -> ValuesRecord:
-        """``data``, an object of this class from the agent of ``banks``, as the
-        values of a v1 record (its id, and those of its references, from ``ref_id``,
-        the references asked first).
+    def record(self, data: V2Data, banks: tuple[int, int]) -> RawObjectRecord:
+        """``data``, an object of this class from the agent of ``banks``, as a v1
+        record (its id, and those of its references, from ``ref_id``, the references
+        asked first).
 
         Raises:
             DecodeError: no object id, or values that do not fit the schema.
@@ -455,25 +478,45 @@ class V2RecordConverter:
         values = data.values
         opcode = self.opcode(values)
         absent: list[str] = []
-        props: tuple[Any, ...] | None = None
-        stats: tuple[Any, ...] | None = None
-        codec = self.codec
+        stats: list[Any] | None = None
+        packed: bytes | None = None
         try:
-            if opcode != "i":
-                props = self._through_codec(self.props(values, banks, absent), True)
+            props = self.props(values, banks, absent) if opcode != "i" else None
             if opcode != "c":
-                listed = self.stats(values, banks, absent)
-                fit = self._fit
-                stats = fit(listed) if fit is not None else None
-                if stats is None:
-                    stats = self._through_codec(listed, False)
+                packer = self._packer
+                if packer is not None:
+                    n = len(absent)
+                    packed = packer(values, absent)
+                    if packed is None:  # the field-by-field way names them again
+                        del absent[n:]
+                    elif self._packer is self._pack_stats and self._learns < _MAX_LEARNS:
+                        self._learn(frozenset(absent[n:]))
+                if packed is None:
+                    stats = self.stats(values, banks, absent)
         except DecodeError:
             raise
         except _MISFITS as exc:
             raise self._misfit(v2_oid, exc) from exc
         oid = self.ref_id(banks, v2_oid)
+        codec = self.codec
         head = RecordLayout.header(data.update_ts or 0, data.create_ts or 0,
                                    data.delete_ts or 0, oid)
+        if packed is not None and props is None:  # statistics alone, packed: no buffer
+            raw = head + packed
+            sofs = len(head)
+        else:
+            out = bytearray(head)
+            try:
+                if props is not None:
+                    codec.properties[1](out, props)
+                sofs = len(out)
+                if packed is not None:
+                    out += packed
+                elif stats is not None:
+                    codec.statistics[1](out, stats)
+            except _MISFITS as exc:
+                raise self._misfit(v2_oid, exc) from exc
+            raw = bytes(out)
         if absent:  # an agent leaves out the same fields every time: one set each
             names = self._absent.get(tuple(absent))
             if names is None:
@@ -482,22 +525,29 @@ class V2RecordConverter:
                 names = self._absent[tuple(absent)] = frozenset(absent)
         else:
             names = _NO_NAMES
-        return ValuesRecord(opcode, codec, head, props, stats, names)
+        return RawObjectRecord(opcode, 0, codec, raw, sofs, names)
 
-    def _through_codec(self, values: list[Any], props: bool) -> tuple[Any, ...]:
-        """``values`` (a section) encoded by the v1 codec and decoded again: what a v1
-        record of them reads.  Raises what the encoder raises."""
-        codec = self.codec
-        out = bytearray(_BLANK_HEADER)
-        if props:
-            codec.properties[1](out, values)
-            return codec.decode_props(bytes(out))
-        codec.statistics[1](out, values)
-        return codec.decode_stats(bytes(out), RecordLayout.HEADER_SIZE)
+    def _learn(self, missing: frozenset[str]) -> None:
+        """Pack the statistics of the maps that lack the same fields as this one (or
+        hold them null) by a packer made for them (``_compile_learned_packer``); the
+        general packer again after :data:`_MAX_MISSES` maps that did not fit it, and
+        at most :data:`_MAX_LEARNS` packers made per class."""
+        assert self._pack_stats is not None
+        self._learns += 1
+        self._misses = 0
+        learned = _compile_learned_packer(self._sfields, missing, self._miss,
+                                          f"{self.key} statistics")
+        if learned is not None:
+            self._packer = learned
+
+    def _miss(self, values: Mapping[str, Any], absent: list[str]) -> bytes | None:
+        """A map the learned packer does not fit: the general packer's answer."""
+        assert self._pack_stats is not None
+        self._misses += 1
+        if self._misses >= _MAX_MISSES:
+            self._packer = self._pack_stats
+        return self._pack_stats(values, absent)
 
     def _misfit(self, oid: V2ObjectId, exc: BaseException) -> DecodeError:
         return DecodeError(f"QMF v2 object {oid.object_name!r} does not fit its schema "
                            f"{self.key}: {exc}")
-
-
-_BLANK_HEADER: Final = bytes(RecordLayout.HEADER_SIZE)
