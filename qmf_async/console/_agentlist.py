@@ -28,7 +28,7 @@ from ._links import BrokerLink, SessionSettings
 from ._objects import RemoteAgent
 from ._sessionevents import AgentChange, SessionEvent
 
-__all__ = ["AgentChange", "AgentList", "AgentListHost"]
+__all__ = ["AgentChange", "AgentList", "AgentListHost", "ConnectionSide"]
 
 # the session's logger: a broker's messages are the console's
 log = logging.getLogger("qmf_async.session")
@@ -36,8 +36,10 @@ log = logging.getLogger("qmf_async.session")
 MANAGEMENT = names.MANAGEMENT_EXCHANGE
 
 
-class AgentListHost(BrokerLink, Protocol):
-    """What an :class:`AgentList` needs of its broker (a ``Broker`` is one)."""
+class ConnectionSide(BrokerLink, Protocol):
+    """What the broker's per-connection parts (its :class:`AgentList`, its version
+    turn) read of it: the session, the transport and topic endpoint of the current
+    connection, the v2 link, and where to run background work (a ``Broker`` is one)."""
 
     @property
     def session(self) -> SessionSettings: ...
@@ -52,6 +54,10 @@ class AgentListHost(BrokerLink, Protocol):
     def topic_queue(self) -> str | None: ...
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None: ...
+
+
+class AgentListHost(ConnectionSide, Protocol):
+    """What an :class:`AgentList` needs of its broker (a ``Broker`` is one)."""
 
     def publish(self, out: Outgoing, *, content_type: str | None = ...) -> Awaitable[None]: ...
 

@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from .. import names
 from ..errors import QmfError
 from ..protocol import AgentArrived, ConsoleProtocol, VersionChoice
-from ..transport import TransportProtocol
-from ._agentlist import AgentList
-from ._links import SessionSettings
+from ._agentlist import AgentList, ConnectionSide
 from ._objects import RemoteAgent
 from ._v1events import V1Events
 
@@ -30,30 +28,8 @@ log = logging.getLogger("qmf_async.session")
 V1_AGENT_LIST = ("console.obj.*.*.org.apache.qpid.broker.agent",)
 
 
-class TurnHost(Protocol):
+class TurnHost(ConnectionSide, Protocol):
     """What a :class:`VersionTurn` needs of its broker (a ``Broker`` is one)."""
-
-    where: str
-
-    @property
-    def session(self) -> SessionSettings: ...
-
-    @property
-    def connected(self) -> bool: ...
-
-    @property
-    def has_management(self) -> bool: ...
-
-    @property
-    def transport(self) -> TransportProtocol | None: ...
-
-    @property
-    def topic_queue(self) -> str | None: ...
-
-    @property
-    def v2(self) -> object: ...
-
-    def spawn(self, coro: Coroutine[Any, Any, None]) -> None: ...
 
     def retire_v2(self) -> bool: ...
 
